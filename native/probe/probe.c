@@ -1,0 +1,195 @@
+/* libmsprobe: regions measured in-process (DESIGN: "measure the region of interest, in-process,
+ * with counters started and stopped at its borders"). No malloc anywhere on these paths. */
+#define _GNU_SOURCE
+#include "memsleuth/probe.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "ms_events.h"
+#include "ms_json.h"
+
+#define MAX_DEPTH 8
+#define MAX_SUMMARY 64
+
+typedef struct {
+  char name[48];
+  uint64_t t0_ns;
+  struct rusage ru0;
+  ms_snapshot snap0;
+} frame;
+
+typedef struct {
+  char name[48];
+  uint64_t ops, wall_ns, user_ns, sys_ns;
+  double val[MS_MAX_EVENTS];
+  int kind[MS_MAX_EVENTS];
+} summary;
+
+static ms_counters g_ctr;
+static int g_started, g_out_fd = -1, g_depth;
+static frame g_stack[MAX_DEPTH];
+static summary g_sum[MAX_SUMMARY];
+static int g_nsum, g_dropped;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void write_all(int fd, const char *s, size_t n) {
+  while (n) {
+    ssize_t w = write(fd, s, n);
+    if (w < 0) { if (errno == EINTR) continue; return; }
+    s += w; n -= (size_t)w;
+  }
+}
+
+static void print_summary(void);
+
+void ms_probe_init(void) {
+  if (g_started) return;
+  g_started = 1;
+  const char *fd = getenv("MEMSLEUTH_FD");
+  if (fd && *fd) g_out_fd = atoi(fd);
+  int flags = MS_OPEN_INHERIT;
+  if (getenv("MEMSLEUTH_NO_COUNTERS")) flags |= MS_OPEN_NO_HARDWARE | MS_OPEN_NO_SYSCALLS;
+  ms_counters_open(&g_ctr, 0, flags);
+  ms_counters_enable(&g_ctr);
+  if (g_out_fd >= 0) {
+    char buf[4096], why[160];
+    ms_json j;
+    msj_init(&j, buf, sizeof buf);
+    msj_obj_begin(&j, NULL);
+    msj_str(&j, "type", "probe");
+    msj_i64(&j, "pid", getpid());
+    msj_i64(&j, "grouped", g_ctr.grouped);
+    msj_obj_begin(&j, "unsupported");
+    for (int i = 0; i < g_ctr.n; i++)
+      if (g_ctr.ev[i].fd < 0) msj_str(&j, g_ctr.ev[i].def->name, ms_event_reason(&g_ctr.ev[i], why, sizeof why));
+    msj_obj_end(&j);
+    msj_obj_end(&j);
+    msj_raw(&j, "\n");
+    write_all(g_out_fd, buf, j.len);
+  } else {
+    atexit(print_summary);
+  }
+}
+
+__attribute__((constructor)) static void probe_ctor(void) { ms_probe_init(); }
+
+void ms_region_begin(const char *name) {
+  ms_probe_init();
+  if (g_depth >= MAX_DEPTH) { g_depth++; return; }  /* too deep: counted so that end pairs up */
+  frame *f = &g_stack[g_depth++];
+  snprintf(f->name, sizeof f->name, "%s", name ? name : "region");
+  getrusage(RUSAGE_SELF, &f->ru0);
+  f->t0_ns = now_ns();
+  /* Counters last, so that the clock and rusage calls are outside the counted window. */
+  ms_counters_read(&g_ctr, &f->snap0);
+}
+
+static uint64_t ru_ns(struct timeval a, struct timeval b) {
+  uint64_t x = ms_tv_ns(a.tv_sec, a.tv_usec), y = ms_tv_ns(b.tv_sec, b.tv_usec);
+  return y > x ? y - x : 0;
+}
+
+void ms_region_end(uint64_t ops) {
+  ms_snapshot s1;
+  ms_counters_read(&g_ctr, &s1);  /* first, mirror of begin */
+  uint64_t t1 = now_ns();
+  struct rusage ru1;
+  getrusage(RUSAGE_SELF, &ru1);
+  if (g_depth <= 0) return;
+  if (g_depth > MAX_DEPTH) { g_depth--; return; }
+  frame *f = &g_stack[--g_depth];
+
+  summary cur;
+  memset(&cur, 0, sizeof cur);
+  memcpy(cur.name, f->name, sizeof cur.name);
+  cur.ops = ops;
+  cur.wall_ns = t1 - f->t0_ns;
+  cur.user_ns = ru_ns(f->ru0.ru_utime, ru1.ru_utime);
+  cur.sys_ns = ru_ns(f->ru0.ru_stime, ru1.ru_stime);
+  for (int i = 0; i < g_ctr.n; i++) {
+    if (g_ctr.ev[i].fd < 0) { cur.kind[i] = MS_NOT_COUNTED; continue; }
+    cur.kind[i] = ms_scale(ms_reading_delta(f->snap0.r[i], s1.r[i]), &cur.val[i]);
+  }
+
+  if (g_out_fd >= 0) {
+    char buf[4096];
+    ms_json j;
+    msj_init(&j, buf, sizeof buf);
+    msj_obj_begin(&j, NULL);
+    msj_str(&j, "type", "region");
+    msj_str(&j, "name", cur.name);
+    msj_i64(&j, "pid", getpid());
+    msj_i64(&j, "depth", g_depth);
+    msj_u64(&j, "ops", cur.ops);
+    msj_u64(&j, "wall_ns", cur.wall_ns);
+    msj_u64(&j, "user_ns", cur.user_ns);
+    msj_u64(&j, "sys_ns", cur.sys_ns);
+    msj_i64(&j, "rusage_minflt", ru1.ru_minflt - f->ru0.ru_minflt);
+    msj_i64(&j, "rusage_majflt", ru1.ru_majflt - f->ru0.ru_majflt);
+    msj_obj_begin(&j, "counters");
+    for (int i = 0; i < g_ctr.n; i++) {
+      if (g_ctr.ev[i].def->kind == MS_KIND_SYSCALL || g_ctr.ev[i].fd < 0) continue;
+      if (cur.kind[i] == MS_NOT_COUNTED) msj_null(&j, g_ctr.ev[i].def->name);
+      else msj_dbl(&j, g_ctr.ev[i].def->name, cur.val[i]);
+    }
+    msj_obj_end(&j);
+    msj_obj_begin(&j, "syscalls");
+    for (int i = 0; i < g_ctr.n; i++)
+      if (g_ctr.ev[i].def->kind == MS_KIND_SYSCALL && g_ctr.ev[i].fd >= 0)
+        msj_u64(&j, g_ctr.ev[i].def->name, (uint64_t)(cur.val[i] + 0.5));
+    msj_obj_end(&j);
+    msj_obj_begin(&j, "running_fraction");  /* only events that were multiplexed */
+    for (int i = 0; i < g_ctr.n; i++)
+      if (g_ctr.ev[i].fd >= 0 && cur.kind[i] == MS_SCALED)
+        msj_dbl(&j, g_ctr.ev[i].def->name, ms_running_fraction(ms_reading_delta(f->snap0.r[i], s1.r[i])));
+    msj_obj_end(&j);
+    msj_obj_end(&j);
+    msj_raw(&j, "\n");
+    write_all(g_out_fd, buf, j.len);
+  } else if (g_nsum < MAX_SUMMARY) {
+    g_sum[g_nsum++] = cur;
+  } else {
+    g_dropped++;
+  }
+}
+
+static void print_summary(void) {
+  char line[1024];
+  for (int k = 0; k < g_nsum; k++) {
+    summary *s = &g_sum[k];
+    int n = snprintf(line, sizeof line, "memsleuth probe: region \"%s\": %.3f ms wall, user %.3f ms, sys %.3f ms",
+                     s->name, s->wall_ns / 1e6, s->user_ns / 1e6, s->sys_ns / 1e6);
+    if (s->ops) n += snprintf(line + n, sizeof line - n, ", %llu ops, %.2f ns/op",
+                              (unsigned long long)s->ops, (double)s->wall_ns / (double)s->ops);
+    n += snprintf(line + n, sizeof line - n, "\n   ");
+    for (int i = 0; i < g_ctr.n && n < (int)sizeof line - 64; i++) {
+      if (g_ctr.ev[i].fd < 0) continue;
+      if (s->kind[i] == MS_NOT_COUNTED) n += snprintf(line + n, sizeof line - n, " %s=not-counted", g_ctr.ev[i].def->name);
+      else n += snprintf(line + n, sizeof line - n, " %s=%.0f%s", g_ctr.ev[i].def->name, s->val[i],
+                         s->kind[i] == MS_SCALED ? "(scaled)" : "");
+    }
+    n += snprintf(line + n, sizeof line - n, "\n");
+    write_all(2, line, (size_t)n);
+  }
+  if (g_dropped) {
+    int n = snprintf(line, sizeof line, "memsleuth probe: %d more regions not shown\n", g_dropped);
+    write_all(2, line, (size_t)n);
+  }
+  char why[160];
+  for (int i = 0; i < g_ctr.n; i++) {
+    if (g_ctr.ev[i].fd >= 0) continue;
+    int n = snprintf(line, sizeof line, "memsleuth probe: %s unavailable (%s)\n", g_ctr.ev[i].def->name,
+                     ms_event_reason(&g_ctr.ev[i], why, sizeof why));
+    write_all(2, line, (size_t)n);
+  }
+}

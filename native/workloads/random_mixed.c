@@ -1,0 +1,172 @@
+/* random-mixed: the allocator benchmark of seed 003 (mimalloc-bench's "random mixed" shape).
+ *
+ *   random-mixed --iterations=N --ws=SLOTS --seed=S --min-size=16 --max-size=1024 --threads=T
+ *
+ * Each thread owns `ws` slots. Each operation picks a slot at random: if it holds a block, the
+ * block is checked and freed; otherwise a block of a random size in [min-size, max-size] is
+ * malloc'd and written (a cookie at both ends, so that both ends' pages are touched). One
+ * operation is one malloc or one free.
+ *
+ * Self-check: every freed block's cookies must be intact (else exit 4, "heap corruption"), and
+ * the checksum (a sum over the sizes and slots allocated) depends only on the parameters and the
+ * seed, never on the allocator: memsleuth compares it across allocators.
+ *
+ * --harness-only=1 runs the same loop with the same random numbers and slot choices but no
+ * malloc or free, to measure the harness's own cost per operation (docs/workloads.md).
+ *
+ * Regions: setup (slot arrays), main (the operations; ops = iterations * threads), teardown
+ * (freeing what is left). On malloc returning NULL: "out of memory", exit 3. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "memsleuth/probe.h"
+
+#define EXIT_OOM 3
+#define EXIT_CORRUPT 4
+
+typedef struct {
+  uint64_t iterations, ws, seed, min_size, max_size, threads, harness_only;
+} params;
+
+typedef struct {
+  const params *p;
+  unsigned idx;
+  void **slots;
+  uint32_t *sizes;
+  uint64_t checksum, live_bytes, peak_live_bytes, mallocs, frees;
+  int failed;  /* EXIT_OOM or EXIT_CORRUPT */
+} worker;
+
+/* splitmix64: fast, full-period, and good enough to pick slots and sizes. */
+static inline uint64_t next_rand(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Multiply-shift instead of %: the harness must cost little next to malloc (docs/workloads.md). */
+static inline uint64_t bounded(uint64_t r, uint64_t n) { return (uint64_t)(((__uint128_t)(r >> 32) * n) >> 32); }
+
+static inline uint64_t cookie(unsigned idx, uint64_t slot, uint32_t size) {
+  return 0x6d656d736c657574ull ^ ((uint64_t)idx << 48) ^ (slot << 16) ^ size;
+}
+
+static void *run_worker(void *arg) {
+  worker *w = arg;
+  const params *p = w->p;
+  uint64_t rng = p->seed * 0x100000001b3ull + w->idx + 1;
+  uint64_t span = p->max_size - p->min_size + 1;
+  for (uint64_t i = 0; i < p->iterations; i++) {
+    uint64_t r = next_rand(&rng);
+    uint64_t slot = bounded(r, p->ws);
+    if (w->sizes[slot]) {
+      uint32_t size = w->sizes[slot];
+      if (!p->harness_only) {
+        unsigned char *b = w->slots[slot];
+        uint64_t c = cookie(w->idx, slot, size), head, tail;
+        memcpy(&head, b, 8);
+        memcpy(&tail, b + size - 8, 8);
+        if (head != c || tail != c) { w->failed = EXIT_CORRUPT; return NULL; }
+        free(b);
+        w->slots[slot] = NULL;
+      }
+      w->sizes[slot] = 0;
+      w->live_bytes -= size;
+      w->frees++;
+    } else {
+      uint32_t size = (uint32_t)(p->min_size + bounded(next_rand(&rng), span));
+      if (!p->harness_only) {
+        unsigned char *b = malloc(size);
+        if (!b) { w->failed = EXIT_OOM; return NULL; }
+        uint64_t c = cookie(w->idx, slot, size);
+        memcpy(b, &c, 8);
+        memcpy(b + size - 8, &c, 8);
+        w->slots[slot] = b;
+      }
+      w->sizes[slot] = size;
+      w->live_bytes += size;
+      if (w->live_bytes > w->peak_live_bytes) w->peak_live_bytes = w->live_bytes;
+      w->checksum += size * (slot + 1);
+      w->mallocs++;
+    }
+  }
+  return NULL;
+}
+
+static int parse(const char *arg, const char *name, uint64_t *out, uint64_t lo, uint64_t hi) {
+  size_t n = strlen(name);
+  if (strncmp(arg, "--", 2) || strncmp(arg + 2, name, n) || arg[2 + n] != '=') return 0;
+  const char *v = arg + 3 + n;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (errno || end == v || *end || *v == '-' || x < lo || x > hi) {
+    fprintf(stderr, "random-mixed: --%s must be an integer in [%" PRIu64 ", %" PRIu64 "], got '%s'\n", name, lo, hi, v);
+    exit(2);
+  }
+  *out = x;
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  params p = {1000000, 400, 1, 16, 1024, 1, 0};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (parse(a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) || parse(a, "ws", &p.ws, 1, UINT64_C(1) << 28) ||
+        parse(a, "seed", &p.seed, 0, UINT64_MAX) || parse(a, "min-size", &p.min_size, 16, UINT64_C(1) << 30) ||
+        parse(a, "max-size", &p.max_size, 16, UINT64_C(1) << 30) || parse(a, "threads", &p.threads, 1, 1024) ||
+        parse(a, "harness-only", &p.harness_only, 0, 1))
+      continue;
+    fprintf(stderr, "random-mixed: unknown argument '%s'\n", a);
+    return 2;
+  }
+  if (p.min_size > p.max_size) { fprintf(stderr, "random-mixed: --min-size must not exceed --max-size\n"); return 2; }
+
+  ms_region_begin("setup");
+  worker *ws = calloc(p.threads, sizeof *ws);
+  for (unsigned t = 0; ws && t < p.threads; t++) {
+    ws[t].p = &p;
+    ws[t].idx = t;
+    ws[t].slots = calloc(p.ws, sizeof(void *));
+    ws[t].sizes = calloc(p.ws, sizeof(uint32_t));
+    if (!ws[t].slots || !ws[t].sizes) { ws = NULL; break; }
+  }
+  ms_region_end(0);
+  if (!ws) { fprintf(stderr, "random-mixed: out of memory for the slot arrays\n"); return EXIT_OOM; }
+
+  pthread_t *tids = p.threads > 1 ? calloc(p.threads, sizeof *tids) : NULL;
+  ms_region_begin("main");
+  if (p.threads == 1) {
+    run_worker(&ws[0]);
+  } else {
+    for (unsigned t = 0; t < p.threads; t++) pthread_create(&tids[t], NULL, run_worker, &ws[t]);
+    for (unsigned t = 0; t < p.threads; t++) pthread_join(tids[t], NULL);
+  }
+  ms_region_end(p.iterations * p.threads);
+
+  uint64_t checksum = 0, peak = 0, mallocs = 0, frees = 0;
+  for (unsigned t = 0; t < p.threads; t++) {
+    if (ws[t].failed == EXIT_OOM) { fprintf(stderr, "random-mixed: out of memory (malloc returned NULL) in thread %u\n", t); return EXIT_OOM; }
+    if (ws[t].failed == EXIT_CORRUPT) { fprintf(stderr, "random-mixed: heap corruption: a block's cookie changed in thread %u\n", t); return EXIT_CORRUPT; }
+    checksum += ws[t].checksum;
+    peak += ws[t].peak_live_bytes;
+    mallocs += ws[t].mallocs;
+    frees += ws[t].frees;
+  }
+
+  ms_region_begin("teardown");
+  for (unsigned t = 0; t < p.threads; t++) {
+    if (!p.harness_only)
+      for (uint64_t s = 0; s < p.ws; s++) free(ws[t].slots[s]);
+  }
+  ms_region_end(0);
+  printf("{\"workload\":\"random-mixed\",\"ops\":%" PRIu64 ",\"mallocs\":%" PRIu64 ",\"frees\":%" PRIu64
+         ",\"checksum\":\"%016" PRIx64 "\",\"peak_live_bytes\":%" PRIu64 "}\n",
+         p.iterations * p.threads, mallocs, frees, checksum, peak);
+  return 0;
+}
