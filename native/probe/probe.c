@@ -185,11 +185,20 @@ static void print_summary(void) {
     int n = snprintf(line, sizeof line, "memsleuth probe: %d more regions not shown\n", g_dropped);
     write_all(2, line, (size_t)n);
   }
-  char why[160];
+  /* Unavailable events, one line per reason ("no PMU" covers all seven hardware events). */
+  char why[160], other[160];
+  int done[MS_MAX_EVENTS] = {0};
   for (int i = 0; i < g_ctr.n; i++) {
-    if (g_ctr.ev[i].fd >= 0) continue;
-    int n = snprintf(line, sizeof line, "memsleuth probe: %s unavailable (%s)\n", g_ctr.ev[i].def->name,
-                     ms_event_reason(&g_ctr.ev[i], why, sizeof why));
+    if (g_ctr.ev[i].fd >= 0 || done[i]) continue;
+    ms_event_reason(&g_ctr.ev[i], why, sizeof why);
+    int n = snprintf(line, sizeof line, "memsleuth probe: unavailable:");
+    for (int k = i; k < g_ctr.n && n < (int)sizeof line - 200; k++) {
+      if (g_ctr.ev[k].fd >= 0 || done[k]) continue;
+      if (strcmp(ms_event_reason(&g_ctr.ev[k], other, sizeof other), why)) continue;
+      done[k] = 1;
+      n += snprintf(line + n, sizeof line - n, " %s", g_ctr.ev[k].def->name);
+    }
+    n += snprintf(line + n, sizeof line - n, " (%s)\n", why);
     write_all(2, line, (size_t)n);
   }
 }

@@ -1,0 +1,59 @@
+# memsleuth: `make demo` and `make test` do their own set-up on a fresh Debian machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+ALLOCATOR_PACKAGES := libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2
+BUILD_PACKAGES := cmake gcc g++ make python3-venv
+SOURCES := $(shell find src native -type f -not -name '*.pyc') CMakeLists.txt pyproject.toml
+TEST_BUILD := build/test
+
+.PHONY: all setup system-packages demo test test-native test-python bench clean
+
+all: setup
+
+# Debian packages: installed when root, otherwise reported.
+system-packages:
+	@missing=$$(for p in $(ALLOCATOR_PACKAGES) $(BUILD_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  echo "set-up: apt-get install $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else \
+	  echo "set-up: not root, so not installing: $$missing (memsleuth will use what is installed)"; \
+	fi
+
+$(VENV)/.deps: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "scikit-build-core>=0.8" "rich>=13" "numpy>=1.24" "scipy>=1.10" "pytest>=7"
+	touch $@
+
+# The package with its native binaries, built by CMake through scikit-build-core.
+$(VENV)/.installed: $(VENV)/.deps $(SOURCES)
+	$(PY) -m pip install -q --no-build-isolation .
+	touch $@
+
+setup: system-packages $(VENV)/.installed
+
+demo: setup
+	$(VENV)/bin/memsleuth compare
+
+$(TEST_BUILD)/build.ninja $(TEST_BUILD)/Makefile: CMakeLists.txt
+	cmake -S . -B $(TEST_BUILD) -DMEMSLEUTH_TESTS=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+
+test-native: setup $(TEST_BUILD)/Makefile
+	cmake --build $(TEST_BUILD) -j2 >/dev/null
+	cd $(TEST_BUILD) && ctest --output-on-failure
+
+test-python: setup test-native
+	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) -m pytest -q
+
+test: test-native test-python
+
+bench: setup test-native
+	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/overhead.py
+	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/syscall_distortion.py
+
+clean:
+	rm -rf build $(VENV) memsleuth.db memsleuth.db-wal memsleuth.db-shm

@@ -1,0 +1,3 @@
+from memsleuth.cli import main
+
+raise SystemExit(main())

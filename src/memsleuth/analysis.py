@@ -1,0 +1,182 @@
+"""From stored samples to what the report shows: per-cell summaries and per-group comparisons.
+
+A cell's headline metric is the throughput of its region `main` (ops/s, higher is better) when
+every ok sample has one, else the whole process's wall time (seconds, lower is better). The
+evidence columns are medians over the cell's ok samples, from region `main` where the probe
+reported it (the region of interest), else from the whole process.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memsleuth import stats
+from memsleuth.evidence import HARDWARE_EVENTS, SYSCALLS, Sample
+from memsleuth.store import StoredCell, StoredRun
+
+FAILED_LABEL = {"crashed": "SEGFAULT", "oom": "OOM", "timeout": "TIMEOUT", "preload-failed": "PRELOAD-FAILED",
+                "error": "ERROR"}
+
+
+def failure_label(sample: Sample) -> str:
+    if sample.status == "crashed":
+        if sample.signal_name == "SEGV":
+            return "SEGFAULT"
+        return f"SIG{sample.signal_name}" if sample.signal_name else "CRASHED"
+    return FAILED_LABEL.get(sample.status, sample.status.upper())
+
+
+@dataclass
+class Evidence:
+    """Medians over a cell's ok samples; None where nothing was measured."""
+    scope: str                                 # "region main" or "process"
+    user_s: float | None = None
+    sys_s: float | None = None
+    sys_share: float | None = None             # sys / (user + sys)
+    minflt: float | None = None
+    majflt: float | None = None
+    maxrss_kb: float | None = None
+    syscalls: dict[str, float] = field(default_factory=dict)
+    hardware: dict[str, float | None] = field(default_factory=dict)
+    context_switches: float | None = None
+    unsupported: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"scope": self.scope, "user_s": self.user_s, "sys_s": self.sys_s, "sys_share": self.sys_share,
+                "minflt": self.minflt, "majflt": self.majflt, "maxrss_kb": self.maxrss_kb,
+                "syscalls": self.syscalls, "hardware": self.hardware, "context_switches": self.context_switches}
+
+
+@dataclass
+class CellSummary:
+    cell: StoredCell
+    metric: str                                # "ops_per_s" or "wall_s"
+    estimate: stats.Estimate | None            # None when no sample succeeded
+    failures: list[Sample]
+    ok_samples: list[tuple[int, Sample]]
+    evidence: Evidence
+    checksum_mismatch: bool = False
+    ratio: stats.Estimate | None = None        # vs the best cell of its group (>= 1: how much slower)
+    is_best: bool = False
+
+    @property
+    def status(self) -> str:
+        if not self.ok_samples:
+            return self.failures[0].status if self.failures else "error"
+        return "ok" if not self.failures else "partial"
+
+    @property
+    def label(self) -> str:
+        if self.ok_samples:
+            return "ok"
+        return failure_label(self.failures[0]) if self.failures else "NO DATA"
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.metric == "ops_per_s"
+
+    def to_dict(self) -> dict:
+        e = self.estimate
+        return {
+            "status": self.status, "metric": self.metric,
+            "median": e.median if e else None, "ci_low": e.low if e else None, "ci_high": e.high if e else None,
+            "ci_level": e.level if e else None, "n": e.n if e else 0, "failed": len(self.failures),
+            "slower_than_best": (self.ratio.median if self.ratio else None),
+            "slower_than_best_ci": ([self.ratio.low, self.ratio.high] if self.ratio else None),
+            "is_best": self.is_best, "checksum_mismatch": self.checksum_mismatch,
+            "evidence": self.evidence.to_dict(),
+        }
+
+
+def _median(values: list[float | None]) -> float | None:
+    v = [x for x in values if x is not None]
+    return float(np.median(v)) if v else None
+
+
+def _evidence(samples: list[Sample]) -> Evidence:
+    if not samples:
+        return Evidence(scope="none")
+    use_region = all(s.main is not None for s in samples)
+    ev = Evidence(scope="region main" if use_region else "process")
+    parts = [s.main if use_region else s for s in samples]
+    ev.user_s = _median([p.user_ns / 1e9 for p in parts])
+    ev.sys_s = _median([p.sys_ns / 1e9 for p in parts])
+    shares = [p.sys_ns / (p.user_ns + p.sys_ns) for p in parts if p.user_ns + p.sys_ns > 0]
+    ev.sys_share = _median(shares)
+    counters = [p.counters for p in parts]
+    ev.minflt = _median([c.get("page-faults-minor") for c in counters])
+    ev.majflt = _median([c.get("page-faults-major") for c in counters])
+    if ev.minflt is None and not use_region:  # no perf counters: rusage still counts faults
+        ev.minflt = _median([s.minflt for s in samples])
+        ev.majflt = _median([s.majflt for s in samples])
+    ev.context_switches = _median([c.get("context-switches") for c in counters])
+    ev.maxrss_kb = _median([s.maxrss_kb for s in samples])
+    for name in SYSCALLS:
+        vals = [p.syscalls.get(name) for p in parts]
+        if any(v is not None for v in vals):
+            ev.syscalls[name] = _median(vals)
+    for name in HARDWARE_EVENTS:
+        vals = [c.get(name) for c in counters]
+        ev.hardware[name] = _median(vals) if any(name in c for c in counters) else None
+    ev.unsupported = dict(samples[0].unsupported)
+    return ev
+
+
+def summarise_cell(cell: StoredCell) -> CellSummary:
+    measured = cell.measured()
+    ok = [(r, s) for r, s in measured if s.ok]
+    failures = [s for _, s in measured if not s.ok]
+    if not measured:  # only warm-up runs exist (interrupted early, or the warm-up failed)
+        failures = [s for _, w, s in cell.samples if not s.ok]
+    metric = "ops_per_s" if ok and all(s.ops_per_s for _, s in ok) else "wall_s"
+    values = [s.ops_per_s if metric == "ops_per_s" else s.wall_ns / 1e9 for _, s in ok]
+    estimate = stats.median_ci(values) if values else None
+    checksums = {s.result.get("checksum") for _, s in ok if s.result and "checksum" in s.result}
+    return CellSummary(cell, metric, estimate, failures, ok, _evidence([s for _, s in ok]),
+                       checksum_mismatch=len(checksums) > 1)
+
+
+@dataclass
+class Group:
+    """The cells that share parameter values: the allocators being compared."""
+    params: dict
+    cells: list[CellSummary]
+    checksum_mismatch: bool = False
+
+
+def _metric_by_round(c: CellSummary) -> dict[int, float]:
+    return {r: (s.ops_per_s if c.metric == "ops_per_s" else s.wall_ns / 1e9) for r, s in c.ok_samples}
+
+
+def compare_group(cells: list[CellSummary]) -> Group:
+    ok = [c for c in cells if c.estimate is not None]
+    group = Group(cells[0].cell.params if cells else {}, cells)
+    if ok and len({c.metric for c in ok}) == 1:
+        hib = ok[0].higher_is_better
+        best = max(ok, key=lambda c: c.estimate.median) if hib else min(ok, key=lambda c: c.estimate.median)
+        best.is_best = True
+        best_rounds = _metric_by_round(best)
+        for c in ok:
+            mine = _metric_by_round(c)
+            common = sorted(set(mine) & set(best_rounds))
+            if not common:
+                continue
+            # "how many times slower than the best", per round: best/mine for throughput, mine/best for time.
+            num = [best_rounds[r] for r in common] if hib else [mine[r] for r in common]
+            den = [mine[r] for r in common] if hib else [best_rounds[r] for r in common]
+            c.ratio = stats.paired_ratio(num, den)
+    sums = {next(iter({s.result.get('checksum') for _, s in c.ok_samples if s.result} or {None}))
+            for c in ok}
+    sums.discard(None)
+    group.checksum_mismatch = len(sums) > 1 or any(c.checksum_mismatch for c in cells)
+    return group
+
+
+def analyse(run: StoredRun) -> list[Group]:
+    swept = run.spec.get("swept", [])
+    by_params: dict[tuple, list[CellSummary]] = {}
+    for cell in run.cells:
+        key = tuple(cell.params.get(k) for k in swept)
+        by_params.setdefault(key, []).append(summarise_cell(cell))
+    return [compare_group(cells) for cells in by_params.values()]

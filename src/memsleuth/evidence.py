@@ -1,0 +1,130 @@
+"""The typed evidence of one sample (one run of one process) and of one probe region.
+
+Built from ms-run's JSON document (docs/json-schema.md describes the fields). The document is
+what the store keeps; these classes are how everything downstream reads it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+STATUSES = ("ok", "crashed", "oom", "timeout", "preload-failed", "error")
+HARDWARE_EVENTS = ("cycles", "instructions", "cache-references", "cache-misses", "branch-misses",
+                   "L1-dcache-load-misses", "dTLB-load-misses")
+SYSCALLS = ("mmap", "munmap", "madvise", "brk", "mprotect", "mremap", "futex")
+
+
+@dataclass(frozen=True)
+class Region:
+    name: str
+    depth: int
+    ops: int
+    wall_ns: int
+    user_ns: int
+    sys_ns: int
+    counters: dict[str, float | None]
+    syscalls: dict[str, int]
+
+    @classmethod
+    def from_line(cls, d: dict) -> "Region":
+        return cls(name=str(d.get("name", "")), depth=int(d.get("depth", 0)), ops=int(d.get("ops", 0)),
+                   wall_ns=int(d.get("wall_ns", 0)), user_ns=int(d.get("user_ns", 0)),
+                   sys_ns=int(d.get("sys_ns", 0)), counters=dict(d.get("counters") or {}),
+                   syscalls={k: int(v) for k, v in (d.get("syscalls") or {}).items()})
+
+    @property
+    def ops_per_s(self) -> float | None:
+        return self.ops / (self.wall_ns / 1e9) if self.ops and self.wall_ns else None
+
+    @property
+    def minflt(self) -> float | None:
+        return self.counters.get("page-faults-minor")
+
+    @property
+    def majflt(self) -> float | None:
+        return self.counters.get("page-faults-major")
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "depth": self.depth, "ops": self.ops, "wall_ns": self.wall_ns,
+                "user_ns": self.user_ns, "sys_ns": self.sys_ns, "counters": self.counters,
+                "syscalls": self.syscalls}
+
+
+@dataclass(frozen=True)
+class Sample:
+    status: str
+    detail: str | None
+    exit_code: int | None
+    signal: int | None
+    signal_name: str | None
+    wall_ns: int
+    user_ns: int
+    sys_ns: int
+    minflt: int
+    majflt: int
+    nvcsw: int
+    nivcsw: int
+    maxrss_kb: int
+    counters: dict[str, float | None]
+    syscalls: dict[str, int]
+    unsupported: dict[str, str]
+    regions: tuple[Region, ...]
+    malloc_object: str | None
+    rss_kb: tuple[tuple[int, int], ...]
+    stdout_tail: str
+    stderr_tail: str
+    result: dict | None = None       # the workload's own result line, if any
+    raw: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_msrun(cls, doc: dict, result: dict | None = None) -> "Sample":
+        regions = tuple(Region.from_line(p) for p in doc.get("probe", [])
+                        if isinstance(p, dict) and p.get("type") == "region")
+        return cls(
+            status=doc.get("status", "error"), detail=doc.get("detail"), exit_code=doc.get("exit_code"),
+            signal=doc.get("signal"), signal_name=doc.get("signal_name"),
+            wall_ns=int(doc.get("wall_ns", 0)), user_ns=int(doc.get("user_ns", 0)), sys_ns=int(doc.get("sys_ns", 0)),
+            minflt=int(doc.get("minflt", 0)), majflt=int(doc.get("majflt", 0)),
+            nvcsw=int(doc.get("nvcsw", 0)), nivcsw=int(doc.get("nivcsw", 0)),
+            maxrss_kb=int(doc.get("maxrss_kb", 0)), counters=dict(doc.get("counters") or {}),
+            syscalls={k: int(v) for k, v in (doc.get("syscalls") or {}).items()},
+            unsupported=dict(doc.get("unsupported") or {}), regions=regions,
+            malloc_object=doc.get("malloc_object"),
+            rss_kb=tuple((int(t), int(r)) for t, r in doc.get("rss_kb", [])),
+            stdout_tail=doc.get("stdout_tail", ""), stderr_tail=doc.get("stderr_tail", ""),
+            result=result, raw=doc,
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def region(self, name: str) -> Region | None:
+        """The first top-level region of that name (the probe emits inner regions first)."""
+        found = [r for r in self.regions if r.name == name]
+        return min(found, key=lambda r: r.depth) if found else None
+
+    @property
+    def main(self) -> Region | None:
+        return self.region("main")
+
+    @property
+    def ops_per_s(self) -> float | None:
+        """Throughput of the region of interest: region `main` when the program has one."""
+        m = self.main
+        return m.ops_per_s if m else None
+
+    @property
+    def hardware_available(self) -> bool:
+        return any(e in self.counters for e in HARDWARE_EVENTS)
+
+    def to_dict(self) -> dict:
+        return {
+            "status": self.status, "detail": self.detail, "exit_code": self.exit_code, "signal": self.signal,
+            "signal_name": self.signal_name, "wall_ns": self.wall_ns, "user_ns": self.user_ns,
+            "sys_ns": self.sys_ns, "minflt": self.minflt, "majflt": self.majflt, "nvcsw": self.nvcsw,
+            "nivcsw": self.nivcsw, "maxrss_kb": self.maxrss_kb, "counters": self.counters,
+            "syscalls": self.syscalls, "unsupported": self.unsupported,
+            "regions": [r.to_dict() for r in self.regions], "malloc_object": self.malloc_object,
+            "rss_kb": [list(p) for p in self.rss_kb], "result": self.result,
+            "stdout_tail": self.stdout_tail, "stderr_tail": self.stderr_tail,
+        }

@@ -1,0 +1,85 @@
+"""A spec (what the user asked for) expanded into cells: allocator x parameter values."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from memsleuth.allocators import Allocator
+from memsleuth.errors import UsageError
+from memsleuth.workloads import Workload
+
+
+@dataclass(frozen=True)
+class Cell:
+    allocator: Allocator
+    params: dict[str, int]           # workload parameters; empty for a command
+    command: tuple[str, ...]         # argv of the measured program (without ms-run)
+    env: dict[str, str] = field(default_factory=dict)
+    oom_exit_code: int | None = None
+
+    @property
+    def label(self) -> str:
+        shown = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.allocator.name}" + (f" [{shown}]" if shown else "")
+
+
+@dataclass(frozen=True)
+class Plan:
+    kind: str                        # "workload" or "command"
+    name: str                        # the workload's name, or the command's program
+    cells: tuple[Cell, ...]
+    swept: tuple[str, ...]           # the parameters that vary across cells
+    reps: int
+    warmup: int
+    timeout_s: float | None
+    mem_limit_bytes: int | None
+
+    def groups(self) -> list[tuple[tuple[int, ...], list[int]]]:
+        """Cells grouped by parameter values: each group is the set of allocators compared."""
+        order: dict[tuple[int, ...], list[int]] = {}
+        for i, c in enumerate(self.cells):
+            order.setdefault(tuple(c.params[k] for k in self.swept), []).append(i)
+        return list(order.items())
+
+
+def parse_param_options(workload: Workload, options: list[str]) -> dict[str, list[int]]:
+    """--param KEY=V1,V2 (repeatable) -> {KEY: [V1, V2]}, validated against the schema."""
+    sweep: dict[str, list[int]] = {}
+    for opt in options:
+        if "=" not in opt:
+            raise UsageError(f"bad --param {opt!r}: expected KEY=V1,V2,...")
+        key, values = (s.strip() for s in opt.split("=", 1))
+        p = workload.param(key)
+        items = [v for v in values.split(",") if v.strip()]
+        if not items:
+            raise UsageError(f"bad --param {opt!r}: no values")
+        if len(items) > 1 and not p.sweepable:
+            raise UsageError(f"{workload.name}: parameter {key} cannot be swept")
+        if key in sweep:
+            raise UsageError(f"--param {key} given twice")
+        sweep[key] = [p.parse(v, workload.name) for v in items]
+    return sweep
+
+
+def workload_plan(workload: Workload, allocators: list[Allocator], param_options: list[str], *, reps: int,
+                  warmup: int = 1, timeout_s: float | None, mem_limit_bytes: int | None) -> Plan:
+    sweep = {k: list(v) for k, v in workload.default_sweep.items()}
+    sweep.update(parse_param_options(workload, param_options))
+    base = workload.defaults()
+    keys = [k for k in (p.name for p in workload.params) if k in sweep]
+    cells = []
+    for combo in itertools.product(*(sweep[k] for k in keys)):
+        values = dict(base)
+        values.update(zip(keys, combo))
+        if workload.validate:
+            workload.validate(values)
+        for alloc in allocators:
+            cells.append(Cell(alloc, values, tuple(workload.argv(values)), oom_exit_code=workload.oom_exit_code))
+    swept = tuple(k for k in keys if len(sweep[k]) > 1) or tuple(keys)
+    return Plan("workload", workload.name, tuple(cells), swept, reps, warmup, timeout_s, mem_limit_bytes)
+
+
+def command_plan(command: list[str], allocators: list[Allocator], *, reps: int, warmup: int = 1,
+                 timeout_s: float | None, mem_limit_bytes: int | None) -> Plan:
+    cells = tuple(Cell(a, {}, tuple(command)) for a in allocators)
+    return Plan("command", command[0], cells, (), reps, warmup, timeout_s, mem_limit_bytes)

@@ -1,0 +1,37 @@
+"""The run as JSON (docs/json-schema.md): every cell, its summary and every sample's evidence."""
+from __future__ import annotations
+
+import json
+
+from memsleuth.analysis import analyse
+from memsleuth.store import StoredRun
+
+SCHEMA = "memsleuth.run/1"
+
+
+def to_dict(run: StoredRun) -> dict:
+    summaries = {c.cell.id: c for g in analyse(run) for c in g.cells}
+    cells = []
+    for cell in run.cells:
+        s = summaries[cell.id]
+        cells.append({
+            "id": cell.id,
+            "label": cell.label,
+            "allocator": cell.allocator,
+            "params": cell.params,
+            "env": cell.env,
+            "command": cell.command,
+            "summary": s.to_dict(),
+            "samples": [dict(round=r, warmup=w, **smp.to_dict()) for r, w, smp in cell.samples],
+        })
+    return {
+        "schema": SCHEMA,
+        "run": {"id": run.id, "created_at": run.created_at, "finished_at": run.finished_at, "status": run.status,
+                "kind": run.kind, "name": run.name, "argv": run.argv, "spec": run.spec, "machine": run.machine,
+                "memsleuth_version": run.version},
+        "cells": cells,
+    }
+
+
+def render(run: StoredRun) -> str:
+    return json.dumps(to_dict(run), indent=2) + "\n"

@@ -1,0 +1,26 @@
+"""The report as Markdown (GitHub-flavoured tables), for files and pull requests."""
+from __future__ import annotations
+
+from memsleuth.report.model import Report
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render(report: Report) -> str:
+    out = [f"# {report.title}", ""]
+    out += [f"- {_cell(line)}" for line in report.header]
+    for t in report.tables:
+        out += ["", f"## {t.title}", ""]
+        out.append("| " + " | ".join(_cell(c) for c in t.columns) + " |")
+        out.append("|" + "|".join("---:" if i in t.align_right else "---" for i in range(len(t.columns))) + "|")
+        for row in t.rows:
+            out.append("| " + " | ".join(_cell(c) for c in row) + " |")
+        if t.notes:
+            out.append("")
+            out += [f"_{_cell(n)}_  " for n in t.notes]
+    if report.footer:
+        out.append("")
+        out += [f"**{_cell(line)}**" for line in report.footer]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,167 @@
+"""The report as data: titled tables of already-formatted strings, plus notes.
+
+Terminal and Markdown render the same model, so the two formats never disagree on a number.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memsleuth.analysis import CellSummary, Group, analyse, failure_label
+from memsleuth.evidence import HARDWARE_EVENTS
+from memsleuth.store import StoredRun
+from memsleuth.units import fmt_bytes, fmt_count, fmt_si
+
+SYSCALL_COLUMNS = ("mmap", "munmap", "madvise", "brk", "futex")
+HW_SHORT = {"cycles": "cycles", "instructions": "instr", "cache-references": "cache-ref", "cache-misses": "cache-miss",
+            "branch-misses": "br-miss", "L1-dcache-load-misses": "L1d-miss", "dTLB-load-misses": "dTLB-miss"}
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+    align_right: set[int] = field(default_factory=set)
+
+
+@dataclass
+class Report:
+    title: str
+    header: list[str]
+    tables: list[Table]
+    footer: list[str] = field(default_factory=list)
+
+
+def _params_text(params: dict, swept: list[str]) -> str:
+    return ", ".join(f"{k}={params[k]}" for k in swept if k in params) or "-"
+
+
+def _metric_text(c: CellSummary) -> tuple[str, str]:
+    e = c.estimate
+    if e is None:
+        return failure_label(c.failures[0]) if c.failures else "NO DATA", ""
+    unit = "ops/s" if c.metric == "ops_per_s" else "s"
+    fmt = (lambda x: fmt_si(x)) if c.metric == "ops_per_s" else (lambda x: f"{x:.4g}")
+    ci = f"[{fmt(e.low)}, {fmt(e.high)}]" if e.low is not None else f"n/a (n={e.n} < 6)"
+    return f"{fmt(e.median)} {unit}", ci
+
+
+def _ratio_text(c: CellSummary) -> str:
+    """How many times slower than the group's fastest, from per-round ratios; 'unresolved' when
+    the CI reaches 1.0 (the data cannot tell the two apart)."""
+    if c.estimate is None:
+        return "-"
+    if c.is_best:
+        return "fastest"
+    r = c.ratio
+    if r is None:
+        return "-"
+    if r.low is None:
+        return f"{r.median:.2f}x (n < 6: no CI)"
+    text = f"{r.median:.2f}x [{r.low:.2f}, {r.high:.2f}]"
+    return text + (" unresolved" if r.low <= 1.0 else "")
+
+
+def throughput_table(run: StoredRun, groups: list[Group], swept: list[str]) -> Table:
+    metric_name = "throughput (region main)" if any(
+        c.metric == "ops_per_s" for g in groups for c in g.cells) else "wall time (whole process)"
+    cols = ([", ".join(swept)] if swept else []) + ["allocator", metric_name, "95% CI", "slower than fastest", "n"]
+    rows = []
+    for g in groups:
+        for c in g.cells:
+            value, ci = _metric_text(c)
+            n = f"{len(c.ok_samples)}" + (f" (+{len(c.failures)} failed)" if c.failures and c.ok_samples else "")
+            row = ([_params_text(c.cell.params, swept)] if swept else []) + [c.cell.allocator["name"], value, ci,
+                                                                           _ratio_text(c), n]
+            rows.append(row)
+    notes = []
+    if any(g.checksum_mismatch for g in groups):
+        notes.append("WARNING: workload checksums differ between allocators or runs of the same parameters: "
+                     "the work done was not the same.")
+    notes.append("Median of the runs with a distribution-free 95% CI (order statistics); 'slower than fastest' "
+                 "is the median of per-round ratios against the group's fastest, with its 95% CI.")
+    return Table("Throughput", cols, rows, notes, align_right={len(cols) - 4, len(cols) - 1})
+
+
+def evidence_table(groups: list[Group], swept: list[str]) -> Table:
+    cells = [c for g in groups for c in g.cells if c.estimate is not None]
+    have_hw = any(v is not None for c in cells for v in c.evidence.hardware.values())
+    cols = ([", ".join(swept)] if swept else []) + ["allocator", "user s", "sys s", "sys %", "minor faults",
+                                                    "major faults", "peak RSS", *SYSCALL_COLUMNS]
+    cols += [HW_SHORT[h] for h in HARDWARE_EVENTS] if have_hw else ["hw counters"]
+    rows = []
+    for c in cells:
+        e = c.evidence
+        row = ([_params_text(c.cell.params, swept)] if swept else []) + [c.cell.allocator["name"]]
+        row += [f"{e.user_s:.3f}" if e.user_s is not None else "n/a",
+                f"{e.sys_s:.3f}" if e.sys_s is not None else "n/a",
+                f"{100 * e.sys_share:.1f}%" if e.sys_share is not None else "n/a",
+                fmt_count(e.minflt), fmt_count(e.majflt),
+                fmt_bytes(e.maxrss_kb * 1024 if e.maxrss_kb is not None else None)]
+        row += [fmt_count(e.syscalls.get(s)) if s in e.syscalls else "n/a" for s in SYSCALL_COLUMNS]
+        if have_hw:
+            row += [fmt_si(e.hardware.get(h)) if e.hardware.get(h) is not None else "n/a" for h in HARDWARE_EVENTS]
+        else:
+            row.append("n/a (no PMU)" if _no_pmu(e.unsupported) else "n/a")
+        rows.append(row)
+    scopes = {c.evidence.scope for c in cells}
+    notes = [f"Medians per run. Time, faults and syscalls are from {' / '.join(sorted(scopes)) or 'n/a'}; "
+             "peak RSS is the whole process's."]
+    unsupported = next((c.evidence.unsupported for c in cells if c.evidence.unsupported), {})
+    if unsupported:
+        reasons: dict[str, list[str]] = {}
+        for ev, why in unsupported.items():
+            reasons.setdefault(why, []).append(ev)
+        for why, evs in reasons.items():
+            notes.append(f"Not measured: {', '.join(evs)} ({why}).")
+    return Table("Evidence", cols, rows, notes, align_right=set(range(len(cols) - 1)) - {0, 1})
+
+
+def _no_pmu(unsupported: dict[str, str]) -> bool:
+    return any(h in unsupported and "PMU" in unsupported[h] for h in HARDWARE_EVENTS)
+
+
+def failures_table(groups: list[Group], swept: list[str]) -> Table | None:
+    rows = []
+    for g in groups:
+        for c in g.cells:
+            seen = set()
+            for s in c.failures:
+                key = (s.status, s.detail)
+                if key in seen:
+                    continue
+                seen.add(key)
+                count = sum(1 for f in c.failures if (f.status, f.detail) == key)
+                tail = " | ".join(s.stderr_tail.strip().splitlines()[-3:]) or "(empty)"
+                rows.append(([_params_text(c.cell.params, swept)] if swept else []) +
+                            [c.cell.allocator["name"], failure_label(s), f"{s.detail or ''} (x{count})", tail[-300:]])
+    if not rows:
+        return None
+    cols = ([", ".join(swept)] if swept else []) + ["allocator", "status", "detail", "stderr tail"]
+    return Table("Failures", cols, rows)
+
+
+def build(run: StoredRun) -> Report:
+    swept = list(run.spec.get("swept", []))
+    groups = analyse(run)
+    m = run.machine
+    what = f"workload {run.name}" if run.kind == "workload" else f"command: {' '.join(run.spec.get('command', []))}"
+    header = [
+        f"{what}; {run.spec.get('reps')} interleaved rounds + {run.spec.get('warmup', 1)} warm-up per cell; "
+        f"status {run.status}; {run.created_at}",
+        f"machine: {m.get('cpu_model')} x{m.get('cpus')}, kernel {m.get('kernel')}, glibc {m.get('glibc')}, "
+        f"THP {m.get('thp')}, load {m.get('loadavg_1m', 0):.2f}",
+        "allocators: " + "; ".join(f"{a['name']} {a['version']}" for a in m.get("allocators", [])),
+    ]
+    fixed = {k: v for k, v in (run.cells[0].params.items() if run.cells else []) if k not in swept}
+    if fixed:
+        header.append("parameters: " + ", ".join(f"{k}={v}" for k, v in fixed.items()))
+    tables = [throughput_table(run, groups, swept), evidence_table(groups, swept)]
+    failures = failures_table(groups, swept)
+    if failures:
+        tables.append(failures)
+    footer = []
+    if run.status == "interrupted":
+        footer.append("This run was interrupted: the tables show the samples that finished.")
+    return Report(f"memsleuth compare — run {run.id}", header, tables, footer)

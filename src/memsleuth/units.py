@@ -1,0 +1,57 @@
+"""Parsing and formatting of quantities. Names say the unit; these functions keep it that way."""
+from __future__ import annotations
+
+import math
+import re
+
+from memsleuth.errors import UsageError
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_SIZE_FACTORS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size_bytes(text: str) -> int:
+    """'512M', '1GiB', '4096' -> bytes (binary multiples: a memory limit is counted in pages)."""
+    m = _SIZE.match(text)
+    if not m:
+        raise UsageError(f"bad size {text!r}: expected a number with an optional K/M/G/T suffix, like 512M")
+    value = float(m.group(1)) * _SIZE_FACTORS[m.group(2).lower()]
+    if value < 1:
+        raise UsageError(f"bad size {text!r}: must be at least 1 byte")
+    return int(value)
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "n/a"
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= factor:
+            return f"{n / factor:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_si(x: float | None, unit: str = "") -> str:
+    """3 significant figures with an SI prefix: 84.2M ops/s, 1.25k."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    for suffix, factor in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= factor:
+            return f"{x / factor:.3g}{suffix}{(' ' + unit) if unit else ''}"
+    return f"{x:.3g}{(' ' + unit) if unit else ''}"
+
+
+def fmt_count(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:,.0f}"
+
+
+def fmt_seconds(ns: float | None) -> str:
+    if ns is None:
+        return "n/a"
+    s = ns / 1e9
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s * 1e6:.0f} µs"
