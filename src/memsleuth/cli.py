@@ -68,16 +68,17 @@ def _check_command(command: list[str]) -> None:
 
 
 def _emit(run_id: int, store: Store, args, console: Console) -> None:
+    """The report on stdout; where the other formats went, on stderr (stdout stays the report)."""
     from memsleuth.report import json_export, markdown, model, terminal
     run = store.load_run(run_id)
     report = model.build(run)
     terminal.render(report, console)
     if getattr(args, "md", None):
         Path(args.md).write_text(markdown.render(report))
-        console.print(f"Markdown report written to {args.md}", style="dim")
+        print(f"memsleuth: Markdown report written to {args.md}", file=sys.stderr)
     if getattr(args, "json", None):
         Path(args.json).write_text(json_export.render(run))
-        console.print(f"JSON export written to {args.json}", style="dim")
+        print(f"memsleuth: JSON export written to {args.json}", file=sys.stderr)
 
 
 def cmd_compare(args, command: list[str] | None, console: Console) -> int:
@@ -107,13 +108,13 @@ def cmd_compare(args, command: list[str] | None, console: Console) -> int:
     cell_ids = [store.add_cell(run_id, i, allocator=c.allocator.to_dict(), params=c.params, env=c.env,
                                command=list(c.command)) for i, c in enumerate(p.cells)]
     total = len(runner.schedule(p))
-    console.print(f"memsleuth: run {run_id}: {len(p.cells)} cells x ({p.reps} rounds + {p.warmup} warm-up) = "
-                  f"{total} runs, stored in {args.db}", style="dim")
+    print(f"memsleuth: run {run_id}: {len(p.cells)} cells x ({p.reps} rounds + {p.warmup} warm-up) = "
+          f"{total} runs, stored in {args.db}", file=sys.stderr, flush=True)
     outcome = runner.run(p, store, run_id, cell_ids, console=Console(stderr=True))
     if outcome.interrupted:
+        _emit(run_id, store, args, console)
         console.print(f"\nInterrupted: kept {outcome.samples} finished runs of run {run_id}. "
                       f"Show them with: memsleuth show {run_id} --db {args.db}", style="yellow")
-        _emit(run_id, store, args, console)
         return 130
     _emit(run_id, store, args, console)
     return 0
@@ -183,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         i = argv.index("--")
         argv, command = argv[:i], argv[i + 1:]
-    console = Console()
+    # Piped output (a file, CI logs) gets wide tables rather than the 80-column default.
+    console = Console(width=None if sys.stdout.isatty() else 200)
     try:
         args = build_parser().parse_args(argv)
         if command is not None and args.command != "compare":

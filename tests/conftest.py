@@ -1,0 +1,52 @@
+"""Shared helpers: real processes only. Fixtures are the native test programs built by `make test`."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memsleuth import native
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(os.environ.get("MEMSLEUTH_TEST_FIXTURES", ROOT / "build" / "test")).resolve()
+
+
+def fixture(name: str) -> str:
+    path = FIXTURES / name
+    if not path.exists():
+        pytest.fail(f"test fixture {path} missing: run the tests with `make test`, which builds it")
+    return str(path)
+
+
+def ms_run(*args: str, timeout: float = 120) -> dict:
+    out = subprocess.run([str(native.ms_run()), *args], capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def memsleuth(*args: str, timeout: float = 600, cwd: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memsleuth", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
+
+
+def probe_events() -> dict:
+    return json.loads(subprocess.run([str(native.ms_run()), "--events"], capture_output=True, text=True).stdout)
+
+
+EVENTS = probe_events()
+HAVE_TRACEPOINTS = "madvise" in EVENTS.get("opened", [])
+HAVE_PMU = "cycles" in EVENTS.get("opened", [])
+NO_TRACEPOINTS_REASON = "syscall tracepoints unavailable here: " + str(EVENTS.get("unsupported", {}).get("madvise"))
+NO_PMU_REASON = "no PMU on this machine (hardware counters do not open: " + str(
+    EVENTS.get("unsupported", {}).get("cycles")) + ")"
+
+needs_tracepoints = pytest.mark.skipif(not HAVE_TRACEPOINTS, reason=NO_TRACEPOINTS_REASON)
+needs_pmu = pytest.mark.skipif(not HAVE_PMU, reason=NO_PMU_REASON)
+
+
+def regions_of(doc: dict) -> list[dict]:
+    return [p for p in doc["probe"] if isinstance(p, dict) and p.get("type") == "region"]
