@@ -41,16 +41,16 @@ typedef struct {
   int failed;  /* EXIT_OOM or EXIT_CORRUPT */
 } worker;
 
-/* splitmix64: fast, full-period, and good enough to pick slots and sizes. */
+/* wyrand: one 64x64->128 multiply per number, passes BigCrush; the harness must cost little
+ * next to malloc (docs/workloads.md measures it). */
 static inline uint64_t next_rand(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  *s += 0xa0761d6478bd642full;
+  __uint128_t m = (__uint128_t)*s * (*s ^ 0xe7037ed1a0b428dbull);
+  return (uint64_t)(m >> 64) ^ (uint64_t)m;
 }
 
-/* Multiply-shift instead of %: the harness must cost little next to malloc (docs/workloads.md). */
-static inline uint64_t bounded(uint64_t r, uint64_t n) { return (uint64_t)(((__uint128_t)(r >> 32) * n) >> 32); }
+/* Multiply-shift maps 32 random bits onto [0, n) without a division. */
+static inline uint64_t bounded32(uint32_t r, uint64_t n) { return (uint64_t)(((uint64_t)r * n) >> 32); }
 
 static inline uint64_t cookie(unsigned idx, uint64_t slot, uint32_t size) {
   return 0x6d656d736c657574ull ^ ((uint64_t)idx << 48) ^ (slot << 16) ^ size;
@@ -62,8 +62,9 @@ static void *run_worker(void *arg) {
   uint64_t rng = p->seed * 0x100000001b3ull + w->idx + 1;
   uint64_t span = p->max_size - p->min_size + 1;
   for (uint64_t i = 0; i < p->iterations; i++) {
+    /* One random number per operation: the high half picks the slot, the low half the size. */
     uint64_t r = next_rand(&rng);
-    uint64_t slot = bounded(r, p->ws);
+    uint64_t slot = bounded32((uint32_t)(r >> 32), p->ws);
     if (w->sizes[slot]) {
       uint32_t size = w->sizes[slot];
       if (!p->harness_only) {
@@ -79,7 +80,7 @@ static void *run_worker(void *arg) {
       w->live_bytes -= size;
       w->frees++;
     } else {
-      uint32_t size = (uint32_t)(p->min_size + bounded(next_rand(&rng), span));
+      uint32_t size = (uint32_t)(p->min_size + bounded32((uint32_t)r, span));
       if (!p->harness_only) {
         unsigned char *b = malloc(size);
         if (!b) { w->failed = EXIT_OOM; return NULL; }
