@@ -39,7 +39,7 @@ setup: system-packages $(VENV)/.installed
 demo: setup
 	$(VENV)/bin/memsleuth compare
 
-$(TEST_BUILD)/build.ninja $(TEST_BUILD)/Makefile: CMakeLists.txt
+$(TEST_BUILD)/Makefile: CMakeLists.txt
 	cmake -S . -B $(TEST_BUILD) -DMEMSLEUTH_TESTS=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
 
 test-native: setup $(TEST_BUILD)/Makefile
