@@ -26,7 +26,7 @@ system-packages:
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "scikit-build-core>=0.8" "rich>=13" "numpy>=1.24" "scipy>=1.10" "pytest>=7"
+	$(PY) -m pip install -q "scikit-build-core>=0.8" "rich>=13" "numpy>=1.24" "scipy>=1.10" "pyperf>=2.6" "pytest>=7" "hypothesis>=6"
 	touch $@
 
 # The package with its native binaries, built by CMake through scikit-build-core.
@@ -54,6 +54,8 @@ test: test-native test-python
 bench: setup test-native
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/overhead.py
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/syscall_distortion.py
+	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/harness_cost.py
+	$(PY) bench/reproducibility.py
 
 clean:
 	rm -rf build $(VENV) memsleuth.db memsleuth.db-wal memsleuth.db-shm

@@ -35,6 +35,16 @@ def _one_line_error(proc, needle: str) -> None:
     (["compare", "--", "/nonexistent/cmd"], "not an executable"),
     (["compare", "--", "no-such-command-xyz"], "not found in PATH"),
     (["show", "--db", "/nonexistent.db"], "no such database"),
+    (["compare", "--target-ci", "2"], "ambiguous"),
+    (["compare", "--target-ci", "abc"], "must be a percentage"),
+    (["compare", "--min-reps", "10", "--max-reps", "5"], "must not be below --min-reps"),
+    (["compare", "--reps", "5", "--target-ci", "1%"], "--reps fixes the number of rounds"),
+    (["compare", "--env", "NOEQUALS"], "bad --env"),
+    (["compare", "--env", "LD_PRELOAD=x"], "set by memsleuth itself"),
+    (["diff", "1", "2", "--db", "/nonexistent.db"], "no such database"),
+    (["diff", "1", "2", "--threshold", "150%"], "between 0% and 100%"),
+    (["history", "--db", "/nonexistent.db"], "no such database"),
+    (["export", "x", "--db", "/nonexistent.db"], "no such database"),
 ])
 def test_bad_input(args, needle):
     _one_line_error(memsleuth(*args), needle)

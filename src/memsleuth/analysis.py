@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memsleuth import stats
+from memsleuth import quality, stats
 from memsleuth.evidence import HARDWARE_EVENTS, SYSCALLS, Sample
 from memsleuth.store import StoredCell, StoredRun
 
@@ -58,7 +58,9 @@ class CellSummary:
     evidence: Evidence
     checksum_mismatch: bool = False
     ratio: stats.Estimate | None = None        # vs the best cell of its group (>= 1: how much slower)
+    verdict: stats.Verdict | None = None       # that ratio read against the noise threshold
     is_best: bool = False
+    warnings: list[quality.Warning] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -84,6 +86,9 @@ class CellSummary:
             "ci_level": e.level if e else None, "n": e.n if e else 0, "failed": len(self.failures),
             "slower_than_best": (self.ratio.median if self.ratio else None),
             "slower_than_best_ci": ([self.ratio.low, self.ratio.high] if self.ratio else None),
+            "verdict": self.verdict.text if self.verdict else None,
+            "ci_half_width": e.half_width_rel if e else None,
+            "warnings": [w.text for w in self.warnings],
             "is_best": self.is_best, "checksum_mismatch": self.checksum_mismatch,
             "evidence": self.evidence.to_dict(),
         }
@@ -123,7 +128,7 @@ def _evidence(samples: list[Sample]) -> Evidence:
     return ev
 
 
-def summarise_cell(cell: StoredCell) -> CellSummary:
+def summarise_cell(cell: StoredCell, target_ci: float | None = None) -> CellSummary:
     measured = cell.measured()
     ok = [(r, s) for r, s in measured if s.ok]
     failures = [s for _, s in measured if not s.ok]
@@ -134,7 +139,8 @@ def summarise_cell(cell: StoredCell) -> CellSummary:
     estimate = stats.median_ci(values) if values else None
     checksums = {s.result.get("checksum") for _, s in ok if s.result and "checksum" in s.result}
     return CellSummary(cell, metric, estimate, failures, ok, _evidence([s for _, s in ok]),
-                       checksum_mismatch=len(checksums) > 1)
+                       checksum_mismatch=len(checksums) > 1,
+                       warnings=quality.cell_warnings(cell.label, values, target_ci) if values else [])
 
 
 @dataclass
@@ -149,7 +155,7 @@ def _metric_by_round(c: CellSummary) -> dict[int, float]:
     return {r: (s.ops_per_s if c.metric == "ops_per_s" else s.wall_ns / 1e9) for r, s in c.ok_samples}
 
 
-def compare_group(cells: list[CellSummary]) -> Group:
+def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) -> Group:
     ok = [c for c in cells if c.estimate is not None]
     group = Group(cells[0].cell.params if cells else {}, cells)
     if ok and len({c.metric for c in ok}) == 1:
@@ -166,6 +172,8 @@ def compare_group(cells: list[CellSummary]) -> Group:
             num = [best_rounds[r] for r in common] if hib else [mine[r] for r in common]
             den = [mine[r] for r in common] if hib else [best_rounds[r] for r in common]
             c.ratio = stats.paired_ratio(num, den)
+            if c is not best:
+                c.verdict = stats.verdict(c.ratio, noise)
     sums = {next(iter({s.result.get('checksum') for _, s in c.ok_samples if s.result} or {None}))
             for c in ok}
     sums.discard(None)
@@ -178,5 +186,6 @@ def analyse(run: StoredRun) -> list[Group]:
     by_params: dict[tuple, list[CellSummary]] = {}
     for cell in run.cells:
         key = tuple(cell.params.get(k) for k in swept)
-        by_params.setdefault(key, []).append(summarise_cell(cell))
-    return [compare_group(cells) for cells in by_params.values()]
+        by_params.setdefault(key, []).append(summarise_cell(cell, run.spec.get("target_ci")))
+    noise = run.spec.get("noise", stats.DEFAULT_NOISE)
+    return [compare_group(cells, noise) for cells in by_params.values()]

@@ -1,4 +1,4 @@
-"""The `memsleuth` command: compare, show, doctor.
+"""The `memsleuth` command: compare, show, diff, history, export, doctor.
 
 Bad input is a UsageError: one line on stderr and exit code 2, never a traceback.
 """
@@ -15,10 +15,13 @@ from rich.console import Console
 from memsleuth import __version__, allocators, machine, plan as planning, runner, workloads
 from memsleuth.errors import UsageError
 from memsleuth.store import Store
-from memsleuth.units import parse_size_bytes
+from memsleuth.units import parse_fraction, parse_size_bytes
 
 DEFAULT_DB = "memsleuth.db"
-DEFAULT_REPS = 10       # order-statistic 95% CI of the median: ranks 2 and 9 of 10 (97.9% coverage)
+DEFAULT_TARGET_CI = "2%"   # relative CI half-width at which a cell has enough runs
+DEFAULT_MIN_REPS = 6       # the fewest runs whose order statistics give a 95% CI of the median
+DEFAULT_MAX_REPS = 30      # keeps `make demo` (20 cells) within about two minutes at worst
+DEFAULT_NOISE = "1%"       # differences whose CI stays within +-1% are not called
 DEFAULT_TIMEOUT_S = 120.0
 
 
@@ -48,14 +51,26 @@ def _positive_float(text: str, what: str) -> float:
     return v
 
 
-def _reps(text: str) -> int:
+def _count(text: str, what: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise UsageError(f"--reps must be an integer, got {text!r}") from None
+        raise UsageError(f"{what} must be an integer, got {text!r}") from None
     if v < 1:
-        raise UsageError(f"--reps must be at least 1, got {text!r}")
+        raise UsageError(f"{what} must be at least 1, got {text!r}")
     return v
+
+
+def _rounds(args) -> planning.Rounds:
+    if args.reps is not None:
+        if args.min_reps is not None or args.max_reps is not None or args.target_ci is not None:
+            raise UsageError("--reps fixes the number of rounds: leave out --target-ci/--min-reps/--max-reps")
+        return planning.Rounds.fixed(_count(args.reps, "--reps"))
+    lo = _count(args.min_reps or str(DEFAULT_MIN_REPS), "--min-reps")
+    hi = _count(args.max_reps or str(max(DEFAULT_MAX_REPS, lo)), "--max-reps")
+    if hi < lo:
+        raise UsageError(f"--max-reps ({hi}) must not be below --min-reps ({lo})")
+    return planning.Rounds(lo, hi, parse_fraction(args.target_ci or DEFAULT_TARGET_CI, "--target-ci"))
 
 
 def _check_command(command: list[str]) -> None:
@@ -84,7 +99,9 @@ def _emit(run_id: int, store: Store, args, console: Console) -> None:
 def cmd_compare(args, command: list[str] | None, console: Console) -> int:
     _writable_output(args.md, "--md")
     _writable_output(args.json, "--json")
-    reps = _reps(args.reps)
+    rounds = _rounds(args)
+    noise = parse_fraction(args.noise, "--noise")
+    env = planning.parse_env_options(args.env or [])
     timeout = _positive_float(args.timeout, "--timeout")
     mem_limit = parse_size_bytes(args.mem_limit) if args.mem_limit else None
     if command:
@@ -95,21 +112,23 @@ def cmd_compare(args, command: list[str] | None, console: Console) -> int:
         workload = workloads.get(args.workload or "random-mixed")
     allocs = allocators.resolve(args.alloc)
     if command:
-        p = planning.command_plan(command, allocs, reps=reps, timeout_s=timeout, mem_limit_bytes=mem_limit)
+        p = planning.command_plan(command, allocs, rounds=rounds, timeout_s=timeout, mem_limit_bytes=mem_limit,
+                                  env=env)
     else:
-        p = planning.workload_plan(workload, allocs, args.param or [], reps=reps, timeout_s=timeout,
-                                   mem_limit_bytes=mem_limit)
+        p = planning.workload_plan(workload, allocs, args.param or [], rounds=rounds, timeout_s=timeout,
+                                   mem_limit_bytes=mem_limit, env=env)
     store = Store(args.db)
-    spec = {"reps": p.reps, "warmup": p.warmup, "swept": list(p.swept), "timeout_s": p.timeout_s,
+    spec = {"rounds": p.rounds.describe(), "min_reps": p.rounds.min_reps, "max_reps": p.rounds.max_reps,
+            "target_ci": p.rounds.target_ci, "noise": noise, "env": env,
+            "warmup": p.warmup, "swept": list(p.swept), "timeout_s": p.timeout_s,
             "mem_limit_bytes": p.mem_limit_bytes, "command": command or None,
             "interleaving": "rounds, rotated order"}
     run_id = store.begin_run(kind=p.kind, name=p.name, argv=sys.argv, spec=spec,
                              machine=machine.info([a.to_dict() for a in allocs]), version=__version__)
     cell_ids = [store.add_cell(run_id, i, allocator=c.allocator.to_dict(), params=c.params, env=c.env,
                                command=list(c.command)) for i, c in enumerate(p.cells)]
-    total = len(runner.schedule(p))
-    print(f"memsleuth: run {run_id}: {len(p.cells)} cells x ({p.reps} rounds + {p.warmup} warm-up) = "
-          f"{total} runs, stored in {args.db}", file=sys.stderr, flush=True)
+    print(f"memsleuth: run {run_id}: {len(p.cells)} cells, {p.rounds.describe()} + {p.warmup} warm-up each; "
+          f"stored in {args.db}", file=sys.stderr, flush=True)
     outcome = runner.run(p, store, run_id, cell_ids, console=Console(stderr=True))
     if outcome.interrupted:
         _emit(run_id, store, args, console)
@@ -123,17 +142,73 @@ def cmd_compare(args, command: list[str] | None, console: Console) -> int:
 def cmd_show(args, console: Console) -> int:
     _writable_output(args.md, "--md")
     _writable_output(args.json, "--json")
-    if not Path(args.db).exists():
-        raise UsageError(f"{args.db}: no such database (run `memsleuth compare` first, or give --db FILE)")
-    store = Store(args.db)
-    run_id = None
-    if args.run is not None:
-        try:
-            run_id = int(args.run)
-        except ValueError:
-            raise UsageError(f"run must be a number, got {args.run!r}") from None
-    run = store.load_run(run_id)
+    store = _open_existing(args.db)
+    run = store.load_run(_run_id(args.run) if args.run is not None else None)
     _emit(run.id, store, args, console)
+    return 0
+
+
+def _open_existing(db: str) -> Store:
+    if not Path(db).exists():
+        raise UsageError(f"{db}: no such database (run `memsleuth compare` first, or give --db FILE)")
+    return Store(db)
+
+
+def _run_id(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"run must be a number, got {text!r}") from None
+
+
+def cmd_diff(args, console: Console) -> int:
+    from memsleuth import regression
+    from memsleuth.report import markdown, model, terminal
+    _writable_output(args.md, "--md")
+    threshold = parse_fraction(args.threshold, "--threshold")
+    store = _open_existing(args.db)
+    a, b = store.load_run(_run_id(args.run_a)), store.load_run(_run_id(args.run_b))
+    changes = regression.compare_runs(a, b, threshold)
+    report = model.build_diff(a, b, changes, threshold)
+    terminal.render(report, console)
+    if args.md:
+        Path(args.md).write_text(markdown.render(report))
+        print(f"memsleuth: Markdown written to {args.md}", file=sys.stderr)
+    return 1 if any(ch.regression for ch in changes) else 0
+
+
+def cmd_history(args, console: Console) -> int:
+    from rich.table import Table
+    store = _open_existing(args.db)
+    table = Table(title=f"runs in {args.db}", title_justify="left")
+    for col in ("id", "time (UTC)", "status", "command", "machine", "cells", "runs"):
+        table.add_column(col, justify="right" if col in ("id", "cells", "runs") else "left")
+    for r in store.list_runs():
+        argv = r["argv"]
+        shown = " ".join(["memsleuth", *argv[1:]]) if argv else r["name"]
+        table.add_row(str(r["id"]), r["created_at"], r["status"], shown, r["machine"], str(r["cells"]),
+                      str(r["samples"]))
+    console.print(table)
+    return 0
+
+
+def cmd_export(args, console: Console) -> int:
+    from memsleuth.report import exports, json_export
+    store = _open_existing(args.db)
+    run = store.load_run(_run_id(args.run))
+    if args.format == "pyperf":
+        if not args.output:
+            raise UsageError("--format pyperf writes a file: give --output FILE")
+        _writable_output(args.output, "--output")
+        exports.to_pyperf(run, args.output)
+        print(f"memsleuth: pyperf JSON written to {args.output}", file=sys.stderr)
+        return 0
+    text = json_export.render(run) if args.format == "json" else exports.to_csv(run)
+    if args.output:
+        _writable_output(args.output, "--output")
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
     return 0
 
 
@@ -160,7 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--workload", metavar="NAME", help="built-in workload (default: random-mixed)")
     c.add_argument("--alloc", metavar="LIST", help="comma-separated names or NAME=PATH.so (default: all found)")
     c.add_argument("--param", metavar="KEY=V1,V2,...", action="append", help="workload parameter; several values sweep it")
-    c.add_argument("--reps", metavar="N", default=str(DEFAULT_REPS), help=f"interleaved rounds (default {DEFAULT_REPS})")
+    c.add_argument("--reps", metavar="N", help="run exactly N interleaved rounds (default: adaptive, see --target-ci)")
+    c.add_argument("--target-ci", metavar="PCT", help=f"add rounds until each median's 95%% CI half-width is at "
+                   f"most this (default {DEFAULT_TARGET_CI})")
+    c.add_argument("--min-reps", metavar="N", help=f"adaptive: at least N rounds (default {DEFAULT_MIN_REPS})")
+    c.add_argument("--max-reps", metavar="N", help=f"adaptive: at most N rounds (default {DEFAULT_MAX_REPS})")
+    c.add_argument("--noise", metavar="PCT", default=DEFAULT_NOISE,
+                   help=f"call a difference only when its CI lies beyond this (default {DEFAULT_NOISE})")
+    c.add_argument("--env", metavar="KEY=VALUE", action="append",
+                   help="set in every measured process (tunables, allocator options); repeatable")
     c.add_argument("--timeout", metavar="SECONDS", default=str(DEFAULT_TIMEOUT_S),
                    help=f"per run; past it the run is killed and recorded as TIMEOUT (default {DEFAULT_TIMEOUT_S:g})")
     c.add_argument("--mem-limit", metavar="SIZE", help="resident-memory cap per run, like 2G; past it: OOM")
@@ -173,6 +256,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--db", metavar="FILE", default=DEFAULT_DB)
     s.add_argument("--md", metavar="FILE")
     s.add_argument("--json", metavar="FILE")
+
+    d = sub.add_parser("diff", help="compare two stored runs cell by cell; exit 1 on a resolved regression")
+    d.add_argument("run_a", metavar="RUN_A")
+    d.add_argument("run_b", metavar="RUN_B")
+    d.add_argument("--threshold", metavar="PCT", default="5%",
+                   help="call a change only when its whole CI lies beyond this (default 5%%)")
+    d.add_argument("--db", metavar="FILE", default=DEFAULT_DB)
+    d.add_argument("--md", metavar="FILE", help="also write the comparison as Markdown (for a pull request)")
+
+    h = sub.add_parser("history", help="list the stored runs")
+    h.add_argument("--db", metavar="FILE", default=DEFAULT_DB)
+
+    e = sub.add_parser("export", help="export a stored run as json, csv or pyperf")
+    e.add_argument("run", metavar="RUN")
+    e.add_argument("--format", choices=("json", "csv", "pyperf"), default="json")
+    e.add_argument("--output", "-o", metavar="FILE", help="write here (default: stdout; pyperf needs a file)")
+    e.add_argument("--db", metavar="FILE", default=DEFAULT_DB)
 
     sub.add_parser("doctor", help="what this machine can measure and what makes numbers noisy")
     return parser
@@ -198,6 +298,12 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_show(args, console)
         if args.command == "doctor":
             return cmd_doctor(console)
+        if args.command == "diff":
+            return cmd_diff(args, console)
+        if args.command == "history":
+            return cmd_history(args, console)
+        if args.command == "export":
+            return cmd_export(args, console)
         build_parser().print_help()
         return 2
     except UsageError as e:

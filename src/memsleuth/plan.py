@@ -24,12 +24,30 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class Rounds:
+    """How many interleaved rounds: fixed (--reps), or adaptive until each CI meets a target."""
+    min_reps: int
+    max_reps: int
+    target_ci: float | None          # relative CI half-width to reach; None: run exactly max_reps
+
+    @classmethod
+    def fixed(cls, reps: int) -> "Rounds":
+        return cls(reps, reps, None)
+
+    def describe(self) -> str:
+        if self.target_ci is None:
+            return f"{self.max_reps} interleaved rounds"
+        return (f"adaptive: rounds until every CI half-width <= {self.target_ci:.1%} "
+                f"({self.min_reps}..{self.max_reps} rounds)")
+
+
+@dataclass(frozen=True)
 class Plan:
     kind: str                        # "workload" or "command"
     name: str                        # the workload's name, or the command's program
     cells: tuple[Cell, ...]
     swept: tuple[str, ...]           # the parameters that vary across cells
-    reps: int
+    rounds: "Rounds"
     warmup: int
     timeout_s: float | None
     mem_limit_bytes: int | None
@@ -61,8 +79,9 @@ def parse_param_options(workload: Workload, options: list[str]) -> dict[str, lis
     return sweep
 
 
-def workload_plan(workload: Workload, allocators: list[Allocator], param_options: list[str], *, reps: int,
-                  warmup: int = 1, timeout_s: float | None, mem_limit_bytes: int | None) -> Plan:
+def workload_plan(workload: Workload, allocators: list[Allocator], param_options: list[str], *, rounds: Rounds,
+                  warmup: int = 1, timeout_s: float | None, mem_limit_bytes: int | None,
+                  env: dict[str, str] | None = None) -> Plan:
     sweep = {k: list(v) for k, v in workload.default_sweep.items()}
     sweep.update(parse_param_options(workload, param_options))
     base = workload.defaults()
@@ -74,12 +93,26 @@ def workload_plan(workload: Workload, allocators: list[Allocator], param_options
         if workload.validate:
             workload.validate(values)
         for alloc in allocators:
-            cells.append(Cell(alloc, values, tuple(workload.argv(values)), oom_exit_code=workload.oom_exit_code))
+            cells.append(Cell(alloc, values, tuple(workload.argv(values)), dict(env or {}),
+                              oom_exit_code=workload.oom_exit_code))
     swept = tuple(k for k in keys if len(sweep[k]) > 1) or tuple(keys)
-    return Plan("workload", workload.name, tuple(cells), swept, reps, warmup, timeout_s, mem_limit_bytes)
+    return Plan("workload", workload.name, tuple(cells), swept, rounds, warmup, timeout_s, mem_limit_bytes)
 
 
-def command_plan(command: list[str], allocators: list[Allocator], *, reps: int, warmup: int = 1,
-                 timeout_s: float | None, mem_limit_bytes: int | None) -> Plan:
-    cells = tuple(Cell(a, {}, tuple(command)) for a in allocators)
-    return Plan("command", command[0], cells, (), reps, warmup, timeout_s, mem_limit_bytes)
+def command_plan(command: list[str], allocators: list[Allocator], *, rounds: Rounds, warmup: int = 1,
+                 timeout_s: float | None, mem_limit_bytes: int | None, env: dict[str, str] | None = None) -> Plan:
+    cells = tuple(Cell(a, {}, tuple(command), dict(env or {})) for a in allocators)
+    return Plan("command", command[0], cells, (), rounds, warmup, timeout_s, mem_limit_bytes)
+
+
+def parse_env_options(options: list[str]) -> dict[str, str]:
+    """--env KEY=VALUE (repeatable) for the measured processes: tunables, allocator options."""
+    env: dict[str, str] = {}
+    for opt in options:
+        key, sep, value = opt.partition("=")
+        if not sep or not key or not key.replace("_", "").isalnum() or key[0].isdigit():
+            raise UsageError(f"bad --env {opt!r}: expected KEY=VALUE with KEY a variable name")
+        if key in ("LD_PRELOAD", "MEMSLEUTH_FD"):
+            raise UsageError(f"--env {key} is set by memsleuth itself (use --alloc for preloads)")
+        env[key] = value
+    return env

@@ -1,20 +1,27 @@
-"""Runs a plan: a warm-up per cell, then rounds that run every cell once, interleaved.
+"""Runs a plan: a warm-up per cell, then rounds that run every cell of a group once, interleaved.
 
 Interleaving (A B C D A B C D ...) spreads slow drifts of the machine over all alternatives
 alike, and lets the analysis pair samples by round. The order inside a round rotates, so that
-no allocator always runs right after the same neighbour. Every sample is stored the moment it
-exists; Ctrl-C keeps what finished.
+no allocator always runs right after the same neighbour. Rounds go on until every cell of the
+group has a CI half-width at or below the target (all cells of a group keep running until the
+last one gets there, so that every round stays a complete pair), or until the maximum.
+
+Every sample is stored the moment it exists; Ctrl-C keeps what finished. A cell whose warm-up
+fails (a crash, OOM, timeout, failed preload) is not repeated: the failure is its result, and a
+timeout would only cost its limit again.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from memsleuth import launcher, native
+from memsleuth import launcher, native, stats
+from memsleuth.evidence import Sample
 from memsleuth.plan import Plan
 from memsleuth.store import Store
 
@@ -24,25 +31,6 @@ class Outcome:
     run_id: int
     interrupted: bool
     samples: int
-
-
-def schedule(plan: Plan) -> list[tuple[int, int, bool]]:
-    """(cell index, round, warm-up) in the order they run.
-
-    Warm-ups first, one per cell; then `reps` rounds over each group of compared cells, the
-    group's order rotated by one each round.
-    """
-    order: list[tuple[int, int, bool]] = []
-    groups = [idx for _, idx in plan.groups()]
-    for idx in groups:
-        for i in idx:
-            order += [(i, -1, True)] * plan.warmup
-    for r in range(plan.reps):
-        for idx in groups:
-            k = r % len(idx)
-            for i in idx[k:] + idx[:k]:
-                order.append((i, r, False))
-    return order
 
 
 class TracepointHolder:
@@ -75,34 +63,79 @@ class TracepointHolder:
                 self.proc.kill()
 
 
+def metric_value(sample: Sample) -> float:
+    """The value the CI target is checked on: region main's ops/s, else the process's wall time."""
+    return sample.ops_per_s if sample.ops_per_s else sample.wall_ns / 1e9
+
+
+def cell_settled(values: list[float], target: float | None, min_reps: int) -> bool:
+    if target is None or len(values) < max(min_reps, stats.MIN_SAMPLES_FOR_CI):
+        return False
+    hw = stats.median_ci(values).half_width_rel
+    return hw is not None and hw <= target
+
+
+def rotated(idx: list[int], round_: int) -> list[int]:
+    k = round_ % len(idx)
+    return idx[k:] + idx[:k]
+
+
 def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Console | None = None) -> Outcome:
     console = console or Console(stderr=True)
-    steps = schedule(plan)
+    rounds = plan.rounds
+    groups = [idx for _, idx in plan.groups()]
+    values: dict[int, list[float]] = {i: [] for i in range(len(plan.cells))}
+    failed_warmup: set[int] = set()
+    total = len(plan.cells) * (plan.warmup + rounds.max_reps)
     done = 0
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True,
-                        disable=not console.is_terminal)
+                        TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal)
+    last_report = 0
+
+    def measure(task, i: int, round_: int, warmup: bool) -> None:
+        nonlocal done, last_report
+        cell = plan.cells[i]
+        what = "warm-up" if warmup else f"round {round_ + 1}"
+        progress.update(task, description=f"{cell.label} {what}")
+        sample = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes)
+        store.add_sample(cell_ids[i], round_, warmup, sample)
+        done += 1
+        progress.advance(task)
+        if warmup and not sample.ok:
+            failed_warmup.add(i)
+        elif not warmup and sample.ok:
+            values[i].append(metric_value(sample))
+        if not console.is_terminal and done - last_report >= max(1, total // 10):
+            last_report = done
+            print(f"memsleuth: {done} runs done (at most {total})", file=sys.stderr, flush=True)
+
     try:
         with TracepointHolder(), progress:
-            task = progress.add_task("measuring", total=len(steps))
-            failed_warmup: set[int] = set()
-            for cell_index, round_, warmup in steps:
-                if cell_index in failed_warmup:
-                    progress.advance(task)
-                    continue
-                cell = plan.cells[cell_index]
-                what = "warm-up" if warmup else f"round {round_ + 1}/{plan.reps}"
-                progress.update(task, description=f"{cell.label} {what}")
-                sample = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes)
-                store.add_sample(cell_ids[cell_index], round_, warmup, sample)
-                if warmup and not sample.ok:
-                    failed_warmup.add(cell_index)
-                done += 1
-                progress.advance(task)
-                if not console.is_terminal and done % max(1, len(steps) // 10) == 0:
-                    print(f"memsleuth: {done}/{len(steps)} runs", file=sys.stderr, flush=True)
+            task = progress.add_task("measuring", total=total)
+            for idx in groups:
+                for i in idx:
+                    for _ in range(plan.warmup):
+                        if i not in failed_warmup:
+                            measure(task, i, -1, True)
+            active = [list(idx) for idx in groups]
+            for r in range(rounds.max_reps):
+                if not active:
+                    break
+                for idx in active:
+                    for i in rotated(idx, r):
+                        if i not in failed_warmup:
+                            measure(task, i, r, False)
+                still = []
+                for idx in active:
+                    live = [i for i in idx if i not in failed_warmup]
+                    if live and not all(cell_settled(values[i], rounds.target_ci, rounds.min_reps) for i in live):
+                        still.append(idx)
+                active = still
+                # Shrink the bar to what can still run: finished groups and failed cells run no more.
+                remaining = sum(1 for idx in active for i in idx if i not in failed_warmup) * (rounds.max_reps - r - 1)
+                progress.update(task, total=done + remaining)
     except KeyboardInterrupt:
-        store.finish_run(run_id, "interrupted")
+        store.finish_run(run_id, "interrupted", {"loadavg_1m_end": os.getloadavg()[0]})
         return Outcome(run_id, True, done)
-    store.finish_run(run_id, "complete")
+    store.finish_run(run_id, "complete", {"loadavg_1m_end": os.getloadavg()[0]})
     return Outcome(run_id, False, done)

@@ -75,3 +75,74 @@ def cv(values: list[float]) -> float | None:
     if len(x) < 2 or x.mean() == 0:
         return None
     return float(x.std(ddof=1) / x.mean())
+
+
+# ---- verdicts -------------------------------------------------------------------------------
+
+DEFAULT_NOISE = 0.01  # a difference is called only when its whole CI lies beyond +-1%
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str        # "slower", "faster" or "unresolved"
+    text: str
+
+
+def verdict(slowdown: Estimate, noise: float = DEFAULT_NOISE, subject: str = "") -> Verdict:
+    """Reads a slowdown ratio (time_x / time_ref, > 1 means x is slower) and its CI.
+
+    Called only when the whole CI lies outside [1/(1+noise), 1+noise]; otherwise the data cannot
+    tell the two apart at that noise level and we say so.
+    """
+    who = f"{subject} is " if subject else ""
+    if slowdown.low is None or slowdown.high is None:
+        return Verdict("unresolved", f"no difference resolved (n={slowdown.n}: too few rounds for a CI)")
+    if slowdown.low > 1 + noise:
+        return Verdict("slower", f"{who}{slowdown.median:.2f}x slower [{slowdown.low:.2f}, {slowdown.high:.2f}]")
+    if slowdown.high < 1 / (1 + noise):
+        inv = (1 / slowdown.median, 1 / slowdown.high, 1 / slowdown.low)
+        return Verdict("faster", f"{who}{inv[0]:.2f}x faster [{inv[1]:.2f}, {inv[2]:.2f}]")
+    return Verdict("unresolved", "no difference resolved")
+
+
+def bootstrap_ratio_of_medians(a: list[float], b: list[float], level: float = 0.95, resamples: int = 4000,
+                               seed: int = 0) -> Estimate:
+    """median(a) / median(b) for two independent samples (two separate runs), percentile bootstrap.
+
+    Separate runs cannot be paired by round, so this resamples each side on its own. Seeded, so
+    the same data always gives the same interval.
+    """
+    x = np.asarray(a, dtype=float)
+    y = np.asarray(b, dtype=float)
+    if len(x) == 0 or len(y) == 0:
+        raise ValueError("no values")
+    point = float(np.median(x) / np.median(y))
+    if len(x) < 2 or len(y) < 2:
+        return Estimate(point, None, None, None, min(len(x), len(y)))
+    rng = np.random.default_rng(seed)
+    mx = np.median(rng.choice(x, size=(resamples, len(x)), replace=True), axis=1)
+    my = np.median(rng.choice(y, size=(resamples, len(y)), replace=True), axis=1)
+    ratios = mx / my
+    lo, hi = np.quantile(ratios, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return Estimate(point, float(lo), float(hi), level, min(len(x), len(y)))
+
+
+# ---- outliers ---------------------------------------------------------------------------------
+
+# Iglewicz & Hoaglin's modified z-score: 0.6745 * (x - median) / MAD; |z| > 3.5 marks an outlier.
+# 0.6745 makes MAD comparable to a standard deviation under normality; 3.5 is their recommendation.
+OUTLIER_Z = 3.5
+
+
+def modified_z(values: list[float] | np.ndarray) -> np.ndarray:
+    x = np.asarray(values, dtype=float)
+    med = np.median(x)
+    mad = np.median(np.abs(x - med))
+    if mad == 0:
+        return np.zeros_like(x)
+    return 0.6745 * (x - med) / mad
+
+
+def outliers(values: list[float], z: float = OUTLIER_Z) -> list[int]:
+    """Indexes of the values whose modified z-score exceeds z."""
+    return [int(i) for i in np.nonzero(np.abs(modified_z(values)) > z)[0]]

@@ -158,9 +158,30 @@ class Store:
             (cell_id, round_, int(warmup), sample.status, _now(), json.dumps(evidence)))
         self.db.commit()
 
-    def finish_run(self, run_id: int, status: str) -> None:
+    def finish_run(self, run_id: int, status: str, machine_update: dict | None = None) -> None:
+        """Ends a run; machine_update adds what is only known at the end (the load average then)."""
+        if machine_update:
+            row = self.db.execute("SELECT machine FROM runs WHERE id=?", (run_id,)).fetchone()
+            machine = {**json.loads(row[0]), **machine_update}
+            self.db.execute("UPDATE runs SET machine=? WHERE id=?", (json.dumps(machine), run_id))
         self.db.execute("UPDATE runs SET status=?, finished_at=? WHERE id=?", (status, _now(), run_id))
         self.db.commit()
+
+    def list_runs(self) -> list[dict]:
+        """One summary per run, oldest first: what `memsleuth history` prints."""
+        rows = self.db.execute(
+            "SELECT r.id, r.created_at, r.status, r.kind, r.name, r.argv, r.machine, "
+            "(SELECT count(*) FROM cells c WHERE c.run_id = r.id), "
+            "(SELECT count(*) FROM samples s JOIN cells c ON c.id = s.cell_id WHERE c.run_id = r.id) "
+            "FROM runs r ORDER BY r.id").fetchall()
+        out = []
+        for rid, created, status, kind, name, argv, machine, ncells, nsamples in rows:
+            m = json.loads(machine)
+            out.append({"id": rid, "created_at": created, "status": status, "kind": kind, "name": name,
+                        "argv": json.loads(argv), "machine": f"{m.get('hostname')} ({m.get('cpu_model')}, "
+                                                             f"{m.get('kernel')})",
+                        "cells": ncells, "samples": nsamples})
+        return out
 
     # ---- reading ----
     def latest_run_id(self) -> int | None:

@@ -55,3 +55,21 @@ def fmt_seconds(ns: float | None) -> str:
     if s >= 1e-3:
         return f"{s * 1e3:.1f} ms"
     return f"{s * 1e6:.0f} µs"
+
+
+def parse_fraction(text: str, what: str) -> float:
+    """'2%' or '0.02' -> 0.02. A bare number of 1 or more is refused: is '2' 2% or 200%?"""
+    t = text.strip()
+    try:
+        if t.endswith("%"):
+            value = float(t[:-1]) / 100
+        else:
+            value = float(t)
+            if value >= 1:
+                raise UsageError(f"{what} {text!r} is ambiguous: write it as a percentage like {t}% "
+                                 "or as a fraction below 1")
+    except ValueError:
+        raise UsageError(f"{what} must be a percentage like 2% or a fraction like 0.02, got {text!r}") from None
+    if not 0 < value < 1:
+        raise UsageError(f"{what} must be between 0% and 100%, got {text!r}")
+    return value

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memsleuth import quality
 from memsleuth.analysis import CellSummary, Group, analyse, failure_label
 from memsleuth.evidence import HARDWARE_EVENTS
 from memsleuth.store import StoredRun
@@ -47,41 +48,46 @@ def _metric_text(c: CellSummary) -> tuple[str, str]:
     return f"{fmt(e.median)} {unit}", ci
 
 
-def _ratio_text(c: CellSummary) -> str:
-    """How many times slower than the group's fastest, from per-round ratios; 'unresolved' when
-    the CI reaches 1.0 (the data cannot tell the two apart)."""
+def _verdict_text(c: CellSummary) -> str:
+    """Against the group's fastest, from per-round ratios; called only beyond the noise threshold."""
     if c.estimate is None:
         return "-"
     if c.is_best:
         return "fastest"
-    r = c.ratio
-    if r is None:
-        return "-"
-    if r.low is None:
-        return f"{r.median:.2f}x (n < 6: no CI)"
-    text = f"{r.median:.2f}x [{r.low:.2f}, {r.high:.2f}]"
-    return text + (" unresolved" if r.low <= 1.0 else "")
+    return c.verdict.text if c.verdict else "-"
+
+
+def _n_text(c: CellSummary, target: float | None) -> str:
+    n = f"{len(c.ok_samples)}" + (f" (+{len(c.failures)} failed)" if c.failures and c.ok_samples else "")
+    hw = c.estimate.half_width_rel if c.estimate else None
+    if hw is None:
+        return n
+    mark = "" if target is None else (" ok" if hw <= target else " (target not reached)")
+    return f"{n}, ±{hw:.1%}{mark}"
 
 
 def throughput_table(run: StoredRun, groups: list[Group], swept: list[str]) -> Table:
     metric_name = "throughput (region main)" if any(
         c.metric == "ops_per_s" for g in groups for c in g.cells) else "wall time (whole process)"
-    cols = ([", ".join(swept)] if swept else []) + ["allocator", metric_name, "95% CI", "slower than fastest", "n"]
+    target = run.spec.get("target_ci")
+    cols = ([", ".join(swept)] if swept else []) + ["allocator", metric_name, "95% CI", "vs fastest (paired)",
+                                                    "runs, CI half-width"]
     rows = []
     for g in groups:
         for c in g.cells:
             value, ci = _metric_text(c)
-            n = f"{len(c.ok_samples)}" + (f" (+{len(c.failures)} failed)" if c.failures and c.ok_samples else "")
             row = ([_params_text(c.cell.params, swept)] if swept else []) + [c.cell.allocator["name"], value, ci,
-                                                                           _ratio_text(c), n]
+                                                                           _verdict_text(c), _n_text(c, target)]
             rows.append(row)
     notes = []
     if any(g.checksum_mismatch for g in groups):
         notes.append("WARNING: workload checksums differ between allocators or runs of the same parameters: "
                      "the work done was not the same.")
-    notes.append("Median of the runs with a distribution-free 95% CI (order statistics); 'slower than fastest' "
-                 "is the median of per-round ratios against the group's fastest, with its 95% CI.")
-    return Table("Throughput", cols, rows, notes, align_right={len(cols) - 4, len(cols) - 1})
+    noise = run.spec.get("noise", 0.01)
+    notes.append("Median of the runs with a distribution-free 95% CI (order statistics). 'vs fastest' is the "
+                 "median of per-round ratios against the group's fastest with its 95% CI, called only when the "
+                 f"whole CI lies beyond ±{noise:.0%}.")
+    return Table("Throughput", cols, rows, notes, align_right={len(cols) - 4})
 
 
 def evidence_table(groups: list[Group], swept: list[str]) -> Table:
@@ -122,6 +128,15 @@ def _no_pmu(unsupported: dict[str, str]) -> bool:
     return any(h in unsupported and "PMU" in unsupported[h] for h in HARDWARE_EVENTS)
 
 
+def quality_table(run: StoredRun, groups: list[Group]) -> Table | None:
+    rows = [["machine", w.text] for w in quality.machine_warnings(run.machine)]
+    rows += [[w.subject, w.text] for g in groups for c in g.cells for w in c.warnings]
+    if not rows:
+        return None
+    return Table("Measurement quality", ["where", "warning"], rows,
+                 ["Thresholds and their reasons: docs/statistics.md."])
+
+
 def failures_table(groups: list[Group], swept: list[str]) -> Table | None:
     rows = []
     for g in groups:
@@ -148,7 +163,8 @@ def build(run: StoredRun) -> Report:
     m = run.machine
     what = f"workload {run.name}" if run.kind == "workload" else f"command: {' '.join(run.spec.get('command', []))}"
     header = [
-        f"{what}; {run.spec.get('reps')} interleaved rounds + {run.spec.get('warmup', 1)} warm-up per cell; "
+        f"{what}; {run.spec.get('rounds') or str(run.spec.get('reps')) + ' interleaved rounds'} + "
+        f"{run.spec.get('warmup', 1)} warm-up per cell; "
         f"status {run.status}; {run.created_at}",
         f"machine: {m.get('cpu_model')} x{m.get('cpus')}, kernel {m.get('kernel')}, glibc {m.get('glibc')}, "
         f"THP {m.get('thp')}, load {m.get('loadavg_1m', 0):.2f}",
@@ -158,10 +174,38 @@ def build(run: StoredRun) -> Report:
     if fixed:
         header.append("parameters: " + ", ".join(f"{k}={v}" for k, v in fixed.items()))
     tables = [throughput_table(run, groups, swept), evidence_table(groups, swept)]
-    failures = failures_table(groups, swept)
-    if failures:
-        tables.append(failures)
+    for extra in (failures_table(groups, swept), quality_table(run, groups)):
+        if extra:
+            tables.append(extra)
     footer = []
     if run.status == "interrupted":
         footer.append("This run was interrupted: the tables show the samples that finished.")
     return Report(f"memsleuth compare — run {run.id}", header, tables, footer)
+
+
+def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float) -> Report:
+    """`memsleuth diff A B`: one row per matched cell, made to be pasted into a pull request."""
+    def value(c) -> str:
+        if c is None:
+            return "-"
+        text, ci = _metric_text(c)
+        return text if c.estimate is None else f"{text} {ci}"
+
+    rows = []
+    for ch in changes:
+        s = ch.slowdown
+        rows.append([ch.key, value(ch.before), value(ch.after),
+                     f"{(s.median - 1) * 100:+.1f}% time" if s else "-",
+                     ("REGRESSION: " if ch.regression else "") + ch.verdict.text])
+    regressions = sum(ch.regression for ch in changes)
+    header = [f"A: run {a.id} ({a.created_at}, {a.name}, {a.machine.get('hostname')})",
+              f"B: run {b.id} ({b.created_at}, {b.name}, {b.machine.get('hostname')})",
+              f"threshold: a change is called only when its whole 95% CI lies beyond ±{threshold:.0%}"]
+    if a.machine.get("cpu_model") != b.machine.get("cpu_model") or a.machine.get("kernel") != b.machine.get("kernel"):
+        header.append("WARNING: the runs were made on different machines or kernels")
+    table = Table("Changes, B against A", ["cell", "A", "B", "median change", "verdict"], rows,
+                  ["Change = B's time per op (or per run) / A's, median ratio with a seeded bootstrap 95% CI "
+                   "(separate runs cannot be paired by round)."], align_right={3})
+    footer = [f"{regressions} regression(s) resolved beyond the threshold." if regressions else
+              "No regression resolved beyond the threshold."]
+    return Report(f"memsleuth diff — run {a.id} vs run {b.id}", header, [table], footer)
