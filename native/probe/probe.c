@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "memsleuth/probe.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@ typedef struct {
   uint64_t t0_ns;
   struct rusage ru0;
   ms_snapshot snap0;
+  uintptr_t brk0;     /* program break at the border: heap growth and trimming (seed 000) */
+  uint64_t rss0_kb;   /* resident memory at the border: faults that add no RSS map the zero page */
 } frame;
 
 typedef struct {
@@ -31,7 +34,7 @@ typedef struct {
 } summary;
 
 static ms_counters g_ctr;
-static int g_started, g_out_fd = -1, g_depth;
+static int g_started, g_out_fd = -1, g_depth, g_statm_fd = -1;
 static frame g_stack[MAX_DEPTH];
 static summary g_sum[MAX_SUMMARY];
 static int g_nsum, g_dropped;
@@ -52,11 +55,27 @@ static void write_all(int fd, const char *s, size_t n) {
 
 static void print_summary(void);
 
+/* sbrk(0) reads glibc's cached break: no system call. */
+static uintptr_t current_brk(void) { return (uintptr_t)sbrk(0); }
+
+/* Resident KiB from /proc/self/statm, through an fd kept open (one pread, no open per region). */
+static uint64_t current_rss_kb(void) {
+  char buf[128];
+  if (g_statm_fd < 0) return 0;
+  ssize_t n = pread(g_statm_fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  unsigned long size = 0, resident = 0;
+  if (sscanf(buf, "%lu %lu", &size, &resident) != 2) return 0;
+  return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE) / 1024u;
+}
+
 void ms_probe_init(void) {
   if (g_started) return;
   g_started = 1;
   const char *fd = getenv("MEMSLEUTH_FD");
   if (fd && *fd) g_out_fd = atoi(fd);
+  g_statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   /* MEMSLEUTH_NO_COUNTERS: regions keep their clock and rusage but open no perf events, to
    * measure what the counters themselves cost (bench/overhead.py). */
   if (!getenv("MEMSLEUTH_NO_COUNTERS")) {
@@ -90,6 +109,8 @@ void ms_region_begin(const char *name) {
   if (g_depth >= MAX_DEPTH) { g_depth++; return; }  /* too deep: counted so that end pairs up */
   frame *f = &g_stack[g_depth++];
   snprintf(f->name, sizeof f->name, "%s", name ? name : "region");
+  f->rss0_kb = current_rss_kb();
+  f->brk0 = current_brk();
   getrusage(RUSAGE_SELF, &f->ru0);
   f->t0_ns = now_ns();
   /* Counters last, so that the clock and rusage calls are outside the counted window. */
@@ -107,6 +128,8 @@ void ms_region_end(uint64_t ops) {
   uint64_t t1 = now_ns();
   struct rusage ru1;
   getrusage(RUSAGE_SELF, &ru1);
+  uintptr_t brk1 = current_brk();
+  uint64_t rss1_kb = current_rss_kb();
   if (g_depth <= 0) return;
   if (g_depth > MAX_DEPTH) { g_depth--; return; }
   frame *f = &g_stack[--g_depth];
@@ -138,6 +161,9 @@ void ms_region_end(uint64_t ops) {
     msj_u64(&j, "sys_ns", cur.sys_ns);
     msj_i64(&j, "rusage_minflt", ru1.ru_minflt - f->ru0.ru_minflt);
     msj_i64(&j, "rusage_majflt", ru1.ru_majflt - f->ru0.ru_majflt);
+    msj_i64(&j, "brk_delta_bytes", (int64_t)brk1 - (int64_t)f->brk0);
+    msj_u64(&j, "rss_start_kb", f->rss0_kb);
+    msj_u64(&j, "rss_end_kb", rss1_kb);
     msj_obj_begin(&j, "counters");
     for (int i = 0; i < g_ctr.n; i++) {
       if (g_ctr.ev[i].def->kind == MS_KIND_SYSCALL || g_ctr.ev[i].fd < 0) continue;

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memsleuth import quality, stats
+from memsleuth import findings, quality, stats
 from memsleuth.evidence import HARDWARE_EVENTS, SYSCALLS, Sample
 from memsleuth.store import StoredCell, StoredRun
 
@@ -61,6 +61,16 @@ class CellSummary:
     verdict: stats.Verdict | None = None       # that ratio read against the noise threshold
     is_best: bool = False
     warnings: list[quality.Warning] = field(default_factory=list)
+    findings: list[findings.Finding] = field(default_factory=list)             # from this cell's evidence
+    pair_findings: list[findings.Finding] = field(default_factory=list)        # from it against the fastest
+
+    short_label: str = ""                       # allocator and the swept parameters only
+
+    def view(self) -> findings.CellView:
+        return findings.CellView(self.short_label or self.cell.label, self.cell.allocator["name"],
+                                 [s for _, s in self.ok_samples],
+                                 self.failures, self.estimate.half_width_rel if self.estimate else None,
+                                 self.warnings)
 
     @property
     def status(self) -> str:
@@ -89,6 +99,8 @@ class CellSummary:
             "verdict": self.verdict.text if self.verdict else None,
             "ci_half_width": e.half_width_rel if e else None,
             "warnings": [w.text for w in self.warnings],
+            "findings": [f.to_dict() for f in self.findings],
+            "comparison_findings": [f.to_dict() for f in self.pair_findings],
             "is_best": self.is_best, "checksum_mismatch": self.checksum_mismatch,
             "evidence": self.evidence.to_dict(),
         }
@@ -128,7 +140,13 @@ def _evidence(samples: list[Sample]) -> Evidence:
     return ev
 
 
-def summarise_cell(cell: StoredCell, target_ci: float | None = None) -> CellSummary:
+def short_label(cell: StoredCell, swept: list[str]) -> str:
+    """The allocator and the parameters that vary in the run: how reports name a cell."""
+    shown = ", ".join(f"{k}={cell.params[k]}" for k in swept if k in cell.params)
+    return cell.allocator["name"] + (f" [{shown}]" if shown else "")
+
+
+def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list[str] | None = None) -> CellSummary:
     measured = cell.measured()
     ok = [(r, s) for r, s in measured if s.ok]
     failures = [s for _, s in measured if not s.ok]
@@ -138,9 +156,11 @@ def summarise_cell(cell: StoredCell, target_ci: float | None = None) -> CellSumm
     values = [s.ops_per_s if metric == "ops_per_s" else s.wall_ns / 1e9 for _, s in ok]
     estimate = stats.median_ci(values) if values else None
     checksums = {s.result.get("checksum") for _, s in ok if s.result and "checksum" in s.result}
+    label = short_label(cell, swept or [])
     return CellSummary(cell, metric, estimate, failures, ok, _evidence([s for _, s in ok]),
                        checksum_mismatch=len(checksums) > 1,
-                       warnings=quality.cell_warnings(cell.label, values, target_ci) if values else [])
+                       warnings=quality.cell_warnings(label, values, target_ci) if values else [],
+                       short_label=label)
 
 
 @dataclass
@@ -174,6 +194,10 @@ def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) 
             c.ratio = stats.paired_ratio(num, den)
             if c is not best:
                 c.verdict = stats.verdict(c.ratio, noise)
+                if c.verdict.kind == "slower":
+                    c.pair_findings = findings.for_pair(c.view(), best.view())
+    for c in ok:
+        c.findings = findings.for_cell(c.view())
     sums = {next(iter({s.result.get('checksum') for _, s in c.ok_samples if s.result} or {None}))
             for c in ok}
     sums.discard(None)
@@ -186,6 +210,11 @@ def analyse(run: StoredRun) -> list[Group]:
     by_params: dict[tuple, list[CellSummary]] = {}
     for cell in run.cells:
         key = tuple(cell.params.get(k) for k in swept)
-        by_params.setdefault(key, []).append(summarise_cell(cell, run.spec.get("target_ci")))
+        by_params.setdefault(key, []).append(summarise_cell(cell, run.spec.get("target_ci"), swept))
     noise = run.spec.get("noise", stats.DEFAULT_NOISE)
     return [compare_group(cells, noise) for cells in by_params.values()]
+
+
+def run_findings(groups: list[Group]) -> list[findings.Finding]:
+    """Findings about the run as a whole (what this machine could not measure)."""
+    return findings.for_run([c.view() for g in groups for c in g.cells])

@@ -23,13 +23,24 @@ class Region:
     sys_ns: int
     counters: dict[str, float | None]
     syscalls: dict[str, int]
+    brk_delta_bytes: int | None = None   # how far the program break moved during the region
+    rss_start_kb: int | None = None
+    rss_end_kb: int | None = None
 
     @classmethod
     def from_line(cls, d: dict) -> "Region":
         return cls(name=str(d.get("name", "")), depth=int(d.get("depth", 0)), ops=int(d.get("ops", 0)),
                    wall_ns=int(d.get("wall_ns", 0)), user_ns=int(d.get("user_ns", 0)),
                    sys_ns=int(d.get("sys_ns", 0)), counters=dict(d.get("counters") or {}),
-                   syscalls={k: int(v) for k, v in (d.get("syscalls") or {}).items()})
+                   syscalls={k: int(v) for k, v in (d.get("syscalls") or {}).items()},
+                   brk_delta_bytes=d.get("brk_delta_bytes"), rss_start_kb=d.get("rss_start_kb"),
+                   rss_end_kb=d.get("rss_end_kb"))
+
+    @property
+    def rss_growth_kb(self) -> int | None:
+        if self.rss_start_kb is None or self.rss_end_kb is None:
+            return None
+        return self.rss_end_kb - self.rss_start_kb
 
     @property
     def ops_per_s(self) -> float | None:
@@ -46,7 +57,8 @@ class Region:
     def to_dict(self) -> dict:
         return {"name": self.name, "depth": self.depth, "ops": self.ops, "wall_ns": self.wall_ns,
                 "user_ns": self.user_ns, "sys_ns": self.sys_ns, "counters": self.counters,
-                "syscalls": self.syscalls}
+                "syscalls": self.syscalls, "brk_delta_bytes": self.brk_delta_bytes,
+                "rss_start_kb": self.rss_start_kb, "rss_end_kb": self.rss_end_kb}
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,13 @@ def render(report: Report) -> str:
         if t.notes:
             out.append("")
             out += [f"_{_cell(n)}_  " for n in t.notes]
+    if report.findings:
+        out += ["", "## Findings"]
+        for f in report.findings:
+            out += ["", f"### {_cell(f.subject)}: {_cell(f.title)} ({f.confidence} confidence)", "",
+                    f"**Mechanism:** {_cell(f.mechanism)}", "", "**Evidence:**", ""]
+            out += [f"- {_cell(e)}" for e in f.evidence]
+            out += ["", f"**What to change:** {_cell(f.advice)}"]
     if report.footer:
         out.append("")
         out += [f"**{_cell(line)}**" for line in report.footer]

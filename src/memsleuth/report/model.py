@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memsleuth import quality
-from memsleuth.analysis import CellSummary, Group, analyse, failure_label
+from memsleuth.analysis import CellSummary, Group, analyse, failure_label, run_findings
 from memsleuth.evidence import HARDWARE_EVENTS
 from memsleuth.store import StoredRun
 from memsleuth.units import fmt_bytes, fmt_count, fmt_si
@@ -32,6 +32,7 @@ class Report:
     header: list[str]
     tables: list[Table]
     footer: list[str] = field(default_factory=list)
+    findings: list = field(default_factory=list)   # memsleuth.findings.Finding, rendered as blocks
 
 
 def _params_text(params: dict, swept: list[str]) -> str:
@@ -174,13 +175,14 @@ def build(run: StoredRun) -> Report:
     if fixed:
         header.append("parameters: " + ", ".join(f"{k}={v}" for k, v in fixed.items()))
     tables = [throughput_table(run, groups, swept), evidence_table(groups, swept)]
+    items = [f for g in groups for c in g.cells for f in c.findings + c.pair_findings] + run_findings(groups)
     for extra in (failures_table(groups, swept), quality_table(run, groups)):
         if extra:
             tables.append(extra)
     footer = []
     if run.status == "interrupted":
         footer.append("This run was interrupted: the tables show the samples that finished.")
-    return Report(f"memsleuth compare — run {run.id}", header, tables, footer)
+    return Report(f"memsleuth compare — run {run.id}", header, tables, footer, items)
 
 
 def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float) -> Report:
@@ -209,3 +211,5 @@ def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float) -> Report:
     footer = [f"{regressions} regression(s) resolved beyond the threshold." if regressions else
               "No regression resolved beyond the threshold."]
     return Report(f"memsleuth diff — run {a.id} vs run {b.id}", header, [table], footer)
+
+

@@ -24,5 +24,15 @@ def render(report: Report, console: Console) -> None:
         console.print(rt)
         for n in t.notes:
             console.print(Text(n, style="dim"))
+    if report.findings:
+        console.print()
+        console.print(Text("Findings", style="bold"))
+        for f in report.findings:
+            console.print(Text.assemble(("● ", "bold cyan"), (f.subject, "bold"), " — ", (f.title, "bold"),
+                                        (f"  ({f.confidence} confidence)", "dim")))
+            console.print(Text(f"  mechanism: {f.mechanism}"))
+            for e in f.evidence:
+                console.print(Text(f"    - {e}"))
+            console.print(Text(f"  change: {f.advice}", style="green"))
     for line in report.footer:
         console.print(Text(line, style="yellow"))

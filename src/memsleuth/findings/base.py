@@ -1,0 +1,32 @@
+"""What a rule returns."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PAGE_BYTES = 4096  # the base page size on x86-64 and most arm64 kernels; faults are counted per page
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str                     # stable rule id, e.g. "madvise-storm"
+    title: str                  # one line
+    mechanism: str              # one sentence: what the numbers show is happening
+    evidence: list[str]         # the measured numbers that prove it
+    advice: str                 # what to change
+    confidence: str             # "high", "medium" or "low"
+    subject: str = ""           # the cell or region it is about
+    numbers: dict = field(default_factory=dict)  # the same numbers, machine-readable
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "title": self.title, "mechanism": self.mechanism, "evidence": self.evidence,
+                "advice": self.advice, "confidence": self.confidence, "subject": self.subject,
+                "numbers": self.numbers}
+
+
+def confidence(margin: float) -> str:
+    """How far past its threshold the deciding number is: 3x and more is high, 1.5x medium."""
+    return "high" if margin >= 3 else "medium" if margin >= 1.5 else "low"
+
+
+def mib(n_bytes: float) -> str:
+    return f"{n_bytes / (1 << 20):.1f} MiB"

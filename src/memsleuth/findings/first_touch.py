@@ -1,0 +1,47 @@
+"""First-touch faults in a timed region (seed 001): fresh memory is not backed until it is
+first written, so the region pays one page fault per page inside its own timing."""
+from __future__ import annotations
+
+from memsleuth.findings.base import PAGE_BYTES, Finding, confidence, mib
+from memsleuth.findings.view import CellView
+
+# At least 1 MiB first-touched: below that the faults cost well under a millisecond.
+MIN_FAULT_BYTES = 1 << 20
+# The faults must show in the region's time: 30% of its CPU time in the kernel (seed 001's cold
+# copy spent ~87%; an allocator benchmark growing its heap spends 0-25%).
+SYS_SHARE = 0.30
+# The faults must add resident memory (else they mapped the zero page: zero_page.py).
+MIN_RSS_PER_FAULT = 0.5
+
+
+def check(view: CellView) -> list[Finding] | None:
+    found = []
+    for sc in view.top_regions():
+        if sc.minflt is None or sc.minflt * PAGE_BYTES < MIN_FAULT_BYTES:
+            continue
+        share = sc.sys_share
+        if share is None or share < SYS_SHARE:
+            continue
+        fault_bytes = sc.minflt * PAGE_BYTES
+        if sc.rss_growth_kb is not None and sc.rss_growth_kb * 1024 < MIN_RSS_PER_FAULT * fault_bytes:
+            continue
+        evidence = [f"region '{sc.name}' took {sc.minflt:,.0f} page faults = {mib(fault_bytes)} first-touched "
+                    f"(threshold {mib(MIN_FAULT_BYTES)})",
+                    f"{share:.0%} of its CPU time was in the kernel ({sc.sys_ns / 1e6:.1f} of "
+                    f"{(sc.user_ns + sc.sys_ns) / 1e6:.1f} ms; threshold {SYS_SHARE:.0%})"]
+        if sc.rss_growth_kb is not None:
+            evidence.append(f"resident memory grew {mib(sc.rss_growth_kb * 1024)} during the region")
+        if sc.ops and 0.5 <= fault_bytes / sc.ops <= 2:
+            evidence.append(f"the faulted bytes match the {sc.ops:,.0f} bytes the region reports as its ops")
+        found.append(Finding(
+            id="first-touch", title=f"Your timed region '{sc.name}' took {sc.minflt:,.0f} page faults "
+                                    f"({mib(fault_bytes)} first-touched)",
+            mechanism="memory fresh from malloc/mmap is not backed by pages until first written, so the timed "
+                      "region pays a page fault per 4 KiB page and measures the kernel, not the operation",
+            evidence=evidence,
+            advice="touch the memory before the timed region (memset, or MADV_POPULATE_WRITE / MAP_POPULATE), "
+                   "time the first touch as its own region, or use huge pages (MADV_HUGEPAGE) to fault 512x fewer times",
+            subject=f"{view.label} / {sc.name}",
+            confidence=confidence(min(fault_bytes / MIN_FAULT_BYTES, share / SYS_SHARE)),
+            numbers={"region": sc.name, "faults": sc.minflt, "fault_bytes": fault_bytes, "sys_share": share}))
+    return found or None

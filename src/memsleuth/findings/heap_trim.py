@@ -1,0 +1,77 @@
+"""Heap-top trim churn (seed 000): every step's frees merge into the top chunk, free() trims it
+(the program break moves down), and the next step faults all those pages in again."""
+from __future__ import annotations
+
+from memsleuth.findings.base import PAGE_BYTES, Finding, confidence, mib
+from memsleuth.findings.view import CellView
+
+# glibc trims when the top chunk exceeds trim_threshold (128 KiB by default), so smaller moves
+# are its ordinary housekeeping; twice that per step is a real churn.
+MIN_SHRINK_PER_STEP = 256 * 1024
+# The break must move down in most steps, not once.
+MIN_SHRINKING_SHARE = 0.5
+# The re-faults must account for the returned memory: at least half of its pages per step.
+MIN_REFAULT_RATIO = 0.5
+# Without step regions: the break moving (brk calls) at least once per 1000 ops, each followed
+# by faults.
+BRK_PER_KOP = 1.0
+
+
+def check(view: CellView) -> Finding | None:
+    steps = view.step_regions()
+    if steps:
+        return _steps(view, steps)
+    return _rate(view)
+
+
+def _steps(view: CellView, steps) -> Finding | None:
+    shrink = max(steps, key=lambda s: s.brk_shrink_per_step)
+    faulting = max(steps, key=lambda s: s.minflt_per_step)
+    if shrink.brk_shrink_per_step < MIN_SHRINK_PER_STEP or shrink.shrinking_steps < MIN_SHRINKING_SHARE * shrink.steps:
+        return None
+    returned_pages = shrink.brk_shrink_per_step / PAGE_BYTES
+    ratio = faulting.minflt_per_step / returned_pages
+    if ratio < MIN_REFAULT_RATIO:
+        return None
+    brk_calls = sum(s.syscalls_per_step.get("brk", 0) for s in steps)
+    evidence = [
+        f"the program break moved down {mib(shrink.brk_shrink_per_step)} per step in region '{shrink.name}' "
+        f"({shrink.shrinking_steps} of {shrink.steps} steps)",
+        f"region '{faulting.name}' then took {faulting.minflt_per_step:,.0f} page faults per step = "
+        f"{mib(faulting.minflt_per_step * PAGE_BYTES)}, {ratio:.2f}x the memory returned",
+        f"region '{faulting.name}' took {faulting.wall_ns_per_step / 1e6:.2f} ms per step",
+    ]
+    if brk_calls:
+        evidence.append(f"{brk_calls:.1f} brk calls per step inside the regions")
+    return Finding(
+        id="heap-trim-churn", title="Heap-top trimming: every step gives its memory back and faults it in again",
+        mechanism="the step's frees merge into the heap's top chunk, free() trims it (the program break moves "
+                  "down), and the next step's first touches fault every page in again",
+        evidence=evidence,
+        advice="hoist the allocations out of the loop (allocate once, reuse); or keep the top: "
+               "GLIBC_TUNABLES=glibc.malloc.trim_threshold=<more than the step's bytes> (or top_pad), "
+               "or a fixed glibc.malloc.mmap_threshold so big buffers are mmapped instead; "
+               "or an allocator that does not trim eagerly",
+        subject=view.label,
+        confidence=confidence(min(shrink.brk_shrink_per_step / MIN_SHRINK_PER_STEP, 2 * ratio)),
+        numbers={"shrink_bytes_per_step": shrink.brk_shrink_per_step, "faults_per_step": faulting.minflt_per_step,
+                 "steps": shrink.steps, "trim_region": shrink.name, "fault_region": faulting.name})
+
+
+def _rate(view: CellView) -> Finding | None:
+    sc = view.main
+    if sc is None or not sc.ops or "brk" not in sc.syscalls or sc.minflt is None:
+        return None
+    brk = sc.syscalls["brk"]
+    rate = sc.per_kop(brk)
+    if rate < BRK_PER_KOP or sc.minflt < brk:
+        return None
+    return Finding(
+        id="heap-trim-churn", title="Heap-top trimming: the program break keeps moving",
+        mechanism="free() trims the heap top and malloc grows it again, each time faulting the pages back in",
+        evidence=[f"{brk:,.0f} brk calls in region main = {rate:.2f} per 1000 ops (threshold {BRK_PER_KOP})",
+                  f"{sc.minflt:,.0f} page faults in region main ({sc.per_kop(sc.minflt):.2f} per 1000 ops)"],
+        advice="keep the top: GLIBC_TUNABLES=glibc.malloc.trim_threshold=<larger> and/or glibc.malloc.top_pad; "
+               "or reuse buffers instead of freeing them",
+        subject=view.label, confidence=confidence(rate / BRK_PER_KOP),
+        numbers={"brk": brk, "brk_per_kop": rate, "minflt": sc.minflt})

@@ -1,0 +1,56 @@
+"""Madvise storm / eager purging (seed 003): the allocator hands pages back to the kernel on
+(almost) every free, and pays for it in system time and re-faults."""
+from __future__ import annotations
+
+from memsleuth.findings.base import Finding, confidence
+from memsleuth.findings.view import CellView
+
+# Seed 003's allocator made 1081 madvise calls in 1M ops (1.08 per 1000); glibc, mimalloc,
+# jemalloc and tcmalloc make none inside random-mixed's region main on this project's machine.
+# Half the seed's rate is well clear of both.
+MADVISE_PER_KOP = 0.5
+# Without an op count (a plain command): calls per second of wall time.
+MADVISE_PER_S = 1000.0
+# A storm costs kernel time: a quarter of the CPU time in the kernel (seed 003: 89.5%).
+SYS_SHARE = 0.25
+# Fewer calls than this are not a storm at any rate (start-up, a final trim).
+MIN_CALLS = 50
+
+ADVICE = {
+    "jemalloc": "purge later: MALLOC_CONF=dirty_decay_ms:10000,muzzy_decay_ms:10000 (or -1 to never purge)",
+    "mimalloc": "purge later: raise MIMALLOC_PURGE_DELAY (MIMALLOC_RESET_DELAY before mimalloc 2.1), "
+                "or -1 to never purge",
+    "tcmalloc": "release less often: TCMALLOC_RELEASE_RATE=0 stops returning free spans to the kernel",
+    "glibc": "trim less: GLIBC_TUNABLES=glibc.malloc.trim_threshold=<bytes larger than the churn> "
+             "(glibc returns freed pages of secondary arenas and the heap top beyond it)",
+}
+GENERIC = "purge lazily: delay returning freed pages to the kernel, or batch it above a threshold of free pages"
+
+
+def check(view: CellView) -> Finding | None:
+    sc = view.scope
+    if sc is None or "madvise" not in sc.syscalls:
+        return None
+    calls = sc.syscalls["madvise"]
+    share = sc.sys_share
+    if calls < MIN_CALLS or share is None or share < SYS_SHARE:
+        return None
+    if sc.ops:
+        rate, threshold, unit = sc.per_kop(calls), MADVISE_PER_KOP, "per 1000 ops"
+    else:
+        rate, threshold, unit = calls / (sc.wall_ns / 1e9), MADVISE_PER_S, "per second"
+    if rate < threshold:
+        return None
+    faults = sc.minflt
+    evidence = [f"{calls:,.0f} madvise calls in {'region ' + sc.name if sc.name != 'process' else 'the process'} "
+                f"({rate:.2f} {unit}; threshold {threshold})",
+                f"system time {sc.sys_ns / 1e6:.1f} ms = {share:.0%} of CPU time (threshold {SYS_SHARE:.0%})"]
+    if faults is not None:
+        evidence.append(f"{faults:,.0f} minor page faults in the same span: purged pages are faulted in again")
+    return Finding(
+        id="madvise-storm", title="Madvise storm: eager purging of freed memory",
+        mechanism="freed pages are returned to the kernel with madvise almost as soon as they are freed, and "
+                  "the next allocations fault them back in, so the time goes to the kernel",
+        evidence=evidence, advice=ADVICE.get(view.allocator, GENERIC), subject=view.label,
+        confidence=confidence(min(rate / threshold, share / SYS_SHARE)),
+        numbers={"madvise": calls, "rate": rate, "rate_unit": unit, "sys_share": share, "minflt": faults})

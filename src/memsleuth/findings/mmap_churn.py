@@ -1,0 +1,44 @@
+"""mmap/munmap churn of large blocks: buffers above the mmap threshold get a fresh mapping on
+every allocation, are unmapped on free, and are faulted in again on first touch."""
+from __future__ import annotations
+
+from memsleuth.findings.base import Finding, confidence
+from memsleuth.findings.view import CellView
+
+# At least this many munmap calls per step (or per 1000 ops): each is a whole mapping torn down.
+MUNMAP_PER_STEP = 1.0
+MUNMAP_PER_KOP = 1.0
+# Each mapping must be faulted in again: more than a few pages each on average.
+FAULTS_PER_MAPPING = 8.0
+
+
+def check(view: CellView) -> Finding | None:
+    steps = view.step_regions()
+    if steps:
+        munmaps = sum(s.syscalls_per_step.get("munmap", 0) for s in steps)
+        mmaps = sum(s.syscalls_per_step.get("mmap", 0) for s in steps)
+        faults = max(s.minflt_per_step for s in steps)
+        faulting = max(steps, key=lambda s: s.minflt_per_step).name
+        where, unit, threshold, rate = "per step", "step", MUNMAP_PER_STEP, munmaps
+    else:
+        sc = view.main
+        if sc is None or not sc.ops or "munmap" not in sc.syscalls or sc.minflt is None:
+            return None
+        munmaps, mmaps, faults, faulting = sc.syscalls["munmap"], sc.syscalls.get("mmap", 0), sc.minflt, "main"
+        where, unit, threshold, rate = "in region main", "1000 ops", MUNMAP_PER_KOP, sc.per_kop(sc.syscalls["munmap"])
+    if rate < threshold or munmaps == 0:
+        return None
+    per_mapping = faults / munmaps
+    if per_mapping < FAULTS_PER_MAPPING:
+        return None
+    return Finding(
+        id="mmap-churn", title="mmap/munmap churn of large blocks",
+        mechanism="large blocks are above the mmap threshold, so every allocation maps fresh pages and every "
+                  "free unmaps them; the next use faults each page in again",
+        evidence=[f"{munmaps:.1f} munmap and {mmaps:.1f} mmap calls {where} (threshold {threshold} per {unit})",
+                  f"{faults:,.0f} page faults {where} in region '{faulting}' = {per_mapping:,.0f} per unmapped block"],
+        advice="reuse the buffers (allocate once outside the loop); or raise the mmap threshold "
+               "(GLIBC_TUNABLES=glibc.malloc.mmap_threshold=<bytes above the block size>) so freed blocks stay in "
+               "the heap; or an allocator that caches large blocks",
+        subject=view.label, confidence=confidence(min(rate / threshold, per_mapping / FAULTS_PER_MAPPING)),
+        numbers={"munmap": munmaps, "mmap": mmaps, "faults": faults, "faults_per_mapping": per_mapping})

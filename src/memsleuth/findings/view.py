@@ -1,0 +1,164 @@
+"""The evidence of one cell, as the rules read it: medians over the cell's successful runs."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import median
+
+from memsleuth.evidence import Region, Sample
+
+
+@dataclass
+class Scope:
+    """Medians of one region (or of the whole process) over the runs."""
+    name: str                    # region name, or "process"
+    ops: float | None
+    wall_ns: float
+    user_ns: float
+    sys_ns: float
+    minflt: float | None
+    majflt: float | None
+    context_switches: float | None
+    syscalls: dict[str, float]
+    rss_growth_kb: float | None = None
+    brk_delta_bytes: float | None = None
+
+    @property
+    def sys_share(self) -> float | None:
+        total = self.user_ns + self.sys_ns
+        return self.sys_ns / total if total > 0 else None
+
+    def per_kop(self, value: float | None) -> float | None:
+        """Events per 1000 operations."""
+        return 1000 * value / self.ops if value is not None and self.ops else None
+
+
+@dataclass
+class StepRegion:
+    """A region that repeats in every run (a step loop): its per-step medians."""
+    name: str
+    steps: int
+    minflt_per_step: float
+    brk_shrink_per_step: float   # bytes the break moved down per step (0 if it never shrank)
+    brk_grow_per_step: float
+    shrinking_steps: int         # steps in which the break moved down
+    wall_ns_per_step: float
+    syscalls_per_step: dict[str, float]
+
+
+@dataclass
+class CellView:
+    label: str
+    allocator: str
+    samples: list[Sample]                    # successful measured runs
+    failures: list[Sample] = field(default_factory=list)
+    ci_half_width: float | None = None
+    warnings: list = field(default_factory=list)   # memsleuth.quality.Warning
+
+    @property
+    def main(self) -> Scope | None:
+        return self.region_scope("main")
+
+    @property
+    def process(self) -> Scope | None:
+        if not self.samples:
+            return None
+        return Scope("process", None, _med(s.wall_ns for s in self.samples), _med(s.user_ns for s in self.samples),
+                     _med(s.sys_ns for s in self.samples),
+                     _med_opt(s.counters.get("page-faults-minor", s.minflt) for s in self.samples),
+                     _med_opt(s.counters.get("page-faults-major", s.majflt) for s in self.samples),
+                     _med_opt(s.counters.get("context-switches") for s in self.samples),
+                     _med_dict([s.syscalls for s in self.samples]))
+
+    @property
+    def scope(self) -> Scope | None:
+        """Region main when every run has one (the region of interest), else the whole process."""
+        return self.main or self.process
+
+    def region_scope(self, name: str) -> Scope | None:
+        regions = [s.region(name) for s in self.samples]
+        if not regions or any(r is None for r in regions):
+            return None
+        return _scope(name, regions)
+
+    def top_regions(self) -> list[Scope]:
+        """Each top-level region name that appears exactly once per run, in order."""
+        if not self.samples:
+            return []
+        first = self.samples[0]
+        names = [r.name for r in first.regions if r.depth == 0]
+        once = [n for n in dict.fromkeys(names) if names.count(n) == 1]
+        return [sc for n in once if (sc := self.region_scope(n)) is not None]
+
+    def step_regions(self, min_steps: int = 3) -> list[StepRegion]:
+        """Top-level regions that repeat at least min_steps times in every run."""
+        if not self.samples:
+            return []
+        names = [r.name for r in self.samples[0].regions if r.depth == 0]
+        out = []
+        for name in dict.fromkeys(names):
+            per_run = [[r for r in s.regions if r.name == name and r.depth == 0] for s in self.samples]
+            steps = min(len(rs) for rs in per_run)
+            if steps < min_steps:
+                continue
+            out.append(StepRegion(
+                name=name, steps=steps,
+                minflt_per_step=_med(sum(r.minflt or 0 for r in rs) / len(rs) for rs in per_run),
+                brk_shrink_per_step=_med(sum(max(0, -(r.brk_delta_bytes or 0)) for r in rs) / len(rs) for rs in per_run),
+                brk_grow_per_step=_med(sum(max(0, r.brk_delta_bytes or 0) for r in rs) / len(rs) for rs in per_run),
+                shrinking_steps=int(_med(sum(1 for r in rs if (r.brk_delta_bytes or 0) < 0) for rs in per_run)),
+                wall_ns_per_step=_med(sum(r.wall_ns for r in rs) / len(rs) for rs in per_run),
+                syscalls_per_step=_med_dict([{k: v / len(rs) for k, v in _sum_dicts(r.syscalls for r in rs).items()}
+                                             for rs in per_run]),
+            ))
+        return out
+
+    @property
+    def unsupported(self) -> dict[str, str]:
+        for s in self.samples + self.failures:
+            if s.unsupported:
+                return s.unsupported
+        return {}
+
+    @property
+    def peak_live_bytes(self) -> float | None:
+        vals = [s.result.get("peak_live_bytes") for s in self.samples if s.result]
+        return _med_opt(vals)
+
+    @property
+    def maxrss_kb(self) -> float | None:
+        return _med_opt(s.maxrss_kb for s in self.samples)
+
+
+def _scope(name: str, regions: list[Region]) -> Scope:
+    ops = [r.ops for r in regions]
+    return Scope(name, _med(ops) if any(ops) else None, _med(r.wall_ns for r in regions),
+                 _med(r.user_ns for r in regions), _med(r.sys_ns for r in regions),
+                 _med_opt(r.counters.get("page-faults-minor") for r in regions),
+                 _med_opt(r.counters.get("page-faults-major") for r in regions),
+                 _med_opt(r.counters.get("context-switches") for r in regions),
+                 _med_dict([r.syscalls for r in regions]),
+                 rss_growth_kb=_med_opt(r.rss_growth_kb for r in regions),
+                 brk_delta_bytes=_med_opt(r.brk_delta_bytes for r in regions))
+
+
+def _med(values) -> float:
+    v = list(values)
+    return float(median(v)) if v else 0.0
+
+
+def _med_opt(values) -> float | None:
+    v = [x for x in values if x is not None]
+    return float(median(v)) if v else None
+
+
+def _sum_dicts(dicts) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def _med_dict(dicts: list[dict]) -> dict[str, float]:
+    keys = {k for d in dicts for k in d}
+    return {k: _med(d.get(k, 0) for d in dicts) for k in keys if all(k in d for d in dicts)}
