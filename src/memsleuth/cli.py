@@ -1,4 +1,4 @@
-"""The `memsleuth` command: compare, show, diff, history, export, doctor.
+"""The `memsleuth` command: compare, check, show, diff, history, export, doctor.
 
 Bad input is a UsageError: one line on stderr and exit code 2, never a traceback.
 """
@@ -86,7 +86,7 @@ def _emit(run_id: int, store: Store, args, console: Console) -> None:
     """The report on stdout; where the other formats went, on stderr (stdout stays the report)."""
     from memsleuth.report import json_export, markdown, model, terminal
     run = store.load_run(run_id)
-    report = model.build(run)
+    report = model.build_check(run) if run.kind == "check" else model.build(run)
     terminal.render(report, console)
     if getattr(args, "md", None):
         Path(args.md).write_text(markdown.render(report))
@@ -137,6 +137,40 @@ def cmd_compare(args, command: list[str] | None, console: Console) -> int:
         return 130
     _emit(run_id, store, args, console)
     return 0
+
+
+def cmd_check(args, command: list[str] | None, console: Console) -> int:
+    from memsleuth.report import json_export, markdown, model, terminal
+    if not command:
+        raise UsageError("check needs a command after --, like: memsleuth check -- ./my-benchmark")
+    _writable_output(args.md, "--md")
+    _writable_output(args.json, "--json")
+    _check_command(command)
+    reps = _count(args.reps, "--reps")
+    env = planning.parse_env_options(args.env or [])
+    allocs = allocators.resolve(args.alloc or "glibc")
+    if len(allocs) != 1:
+        raise UsageError("check runs one allocator: give one name to --alloc (compare several with `compare`)")
+    p = planning.command_plan(command, allocs, rounds=planning.Rounds.fixed(reps), warmup=0,
+                              timeout_s=_positive_float(args.timeout, "--timeout"),
+                              mem_limit_bytes=parse_size_bytes(args.mem_limit) if args.mem_limit else None, env=env)
+    store = Store(args.db)
+    spec = {"rounds": p.rounds.describe(), "warmup": 0, "swept": [], "timeout_s": p.timeout_s,
+            "mem_limit_bytes": p.mem_limit_bytes, "command": command, "env": env}
+    run_id = store.begin_run(kind="check", name=command[0], argv=sys.argv, spec=spec,
+                             machine=machine.info([a.to_dict() for a in allocs]), version=__version__)
+    cell_ids = [store.add_cell(run_id, 0, allocator=allocs[0].to_dict(), params={}, env=env, command=command)]
+    outcome = runner.run(p, store, run_id, cell_ids, console=Console(stderr=True))
+    run = store.load_run(run_id)
+    report = model.build_check(run)
+    terminal.render(report, console)
+    if args.md:
+        Path(args.md).write_text(markdown.render(report))
+        print(f"memsleuth: Markdown report written to {args.md}", file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json_export.render(run))
+        print(f"memsleuth: JSON export written to {args.json}", file=sys.stderr)
+    return 130 if outcome.interrupted else 0
 
 
 def cmd_show(args, console: Console) -> int:
@@ -251,6 +285,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--md", metavar="FILE", help="also write the report as Markdown")
     c.add_argument("--json", metavar="FILE", help="also export the run as JSON (docs/json-schema.md)")
 
+    k = sub.add_parser("check", help="measure any program, its probe regions, and say what the evidence shows",
+                       description="Run a program (after --) and report each probe region's evidence, the whole "
+                                   "process's, and the findings.")
+    k.add_argument("--alloc", metavar="NAME", help="one allocator name or NAME=PATH.so (default glibc)")
+    k.add_argument("--reps", metavar="N", default="1", help="runs (default 1)")
+    k.add_argument("--env", metavar="KEY=VALUE", action="append", help="set in the measured process; repeatable")
+    k.add_argument("--timeout", metavar="SECONDS", default=str(DEFAULT_TIMEOUT_S))
+    k.add_argument("--mem-limit", metavar="SIZE")
+    k.add_argument("--db", metavar="FILE", default=DEFAULT_DB)
+    k.add_argument("--md", metavar="FILE")
+    k.add_argument("--json", metavar="FILE")
+
     s = sub.add_parser("show", help="reprint a stored run (the latest by default)")
     s.add_argument("run", nargs="?", help="run id")
     s.add_argument("--db", metavar="FILE", default=DEFAULT_DB)
@@ -288,12 +334,14 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=None if sys.stdout.isatty() else 200)
     try:
         args = build_parser().parse_args(argv)
-        if command is not None and args.command != "compare":
-            raise UsageError("a command after -- is only taken by `memsleuth compare`")
+        if command is not None and args.command not in ("compare", "check"):
+            raise UsageError("a command after -- is only taken by `memsleuth compare` and `memsleuth check`")
         if command is not None and not command:
             raise UsageError("no command after --")
         if args.command == "compare":
             return cmd_compare(args, command, console)
+        if args.command == "check":
+            return cmd_check(args, command, console)
         if args.command == "show":
             return cmd_show(args, console)
         if args.command == "doctor":

@@ -105,7 +105,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
             failed_warmup.add(i)
         elif not warmup and sample.ok:
             values[i].append(metric_value(sample))
-        if not console.is_terminal and done - last_report >= max(1, total // 10):
+        if not console.is_terminal and total >= 20 and done - last_report >= total // 10:
             last_report = done
             print(f"memsleuth: {done} runs done (at most {total})", file=sys.stderr, flush=True)
 

@@ -35,7 +35,7 @@ def check(view: CellView) -> Finding | None:
         id="mmap-churn", title="mmap/munmap churn of large blocks",
         mechanism="large blocks are above the mmap threshold, so every allocation maps fresh pages and every "
                   "free unmaps them; the next use faults each page in again",
-        evidence=[f"{munmaps:.1f} munmap and {mmaps:.1f} mmap calls {where} (threshold {threshold} per {unit})",
+        evidence=[f"{munmaps:.1f} munmap and {mmaps:.1f} mmap calls {where} inside the regions (threshold {threshold} per {unit})",
                   f"{faults:,.0f} page faults {where} in region '{faulting}' = {per_mapping:,.0f} per unmapped block"],
         advice="reuse the buffers (allocate once outside the loop); or raise the mmap threshold "
                "(GLIBC_TUNABLES=glibc.malloc.mmap_threshold=<bytes above the block size>) so freed blocks stay in "

@@ -37,7 +37,7 @@ class StepRegion:
     """A region that repeats in every run (a step loop): its per-step medians."""
     name: str
     steps: int
-    minflt_per_step: float
+    minflt_per_step: float       # medians over the steps (the typical step), then over the runs
     brk_shrink_per_step: float   # bytes the break moved down per step (0 if it never shrank)
     brk_grow_per_step: float
     shrinking_steps: int         # steps in which the break moved down
@@ -100,14 +100,16 @@ class CellView:
             steps = min(len(rs) for rs in per_run)
             if steps < min_steps:
                 continue
+            # Per step, the typical step: the median over the steps of each run, then over the runs.
+            # (A mean would let the first step, which maps and faults everything once, pass for all.)
             out.append(StepRegion(
                 name=name, steps=steps,
-                minflt_per_step=_med(sum(r.minflt or 0 for r in rs) / len(rs) for rs in per_run),
-                brk_shrink_per_step=_med(sum(max(0, -(r.brk_delta_bytes or 0)) for r in rs) / len(rs) for rs in per_run),
-                brk_grow_per_step=_med(sum(max(0, r.brk_delta_bytes or 0) for r in rs) / len(rs) for rs in per_run),
+                minflt_per_step=_med(_med(r.minflt or 0 for r in rs) for rs in per_run),
+                brk_shrink_per_step=_med(_med(max(0, -(r.brk_delta_bytes or 0)) for r in rs) for rs in per_run),
+                brk_grow_per_step=_med(_med(max(0, r.brk_delta_bytes or 0) for r in rs) for rs in per_run),
                 shrinking_steps=int(_med(sum(1 for r in rs if (r.brk_delta_bytes or 0) < 0) for rs in per_run)),
-                wall_ns_per_step=_med(sum(r.wall_ns for r in rs) / len(rs) for rs in per_run),
-                syscalls_per_step=_med_dict([{k: v / len(rs) for k, v in _sum_dicts(r.syscalls for r in rs).items()}
+                wall_ns_per_step=_med(_med(r.wall_ns for r in rs) for rs in per_run),
+                syscalls_per_step=_med_dict([{k: _med(r.syscalls.get(k, 0) for r in rs) for k in rs[0].syscalls}
                                              for rs in per_run]),
             ))
         return out
@@ -149,14 +151,6 @@ def _med(values) -> float:
 def _med_opt(values) -> float | None:
     v = [x for x in values if x is not None]
     return float(median(v)) if v else None
-
-
-def _sum_dicts(dicts) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for d in dicts:
-        for k, v in d.items():
-            out[k] = out.get(k, 0) + v
-    return out
 
 
 def _med_dict(dicts: list[dict]) -> dict[str, float]:

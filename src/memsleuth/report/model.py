@@ -213,3 +213,62 @@ def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float) -> Report:
     return Report(f"memsleuth diff — run {a.id} vs run {b.id}", header, [table], footer)
 
 
+
+
+def build_check(run: StoredRun) -> Report:
+    """`memsleuth check`: each region with its evidence, the whole process, and the findings."""
+    from memsleuth import findings
+    from memsleuth.findings.view import CellView
+    from memsleuth.units import fmt_seconds
+
+    cell = run.cells[0]
+    measured = [s for _, w, s in cell.samples if not w]
+    ok = [s for s in measured if s.ok]
+    failed = [s for s in measured if not s.ok]
+    # A crashed run's regions and counters up to the crash are evidence too.
+    view = CellView(cell.allocator["name"], cell.allocator["name"], ok or measured, failed)
+    header = [f"command: {' '.join(cell.command)}",
+              f"allocator {cell.allocator['name']} {cell.allocator.get('version', '')}; {len(measured)} run(s); "
+              f"status {', '.join(sorted({s.status for s in measured})) or 'none'}",
+              f"machine: {run.machine.get('cpu_model')}, kernel {run.machine.get('kernel')}, THP {run.machine.get('thp')}"]
+    last = measured[-1] if measured else None
+    if last and last.stdout_tail.strip():
+        header.append("program output (last run, tail): " + " | ".join(last.stdout_tail.strip().splitlines()[-3:]))
+    tables = []
+    region_rows = []
+    names = list(dict.fromkeys(r.name for s in view.samples for r in s.regions))
+    for name in names:
+        per_run = [[r for r in s.regions if r.name == name] for s in view.samples]
+        count = max(len(rs) for rs in per_run)
+        flat = [r for rs in per_run for r in rs]
+        med = lambda f: sorted(f(r) for r in flat)[len(flat) // 2]  # noqa: E731
+        faults = [r.minflt for r in flat if r.minflt is not None]
+        sysc = {k: sorted(r.syscalls.get(k, 0) for r in flat)[len(flat) // 2] for k in SYSCALL_COLUMNS}
+        region_rows.append([name, str(count), fmt_count(med(lambda r: r.ops)), fmt_seconds(med(lambda r: r.wall_ns)),
+                            fmt_seconds(med(lambda r: r.user_ns)), fmt_seconds(med(lambda r: r.sys_ns)),
+                            fmt_count(sorted(faults)[len(faults) // 2]) if faults else "n/a",
+                            fmt_bytes(med(lambda r: (r.rss_growth_kb or 0) * 1024)),
+                            fmt_bytes(med(lambda r: r.brk_delta_bytes or 0)),
+                            " ".join(f"{k}={v:,}" for k, v in sysc.items() if v) or "-"])
+    if region_rows:
+        tables.append(Table("Regions (median per occurrence)", ["region", "per run", "ops", "wall", "user", "sys",
+                                                                "minor faults", "RSS growth", "brk moved",
+                                                                "syscalls"], region_rows,
+                            align_right={1, 2, 3, 4, 5, 6, 7, 8}))
+    else:
+        header.append("no probe regions: the figures are the whole process's (mark the timed part with "
+                      "ms_region_begin/ms_region_end)")
+    if view.samples:
+        p = view.process
+        tables.append(Table("Whole process (median)", ["wall", "user", "sys", "minor faults", "major faults",
+                                                        "peak RSS", *SYSCALL_COLUMNS],
+                            [[fmt_seconds(p.wall_ns), fmt_seconds(p.user_ns), fmt_seconds(p.sys_ns), fmt_count(p.minflt),
+                              fmt_count(p.majflt), fmt_bytes((view.maxrss_kb or 0) * 1024),
+                              *[fmt_count(p.syscalls.get(s)) if s in p.syscalls else "n/a" for s in SYSCALL_COLUMNS]]],
+                            align_right=set(range(5 + len(SYSCALL_COLUMNS)))))
+    if failed:
+        rows = [[failure_label(s), s.detail or "", " | ".join(s.stderr_tail.strip().splitlines()[-5:]) or "(empty)"]
+                for s in failed]
+        tables.append(Table("Failures", ["status", "detail", "stderr tail"], rows))
+    items = findings.for_cell(view) + findings.for_run([view])
+    return Report(f"memsleuth check — run {run.id}", header, tables, [], items)
