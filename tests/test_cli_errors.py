@@ -44,6 +44,10 @@ def _one_line_error(proc, needle: str) -> None:
     (["diff", "1", "2", "--db", "/nonexistent.db"], "no such database"),
     (["diff", "1", "2", "--threshold", "150%"], "between 0% and 100%"),
     (["history", "--db", "/nonexistent.db"], "no such database"),
+    (["check", "--", "/nonexistent/cmd"], "not an executable"),
+    (["check", "--", "no-such-command-xyz"], "not found in PATH"),
+    (["check"], "check needs a command"),
+    (["check", "--alloc", "glibc,mimalloc", "--", "true"], "check runs one allocator"),
     (["export", "x", "--db", "/nonexistent.db"], "no such database"),
 ])
 def test_bad_input(args, needle):

@@ -14,8 +14,10 @@
  * --harness-only=1 runs the same loop with the same random numbers and slot choices but no
  * malloc or free, to measure the harness's own cost per operation (docs/workloads.md).
  *
- * Regions: setup (slot arrays), main (the operations; ops = iterations * threads), teardown
- * (freeing what is left). On malloc returning NULL: "out of memory", exit 3. */
+ * Regions: setup (slot arrays), warmup (--warmup-ops per thread, default 2 x ws: fills the
+ * working set, so the heap's growth is not timed in main), main (the operations; ops =
+ * iterations x threads), teardown (freeing what is left). On malloc returning NULL: "out of
+ * memory", exit 3. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -29,11 +31,13 @@
 #define EXIT_CORRUPT 4
 
 typedef struct {
-  uint64_t iterations, ws, seed, min_size, max_size, threads, harness_only;
+  uint64_t iterations, ws, seed, min_size, max_size, threads, harness_only, warmup_ops;
 } params;
 
 typedef struct {
   const params *p;
+  pthread_barrier_t *ready, *go;  /* threads: warm up, wait for region main to start, run */
+  uint64_t rng;
   unsigned idx;
   void **slots;
   uint32_t *sizes;
@@ -56,12 +60,11 @@ static inline uint64_t cookie(unsigned idx, uint64_t slot, uint32_t size) {
   return 0x6d656d736c657574ull ^ ((uint64_t)idx << 48) ^ (slot << 16) ^ size;
 }
 
-static void *run_worker(void *arg) {
-  worker *w = arg;
+static void run_ops(worker *w, uint64_t n) {
   const params *p = w->p;
-  uint64_t rng = p->seed * 0x100000001b3ull + w->idx + 1;
+  uint64_t rng = w->rng;
   uint64_t span = p->max_size - p->min_size + 1;
-  for (uint64_t i = 0; i < p->iterations; i++) {
+  for (uint64_t i = 0; i < n; i++) {
     /* One random number per operation: the high half picks the slot, the low half the size. */
     uint64_t r = next_rand(&rng);
     uint64_t slot = bounded32((uint32_t)(r >> 32), p->ws);
@@ -72,7 +75,7 @@ static void *run_worker(void *arg) {
         uint64_t c = cookie(w->idx, slot, size), head, tail;
         memcpy(&head, b, 8);
         memcpy(&tail, b + size - 8, 8);
-        if (head != c || tail != c) { w->failed = EXIT_CORRUPT; return NULL; }
+        if (head != c || tail != c) { w->failed = EXIT_CORRUPT; w->rng = rng; return; }
         free(b);
         w->slots[slot] = NULL;
       }
@@ -83,7 +86,7 @@ static void *run_worker(void *arg) {
       uint32_t size = (uint32_t)(p->min_size + bounded32((uint32_t)r, span));
       if (!p->harness_only) {
         unsigned char *b = malloc(size);
-        if (!b) { w->failed = EXIT_OOM; return NULL; }
+        if (!b) { w->failed = EXIT_OOM; w->rng = rng; return; }
         uint64_t c = cookie(w->idx, slot, size);
         memcpy(b, &c, 8);
         memcpy(b + size - 8, &c, 8);
@@ -96,6 +99,17 @@ static void *run_worker(void *arg) {
       w->mallocs++;
     }
   }
+  w->rng = rng;
+}
+
+/* Warm-up ops first (outside region main: they fill the working set, so the heap's growth and
+ * its first-touch faults are measured in region "warmup"), then the measured ops. */
+static void *run_worker(void *arg) {
+  worker *w = arg;
+  run_ops(w, w->p->warmup_ops);
+  if (w->ready) pthread_barrier_wait(w->ready);
+  if (w->go) pthread_barrier_wait(w->go);
+  if (!w->failed) run_ops(w, w->p->iterations);
   return NULL;
 }
 
@@ -115,24 +129,28 @@ static int parse(const char *arg, const char *name, uint64_t *out, uint64_t lo, 
 }
 
 int main(int argc, char **argv) {
-  params p = {1000000, 400, 1, 16, 1024, 1, 0};
+  params p = {1000000, 400, 1, 16, 1024, 1, 0, UINT64_MAX};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (parse(a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) || parse(a, "ws", &p.ws, 1, UINT64_C(1) << 28) ||
         parse(a, "seed", &p.seed, 0, UINT64_MAX) || parse(a, "min-size", &p.min_size, 16, UINT64_C(1) << 30) ||
         parse(a, "max-size", &p.max_size, 16, UINT64_C(1) << 30) || parse(a, "threads", &p.threads, 1, 1024) ||
-        parse(a, "harness-only", &p.harness_only, 0, 1))
+        parse(a, "harness-only", &p.harness_only, 0, 1) || parse(a, "warmup-ops", &p.warmup_ops, 0, UINT64_C(1) << 40))
       continue;
     fprintf(stderr, "random-mixed: unknown argument '%s'\n", a);
     return 2;
   }
   if (p.min_size > p.max_size) { fprintf(stderr, "random-mixed: --min-size must not exceed --max-size\n"); return 2; }
+  /* Default warm-up: two operations per slot, which brings the working set near its steady
+   * occupancy (about half the slots full). */
+  if (p.warmup_ops == UINT64_MAX) p.warmup_ops = 2 * p.ws;
 
   ms_region_begin("setup");
   worker *ws = calloc(p.threads, sizeof *ws);
   for (unsigned t = 0; ws && t < p.threads; t++) {
     ws[t].p = &p;
     ws[t].idx = t;
+    ws[t].rng = p.seed * 0x100000001b3ull + t + 1;
     ws[t].slots = calloc(p.ws, sizeof(void *));
     ws[t].sizes = calloc(p.ws, sizeof(uint32_t));
     if (!ws[t].slots || !ws[t].sizes) { ws = NULL; break; }
@@ -141,14 +159,31 @@ int main(int argc, char **argv) {
   if (!ws) { fprintf(stderr, "random-mixed: out of memory for the slot arrays\n"); return EXIT_OOM; }
 
   pthread_t *tids = p.threads > 1 ? calloc(p.threads, sizeof *tids) : NULL;
-  ms_region_begin("main");
+  pthread_barrier_t ready, go;
   if (p.threads == 1) {
-    run_worker(&ws[0]);
+    ms_region_begin("warmup");
+    run_ops(&ws[0], p.warmup_ops);
+    ms_region_end(p.warmup_ops);
+    ms_region_begin("main");
+    if (!ws[0].failed) run_ops(&ws[0], p.iterations);
+    ms_region_end(p.iterations);
   } else {
-    for (unsigned t = 0; t < p.threads; t++) pthread_create(&tids[t], NULL, run_worker, &ws[t]);
+    /* Every thread warms up, then all wait until region main has begun. */
+    pthread_barrier_init(&ready, NULL, (unsigned)p.threads + 1);
+    pthread_barrier_init(&go, NULL, (unsigned)p.threads + 1);
+    ms_region_begin("warmup");
+    for (unsigned t = 0; t < p.threads; t++) {
+      ws[t].ready = &ready;
+      ws[t].go = &go;
+      pthread_create(&tids[t], NULL, run_worker, &ws[t]);
+    }
+    pthread_barrier_wait(&ready);
+    ms_region_end(p.warmup_ops * p.threads);
+    ms_region_begin("main");
+    pthread_barrier_wait(&go);
     for (unsigned t = 0; t < p.threads; t++) pthread_join(tids[t], NULL);
+    ms_region_end(p.iterations * p.threads);
   }
-  ms_region_end(p.iterations * p.threads);
 
   uint64_t checksum = 0, peak = 0, mallocs = 0, frees = 0;
   for (unsigned t = 0; t < p.threads; t++) {
@@ -166,8 +201,8 @@ int main(int argc, char **argv) {
       for (uint64_t s = 0; s < p.ws; s++) free(ws[t].slots[s]);
   }
   ms_region_end(0);
-  printf("{\"workload\":\"random-mixed\",\"ops\":%" PRIu64 ",\"mallocs\":%" PRIu64 ",\"frees\":%" PRIu64
-         ",\"checksum\":\"%016" PRIx64 "\",\"peak_live_bytes\":%" PRIu64 "}\n",
-         p.iterations * p.threads, mallocs, frees, checksum, peak);
+  printf("{\"workload\":\"random-mixed\",\"ops\":%" PRIu64 ",\"warmup_ops\":%" PRIu64 ",\"mallocs\":%" PRIu64
+         ",\"frees\":%" PRIu64 ",\"checksum\":\"%016" PRIx64 "\",\"peak_live_bytes\":%" PRIu64 "}\n",
+         p.iterations * p.threads, p.warmup_ops * p.threads, mallocs, frees, checksum, peak);
   return 0;
 }

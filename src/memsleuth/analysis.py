@@ -67,10 +67,11 @@ class CellSummary:
     short_label: str = ""                       # allocator and the swept parameters only
 
     def view(self) -> findings.CellView:
-        return findings.CellView(self.short_label or self.cell.label, self.cell.allocator["name"],
-                                 [s for _, s in self.ok_samples],
+        samples = [s for _, s in self.ok_samples]
+        timed = ("main",) if samples and all(s.main for s in samples) else None
+        return findings.CellView(self.short_label or self.cell.label, self.cell.allocator["name"], samples,
                                  self.failures, self.estimate.half_width_rel if self.estimate else None,
-                                 self.warnings)
+                                 self.warnings, timed)
 
     @property
     def status(self) -> str:

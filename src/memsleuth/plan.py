@@ -84,7 +84,7 @@ def workload_plan(workload: Workload, allocators: list[Allocator], param_options
                   env: dict[str, str] | None = None) -> Plan:
     sweep = {k: list(v) for k, v in workload.default_sweep.items()}
     sweep.update(parse_param_options(workload, param_options))
-    base = workload.defaults()
+    base = {k: v for k, v in workload.defaults().items() if v is not None}
     keys = [k for k in (p.name for p in workload.params) if k in sweep]
     cells = []
     for combo in itertools.product(*(sweep[k] for k in keys)):

@@ -12,9 +12,12 @@ MIN_SHRINK_PER_STEP = 256 * 1024
 MIN_SHRINKING_SHARE = 0.5
 # The re-faults must account for the returned memory: at least half of its pages per step.
 MIN_REFAULT_RATIO = 0.5
-# Without step regions: the break moving (brk calls) at least once per 1000 ops, each followed
-# by faults.
-BRK_PER_KOP = 1.0
+# Without step regions: a heap that only grows moves the break about once per 128 KiB (glibc's
+# default top_pad) of net growth. Four times more brk calls than that growth explains means the
+# top was trimmed and grown again; fewer than 50 calls in all is not a churn.
+GROWTH_STEP_BYTES = 128 * 1024
+CALLS_PER_GROWTH_STEP = 4.0
+MIN_BRK_CALLS = 50
 
 
 def check(view: CellView) -> Finding | None:
@@ -60,18 +63,22 @@ def _steps(view: CellView, steps) -> Finding | None:
 
 def _rate(view: CellView) -> Finding | None:
     sc = view.main
-    if sc is None or not sc.ops or "brk" not in sc.syscalls or sc.minflt is None:
+    if sc is None or "brk" not in sc.syscalls or sc.minflt is None or sc.brk_delta_bytes is None:
         return None
     brk = sc.syscalls["brk"]
-    rate = sc.per_kop(brk)
-    if rate < BRK_PER_KOP or sc.minflt < brk:
+    growth_steps = max(0.0, sc.brk_delta_bytes) / GROWTH_STEP_BYTES + 1
+    excess = brk / growth_steps
+    if brk < MIN_BRK_CALLS or excess < CALLS_PER_GROWTH_STEP or sc.minflt < brk / 2:
         return None
+    rate = f" = {sc.per_kop(brk):.2f} per 1000 ops" if sc.ops else ""
     return Finding(
-        id="heap-trim-churn", title="Heap-top trimming: the program break keeps moving",
+        id="heap-trim-churn", title="Heap-top trimming: the program break keeps moving down and up",
         mechanism="free() trims the heap top and malloc grows it again, each time faulting the pages back in",
-        evidence=[f"{brk:,.0f} brk calls in region main = {rate:.2f} per 1000 ops (threshold {BRK_PER_KOP})",
-                  f"{sc.minflt:,.0f} page faults in region main ({sc.per_kop(sc.minflt):.2f} per 1000 ops)"],
+        evidence=[f"{brk:,.0f} brk calls in region main{rate}, for a net growth of the break of "
+                  f"{mib(max(0.0, sc.brk_delta_bytes))}: {excess:.0f}x the calls that growth needs "
+                  f"(threshold {CALLS_PER_GROWTH_STEP:.0f}x)",
+                  f"{sc.minflt:,.0f} page faults in region main"],
         advice="keep the top: GLIBC_TUNABLES=glibc.malloc.trim_threshold=<larger> and/or glibc.malloc.top_pad; "
                "or reuse buffers instead of freeing them",
-        subject=view.label, confidence=confidence(rate / BRK_PER_KOP),
-        numbers={"brk": brk, "brk_per_kop": rate, "minflt": sc.minflt})
+        subject=view.label, confidence=confidence(excess / CALLS_PER_GROWTH_STEP),
+        numbers={"brk": brk, "net_brk_growth_bytes": sc.brk_delta_bytes, "minflt": sc.minflt})

@@ -5,36 +5,46 @@ from __future__ import annotations
 from memsleuth.findings.base import Finding, confidence
 from memsleuth.findings.view import CellView
 
-# Kernel time must explain at least half of the time-per-op gap.
+# Kernel time must explain at least half of the gap in CPU time per op. (CPU time, not wall:
+# with threads, kernel time adds up across them.)
 GAP_SHARE = 0.5
-# And the gap itself must be worth explaining: 5% of the faster cell's time per op.
+# And the gap itself must be worth explaining: 5% of the faster cell's CPU time per op.
 MIN_GAP = 0.05
+# The extra kernel time must show in counted events, not only in tick-sampled system time: 1.5x
+# the page faults, or at least one more syscall of a kind per 1000 ops.
+FAULT_RATIO = 1.5
+SYSCALLS_PER_KOP = 1.0
 
 
 def check_pair(slower: CellView, faster: CellView) -> Finding | None:
     a, b = slower.main, faster.main
     if a is None or b is None or not a.ops or not b.ops:
         return None
-    t_a, t_b = a.wall_ns / a.ops, b.wall_ns / b.ops
+    t_a, t_b = (a.user_ns + a.sys_ns) / a.ops, (b.user_ns + b.sys_ns) / b.ops
     gap = t_a - t_b
-    if gap <= MIN_GAP * t_b:
+    if t_b <= 0 or gap <= MIN_GAP * t_b:
         return None
     sys_gap = a.sys_ns / a.ops - b.sys_ns / b.ops
     share = sys_gap / gap
     if share < GAP_SHARE:
         return None
-    evidence = [f"{slower.allocator}: {t_a:.1f} ns/op, {faster.allocator}: {t_b:.1f} ns/op (gap {gap:.1f} ns/op)",
-                f"system time per op: {a.sys_ns / a.ops:.1f} vs {b.sys_ns / b.ops:.1f} ns = {share:.0%} of the gap"]
+    counted = []
     for name in ("madvise", "munmap", "mmap", "brk", "futex"):
         x, y = a.syscalls.get(name), b.syscalls.get(name)
-        if x is not None and y is not None and x > y + 10:
-            evidence.append(f"{name}: {x:,.0f} vs {y:,.0f} calls")
-    if a.minflt is not None and b.minflt is not None and a.minflt > 1.5 * b.minflt:
-        evidence.append(f"page faults: {a.minflt:,.0f} vs {b.minflt:,.0f}")
+        if x is not None and y is not None and (x - y) * 1000 / a.ops >= SYSCALLS_PER_KOP:
+            counted.append(f"{name}: {x:,.0f} vs {y:,.0f} calls")
+    if a.minflt is not None and b.minflt is not None and a.minflt > FAULT_RATIO * max(b.minflt, 1):
+        counted.append(f"page faults: {a.minflt:,.0f} vs {b.minflt:,.0f}")
+    if not counted:
+        return None
+    evidence = [f"CPU time per op: {slower.allocator} {t_a:.1f} ns, {faster.allocator} {t_b:.1f} ns "
+                f"(gap {gap:.1f} ns)",
+                f"system time per op: {a.sys_ns / a.ops:.1f} vs {b.sys_ns / b.ops:.1f} ns = {min(share, 1):.0%} "
+                "of the gap", *counted]
     return Finding(
         id="kernel-gap", title=f"{slower.allocator} is slower mostly in the kernel",
-        mechanism=f"{share:.0%} of {slower.allocator}'s extra time per operation over {faster.allocator} is "
-                  "system time: system calls and page faults, not the allocator's own code",
+        mechanism=f"{min(share, 1):.0%} of {slower.allocator}'s extra CPU time per operation over {faster.allocator} "
+                  "is system time: system calls and page faults, not the allocator's own code",
         evidence=evidence,
         advice="look at the syscall and fault columns of the evidence table and at this cell's other findings for "
                "which kernel path it is",

@@ -6,28 +6,32 @@ from memsleuth.findings.base import Finding, confidence
 from memsleuth.findings.view import CellView
 
 # futex is only entered when a lock is contended (the uncontended path stays in user space):
-# one wait per 2000 operations is already a queue. glibc (per-thread arenas) and mimalloc
-# (thread-local heaps) make none in random-mixed with 2 threads on this project's machine.
+# one call per 2000 operations is already a queue. glibc (per-thread arenas) and mimalloc
+# (thread-local heaps) make at most a couple in all in random-mixed with 2 threads on this
+# project's machine. Context switches are reported but not required: with as many threads as
+# cores, most contended waits end by spinning or an immediate wake, not a sleep.
 FUTEX_PER_KOP = 0.5
-CSW_PER_KOP = 0.5
 
 
 def check(view: CellView) -> Finding | None:
     sc = view.main
-    if sc is None or not sc.ops or "futex" not in sc.syscalls or sc.context_switches is None:
+    if sc is None or not sc.ops or "futex" not in sc.syscalls:
         return None
-    futex, csw = sc.per_kop(sc.syscalls["futex"]), sc.per_kop(sc.context_switches)
-    if futex < FUTEX_PER_KOP or csw < CSW_PER_KOP:
+    futex = sc.per_kop(sc.syscalls["futex"])
+    if futex < FUTEX_PER_KOP:
         return None
+    csw = sc.per_kop(sc.context_switches) if sc.context_switches is not None else None
+    share = sc.sys_share
     return Finding(
         id="lock-contention", title="Allocator lock contention",
         mechanism="threads collide on a lock inside the allocator and sleep in the kernel (futex) until it is "
                   "released, so adding threads adds waiting rather than throughput",
         evidence=[f"{sc.syscalls['futex']:,.0f} futex calls in region main = {futex:.2f} per 1000 ops "
-                  f"(threshold {FUTEX_PER_KOP})",
-                  f"{sc.context_switches:,.0f} context switches = {csw:.2f} per 1000 ops (threshold {CSW_PER_KOP})"],
+                  f"(threshold {FUTEX_PER_KOP})"]
+                 + ([f"{sc.context_switches:,.0f} context switches = {csw:.2f} per 1000 ops"] if csw is not None else [])
+                 + ([f"{share:.0%} of CPU time in the kernel"] if share is not None else []),
         advice="use an allocator with thread-local caches (mimalloc, jemalloc, tcmalloc); for glibc raise "
                "glibc.malloc.arena_max, keep glibc.malloc.tcache_count up; in the program reuse per-thread buffers "
                "(thread_local) instead of allocating in the hot loop",
-        subject=view.label, confidence=confidence(min(futex / FUTEX_PER_KOP, csw / CSW_PER_KOP)),
+        subject=view.label, confidence=confidence(futex / FUTEX_PER_KOP),
         numbers={"futex_per_kop": futex, "csw_per_kop": csw})

@@ -53,6 +53,9 @@ class CellView:
     failures: list[Sample] = field(default_factory=list)
     ci_half_width: float | None = None
     warnings: list = field(default_factory=list)   # memsleuth.quality.Warning
+    # The regions whose timing is the result (compare: "main"); None: every region may be timed
+    # (check on someone's program, where only its author knows).
+    timed: tuple[str, ...] | None = None
 
     @property
     def main(self) -> Scope | None:
@@ -81,12 +84,12 @@ class CellView:
         return _scope(name, regions)
 
     def top_regions(self) -> list[Scope]:
-        """Each top-level region name that appears exactly once per run, in order."""
+        """Each timed top-level region name that appears exactly once per run, in order."""
         if not self.samples:
             return []
         first = self.samples[0]
         names = [r.name for r in first.regions if r.depth == 0]
-        once = [n for n in dict.fromkeys(names) if names.count(n) == 1]
+        once = [n for n in dict.fromkeys(names) if names.count(n) == 1 and (self.timed is None or n in self.timed)]
         return [sc for n in once if (sc := self.region_scope(n)) is not None]
 
     def step_regions(self, min_steps: int = 3) -> list[StepRegion]:

@@ -13,7 +13,7 @@ from memsleuth.errors import UsageError
 @dataclass(frozen=True)
 class Param:
     name: str
-    default: int
+    default: int | None              # None: the program chooses (and says so in its help)
     minimum: int
     maximum: int
     help: str
@@ -64,8 +64,8 @@ class Workload:
     def defaults(self) -> dict[str, int]:
         return {p.name: p.default for p in self.params}
 
-    def argv(self, values: dict[str, int]) -> list[str]:
-        return [str(native.native_path(self.program))] + [f"--{k}={v}" for k, v in values.items()]
+    def argv(self, values: dict[str, int | None]) -> list[str]:
+        return [str(native.native_path(self.program))] + [f"--{k}={v}" for k, v in values.items() if v is not None]
 
     @staticmethod
     def parse_result(stdout_tail: str) -> dict | None:

@@ -23,6 +23,7 @@ WORKLOAD = Workload(
         Param("min-size", 16, 16, 1 << 30, "smallest block, bytes"),
         Param("max-size", 1024, 16, 1 << 30, "largest block, bytes"),
         Param("threads", 1, 1, 1024, "threads, each with its own slots"),
+        Param("warmup-ops", None, 0, 1 << 40, "operations per thread before region main (default 2 x ws)"),
     ),
     default_sweep={"ws": (400, 4000, 10000, 40000)},
     oom_exit_code=3,
