@@ -10,7 +10,8 @@ MIN_FAULT_BYTES = 1 << 20
 # Resident memory grew by less than a tenth of what the faults would have added if each had
 # backed a page of its own.
 MAX_RSS_PER_FAULT = 0.1
-# ...and the region did not itself discard pages (madvise/munmap would also keep RSS flat).
+# ...and the region did not itself discard pages (madvise, munmap and a shrinking brk would also
+# keep RSS flat while faults come and go).
 MAX_DISCARDS_PER_FAULT = 0.1
 
 
@@ -21,7 +22,7 @@ def check(view: CellView) -> list[Finding] | None:
             continue
         fault_bytes = sc.minflt * PAGE_BYTES
         growth = max(0.0, sc.rss_growth_kb * 1024)
-        discards = sc.syscalls.get("madvise", 0) + sc.syscalls.get("munmap", 0)
+        discards = sc.syscalls.get("madvise", 0) + sc.syscalls.get("munmap", 0) + sc.syscalls.get("brk", 0)
         if growth > MAX_RSS_PER_FAULT * fault_bytes or discards > MAX_DISCARDS_PER_FAULT * sc.minflt:
             continue
         found.append(Finding(
@@ -31,7 +32,7 @@ def check(view: CellView) -> list[Finding] | None:
             evidence=[f"{sc.minflt:,.0f} page faults in region '{sc.name}' ({mib(fault_bytes)} worth of pages)",
                       f"resident memory grew only {mib(growth)} ({growth / fault_bytes:.1%} of that; "
                       f"threshold {MAX_RSS_PER_FAULT:.0%})",
-                      f"{discards:,.0f} madvise/munmap calls in the region: the pages were not discarded"],
+                      f"{discards:,.0f} madvise/munmap/brk calls in the region: the pages were not discarded"],
             advice="write the source buffer before reading it (memset or fill it with real data) so that reads hit "
                    "real memory; treat any bandwidth measured on it so far as invalid",
             subject=f"{view.label} / {sc.name}",
