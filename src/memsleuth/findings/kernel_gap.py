@@ -13,7 +13,11 @@ MIN_GAP = 0.05
 # The extra kernel time must show in counted events, not only in tick-sampled system time: 1.5x
 # the page faults, or at least one more syscall of a kind per 1000 ops.
 FAULT_RATIO = 1.5
+FAULTS_PER_KOP = 0.1
 SYSCALLS_PER_KOP = 1.0
+# System time is often sampled per scheduler tick (4 ms at HZ=250): below 5 ticks of it the
+# split between user and system time is noise.
+MIN_SYS_NS = 20_000_000
 
 
 def check_pair(slower: CellView, faster: CellView) -> Finding | None:
@@ -22,7 +26,7 @@ def check_pair(slower: CellView, faster: CellView) -> Finding | None:
         return None
     t_a, t_b = (a.user_ns + a.sys_ns) / a.ops, (b.user_ns + b.sys_ns) / b.ops
     gap = t_a - t_b
-    if t_b <= 0 or gap <= MIN_GAP * t_b:
+    if t_b <= 0 or gap <= MIN_GAP * t_b or a.sys_ns < MIN_SYS_NS:
         return None
     sys_gap = a.sys_ns / a.ops - b.sys_ns / b.ops
     share = sys_gap / gap
@@ -33,7 +37,8 @@ def check_pair(slower: CellView, faster: CellView) -> Finding | None:
         x, y = a.syscalls.get(name), b.syscalls.get(name)
         if x is not None and y is not None and (x - y) * 1000 / a.ops >= SYSCALLS_PER_KOP:
             counted.append(f"{name}: {x:,.0f} vs {y:,.0f} calls")
-    if a.minflt is not None and b.minflt is not None and a.minflt > FAULT_RATIO * max(b.minflt, 1):
+    if (a.minflt is not None and b.minflt is not None and a.minflt > FAULT_RATIO * max(b.minflt, 1)
+            and (a.minflt - b.minflt) * 1000 / a.ops >= FAULTS_PER_KOP):
         counted.append(f"page faults: {a.minflt:,.0f} vs {b.minflt:,.0f}")
     if not counted:
         return None
