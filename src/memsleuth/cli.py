@@ -66,8 +66,10 @@ def _rounds(args) -> planning.Rounds:
         if args.min_reps is not None or args.max_reps is not None or args.target_ci is not None:
             raise UsageError("--reps fixes the number of rounds: leave out --target-ci/--min-reps/--max-reps")
         return planning.Rounds.fixed(_count(args.reps, "--reps"))
-    lo = _count(args.min_reps or str(DEFAULT_MIN_REPS), "--min-reps")
-    hi = _count(args.max_reps or str(max(DEFAULT_MAX_REPS, lo)), "--max-reps")
+    hi = _count(args.max_reps, "--max-reps") if args.max_reps else None
+    # An explicit --max-reps below the default minimum lowers the minimum with it.
+    lo = _count(args.min_reps, "--min-reps") if args.min_reps else min(DEFAULT_MIN_REPS, hi or DEFAULT_MIN_REPS)
+    hi = hi if hi is not None else max(DEFAULT_MAX_REPS, lo)
     if hi < lo:
         raise UsageError(f"--max-reps ({hi}) must not be below --min-reps ({lo})")
     return planning.Rounds(lo, hi, parse_fraction(args.target_ci or DEFAULT_TARGET_CI, "--target-ci"))
