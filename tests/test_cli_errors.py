@@ -30,6 +30,8 @@ def _one_line_error(proc, needle: str) -> None:
     (["compare", "--reps", "0"], "--reps must be at least 1"),
     (["compare", "--timeout", "-1"], "--timeout must be positive"),
     (["compare", "--mem-limit", "lots"], "bad size"),
+    (["compare", "--mem-limit", "99999999999T"], "larger than"),
+    (["compare", "--timeout", "inf"], "finite"),
     (["compare", "--db", "/nonexistent/dir/x.db"], "is not a directory"),
     (["compare", "--bogus"], "unrecognized arguments"),
     (["compare", "--", "/nonexistent/cmd"], "not an executable"),

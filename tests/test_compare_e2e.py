@@ -161,3 +161,15 @@ def test_ctrl_c_keeps_finished_samples(tmp_path):
     # No measured process is left behind.
     ps = subprocess.run(["pgrep", "-f", "random-mixed --iterations=3000000"], capture_output=True, text=True)
     assert ps.stdout.strip() == ""
+
+
+def test_output_that_is_not_utf8_does_not_break_the_run(tmp_path):
+    script = tmp_path / "binary.sh"
+    script.write_text("#!/bin/sh\nprintf '\\377\\376 not utf-8 \\200\\n' >&2\n")
+    script.chmod(0o755)
+    db, js = tmp_path / "b.db", tmp_path / "b.json"
+    proc = memsleuth("compare", "--alloc", "glibc", "--reps", "1", "--db", str(db), "--json", str(js), "--",
+                     str(script))
+    assert proc.returncode == 0, proc.stderr
+    sample = json.loads(js.read_text())["cells"][0]["samples"][-1]
+    assert sample["status"] == "ok" and "not utf-8" in sample["stderr_tail"]

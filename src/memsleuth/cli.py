@@ -5,6 +5,7 @@ Bad input is a UsageError: one line on stderr and exit code 2, never a traceback
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import sys
@@ -48,6 +49,8 @@ def _positive_float(text: str, what: str) -> float:
         raise UsageError(f"{what} must be a number of seconds, got {text!r}") from None
     if not v > 0:
         raise UsageError(f"{what} must be positive, got {text!r}")
+    if not math.isfinite(v):
+        raise UsageError(f"{what} must be a finite number of seconds, got {text!r}")
     return v
 
 

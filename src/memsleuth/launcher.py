@@ -46,7 +46,9 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
         if proc.returncode == 130:
             raise KeyboardInterrupt
         try:
-            with open(out) as f:
+            # The command's output tails are raw bytes: a program may print anything, so bytes
+            # that are not UTF-8 are replaced rather than allowed to fail the whole run.
+            with open(out, encoding="utf-8", errors="replace") as f:
                 doc = json.load(f)
         except (OSError, json.JSONDecodeError) as e:
             return _failed(f"ms-run failed (exit {proc.returncode}): {proc.stderr.strip() or e}")

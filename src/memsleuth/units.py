@@ -8,6 +8,8 @@ from memsleuth.errors import UsageError
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 _SIZE_FACTORS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+# ms-run takes the limit as a 64-bit byte count; 1 PiB is beyond any machine it will meet.
+MAX_SIZE_BYTES = 1 << 50
 
 
 def parse_size_bytes(text: str) -> int:
@@ -18,6 +20,8 @@ def parse_size_bytes(text: str) -> int:
     value = float(m.group(1)) * _SIZE_FACTORS[m.group(2).lower()]
     if value < 1:
         raise UsageError(f"bad size {text!r}: must be at least 1 byte")
+    if value > MAX_SIZE_BYTES:
+        raise UsageError(f"bad size {text!r}: larger than {MAX_SIZE_BYTES >> 40} TiB")
     return int(value)
 
 
