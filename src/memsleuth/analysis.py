@@ -216,6 +216,42 @@ def analyse(run: StoredRun) -> list[Group]:
     return [compare_group(cells, noise) for cells in by_params.values()]
 
 
-def run_findings(groups: list[Group]) -> list[findings.Finding]:
-    """Findings about the run as a whole (what this machine could not measure)."""
-    return findings.for_run([c.view() for g in groups for c in g.cells])
+@dataclass
+class RunAnalysis:
+    """Everything the compare report and the JSON export show, computed once."""
+    groups: list[Group]
+    findings: list[findings.Finding]          # about the run as a whole (what could not be measured)
+    machine_warnings: list[quality.Warning]
+
+    @property
+    def all_findings(self) -> list[findings.Finding]:
+        return [f for g in self.groups for c in g.cells for f in c.findings + c.pair_findings] + self.findings
+
+
+def analyse_run(run: StoredRun) -> RunAnalysis:
+    groups = analyse(run)
+    return RunAnalysis(groups, findings.for_run([c.view() for g in groups for c in g.cells]),
+                       quality.machine_warnings(run.machine))
+
+
+@dataclass
+class CheckAnalysis:
+    """`memsleuth check`: one program, its regions, its whole process, and the findings."""
+    cell: StoredCell
+    measured: list[Sample]
+    failed: list[Sample]
+    view: findings.CellView
+    regions: list[tuple[findings.view.Scope, int]]   # medians per occurrence, occurrences per run
+    findings: list[findings.Finding]
+
+
+def analyse_check(run: StoredRun) -> CheckAnalysis:
+    cell = run.cells[0]
+    measured = [s for _, w, s in cell.samples if not w]
+    ok = [s for s in measured if s.ok]
+    failed = [s for s in measured if not s.ok]
+    # A crashed run's regions and counters up to the crash are evidence too.
+    view = findings.CellView(cell.allocator["name"], cell.allocator["name"], ok or measured, failed)
+    names = list(dict.fromkeys(r.name for s in view.samples for r in s.regions))
+    return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names],
+                         findings.for_cell(view) + findings.for_run([view]))

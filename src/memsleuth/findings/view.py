@@ -83,6 +83,11 @@ class CellView:
             return None
         return _scope(name, regions)
 
+    def occurrences(self, name: str) -> tuple[Scope, int]:
+        """Medians over every occurrence of a region in every run, and its occurrences per run."""
+        per_run = [[r for r in s.regions if r.name == name] for s in self.samples]
+        return _scope(name, [r for rs in per_run for r in rs]), max(len(rs) for rs in per_run)
+
     def top_regions(self) -> list[Scope]:
         """Each timed top-level region name that appears exactly once per run, in order."""
         if not self.samples:

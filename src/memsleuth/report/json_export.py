@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import json
 
-from memsleuth.analysis import analyse, run_findings
+from memsleuth.analysis import analyse_run
 from memsleuth.store import StoredRun
 
 SCHEMA = "memsleuth.run/1"
 
 
 def to_dict(run: StoredRun) -> dict:
-    groups = analyse(run)
-    summaries = {c.cell.id: c for g in groups for c in g.cells}
+    a = analyse_run(run)
+    summaries = {c.cell.id: c for g in a.groups for c in g.cells}
     cells = []
     for cell in run.cells:
         s = summaries[cell.id]
@@ -31,7 +31,7 @@ def to_dict(run: StoredRun) -> dict:
                 "kind": run.kind, "name": run.name, "argv": run.argv, "spec": run.spec, "machine": run.machine,
                 "memsleuth_version": run.version},
         "cells": cells,
-        "findings": [f.to_dict() for f in run_findings(groups)],
+        "findings": [f.to_dict() for f in a.findings],
     }
 
 

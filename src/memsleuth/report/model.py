@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memsleuth import quality
-from memsleuth.analysis import CellSummary, Group, analyse, failure_label, run_findings
+from memsleuth.analysis import CellSummary, Group, RunAnalysis, analyse_check, analyse_run, failure_label
 from memsleuth.evidence import HARDWARE_EVENTS
 from memsleuth.store import StoredRun
-from memsleuth.units import fmt_bytes, fmt_count, fmt_si
+from memsleuth.units import fmt_bytes, fmt_count, fmt_seconds, fmt_si
 
 SYSCALL_COLUMNS = ("mmap", "munmap", "madvise", "brk", "futex")
 HW_SHORT = {"cycles": "cycles", "instructions": "instr", "cache-references": "cache-ref", "cache-misses": "cache-miss",
@@ -129,9 +128,9 @@ def _no_pmu(unsupported: dict[str, str]) -> bool:
     return any(h in unsupported and "PMU" in unsupported[h] for h in HARDWARE_EVENTS)
 
 
-def quality_table(run: StoredRun, groups: list[Group]) -> Table | None:
-    rows = [["machine", w.text] for w in quality.machine_warnings(run.machine)]
-    rows += [[w.subject, w.text] for g in groups for c in g.cells for w in c.warnings]
+def quality_table(a: RunAnalysis) -> Table | None:
+    rows = [["machine", w.text] for w in a.machine_warnings]
+    rows += [[w.subject, w.text] for g in a.groups for c in g.cells for w in c.warnings]
     if not rows:
         return None
     return Table("Measurement quality", ["where", "warning"], rows,
@@ -160,7 +159,8 @@ def failures_table(groups: list[Group], swept: list[str]) -> Table | None:
 
 def build(run: StoredRun) -> Report:
     swept = list(run.spec.get("swept", []))
-    groups = analyse(run)
+    a = analyse_run(run)
+    groups = a.groups
     m = run.machine
     what = f"workload {run.name}" if run.kind == "workload" else f"command: {' '.join(run.spec.get('command', []))}"
     header = [
@@ -175,14 +175,13 @@ def build(run: StoredRun) -> Report:
     if fixed:
         header.append("parameters: " + ", ".join(f"{k}={v}" for k, v in fixed.items()))
     tables = [throughput_table(run, groups, swept), evidence_table(groups, swept)]
-    items = [f for g in groups for c in g.cells for f in c.findings + c.pair_findings] + run_findings(groups)
-    for extra in (failures_table(groups, swept), quality_table(run, groups)):
+    for extra in (failures_table(groups, swept), quality_table(a)):
         if extra:
             tables.append(extra)
     footer = []
     if run.status == "interrupted":
         footer.append("This run was interrupted: the tables show the samples that finished.")
-    return Report(f"memsleuth compare — run {run.id}", header, tables, footer, items)
+    return Report(f"memsleuth compare — run {run.id}", header, tables, footer, a.all_findings)
 
 
 def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float) -> Report:
@@ -217,39 +216,21 @@ def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float) -> Report:
 
 def build_check(run: StoredRun) -> Report:
     """`memsleuth check`: each region with its evidence, the whole process, and the findings."""
-    from memsleuth import findings
-    from memsleuth.findings.view import CellView
-    from memsleuth.units import fmt_seconds
-
-    cell = run.cells[0]
-    measured = [s for _, w, s in cell.samples if not w]
-    ok = [s for s in measured if s.ok]
-    failed = [s for s in measured if not s.ok]
-    # A crashed run's regions and counters up to the crash are evidence too.
-    view = CellView(cell.allocator["name"], cell.allocator["name"], ok or measured, failed)
+    a = analyse_check(run)
+    cell, measured = a.cell, a.measured
     header = [f"command: {' '.join(cell.command)}",
               f"allocator {cell.allocator['name']} {cell.allocator.get('version', '')}; {len(measured)} run(s); "
               f"status {', '.join(sorted({s.status for s in measured})) or 'none'}",
               f"machine: {run.machine.get('cpu_model')}, kernel {run.machine.get('kernel')}, THP {run.machine.get('thp')}"]
-    last = measured[-1] if measured else None
-    if last and last.stdout_tail.strip():
-        header.append("program output (last run, tail): " + " | ".join(last.stdout_tail.strip().splitlines()[-3:]))
+    if measured and measured[-1].stdout_tail.strip():
+        header.append("program output (last run, tail): " +
+                      " | ".join(measured[-1].stdout_tail.strip().splitlines()[-3:]))
     tables = []
-    region_rows = []
-    names = list(dict.fromkeys(r.name for s in view.samples for r in s.regions))
-    for name in names:
-        per_run = [[r for r in s.regions if r.name == name] for s in view.samples]
-        count = max(len(rs) for rs in per_run)
-        flat = [r for rs in per_run for r in rs]
-        med = lambda f: sorted(f(r) for r in flat)[len(flat) // 2]  # noqa: E731
-        faults = [r.minflt for r in flat if r.minflt is not None]
-        sysc = {k: sorted(r.syscalls.get(k, 0) for r in flat)[len(flat) // 2] for k in SYSCALL_COLUMNS}
-        region_rows.append([name, str(count), fmt_count(med(lambda r: r.ops)), fmt_seconds(med(lambda r: r.wall_ns)),
-                            fmt_seconds(med(lambda r: r.user_ns)), fmt_seconds(med(lambda r: r.sys_ns)),
-                            fmt_count(sorted(faults)[len(faults) // 2]) if faults else "n/a",
-                            fmt_bytes(med(lambda r: (r.rss_growth_kb or 0) * 1024)),
-                            fmt_bytes(med(lambda r: r.brk_delta_bytes or 0)),
-                            " ".join(f"{k}={v:,}" for k, v in sysc.items() if v) or "-"])
+    region_rows = [[sc.name, str(count), fmt_count(sc.ops or 0), fmt_seconds(sc.wall_ns), fmt_seconds(sc.user_ns),
+                    fmt_seconds(sc.sys_ns), fmt_count(sc.minflt), fmt_bytes((sc.rss_growth_kb or 0) * 1024),
+                    fmt_bytes(sc.brk_delta_bytes or 0),
+                    " ".join(f"{k}={v:,.0f}" for k, v in sc.syscalls.items() if k in SYSCALL_COLUMNS and v) or "-"]
+                   for sc, count in a.regions]
     if region_rows:
         tables.append(Table("Regions (median per occurrence)", ["region", "per run", "ops", "wall", "user", "sys",
                                                                 "minor faults", "RSS growth", "brk moved",
@@ -258,17 +239,16 @@ def build_check(run: StoredRun) -> Report:
     else:
         header.append("no probe regions: the figures are the whole process's (mark the timed part with "
                       "ms_region_begin/ms_region_end)")
-    if view.samples:
-        p = view.process
+    if a.view.samples:
+        p = a.view.process
         tables.append(Table("Whole process (median)", ["wall", "user", "sys", "minor faults", "major faults",
                                                         "peak RSS", *SYSCALL_COLUMNS],
                             [[fmt_seconds(p.wall_ns), fmt_seconds(p.user_ns), fmt_seconds(p.sys_ns), fmt_count(p.minflt),
-                              fmt_count(p.majflt), fmt_bytes((view.maxrss_kb or 0) * 1024),
+                              fmt_count(p.majflt), fmt_bytes((a.view.maxrss_kb or 0) * 1024),
                               *[fmt_count(p.syscalls.get(s)) if s in p.syscalls else "n/a" for s in SYSCALL_COLUMNS]]],
                             align_right=set(range(5 + len(SYSCALL_COLUMNS)))))
-    if failed:
+    if a.failed:
         rows = [[failure_label(s), s.detail or "", " | ".join(s.stderr_tail.strip().splitlines()[-5:]) or "(empty)"]
-                for s in failed]
+                for s in a.failed]
         tables.append(Table("Failures", ["status", "detail", "stderr tail"], rows))
-    items = findings.for_cell(view) + findings.for_run([view])
-    return Report(f"memsleuth check — run {run.id}", header, tables, [], items)
+    return Report(f"memsleuth check — run {run.id}", header, tables, [], a.findings)
