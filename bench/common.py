@@ -9,7 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from memsleuth import native, stats  # noqa: E402
+from memsleuth import stats
+from memsleuth.runner import TracepointHolder
 
 FIXTURES = Path(os.environ.get("MEMSLEUTH_TEST_FIXTURES", ROOT / "build" / "test"))
 
@@ -45,15 +46,5 @@ def ratio_line(label: str, num: list[float], den: list[float]) -> str:
     return f"{label}: {e.median:.3f}x {ci}  ({(e.median - 1) * 100:+.1f}%)"
 
 
-class Holder:
-    """`ms-run --hold-events`, as the runner uses it (see memsleuth.runner.TracepointHolder)."""
-
-    def __enter__(self):
-        self.p = subprocess.Popen([str(native.ms_run()), "--hold-events"], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
-        self.p.stdout.readline()
-        return self
-
-    def __exit__(self, *exc):
-        self.p.stdin.close()
-        self.p.wait()
+# The runner's own holder, so the benchmarks measure what `memsleuth compare` does.
+Holder = TracepointHolder

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -67,10 +68,13 @@ def _ldconfig_paths() -> dict[str, str]:
             out = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True, timeout=10).stdout
         except (OSError, subprocess.SubprocessError):
             return {}
+    # A 64-bit process must not preload a 32-bit library: the cache tags 64-bit entries
+    # ("libc6,x86-64", "libc6,AArch64" / "64bit").
+    want_64 = sys.maxsize > 2**32
     paths: dict[str, str] = {}
     for line in out.splitlines():
         m = re.match(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)$", line)
-        if m and ("x86-64" in m.group(2) or "64" in m.group(2) or os.uname().machine not in ("x86_64",)):
+        if m and (not want_64 or "64" in m.group(2)):
             paths.setdefault(m.group(1), m.group(3))
     return paths
 

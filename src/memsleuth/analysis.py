@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from memsleuth import findings, quality, stats
-from memsleuth.evidence import HARDWARE_EVENTS, SYSCALLS, Sample
+from memsleuth.evidence import HARDWARE_EVENTS, SYSCALLS, Sample, metric_kind
 from memsleuth.store import StoredCell, StoredRun
 
 FAILED_LABEL = {"crashed": "SEGFAULT", "oom": "OOM", "timeout": "TIMEOUT", "preload-failed": "PRELOAD-FAILED",
@@ -107,38 +105,17 @@ class CellSummary:
         }
 
 
-def _median(values: list[float | None]) -> float | None:
-    v = [x for x in values if x is not None]
-    return float(np.median(v)) if v else None
-
-
 def _evidence(samples: list[Sample]) -> Evidence:
+    """The evidence table's row: the same medians the findings read (findings.view.Scope)."""
     if not samples:
         return Evidence(scope="none")
-    use_region = all(s.main is not None for s in samples)
-    ev = Evidence(scope="region main" if use_region else "process")
-    parts = [s.main if use_region else s for s in samples]
-    ev.user_s = _median([p.user_ns / 1e9 for p in parts])
-    ev.sys_s = _median([p.sys_ns / 1e9 for p in parts])
-    shares = [p.sys_ns / (p.user_ns + p.sys_ns) for p in parts if p.user_ns + p.sys_ns > 0]
-    ev.sys_share = _median(shares)
-    counters = [p.counters for p in parts]
-    ev.minflt = _median([c.get("page-faults-minor") for c in counters])
-    ev.majflt = _median([c.get("page-faults-major") for c in counters])
-    if ev.minflt is None and not use_region:  # no perf counters: rusage still counts faults
-        ev.minflt = _median([s.minflt for s in samples])
-        ev.majflt = _median([s.majflt for s in samples])
-    ev.context_switches = _median([c.get("context-switches") for c in counters])
-    ev.maxrss_kb = _median([s.maxrss_kb for s in samples])
-    for name in SYSCALLS:
-        vals = [p.syscalls.get(name) for p in parts]
-        if any(v is not None for v in vals):
-            ev.syscalls[name] = _median(vals)
-    for name in HARDWARE_EVENTS:
-        vals = [c.get(name) for c in counters]
-        ev.hardware[name] = _median(vals) if any(name in c for c in counters) else None
-    ev.unsupported = dict(samples[0].unsupported)
-    return ev
+    view = findings.CellView("", "", samples)
+    sc = view.scope
+    return Evidence(scope="region main" if view.main else "process", user_s=sc.user_ns / 1e9, sys_s=sc.sys_ns / 1e9,
+                    sys_share=sc.sys_share, minflt=sc.minflt, majflt=sc.majflt, maxrss_kb=view.maxrss_kb,
+                    syscalls={k: sc.syscalls[k] for k in SYSCALLS if k in sc.syscalls},
+                    hardware={h: sc.counters.get(h) for h in HARDWARE_EVENTS},
+                    context_switches=sc.context_switches, unsupported=view.unsupported)
 
 
 def short_label(cell: StoredCell, swept: list[str]) -> str:
@@ -153,8 +130,8 @@ def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list
     failures = [s for _, s in measured if not s.ok]
     if not measured:  # only warm-up runs exist (interrupted early, or the warm-up failed)
         failures = [s for _, w, s in cell.samples if not s.ok]
-    metric = "ops_per_s" if ok and all(s.ops_per_s for _, s in ok) else "wall_s"
-    values = [s.ops_per_s if metric == "ops_per_s" else s.wall_ns / 1e9 for _, s in ok]
+    metric = metric_kind([s for _, s in ok])
+    values = [s.metric(metric) for _, s in ok]
     estimate = stats.median_ci(values) if values else None
     checksums = {s.result.get("checksum") for _, s in ok if s.result and "checksum" in s.result}
     label = short_label(cell, swept or [])
@@ -173,7 +150,7 @@ class Group:
 
 
 def _metric_by_round(c: CellSummary) -> dict[int, float]:
-    return {r: (s.ops_per_s if c.metric == "ops_per_s" else s.wall_ns / 1e9) for r, s in c.ok_samples}
+    return {r: s.metric(c.metric) for r, s in c.ok_samples}
 
 
 def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) -> Group:

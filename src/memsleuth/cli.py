@@ -145,7 +145,6 @@ def cmd_compare(args, command: list[str] | None, console: Console) -> int:
 
 
 def cmd_check(args, command: list[str] | None, console: Console) -> int:
-    from memsleuth.report import json_export, markdown, model, terminal
     if not command:
         raise UsageError("check needs a command after --, like: memsleuth check -- ./my-benchmark")
     _writable_output(args.md, "--md")
@@ -166,15 +165,7 @@ def cmd_check(args, command: list[str] | None, console: Console) -> int:
                              machine=machine.info([a.to_dict() for a in allocs]), version=__version__)
     cell_ids = [store.add_cell(run_id, 0, allocator=allocs[0].to_dict(), params={}, env=env, command=command)]
     outcome = runner.run(p, store, run_id, cell_ids, console=Console(stderr=True))
-    run = store.load_run(run_id)
-    report = model.build_check(run)
-    terminal.render(report, console)
-    if args.md:
-        Path(args.md).write_text(markdown.render(report))
-        print(f"memsleuth: Markdown report written to {args.md}", file=sys.stderr)
-    if args.json:
-        Path(args.json).write_text(json_export.render(run))
-        print(f"memsleuth: JSON export written to {args.json}", file=sys.stderr)
+    _emit(run_id, store, args, console)
     return 130 if outcome.interrupted else 0
 
 

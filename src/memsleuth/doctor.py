@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memsleuth import allocators, machine, native
+from memsleuth.errors import UsageError
 
 VIRTIO_ID_BALLOON = 5
 VIRTIO_BALLOON_F_FREE_PAGE_HINT = 3
@@ -28,7 +29,7 @@ def probe_events() -> dict:
     try:
         out = subprocess.run([str(native.ms_run()), "--events"], capture_output=True, text=True, timeout=30)
         return json.loads(out.stdout)
-    except (OSError, subprocess.SubprocessError, json.JSONDecodeError, Exception) as e:  # noqa: BLE001
+    except (OSError, subprocess.SubprocessError, json.JSONDecodeError, UsageError) as e:
         return {"error": str(e), "opened": [], "unsupported": {}}
 
 

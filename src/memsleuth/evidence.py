@@ -5,7 +5,7 @@ what the store keeps; these classes are how everything downstream reads it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 STATUSES = ("ok", "crashed", "oom", "timeout", "preload-failed", "error")
 HARDWARE_EVENTS = ("cycles", "instructions", "cache-references", "cache-misses", "branch-misses",
@@ -55,10 +55,7 @@ class Region:
         return self.counters.get("page-faults-major")
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "depth": self.depth, "ops": self.ops, "wall_ns": self.wall_ns,
-                "user_ns": self.user_ns, "sys_ns": self.sys_ns, "counters": self.counters,
-                "syscalls": self.syscalls, "brk_delta_bytes": self.brk_delta_bytes,
-                "rss_start_kb": self.rss_start_kb, "rss_end_kb": self.rss_end_kb}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -125,18 +122,18 @@ class Sample:
         m = self.main
         return m.ops_per_s if m else None
 
-    @property
-    def hardware_available(self) -> bool:
-        return any(e in self.counters for e in HARDWARE_EVENTS)
+    def metric(self, kind: str) -> float:
+        """The headline value: region main's ops/s ("ops_per_s") or the process's wall seconds ("wall_s")."""
+        return self.ops_per_s if kind == "ops_per_s" else self.wall_ns / 1e9
 
     def to_dict(self) -> dict:
-        return {
-            "status": self.status, "detail": self.detail, "exit_code": self.exit_code, "signal": self.signal,
-            "signal_name": self.signal_name, "wall_ns": self.wall_ns, "user_ns": self.user_ns,
-            "sys_ns": self.sys_ns, "minflt": self.minflt, "majflt": self.majflt, "nvcsw": self.nvcsw,
-            "nivcsw": self.nivcsw, "maxrss_kb": self.maxrss_kb, "counters": self.counters,
-            "syscalls": self.syscalls, "unsupported": self.unsupported,
-            "regions": [r.to_dict() for r in self.regions], "malloc_object": self.malloc_object,
-            "rss_kb": [list(p) for p in self.rss_kb], "result": self.result,
-            "stdout_tail": self.stdout_tail, "stderr_tail": self.stderr_tail,
-        }
+        """Every field but the raw document, in JSON-ready types."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "raw"}
+        out["regions"] = [r.to_dict() for r in self.regions]
+        out["rss_kb"] = [list(p) for p in self.rss_kb]
+        return out
+
+
+def metric_kind(samples: list[Sample]) -> str:
+    """Throughput of region main when every sample has one (higher is better), else wall time."""
+    return "ops_per_s" if samples and all(s.ops_per_s for s in samples) else "wall_s"

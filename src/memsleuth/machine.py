@@ -22,14 +22,6 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def cpu_flags() -> set[str]:
-    text = _read("/proc/cpuinfo") or ""
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
-
-
 def thp_mode() -> str | None:
     """The bracketed choice of /sys/kernel/mm/transparent_hugepage/enabled ('always', 'madvise', 'never')."""
     text = _read("/sys/kernel/mm/transparent_hugepage/enabled")

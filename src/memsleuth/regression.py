@@ -37,9 +37,8 @@ def _key(c: CellSummary) -> str:
 
 def _times(c: CellSummary) -> list[float]:
     """Per-run cost in seconds per op (or per run): lower is better for both metrics."""
-    if c.metric == "ops_per_s":
-        return [1.0 / s.ops_per_s for _, s in c.ok_samples if s.ops_per_s]
-    return [s.wall_ns / 1e9 for _, s in c.ok_samples]
+    values = [s.metric(c.metric) for _, s in c.ok_samples]
+    return [1.0 / v for v in values] if c.metric == "ops_per_s" else values
 
 
 def compare_runs(a: StoredRun, b: StoredRun, threshold: float) -> list[Change]:

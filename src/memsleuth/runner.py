@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from memsleuth import launcher, native, stats
-from memsleuth.evidence import Sample
+from memsleuth.evidence import metric_kind
 from memsleuth.plan import Plan
 from memsleuth.store import Store
 
@@ -63,11 +63,6 @@ class TracepointHolder:
                 self.proc.kill()
 
 
-def metric_value(sample: Sample) -> float:
-    """The value the CI target is checked on: region main's ops/s, else the process's wall time."""
-    return sample.ops_per_s if sample.ops_per_s else sample.wall_ns / 1e9
-
-
 def cell_settled(values: list[float], target: float | None, min_reps: int) -> bool:
     if target is None or len(values) < max(min_reps, stats.MIN_SAMPLES_FOR_CI):
         return False
@@ -104,7 +99,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
         if warmup and not sample.ok:
             failed_warmup.add(i)
         elif not warmup and sample.ok:
-            values[i].append(metric_value(sample))
+            values[i].append(sample.metric(metric_kind([sample])))
         if not console.is_terminal and total >= 20 and done - last_report >= total // 10:
             last_report = done
             print(f"memsleuth: {done} runs done (at most {total})", file=sys.stderr, flush=True)

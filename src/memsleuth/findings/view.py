@@ -15,12 +15,22 @@ class Scope:
     wall_ns: float
     user_ns: float
     sys_ns: float
-    minflt: float | None
-    majflt: float | None
-    context_switches: float | None
+    counters: dict[str, float]   # medians of every perf counter measured in all the runs
     syscalls: dict[str, float]
     rss_growth_kb: float | None = None
     brk_delta_bytes: float | None = None
+
+    @property
+    def minflt(self) -> float | None:
+        return self.counters.get("page-faults-minor")
+
+    @property
+    def majflt(self) -> float | None:
+        return self.counters.get("page-faults-major")
+
+    @property
+    def context_switches(self) -> float | None:
+        return self.counters.get("context-switches")
 
     @property
     def sys_share(self) -> float | None:
@@ -39,7 +49,6 @@ class StepRegion:
     steps: int
     minflt_per_step: float       # medians over the steps (the typical step), then over the runs
     brk_shrink_per_step: float   # bytes the break moved down per step (0 if it never shrank)
-    brk_grow_per_step: float
     shrinking_steps: int         # steps in which the break moved down
     wall_ns_per_step: float
     syscalls_per_step: dict[str, float]
@@ -65,11 +74,11 @@ class CellView:
     def process(self) -> Scope | None:
         if not self.samples:
             return None
+        # Without perf counters, rusage still counts the process's faults.
+        counters = [{"page-faults-minor": s.minflt, "page-faults-major": s.majflt, **_counted(s.counters)}
+                    for s in self.samples]
         return Scope("process", None, _med(s.wall_ns for s in self.samples), _med(s.user_ns for s in self.samples),
-                     _med(s.sys_ns for s in self.samples),
-                     _med_opt(s.counters.get("page-faults-minor", s.minflt) for s in self.samples),
-                     _med_opt(s.counters.get("page-faults-major", s.majflt) for s in self.samples),
-                     _med_opt(s.counters.get("context-switches") for s in self.samples),
+                     _med(s.sys_ns for s in self.samples), _med_dict(counters),
                      _med_dict([s.syscalls for s in self.samples]))
 
     @property
@@ -114,7 +123,6 @@ class CellView:
                 name=name, steps=steps,
                 minflt_per_step=_med(_med(r.minflt or 0 for r in rs) for rs in per_run),
                 brk_shrink_per_step=_med(_med(max(0, -(r.brk_delta_bytes or 0)) for r in rs) for rs in per_run),
-                brk_grow_per_step=_med(_med(max(0, r.brk_delta_bytes or 0) for r in rs) for rs in per_run),
                 shrinking_steps=int(_med(sum(1 for r in rs if (r.brk_delta_bytes or 0) < 0) for rs in per_run)),
                 wall_ns_per_step=_med(_med(r.wall_ns for r in rs) for rs in per_run),
                 syscalls_per_step=_med_dict([{k: _med(r.syscalls.get(k, 0) for r in rs) for k in rs[0].syscalls}
@@ -143,9 +151,7 @@ def _scope(name: str, regions: list[Region]) -> Scope:
     ops = [r.ops for r in regions]
     return Scope(name, _med(ops) if any(ops) else None, _med(r.wall_ns for r in regions),
                  _med(r.user_ns for r in regions), _med(r.sys_ns for r in regions),
-                 _med_opt(r.counters.get("page-faults-minor") for r in regions),
-                 _med_opt(r.counters.get("page-faults-major") for r in regions),
-                 _med_opt(r.counters.get("context-switches") for r in regions),
+                 _med_dict([_counted(r.counters) for r in regions]),
                  _med_dict([r.syscalls for r in regions]),
                  rss_growth_kb=_med_opt(r.rss_growth_kb for r in regions),
                  brk_delta_bytes=_med_opt(r.brk_delta_bytes for r in regions))
@@ -159,6 +165,11 @@ def _med(values) -> float:
 def _med_opt(values) -> float | None:
     v = [x for x in values if x is not None]
     return float(median(v)) if v else None
+
+
+def _counted(counters: dict) -> dict[str, float]:
+    """The counters that have a value (an event that was never scheduled reads None)."""
+    return {k: v for k, v in counters.items() if v is not None}
 
 
 def _med_dict(dicts: list[dict]) -> dict[str, float]:

@@ -43,7 +43,7 @@ def _metric_text(c: CellSummary) -> tuple[str, str]:
     if e is None:
         return failure_label(c.failures[0]) if c.failures else "NO DATA", ""
     unit = "ops/s" if c.metric == "ops_per_s" else "s"
-    fmt = (lambda x: fmt_si(x)) if c.metric == "ops_per_s" else (lambda x: f"{x:.4g}")
+    fmt = fmt_si if c.metric == "ops_per_s" else (lambda x: f"{x:.4g}")
     ci = f"[{fmt(e.low)}, {fmt(e.high)}]" if e.low is not None else f"n/a (n={e.n} < 6)"
     return f"{fmt(e.median)} {unit}", ci
 
