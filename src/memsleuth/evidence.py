@@ -13,8 +13,25 @@ HARDWARE_EVENTS = ("cycles", "instructions", "cache-references", "cache-misses",
 SYSCALLS = ("mmap", "munmap", "madvise", "brk", "mprotect", "mremap", "futex")
 
 
+class CounterReadings:
+    """Named access to a `counters` dict of perf readings (a region's, or medians of several)."""
+    counters: dict[str, float | None]
+
+    @property
+    def minflt(self) -> float | None:
+        return self.counters.get("page-faults-minor")
+
+    @property
+    def majflt(self) -> float | None:
+        return self.counters.get("page-faults-major")
+
+    @property
+    def context_switches(self) -> float | None:
+        return self.counters.get("context-switches")
+
+
 @dataclass(frozen=True)
-class Region:
+class Region(CounterReadings):
     name: str
     depth: int
     ops: int
@@ -45,14 +62,6 @@ class Region:
     @property
     def ops_per_s(self) -> float | None:
         return self.ops / (self.wall_ns / 1e9) if self.ops and self.wall_ns else None
-
-    @property
-    def minflt(self) -> float | None:
-        return self.counters.get("page-faults-minor")
-
-    @property
-    def majflt(self) -> float | None:
-        return self.counters.get("page-faults-major")
 
     def to_dict(self) -> dict:
         return asdict(self)

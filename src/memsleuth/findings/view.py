@@ -4,11 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from statistics import median
 
-from memsleuth.evidence import Region, Sample
+from memsleuth.evidence import CounterReadings, Region, Sample
 
 
 @dataclass
-class Scope:
+class Scope(CounterReadings):
     """Medians of one region (or of the whole process) over the runs."""
     name: str                    # region name, or "process"
     ops: float | None
@@ -19,18 +19,6 @@ class Scope:
     syscalls: dict[str, float]
     rss_growth_kb: float | None = None
     brk_delta_bytes: float | None = None
-
-    @property
-    def minflt(self) -> float | None:
-        return self.counters.get("page-faults-minor")
-
-    @property
-    def majflt(self) -> float | None:
-        return self.counters.get("page-faults-major")
-
-    @property
-    def context_switches(self) -> float | None:
-        return self.counters.get("context-switches")
 
     @property
     def sys_share(self) -> float | None:
