@@ -61,8 +61,8 @@ def checks() -> list[Check]:
     else:
         why = unsupported.get("cycles", ev.get("error", "unknown"))
         result.append(Check("PMU (hardware counters)", "absent", f"{why}. Hardware columns read n/a; time, faults, "
-                            "syscalls and RSS are still measured. IPC and cache/TLB misses cannot explain a "
-                            "difference here: run on bare metal for those.", False))
+                            "syscalls and RSS are still measured. IPC and cache/TLB misses are not available to "
+                            "explain a difference here: run on bare metal for those.", False))
 
     paranoid = machine._read("/proc/sys/kernel/perf_event_paranoid")
     root = os.geteuid() == 0
@@ -116,8 +116,8 @@ def checks() -> list[Check]:
                             True))
     elif VIRTIO_BALLOON_F_REPORTING in bits or VIRTIO_BALLOON_F_FREE_PAGE_HINT in bits:
         result.append(Check("VM balloon page reporting", "on", "free pages are reported back to the host, which may "
-                            "unmap them: faulting fresh memory in again costs a host-side fault too, and varies a lot. "
-                            "Compare fault-heavy timings interleaved and as ratios.", False))
+                            "reclaim them: faulting fresh memory in may then cost a host-side fault too, so its cost "
+                            "varies. Compare fault-heavy timings interleaved and as ratios.", False))
     else:
         result.append(Check("VM balloon page reporting", "off", "a balloon exists but does not report free pages",
                             True))

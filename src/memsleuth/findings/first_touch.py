@@ -42,8 +42,8 @@ def check(view: CellView) -> list[Finding] | None:
         found.append(Finding(
             id="first-touch", title=f"Region '{sc.name}' took {sc.minflt:,.0f} page faults "
                                     f"({mib(fault_bytes)} first-touched)",
-            mechanism="memory fresh from malloc/mmap is not backed by pages until first written, so the timed "
-                      "region pays a page fault per 4 KiB page and measures the kernel, not the operation",
+            mechanism="memory fresh from malloc/mmap is not backed by pages until first written, so this region "
+                      f"pays a page fault per 4 KiB page and {share:.0%} of its time is the kernel's",
             evidence=evidence,
             advice="if this region's time is your result: touch the memory before it (memset, MADV_POPULATE_WRITE "
                    "or MAP_POPULATE) in a region of its own, or use huge pages (MADV_HUGEPAGE) to fault 512x fewer "

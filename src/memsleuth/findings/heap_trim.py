@@ -48,8 +48,8 @@ def _steps(view: CellView, steps) -> Finding | None:
         evidence.append(f"{brk_calls:.1f} brk calls per step inside the regions")
     return Finding(
         id="heap-trim-churn", title="Heap-top trimming: every step gives its memory back and faults it in again",
-        mechanism="the step's frees merge into the heap's top chunk, free() trims it (the program break moves "
-                  "down), and the next step's first touches fault every page in again",
+        mechanism="the step's frees leave free memory at the top of the heap, free() trims it (the program break "
+                  "moves down), and the next step faults that memory in again",
         evidence=evidence,
         advice="hoist the allocations out of the loop (allocate once, reuse); or keep the top: "
                "GLIBC_TUNABLES=glibc.malloc.trim_threshold=<more than the step's bytes> (or top_pad), "
@@ -73,7 +73,7 @@ def _rate(view: CellView) -> Finding | None:
     rate = f" = {sc.per_kop(brk):.2f} per 1000 ops" if sc.ops else ""
     return Finding(
         id="heap-trim-churn", title="Heap-top trimming: the program break keeps moving down and up",
-        mechanism="free() trims the heap top and malloc grows it again, each time faulting the pages back in",
+        mechanism="free() trims the heap top and malloc grows it again, and the regrown pages are faulted in again",
         evidence=[f"{brk:,.0f} brk calls in region main{rate}, for a net growth of the break of "
                   f"{mib(max(0.0, sc.brk_delta_bytes))}: {excess:.0f}x the calls that growth needs "
                   f"(threshold {CALLS_PER_GROWTH_STEP:.0f}x)",

@@ -24,8 +24,8 @@ def check(view: CellView) -> Finding | None:
     share = sc.sys_share
     return Finding(
         id="lock-contention", title="Allocator lock contention",
-        mechanism="threads collide on a lock inside the allocator and sleep in the kernel (futex) until it is "
-                  "released, so adding threads adds waiting rather than throughput",
+        mechanism="threads collide on a lock inside the allocator and enter the kernel (futex) to wait for it or "
+                  "to wake a waiter: an uncontended lock never makes that call",
         evidence=[f"{sc.syscalls['futex']:,.0f} futex calls in region main = {futex:.2f} per 1000 ops "
                   f"(threshold {FUTEX_PER_KOP})"]
                  + ([f"{sc.context_switches:,.0f} context switches = {csw:.2f} per 1000 ops"] if csw is not None else [])

@@ -33,8 +33,8 @@ def check(view: CellView) -> Finding | None:
         return None
     return Finding(
         id="mmap-churn", title="mmap/munmap churn of large blocks",
-        mechanism="large blocks are above the mmap threshold, so every allocation maps fresh pages and every "
-                  "free unmaps them; the next use faults each page in again",
+        mechanism="blocks are unmapped when freed (in glibc: blocks above the mmap threshold), so their next use "
+                  "gets fresh memory and faults its pages in again",
         evidence=[f"{munmaps:.1f} munmap and {mmaps:.1f} mmap calls {where} inside the regions (threshold {threshold} per {unit})",
                   f"{faults:,.0f} page faults {where} in region '{faulting}' = {per_mapping:,.0f} per unmapped block"],
         advice="reuse the buffers (allocate once outside the loop); or raise the mmap threshold "

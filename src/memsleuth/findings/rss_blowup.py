@@ -21,8 +21,8 @@ def check(view: CellView) -> Finding | None:
         return None
     return Finding(
         id="rss-blowup", title="RSS blow-up: resident memory far above the live bytes",
-        mechanism="the allocator keeps (or never reuses) freed memory, so the process holds many times what the "
-                  "program has live",
+        mechanism="the process holds many times the bytes the program reports live: freed memory is kept, not "
+                  "reused, or not returned by the allocator",
         evidence=[f"peak RSS {mib(rss)} against {mib(live)} live at the peak, as the workload reports "
                   f"({rss / live:.1f}x; threshold {RATIO}x and +{mib(MIN_EXCESS_BYTES)})"],
         advice="look for memory that is never freed or never reused (a leak, per-thread caches that are never "

@@ -22,7 +22,8 @@ def check(view: CellView) -> Finding | None:
     evidence += [w.text for w in view.warnings if w.code in SUPPORTING_CODES]
     return Finding(
         id="unstable-measurement", title="Unstable measurement",
-        mechanism="run-to-run variation is large compared with the differences being measured",
+        mechanism="run-to-run variation leaves this cell's median uncertain by more than "
+                  f"±{CI_HALF_WIDTH:.0%}, so smaller differences from it are not resolved",
         evidence=evidence,
         advice="run on a quiet machine (memsleuth doctor), lengthen each run (more iterations), add rounds "
                "(--max-reps), and trust only paired verdicts that are resolved",

@@ -28,7 +28,8 @@ def check(view: CellView) -> list[Finding] | None:
         found.append(Finding(
             id="zero-page-read", title=f"Region '{sc.name}' read memory that was never written (the zero page)",
             mechanism="reads of never-written anonymous memory fault in the kernel's shared zero page instead of "
-                      "a page of their own, so every page reads the same cached 4 KiB and bandwidth looks too high",
+                      "a page of their own, so they all read one cached 4 KiB page: a bandwidth measured over it "
+                      "would be higher than real memory gives",
             evidence=[f"{sc.minflt:,.0f} page faults in region '{sc.name}' ({mib(fault_bytes)} worth of pages)",
                       f"resident memory grew only {mib(growth)} ({growth / fault_bytes:.1%} of that; "
                       f"threshold {MAX_RSS_PER_FAULT:.0%})",
