@@ -35,7 +35,10 @@ def test_diff_resolves_a_known_regression_and_exits_1(runs, tmp_path):
 
 
 def test_diff_of_the_same_setup_resolves_nothing_and_exits_0(runs):
-    proc = memsleuth("diff", "1", "2", "--db", str(runs))
+    # Separate runs do not cancel a shift of the whole machine: on this project's VM, 1 of 8
+    # identical pairs differed by 1.16x [1.10, 1.19] (docs/statistics.md). The threshold is set
+    # above that measured shift; the regression test above keeps the default 5%.
+    proc = memsleuth("diff", "1", "2", "--threshold", "25%", "--db", str(runs))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no difference resolved" in proc.stdout
     assert "No regression resolved" in proc.stdout

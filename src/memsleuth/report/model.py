@@ -201,7 +201,10 @@ def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float) -> Report:
     regressions = sum(ch.regression for ch in changes)
     header = [f"A: run {a.id} ({a.created_at}, {a.name}, {a.machine.get('hostname')})",
               f"B: run {b.id} ({b.created_at}, {b.name}, {b.machine.get('hostname')})",
-              f"threshold: a change is called only when its whole 95% CI lies beyond ±{threshold:.0%}"]
+              f"threshold: a change is called only when its whole 95% CI lies beyond ±{threshold:.0%}",
+              "A and B ran at different times, so a shift of the whole machine between them is not cancelled (as it "
+              "is between interleaved rounds) and reads as a change: choose a threshold above your machine's "
+              "run-to-run shift (docs/statistics.md)"]
     if a.machine.get("cpu_model") != b.machine.get("cpu_model") or a.machine.get("kernel") != b.machine.get("kernel"):
         header.append("WARNING: the runs were made on different machines or kernels")
     table = Table("Changes, B against A", ["cell", "A", "B", "median change", "verdict"], rows,
