@@ -1,0 +1,188 @@
+// thread-heap: seed 002's std::vector in a function called by every thread, against processes.
+//
+//   thread-heap --threads=T --calls=C --elems=E --form=F --mode=M
+//
+// Each of T workers calls f() C times; f() fills a std::vector<int> with E elements by
+// push_back (so it grows by reallocation, as the seed's pair list did) and returns one element.
+// Forms of the vector:
+//   local         a function-local std::vector: allocated and freed on every call;
+//   thread_local  `thread_local std::vector`, cleared and reused (the seed's one-line fix);
+//   static        a static array of vectors indexed by the worker (per-thread indexing).
+// Modes: threads (T threads of one process) or processes (T forked processes: the flat-MPI
+// analogue). Region "main" spans starting the workers to joining them (ops = T x C); the
+// probe's counters are inherited by the threads and the processes.
+//
+// At the end each process reads its heap from glibc's malloc_info(): how many arenas, and the
+// system bytes of each. When malloc is not glibc's (another allocator is preloaded),
+// malloc_info would describe glibc's unused heap, so it is not read and the result says why.
+//
+// Result (one JSON line on stdout): the checksum (depends only on the parameters), where malloc
+// resolves, and per process the arena count and system bytes. A worker process that dies by a
+// signal is re-raised in the parent, so the run is recorded as that crash.
+#include <dlfcn.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+#include <vector>
+
+#include "memsleuth/probe.h"
+extern "C" {
+#include "ms_args.h"
+}
+
+namespace {
+
+constexpr int kMaxWorkers = 256;
+constexpr int kMaxArenas = 64;
+enum Form { LOCAL, THREAD_LOCAL, STATIC };
+enum Mode { THREADS, PROCESSES };
+const char *const kForms[] = {"local", "thread_local", "static", nullptr};
+const char *const kModes[] = {"threads", "processes", nullptr};
+
+thread_local std::vector<int> tl_vec;
+std::vector<int> static_vecs[kMaxWorkers];
+
+// noinline: each call is a real call with its own vector, as in the seed's code.
+__attribute__((noinline)) uint64_t fill(std::vector<int> &v, uint64_t elems, uint64_t salt) {
+  for (uint64_t i = 0; i < elems; i++) v.push_back(static_cast<int>(i ^ salt));
+  return static_cast<uint64_t>(v[elems / 2]) + v.size();
+}
+
+__attribute__((noinline)) uint64_t call(Form form, int worker, uint64_t elems, uint64_t salt) {
+  switch (form) {
+    case LOCAL: {
+      std::vector<int> v;
+      return fill(v, elems, salt);
+    }
+    case THREAD_LOCAL:
+      tl_vec.clear();
+      return fill(tl_vec, elems, salt);
+    default:
+      static_vecs[worker].clear();
+      return fill(static_vecs[worker], elems, salt);
+  }
+}
+
+uint64_t work(Form form, int worker, uint64_t calls, uint64_t elems) {
+  uint64_t sum = 0;
+  for (uint64_t c = 0; c < calls; c++) sum += call(form, worker, elems, c & 0xff);
+  return sum;
+}
+
+struct Heap {  // one process's heap, as malloc_info reports it
+  int arenas;
+  uint64_t system_bytes[kMaxArenas];
+};
+
+struct Shared {  // written by forked workers, read by the parent (MAP_SHARED)
+  uint64_t checksum[kMaxWorkers];
+  Heap heap[kMaxWorkers];
+};
+
+// Where `malloc` resolves in this process: glibc's, or a preloaded allocator's.
+const char *malloc_object() {
+  Dl_info info;
+  void *sym = dlsym(RTLD_DEFAULT, "malloc");
+  if (sym && dladdr(sym, &info) && info.dli_fname) return info.dli_fname;
+  return "unknown";
+}
+
+bool malloc_is_glibc() {
+  const char *obj = malloc_object();
+  const char *base = strrchr(obj, '/');
+  return strncmp(base ? base + 1 : obj, "libc.so", 7) == 0;
+}
+
+// malloc_info's XML: each <heap nr="N"> holds <system type="current" size="BYTES"/>.
+void read_heap(Heap *h) {
+  h->arenas = 0;
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return;
+  malloc_info(0, f);
+  fclose(f);
+  for (char *p = strstr(buf, "<heap nr="); p && h->arenas < kMaxArenas;) {
+    char *next = strstr(p + 1, "<heap nr=");
+    char *sys = strstr(p, "<system type=\"current\" size=\"");
+    h->system_bytes[h->arenas++] = (sys && (!next || sys < next)) ? strtoull(sys + 29, nullptr, 10) : 0;
+    p = next;
+  }
+  free(buf);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  uint64_t threads = 2, calls = 20000, elems = 4096;
+  int form = LOCAL, mode = THREADS;
+  for (int i = 1; i < argc; i++) {
+    if (ms_arg_u64("thread-heap", argv[i], "threads", &threads, 1, kMaxWorkers) ||
+        ms_arg_u64("thread-heap", argv[i], "calls", &calls, 1, UINT64_C(1) << 40) ||
+        ms_arg_u64("thread-heap", argv[i], "elems", &elems, 1, UINT64_C(1) << 28) ||
+        ms_arg_choice("thread-heap", argv[i], "form", kForms, &form) ||
+        ms_arg_choice("thread-heap", argv[i], "mode", kModes, &mode))
+      continue;
+    fprintf(stderr, "thread-heap: unknown argument '%s'\n", argv[i]);
+    return 2;
+  }
+  const int n = static_cast<int>(threads);
+  const bool glibc = malloc_is_glibc();
+  auto *shared = static_cast<Shared *>(
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (shared == MAP_FAILED) { perror("thread-heap: mmap"); return 3; }
+  int procs = 1;
+
+  ms_region_begin("main");
+  if (mode == THREADS) {
+    std::vector<std::thread> ts;
+    for (int w = 0; w < n; w++)
+      ts.emplace_back([=] { shared->checksum[w] = work(static_cast<Form>(form), w, calls, elems); });
+    for (auto &t : ts) t.join();
+  } else {
+    procs = n;
+    pid_t pids[kMaxWorkers];
+    for (int w = 0; w < n; w++) {
+      pids[w] = fork();
+      if (pids[w] < 0) { perror("thread-heap: fork"); return 5; }
+      if (pids[w] == 0) {
+        shared->checksum[w] = work(static_cast<Form>(form), w, calls, elems);
+        if (glibc) read_heap(&shared->heap[w]);
+        _exit(0);  // no atexit handlers: the parent reports
+      }
+    }
+    for (int w = 0; w < n; w++) {
+      int st = 0;
+      while (waitpid(pids[w], &st, 0) < 0) {}
+      if (WIFSIGNALED(st)) { signal(WTERMSIG(st), SIG_DFL); raise(WTERMSIG(st)); }
+      if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+        fprintf(stderr, "thread-heap: worker process %d exited with status %d\n", w, WEXITSTATUS(st));
+        return 5;
+      }
+    }
+  }
+  ms_region_end(threads * calls);
+  if (mode == THREADS && glibc) read_heap(&shared->heap[0]);
+
+  uint64_t checksum = 0;
+  for (int w = 0; w < n; w++) checksum += shared->checksum[w];
+  printf("{\"workload\":\"thread-heap\",\"form\":\"%s\",\"mode\":\"%s\",\"threads\":%d,\"checksum\":%llu,"
+         "\"malloc_object\":\"%s\",\"malloc_info\":%s,\"heaps\":[", kForms[form], kModes[mode], n,
+         static_cast<unsigned long long>(checksum), malloc_object(), glibc ? "true" : "false");
+  for (int p = 0; glibc && p < procs; p++) {
+    printf("%s[", p ? "," : "");
+    for (int a = 0; a < shared->heap[p].arenas; a++)
+      printf("%s%llu", a ? "," : "", static_cast<unsigned long long>(shared->heap[p].system_bytes[a]));
+    printf("]");
+  }
+  printf("]}\n");
+  return 0;
+}
