@@ -1,4 +1,4 @@
-"""The `memsleuth` command: compare, check, show, diff, history, export, doctor.
+"""The `memsleuth` command: compare, case, check, show, diff, history, export, doctor.
 
 Bad input is a UsageError: one line on stderr and exit code 2, never a traceback.
 """
@@ -91,7 +91,8 @@ def _emit(run_id: int, store: Store, args, console: Console) -> None:
     """The report on stdout; where the other formats went, on stderr (stdout stays the report)."""
     from memsleuth.report import json_export, markdown, model, terminal
     run = store.load_run(run_id)
-    report = model.build_check(run) if run.kind == "check" else model.build(run)
+    build = {"check": model.build_check, "case": model.build_case}.get(run.kind, model.build)
+    report = build(run)
     terminal.render(report, console)
     if getattr(args, "md", None):
         Path(args.md).write_text(markdown.render(report))
@@ -141,6 +142,54 @@ def cmd_compare(args, command: list[str] | None, console: Console) -> int:
                       f"Show them with: memsleuth show {run_id} --db {args.db}", style="yellow")
         return 130
     _emit(run_id, store, args, console)
+    return 0
+
+
+def cmd_case(args, console: Console) -> int:
+    from memsleuth import cases
+    if args.list:
+        from rich.table import Table
+        table = Table(title="memsleuth cases", title_justify="left")
+        for col in ("case", "seed", "what it shows", "parameters"):
+            table.add_column(col, overflow="fold")
+        for c in cases.CASES.values():
+            table.add_row(c.name, c.seed, c.summary, ", ".join(p.name for p in c.params))
+        console.print(table)
+        return 0
+    if not args.name:
+        raise UsageError("case needs a name: see `memsleuth case --list`")
+    case = cases.get(args.name)
+    _writable_output(args.md, "--md")
+    _writable_output(args.json, "--json")
+    values = case.parse_params(args.param or [])
+    reps = _count(args.reps, "--reps") if args.reps is not None else case.default_reps
+    timeout = _positive_float(args.timeout, "--timeout")
+    mem_limit = parse_size_bytes(args.mem_limit) if args.mem_limit else None
+    if args.alloc is not None:
+        allocs = allocators.resolve(args.alloc)
+    else:
+        found = allocators.available()
+        allocs = found if case.default_allocators is None else [a for a in found if a.name in case.default_allocators]
+    facts = case.prepare(values)
+    p = cases.case_plan(case, case.variants(values, facts), allocs, reps=reps, timeout_s=timeout,
+                        mem_limit_bytes=mem_limit)
+    store = Store(args.db)
+    spec = {"rounds": p.rounds.describe(), "reps": reps, "warmup": p.warmup, "swept": list(p.swept),
+            "timeout_s": p.timeout_s, "mem_limit_bytes": p.mem_limit_bytes, "case": case.name,
+            "case_params": {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()},
+            "facts": facts, "interleaving": "rounds, rotated order"}
+    run_id = store.begin_run(kind="case", name=case.name, argv=sys.argv, spec=spec,
+                             machine=machine.info([a.to_dict() for a in allocs]), version=__version__)
+    cell_ids = [store.add_cell(run_id, i, allocator=c.allocator.to_dict(), params=c.params, env=c.env,
+                               command=list(c.command)) for i, c in enumerate(p.cells)]
+    print(f"memsleuth: case {case.name}, run {run_id}: {len(p.cells)} cells x {reps} rounds"
+          f"{f' + {p.warmup} warm-up' if p.warmup else ''}; stored in {args.db}", file=sys.stderr, flush=True)
+    outcome = runner.run(p, store, run_id, cell_ids, console=Console(stderr=True))
+    _emit(run_id, store, args, console)
+    if outcome.interrupted:
+        console.print(f"\nInterrupted: kept {outcome.samples} finished runs of run {run_id}. "
+                      f"Show them with: memsleuth show {run_id} --db {args.db}", style="yellow")
+        return 130
     return 0
 
 
@@ -281,6 +330,22 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--md", metavar="FILE", help="also write the report as Markdown")
     c.add_argument("--json", metavar="FILE", help="also export the run as JSON (docs/json-schema.md)")
 
+    cs = sub.add_parser("case", help="run a case study (the seed field reports), explained from its evidence",
+                        description="Run a case study: its question, its measurements with units, and what the "
+                                    "evidence shows. `memsleuth case --list` names them; docs/cases.md explains each.")
+    cs.add_argument("name", nargs="?", metavar="NAME", help="the case to run")
+    cs.add_argument("--list", action="store_true", help="list the cases, one line each")
+    cs.add_argument("--param", metavar="KEY=VALUE", action="append",
+                    help="case parameter; list parameters take V1,V2 (see --list for the names)")
+    cs.add_argument("--alloc", metavar="LIST", help="comma-separated names or NAME=PATH.so "
+                    "(default: the case's own, those installed)")
+    cs.add_argument("--reps", metavar="N", help="interleaved rounds (default: the case's own)")
+    cs.add_argument("--timeout", metavar="SECONDS", default=str(DEFAULT_TIMEOUT_S))
+    cs.add_argument("--mem-limit", metavar="SIZE", help="resident-memory cap per run, like 2G; past it: OOM")
+    cs.add_argument("--db", metavar="FILE", default=DEFAULT_DB)
+    cs.add_argument("--md", metavar="FILE", help="also write the report as Markdown")
+    cs.add_argument("--json", metavar="FILE", help="also export the run as JSON")
+
     k = sub.add_parser("check", help="measure any program, its probe regions, and say what the evidence shows",
                        description="Run a program (after --) and report each probe region's evidence, the whole "
                                    "process's, and the findings.")
@@ -338,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_compare(args, command, console)
         if args.command == "check":
             return cmd_check(args, command, console)
+        if args.command == "case":
+            return cmd_case(args, console)
         if args.command == "show":
             return cmd_show(args, console)
         if args.command == "doctor":

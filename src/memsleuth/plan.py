@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 from memsleuth.allocators import Allocator
 from memsleuth.errors import UsageError
 from memsleuth.workloads import Workload
+from memsleuth.workloads.base import Value
 
 
 @dataclass(frozen=True)
 class Cell:
     allocator: Allocator
-    params: dict[str, int]           # workload parameters; empty for a command
+    params: dict[str, Value]         # workload parameters (cases add labels); empty for a command
     command: tuple[str, ...]         # argv of the measured program (without ms-run)
     env: dict[str, str] = field(default_factory=dict)
     oom_exit_code: int | None = None
@@ -60,7 +61,7 @@ class Plan:
         return list(order.items())
 
 
-def parse_param_options(workload: Workload, options: list[str]) -> dict[str, list[int]]:
+def parse_param_options(workload: Workload, options: list[str]) -> dict[str, list[Value]]:
     """--param KEY=V1,V2 (repeatable) -> {KEY: [V1, V2]}, validated against the schema."""
     sweep: dict[str, list[int]] = {}
     for opt in options:
@@ -68,7 +69,7 @@ def parse_param_options(workload: Workload, options: list[str]) -> dict[str, lis
             raise UsageError(f"bad --param {opt!r}: expected KEY=V1,V2,...")
         key, values = (s.strip() for s in opt.split("=", 1))
         p = workload.param(key)
-        items = [v for v in values.split(",") if v.strip()]
+        items = [values] if p.takes_list else [v for v in values.split(",") if v.strip()]
         if not items:
             raise UsageError(f"bad --param {opt!r}: no values")
         if len(items) > 1 and not p.sweepable:

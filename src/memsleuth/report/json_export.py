@@ -32,7 +32,14 @@ def to_dict(run: StoredRun) -> dict:
                 "memsleuth_version": run.version},
         "cells": cells,
         "findings": [f.to_dict() for f in a.findings],
+        **({"case": _case(run)} if run.kind == "case" else {}),
     }
+
+
+def _case(run: StoredRun) -> dict:
+    """A case study's question, tables (formatted, with units) and statements."""
+    from memsleuth import cases
+    return {"name": run.name, **cases.get(run.name).analyse(run).to_dict()}
 
 
 def render(run: StoredRun) -> str:

@@ -11,6 +11,8 @@ def _cell(text: str) -> str:
 def render(report: Report) -> str:
     out = [f"# {report.title}", ""]
     out += [f"- {_cell(line)}" for line in report.header]
+    if report.question:
+        out += ["", f"**Question:** {_cell(report.question)}"]
     for t in report.tables:
         out += ["", f"## {t.title}", ""]
         out.append("| " + " | ".join(_cell(c) for c in t.columns) + " |")
@@ -20,6 +22,9 @@ def render(report: Report) -> str:
         if t.notes:
             out.append("")
             out += [f"_{_cell(n)}_  " for n in t.notes]
+    if report.statements:
+        out += ["", "## What the evidence shows", ""]
+        out += [f"- {_cell(line)}" for line in report.statements]
     if report.findings:
         out += ["", "## Findings"]
         for f in report.findings:

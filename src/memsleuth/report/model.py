@@ -32,6 +32,8 @@ class Report:
     tables: list[Table]
     footer: list[str] = field(default_factory=list)
     findings: list = field(default_factory=list)   # memsleuth.findings.Finding, rendered as blocks
+    question: str | None = None                    # a case study's question, shown before the tables
+    statements: list[str] = field(default_factory=list)   # a case's "what the evidence shows"
 
 
 def _params_text(params: dict, swept: list[str]) -> str:
@@ -215,6 +217,40 @@ def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float) -> Report:
     return Report(f"memsleuth diff — run {a.id} vs run {b.id}", header, [table], footer)
 
 
+def _machine_lines(run: StoredRun) -> list[str]:
+    m = run.machine
+    return [f"machine: {m.get('cpu_model')} x{m.get('cpus')}, kernel {m.get('kernel')}, glibc {m.get('glibc')}, "
+            f"THP {m.get('thp')}, load {m.get('loadavg_1m', 0):.2f}",
+            "allocators: " + "; ".join(f"{a['name']} {a['version']}" for a in m.get("allocators", []))]
+
+
+def build_case(run: StoredRun) -> Report:
+    """`memsleuth case NAME`: the question, the case's tables, what the evidence shows, and failures."""
+    from memsleuth import cases
+    from memsleuth.analysis import analyse
+    case = cases.get(run.name)
+    result = case.analyse(run)
+    params = run.spec.get("case_params", {})
+    header = [f"case {case.name} (seed {case.seed}); {run.spec.get('rounds')} + {run.spec.get('warmup', 0)} "
+              f"warm-up per cell; status {run.status}; {run.created_at}", *_machine_lines(run)]
+    if params:
+        header.append("parameters: " + ", ".join(
+            f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in params.items()))
+    tables = [Table(t.title, t.columns, t.rows, t.notes,
+                    align_right={i for i, c in enumerate(t.columns) if i and t.rows and
+                                 all(_numeric(r[i]) for r in t.rows)})
+              for t in result.tables]
+    swept = list(run.spec.get("swept", []))
+    failed = failures_table(analyse(run), swept)
+    if failed:
+        tables.append(failed)
+    footer = ["This run was interrupted: the tables show the samples that finished."] if run.status == "interrupted" else []
+    return Report(f"memsleuth case {case.name} — run {run.id}", header, tables, footer,
+                  question=result.question, statements=result.statements)
+
+
+def _numeric(text: str) -> bool:
+    return bool(text) and (text[0].isdigit() or text[0] in "+-") or text == "n/a"
 
 
 def build_check(run: StoredRun) -> Report:

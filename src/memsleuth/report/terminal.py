@@ -12,6 +12,9 @@ def render(report: Report, console: Console) -> None:
     console.print(Text(report.title, style="bold"))
     for line in report.header:
         console.print(Text(line, style="dim"))
+    if report.question:
+        console.print()
+        console.print(Text.assemble(("Question: ", "bold"), report.question))
     for t in report.tables:
         rt = RichTable(title=t.title, title_justify="left", title_style="bold", show_lines=False)
         for i, col in enumerate(t.columns):
@@ -24,6 +27,11 @@ def render(report: Report, console: Console) -> None:
         console.print(rt)
         for n in t.notes:
             console.print(Text(n, style="dim"))
+    if report.statements:
+        console.print()
+        console.print(Text("What the evidence shows", style="bold"))
+        for line in report.statements:
+            console.print(Text.assemble(("● ", "bold cyan"), line))
     if report.findings:
         console.print()
         console.print(Text("Findings", style="bold"))

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 from memsleuth.errors import UsageError
 from memsleuth.workloads.base import Param, Workload
+from memsleuth.workloads.alloc_churn import WORKLOAD as ALLOC_CHURN
+from memsleuth.workloads.cache_flush import WORKLOAD as CACHE_FLUSH
+from memsleuth.workloads.first_touch import WORKLOAD as FIRST_TOUCH
 from memsleuth.workloads.random_mixed import WORKLOAD as RANDOM_MIXED
+from memsleuth.workloads.thread_heap import WORKLOAD as THREAD_HEAP
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (RANDOM_MIXED,)}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (RANDOM_MIXED, ALLOC_CHURN, FIRST_TOUCH, THREAD_HEAP, CACHE_FLUSH)}
 
 
 def get(name: str) -> Workload:

@@ -8,21 +8,65 @@ from typing import Callable
 
 from memsleuth import native
 from memsleuth.errors import UsageError
+from memsleuth.units import parse_size_bytes
+
+
+Value = int | str | tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Param:
-    name: str
-    default: int | None              # None: the program chooses (and says so in its help)
-    minimum: int
-    maximum: int
-    help: str
-    sweepable: bool = True
+    """One parameter of a workload or a case.
 
-    def parse(self, text: str, workload: str) -> int:
-        value = parse_count(text)
-        if value is None:
-            raise UsageError(f"{workload}: parameter {self.name} must be an integer, got {text!r}")
+    kind: "int" (a count: 1e6, 10M), "size" (bytes with binary suffixes: 4M = 4 MiB), "sizes"
+    (a comma-separated list of sizes, given as one value), "choice" (one of `choices`) or
+    "choices" (a comma-separated subset of `choices`, given as one value).
+    """
+    name: str
+    default: Value | None            # None: the program chooses (and says so in its help)
+    minimum: int = 0
+    maximum: int = 1 << 62
+    help: str = ""
+    sweepable: bool = True
+    kind: str = "int"
+    choices: tuple[str, ...] = ()
+
+    @property
+    def takes_list(self) -> bool:
+        """A list-valued parameter: its commas belong to its one value, they do not sweep it."""
+        return self.kind in ("sizes", "choices")
+
+    def parse(self, text: str, workload: str) -> Value:
+        if self.kind == "choice":
+            return self._choice(text.strip(), workload)
+        if self.kind == "choices":
+            items = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+            if not items:
+                raise UsageError(f"{workload}: parameter {self.name} needs at least one of {', '.join(self.choices)}")
+            return tuple(self._choice(t, workload) for t in items)
+        if self.kind == "sizes":
+            items = [t for t in text.split(",") if t.strip()]
+            if not items:
+                raise UsageError(f"{workload}: parameter {self.name} needs at least one size")
+            return ",".join(str(self._number(t, workload)) for t in items)
+        return self._number(text, workload)
+
+    def _choice(self, text: str, workload: str) -> str:
+        if text not in self.choices:
+            raise UsageError(f"{workload}: parameter {self.name} must be one of {', '.join(self.choices)}, got {text!r}")
+        return text
+
+    def _number(self, text: str, workload: str) -> int:
+        if self.kind in ("size", "sizes"):
+            try:
+                value = parse_size_bytes(text)
+            except UsageError:
+                raise UsageError(f"{workload}: parameter {self.name} must be a size like 4096, 64K or 4M, "
+                                 f"got {text!r}") from None
+        else:
+            value = parse_count(text)
+            if value is None:
+                raise UsageError(f"{workload}: parameter {self.name} must be an integer, got {text!r}")
         if value < self.minimum or value > self.maximum:
             raise UsageError(
                 f"{workload}: parameter {self.name} must be in [{self.minimum}, {self.maximum}], got {text!r}"
@@ -52,7 +96,7 @@ class Workload:
     description: str
     default_sweep: dict[str, tuple[int, ...]] = field(default_factory=dict)
     oom_exit_code: int | None = None
-    validate: Callable[[dict[str, int]], None] | None = None
+    validate: Callable[[dict[str, Value]], None] | None = None
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -61,10 +105,10 @@ class Workload:
         known = ", ".join(p.name for p in self.params)
         raise UsageError(f"{self.name}: unknown parameter {name!r}: its parameters are {known}")
 
-    def defaults(self) -> dict[str, int]:
+    def defaults(self) -> dict[str, Value | None]:
         return {p.name: p.default for p in self.params}
 
-    def argv(self, values: dict[str, int | None]) -> list[str]:
+    def argv(self, values: dict[str, Value | None]) -> list[str]:
         return [str(native.native_path(self.program))] + [f"--{k}={v}" for k, v in values.items() if v is not None]
 
     @staticmethod

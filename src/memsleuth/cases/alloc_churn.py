@@ -1,0 +1,228 @@
+"""alloc-churn (seed 000): why a step loop ran 2x faster when one small buffer leaked.
+
+The loop mallocs several MiB of buffers per step, initialises them, times a compute over them
+and frees them. Per step and per region the case measures faults, brk/mmap/munmap/madvise calls
+and how far the program break moved, and names the mechanism those numbers show: heap-top
+trimming (the break moves down in `free`, then the next step faults the pages again),
+mmap/munmap of the large blocks, or purging by madvise. Then it says which variant or glibc
+tunable removed it, by the same numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memsleuth.cases.base import (PAGE_BYTES, Case, CaseResult, CaseTable, Variant, fmt, fmt_mib, fmt_ms,
+                                  ok_samples, status_text, step_count, step_median)
+from memsleuth.store import StoredCell, StoredRun
+from memsleuth.workloads import alloc_churn
+from memsleuth.workloads.base import Param
+
+REGIONS = ("alloc", "init", "target", "free")
+SYSCALLS = ("brk", "mmap", "munmap", "madvise")
+# glibc tunables swept (GLIBC_TUNABLES); each value is shown in the tables as it is set.
+TUNABLES = {
+    "default": None,
+    "mmap_threshold": ("mmap_threshold=128K", "glibc.malloc.mmap_threshold=131072"),
+    "trim_threshold": ("trim_threshold=1G", "glibc.malloc.trim_threshold=1073741824"),
+    "top_pad": ("top_pad=64M", "glibc.malloc.top_pad=67108864"),
+    "tcache_count": ("tcache_count=0", "glibc.malloc.tcache_count=0"),
+}
+# A step "re-faults" when its faults reach this share of the pages it allocates; below it, the
+# memory was reused. 10% leaves room for the small buffer and allocator metadata.
+REFAULT_SHARE = 0.10
+# The break "trims" when it moves down by at least half the step's bytes in region free.
+TRIM_SHARE = 0.5
+
+
+@dataclass
+class CellEvidence:
+    cell: StoredCell
+    allocator: str
+    tunables: str
+    variant: str
+    step_bytes: int
+    nbuf: int
+    steps: int | None
+    faults: dict[str, float | None]           # per region, per step
+    wall_ns: dict[str, float | None]
+    calls: dict[str, float | None]            # per step, summed over the regions
+    free_brk_delta: float | None              # bytes per step, negative = moved down
+    alloc_brk_delta: float | None
+    shrinking_steps: int | None
+    status: str
+
+    @property
+    def total_faults(self) -> float | None:
+        vals = [v for v in self.faults.values() if v is not None]
+        return sum(vals) if vals else None
+
+    @property
+    def pages(self) -> float:
+        return self.step_bytes / PAGE_BYTES
+
+    @property
+    def refaults(self) -> bool:
+        return (self.total_faults or 0) >= REFAULT_SHARE * self.pages
+
+    @property
+    def step_wall_ns(self) -> float | None:
+        vals = [v for v in self.wall_ns.values() if v is not None]
+        return sum(vals) if len(vals) == len(REGIONS) else None
+
+    @property
+    def top_region(self) -> str | None:
+        known = {k: v for k, v in self.faults.items() if v is not None}
+        return max(known, key=known.get) if known else None
+
+    @property
+    def name(self) -> str:
+        t = "" if self.tunables == "default" else f", {self.tunables}"
+        return f"{self.allocator}{t}, {self.variant}"
+
+
+def _evidence(cell: StoredCell) -> CellEvidence:
+    samples = ok_samples(cell)
+    sizes = [int(s) for s in str(cell.params.get("sizes", "4194304")).split(",")]
+    nbuf = int(cell.params.get("nbuf", 8))
+    step_bytes = sum(sizes[i % len(sizes)] for i in range(nbuf))
+    calls = {}
+    for sc in SYSCALLS:
+        per_region = [step_median(samples, r, lambda x, sc=sc: x.syscalls.get(sc)) for r in REGIONS]
+        calls[sc] = sum(v for v in per_region if v is not None) if any(v is not None for v in per_region) else None
+    return CellEvidence(
+        cell=cell, allocator=cell.allocator["name"], tunables=str(cell.params.get("tunables", "default")),
+        variant=str(cell.params.get("variant")), step_bytes=step_bytes, nbuf=nbuf,
+        steps=int(cell.params["steps"]) if "steps" in cell.params else None,
+        faults={r: step_median(samples, r, lambda x: x.minflt) for r in REGIONS},
+        wall_ns={r: step_median(samples, r, lambda x: x.wall_ns) for r in REGIONS},
+        calls=calls,
+        free_brk_delta=step_median(samples, "free", lambda x: x.brk_delta_bytes),
+        alloc_brk_delta=step_median(samples, "alloc", lambda x: x.brk_delta_bytes),
+        shrinking_steps=step_count(samples, "free", lambda x: (x.brk_delta_bytes or 0) < 0),
+        status=status_text(cell))
+
+
+def mechanism(e: CellEvidence) -> str:
+    """What the numbers of one cell show, quoting them."""
+    faults = e.total_faults
+    if faults is None:
+        return "no successful run to read"
+    share = f"{faults:,.0f} faults per step for {e.pages:,.0f} pages allocated per step"
+    if not e.refaults:
+        return f"memory is reused: {share}"
+    where = f", taken in region {e.top_region} ({e.faults[e.top_region]:,.0f})" if e.top_region else ""
+    causes = []
+    shrink = -(e.free_brk_delta or 0)
+    if shrink >= TRIM_SHARE * e.step_bytes:
+        steps = f" in {e.shrinking_steps} of {e.steps - 1} steps after the first" if e.steps else ""
+        causes.append(f"heap-top trimming: the program break moved down {fmt_mib(shrink)} per step in region "
+                      f"free{steps}, with {fmt(e.calls['brk'], ',.0f')} brk calls per step")
+    if (e.calls.get("munmap") or 0) >= e.nbuf / 2:
+        causes.append(f"mmap/munmap of the large blocks: {fmt(e.calls['mmap'], ',.0f')} mmap and "
+                      f"{fmt(e.calls['munmap'], ',.0f')} munmap calls per step")
+    if (e.calls.get("madvise") or 0) >= 1:
+        causes.append(f"purging by madvise: {fmt(e.calls['madvise'], ',.0f')} madvise calls per step")
+    if not causes:
+        counted = ", ".join(f"{k} {fmt(v, ',.0f')}" for k, v in e.calls.items())
+        causes.append(f"no brk shrink, munmap or madvise explains it (calls per step: {counted or 'not counted'})")
+    return f"every step re-faults its memory: {share}{where}; " + "; ".join(causes)
+
+
+class AllocChurn(Case):
+    name = "alloc-churn"
+    seed = "000"
+    summary = "a step loop that mallocs and frees MiB buffers: which mechanism re-faults every step, and what removes it"
+    question = ("A benchmark loop allocates, initialises, computes on and frees several MiB of buffers every "
+                "step. Does every step fault its memory in again, by which mechanism (heap-top trimming, "
+                "mmap/munmap of large blocks, purging by madvise), which region pays for it, and which "
+                "variant or glibc tunable removes it?")
+    params = (
+        Param("steps", 10, 2, 1 << 20, "steps of the loop"),
+        Param("nbuf", 8, 1, 4096, "large buffers per step"),
+        Param("sizes", str(4 << 20), 64, 1 << 36, "buffer sizes, cycled over the buffers (like 4M or 4M,1M)",
+              kind="sizes"),
+        Param("small", 800, 1, 1 << 30, "the small buffer allocated last, bytes", kind="size"),
+        Param("variants", alloc_churn.VARIANTS, help="which loop variants", kind="choices",
+              choices=alloc_churn.VARIANTS),
+        Param("tunables", tuple(TUNABLES), help="glibc tunable settings (glibc only)", kind="choices",
+              choices=tuple(TUNABLES)),
+    )
+    default_allocators = ("glibc", "mimalloc")
+    default_reps = 3
+
+    def variants(self, values, facts) -> list[Variant]:
+        out = []
+        for t in values["tunables"]:
+            label, env = TUNABLES[t] or ("default", None)
+            for v in values["variants"]:
+                prog = {k: values[k] for k in ("steps", "nbuf", "sizes", "small")} | {"variant": v}
+                out.append(Variant({"tunables": label, "variant": v}, alloc_churn.WORKLOAD, prog,
+                                   {"GLIBC_TUNABLES": env} if env else {}, glibc_only=env is not None))
+        return out
+
+    def analyse(self, run: StoredRun) -> CaseResult:
+        ev = [_evidence(c) for c in run.cells]
+        rows = []
+        for e in ev:
+            rows.append([e.allocator, e.tunables, e.variant, fmt_ms(e.step_wall_ns), fmt_ms(e.wall_ns["target"]),
+                         " / ".join(fmt(e.faults[r]) for r in REGIONS),
+                         " / ".join(fmt(e.calls[s]) for s in SYSCALLS),
+                         fmt_mib(e.alloc_brk_delta, signed=True), fmt_mib(e.free_brk_delta, signed=True), e.status])
+        first = ev[0] if ev else None
+        table = CaseTable(
+            "Per step (median step after the first, median over runs)",
+            ["allocator", "tunables", "variant", "step time", "target time",
+             "page faults: " + " / ".join(REGIONS), "calls: " + " / ".join(SYSCALLS),
+             "break moved in alloc", "break moved in free", "status"],
+            rows,
+            notes=[f"Each step allocates {first.nbuf} buffers, {fmt_mib(first.step_bytes)} in all "
+                   f"({first.pages:,.0f} pages of {PAGE_BYTES} B); calls are per step over all four regions."]
+            if first else [])
+        return CaseResult(self.question, [table], self._statements(ev))
+
+    def _statements(self, ev: list[CellEvidence]) -> list[str]:
+        out = []
+        groups: dict[tuple[str, str], dict[str, CellEvidence]] = {}
+        for e in ev:
+            groups.setdefault((e.allocator, e.tunables), {})[e.variant] = e
+        default_free_all = {a: g.get("free-all") for (a, t), g in groups.items() if t == "default"}
+        for (alloc, tun), by_variant in groups.items():
+            base = by_variant.get("free-all")
+            for variant, e in by_variant.items():
+                if e.total_faults is None:
+                    out.append(f"{e.name}: no successful run ({e.status}).")
+                    continue
+                text = f"{e.name}: {mechanism(e)}."
+                if base is not None and e is not base and base.total_faults is not None:
+                    text += " " + _against(e, base, "free-all", judge=variant != "target-first-touch")
+                elif e is base and tun != "default" and default_free_all.get(alloc) is not None:
+                    text += " " + _against(e, default_free_all[alloc], f"{alloc} with default tunables")
+                out.append(text)
+        return out
+
+
+def _against(e: CellEvidence, ref: CellEvidence, ref_name: str, judge: bool = True) -> str:
+    """How a variant differs from its reference, by faults per step and the timed region.
+
+    judge: say whether the variant removed the re-faulting (target-first-touch is there to show
+    who pays for the faults, not to remove them)."""
+    parts = []
+    if not judge:
+        pass
+    elif ref.refaults and not e.refaults:
+        parts.append(f"Against {ref_name} ({ref.total_faults:,.0f} faults per step) this removed the re-faulting")
+    elif ref.refaults and e.refaults:
+        parts.append(f"It did not remove the re-faulting ({ref_name}: {ref.total_faults:,.0f} faults per step)")
+    elif not ref.refaults and e.refaults:
+        parts.append(f"It introduced re-faulting ({ref_name}: {ref.total_faults:,.0f} faults per step)")
+    t, t0 = e.wall_ns.get("target"), ref.wall_ns.get("target")
+    if t and t0:
+        ft = e.faults.get("target") or 0
+        paid = (f"; region target took {ft:,.0f} faults per step, so the timed region paid for first touch"
+                if ft >= REFAULT_SHARE * e.pages else "")
+        parts.append(f"target took {t / 1e6:,.2f} ms per step against {t0 / 1e6:,.2f} ms "
+                     f"({t / t0:.2f}x){paid}")
+    return "; ".join(parts) + "." if parts else ""
+
+
+CASE = AllocChurn()

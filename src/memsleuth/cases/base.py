@@ -1,0 +1,201 @@
+"""What a case study is: workloads plus a plan plus the questions it asks of the evidence.
+
+A case declares its parameters and the variants it runs (one program invocation each, with its
+environment). `case_plan` turns them into cells, one per variant and allocator, grouped so that
+the allocators of one variant run interleaved. After the run, the case reads the stored samples
+and returns a `CaseResult`: its question, tables (every figure with its unit) and statements,
+each quoting the numbers it rests on. A statement is computed from the measurements, and says
+what was seen when the expected effect is absent; nothing is printed because it is expected.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Callable
+
+from memsleuth.allocators import Allocator
+from memsleuth.errors import UsageError
+from memsleuth.evidence import Region, Sample
+from memsleuth.plan import Cell, Plan, Rounds
+from memsleuth.store import StoredCell, StoredRun
+from memsleuth.workloads.base import Param, Value, Workload
+
+PAGE_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One program invocation of a case: how the tables name it, what runs, and its environment."""
+    labels: dict[str, str]           # shown in the tables (variant, setup, tunables, ...)
+    workload: Workload
+    values: dict[str, Value]         # the program's parameters
+    env: dict[str, str] = field(default_factory=dict)
+    glibc_only: bool = False         # glibc tunables mean nothing to another allocator
+
+
+@dataclass
+class CaseTable:
+    title: str
+    columns: list[str]               # each names its unit
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"title": self.title, "columns": self.columns, "rows": self.rows, "notes": self.notes}
+
+
+@dataclass
+class CaseResult:
+    question: str
+    tables: list[CaseTable]
+    statements: list[str]            # what the evidence shows, each with its numbers
+
+    def to_dict(self) -> dict:
+        return {"question": self.question, "tables": [t.to_dict() for t in self.tables],
+                "statements": self.statements}
+
+
+class Case:
+    name: str = ""
+    seed: str = ""                   # the field report it reproduces
+    summary: str = ""                # one line for `case --list`
+    question: str = ""
+    params: tuple[Param, ...] = ()
+    default_allocators: tuple[str, ...] | None = ("glibc",)   # None: every allocator found
+    default_reps: int = 3
+    warmup: int = 0
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        known = ", ".join(p.name for p in self.params)
+        raise UsageError(f"case {self.name}: unknown parameter {name!r}: its parameters are {known}")
+
+    def parse_params(self, options: list[str]) -> dict[str, Value]:
+        """--param KEY=VALUE (repeatable) over the defaults. A list parameter takes V1,V2 as one value."""
+        values = {p.name: p.default for p in self.params}
+        seen: set[str] = set()
+        for opt in options:
+            key, sep, text = (s.strip() for s in opt.partition("="))
+            if not sep or not key:
+                raise UsageError(f"bad --param {opt!r}: expected KEY=VALUE")
+            p = self.param(key)
+            if key in seen:
+                raise UsageError(f"--param {key} given twice")
+            seen.add(key)
+            values[key] = p.parse(text, f"case {self.name}")
+        self.validate(values)
+        return values
+
+    def validate(self, values: dict[str, Value]) -> None:
+        """Cross-parameter checks; raise UsageError."""
+
+    def prepare(self, values: dict[str, Value]) -> dict:
+        """Facts gathered before planning (stored in the run's spec), like CPU features."""
+        return {}
+
+    def variants(self, values: dict[str, Value], facts: dict) -> list[Variant]:
+        raise NotImplementedError
+
+    def analyse(self, run: StoredRun) -> CaseResult:
+        raise NotImplementedError
+
+
+def case_plan(case: Case, variants: list[Variant], allocators: list[Allocator], *, reps: int,
+              timeout_s: float | None, mem_limit_bytes: int | None) -> Plan:
+    cells = []
+    for v in variants:
+        for alloc in allocators:
+            if v.glibc_only and alloc.name != "glibc":
+                continue
+            values = {k: x for k, x in v.values.items() if x is not None}
+            cells.append(Cell(alloc, {**values, **v.labels}, tuple(v.workload.argv(values)), dict(v.env),
+                              oom_exit_code=v.workload.oom_exit_code))
+    if not cells:
+        raise UsageError(f"case {case.name}: nothing to run with these allocators and parameters")
+    swept = tuple(dict.fromkeys(k for v in variants for k in v.labels))
+    return Plan("case", case.name, tuple(cells), swept, Rounds.fixed(reps), case.warmup, timeout_s, mem_limit_bytes)
+
+
+# ---- reading the stored evidence ---------------------------------------------------------------
+
+def ok_samples(cell: StoredCell) -> list[Sample]:
+    return [s for _, s in cell.measured() if s.ok]
+
+
+def failures(cell: StoredCell) -> list[Sample]:
+    return [s for _, w, s in cell.samples if not s.ok]
+
+
+def med(values) -> float | None:
+    v = [x for x in values if x is not None]
+    return float(median(v)) if v else None
+
+
+def region_median(samples: list[Sample], name: str, get: Callable[[Region], float | None]) -> float | None:
+    """Median over runs of a value of a region that occurs once per run."""
+    return med(get(r) for s in samples if (r := s.region(name)) is not None)
+
+
+def step_median(samples: list[Sample], name: str, get: Callable[[Region], float | None],
+                skip_first: bool = True) -> float | None:
+    """The typical step of a repeated region: median over the steps of each run, then over runs.
+
+    The first step is left out: it is where the heap first grows and every allocator faults its
+    memory once; the question is what each following step pays.
+    """
+    per_run = []
+    for s in samples:
+        regs = [r for r in s.regions if r.name == name and r.depth == 0]
+        if skip_first and len(regs) > 1:
+            regs = regs[1:]
+        per_run.append(med(get(r) for r in regs))
+    return med(per_run)
+
+
+def step_count(samples: list[Sample], name: str, test: Callable[[Region], bool]) -> int | None:
+    """In how many steps (after the first) a region met a test: median over runs."""
+    counts = []
+    for s in samples:
+        regs = [r for r in s.regions if r.name == name and r.depth == 0][1:]
+        counts.append(sum(1 for r in regs if test(r)))
+    return int(median(counts)) if counts else None
+
+
+def cell_key(cell: StoredCell, keys: tuple[str, ...]) -> tuple:
+    return tuple(cell.params.get(k) for k in keys)
+
+
+def status_text(cell: StoredCell) -> str:
+    """'ok', or what went wrong: the failures are results too."""
+    from memsleuth.analysis import failure_label
+    bad = failures(cell)
+    good = ok_samples(cell)
+    if not bad:
+        return "ok"
+    labels = sorted({failure_label(s) for s in bad})
+    return ("partly " if good else "") + "/".join(labels)
+
+
+# ---- formatting with units ---------------------------------------------------------------------
+
+def fmt(x: float | None, spec: str = ",.0f", unit: str = "") -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:{spec}}" + (f" {unit}" if unit else "")
+
+
+def fmt_ms(ns: float | None) -> str:
+    return "n/a" if ns is None else f"{ns / 1e6:,.2f} ms"
+
+
+def fmt_mib(n_bytes: float | None, signed: bool = False) -> str:
+    if n_bytes is None:
+        return "n/a"
+    return f"{n_bytes / (1 << 20):{'+' if signed else ''},.1f} MiB"
+
+
+def gb_per_s(n_bytes: float | None, wall_ns: float | None) -> float | None:
+    """Decimal GB/s, the unit of memcpy benchmarks (perf bench, STREAM)."""
+    return n_bytes / wall_ns if n_bytes and wall_ns else None

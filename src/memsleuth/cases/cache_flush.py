@@ -1,0 +1,164 @@
+"""cache-flush (seed 004): clflush vs clflushopt vs clwb vs memset vs non-temporal stores.
+
+Each primitive runs over a buffer in timed passes, fenced as the architecture requires for the
+flush to be complete (CLFLUSHOPT and CLWB by SFENCE, CLFLUSH by MFENCE). Support comes from
+CPUID, read by the workload itself before planning: an instruction the CPU lacks is listed as
+"not supported on this CPU" and never executed.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+
+from memsleuth import native, stats
+from memsleuth.cases.base import Case, CaseResult, CaseTable, Variant, fmt, med, ok_samples, status_text
+from memsleuth.errors import UsageError
+from memsleuth.store import StoredCell, StoredRun
+from memsleuth.workloads import cache_flush
+from memsleuth.workloads.base import Param
+
+FENCE = {"clflush": "mfence", "clflushopt": "sfence", "clwb": "sfence", "memset": "-", "nt-store": "sfence"}
+CPUID_FLAG = {"clflush": "clflush", "clflushopt": "clflushopt", "clwb": "clwb", "nt-store": "sse2"}
+LINE_BYTES = 64
+NOISE = 0.02   # ratios are called only when their whole CI lies beyond +-2%
+# The pairs whose ratio the case reports: (op, reference).
+PAIRS = (("clflushopt", "clflush"), ("clwb", "clflushopt"), ("nt-store", "memset"), ("clflushopt", "memset"))
+
+
+def detect_cpu() -> dict:
+    """What CPUID says, from `cache-flush --op=detect` (the same code that guards execution)."""
+    try:
+        out = subprocess.run([str(native.native_path("cache-flush")), "--op=detect"], capture_output=True, text=True,
+                             timeout=30, check=True).stdout
+        return json.loads(out)["cpu"]
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
+        raise UsageError(f"cache-flush: cannot read the CPU's features: {e}") from None
+
+
+@dataclass
+class OpEvidence:
+    cell: StoredCell
+    op: str
+    allocator: str
+    n_bytes: int
+    gbs_by_round: dict[int, float]       # per run: the median pass
+    faults_per_pass: float | None
+    sys_share: float | None
+    unsupported: str | None
+    status: str
+
+    @property
+    def gbs(self) -> float | None:
+        return med(self.gbs_by_round.values())
+
+
+def _evidence(cell: StoredCell) -> OpEvidence:
+    n = int(cell.params.get("bytes", 0))
+    by_round = {}
+    faults, shares = [], []
+    for r, s in cell.measured():
+        passes = [x for x in s.regions if x.name == "op"] if s.ok else []
+        if passes:
+            by_round[r] = med(n / x.wall_ns for x in passes if x.wall_ns)
+            faults.append(med(x.minflt for x in passes))
+            shares.append(med(x.sys_ns / (x.user_ns + x.sys_ns) for x in passes if x.user_ns + x.sys_ns))
+    refused = next((s.result.get("reason") for s in ok_samples(cell) if s.result and s.result.get("supported") is False),
+                   None)
+    return OpEvidence(cell, str(cell.params.get("op")), cell.allocator["name"], n, by_round, med(faults), med(shares),
+                      refused, status_text(cell))
+
+
+def paired(a: OpEvidence, b: OpEvidence) -> stats.Estimate | None:
+    """a's time per pass over b's (> 1: a is slower), paired by round: time ratio = b's GB/s / a's."""
+    common = sorted(set(a.gbs_by_round) & set(b.gbs_by_round))
+    if not common:
+        return None
+    return stats.paired_ratio([b.gbs_by_round[r] for r in common], [a.gbs_by_round[r] for r in common])
+
+
+class CacheFlush(Case):
+    name = "cache-flush"
+    seed = "004"
+    summary = "bandwidth of clflush, clflushopt, clwb (fenced), memset and non-temporal stores; CPUID-checked"
+    question = ("How fast do cache-line flush and write-back instructions go over a buffer, fenced so that the "
+                "flush is complete, next to memset and non-temporal stores? Which of them does this CPU have?")
+    params = (
+        Param("bytes", 128 << 20, 4096, 1 << 40, "buffer size", kind="size"),
+        Param("passes", 8, 1, 1_000_000, "timed passes per run"),
+        Param("dirty", 1, 0, 1, "1: write the buffer before each flush pass, outside the timed region"),
+        Param("ops", cache_flush.OPS, help="which primitives", kind="choices", choices=cache_flush.OPS),
+    )
+    default_allocators = ("glibc",)
+    default_reps = 6
+
+    def prepare(self, values) -> dict:
+        cpu = detect_cpu()
+        unsupported = {op: f"CPUID does not report {CPUID_FLAG[op].upper()}" for op in values["ops"]
+                       if op in CPUID_FLAG and not cpu.get(CPUID_FLAG[op])}
+        return {"cpuid": cpu, "unsupported": unsupported}
+
+    def variants(self, values, facts) -> list[Variant]:
+        skip = facts.get("unsupported", {})
+        return [Variant({"op": op}, cache_flush.WORKLOAD,
+                        {"op": op, "bytes": values["bytes"], "passes": values["passes"], "dirty": values["dirty"]})
+                for op in values["ops"] if op not in skip]
+
+    def analyse(self, run: StoredRun) -> CaseResult:
+        ev = [_evidence(c) for c in run.cells]
+        facts = run.spec.get("facts", {})
+        several = len({e.allocator for e in ev}) > 1
+        rows = []
+        for e in ev:
+            line_ns = LINE_BYTES / e.gbs if e.gbs else None
+            rows.append([e.op, FENCE.get(e.op, "-"), *([e.allocator] if several else []),
+                         fmt(e.gbs, ".2f", "GB/s"), fmt(line_ns, ".2f", "ns"), fmt(e.faults_per_pass),
+                         fmt(100 * e.sys_share if e.sys_share is not None else None, ".1f", "%"),
+                         e.status if not e.unsupported else f"not supported on this CPU ({e.unsupported})"])
+        for op, why in facts.get("unsupported", {}).items():
+            rows.append([op, FENCE.get(op, "-"), *(["-"] if several else []), "-", "-", "-", "-",
+                         f"not supported on this CPU ({why}); never executed"])
+        n = int(run.spec.get("case_params", {}).get("bytes", 0))
+        dirty = run.spec.get("case_params", {}).get("dirty", 1)
+        cpu = facts.get("cpuid", {})
+        table = CaseTable(
+            f"Over a {n / (1 << 20):,.0f} MiB buffer (median pass per run, median over runs)",
+            ["op", "fence (timed)", *(["allocator"] if several else []), "bandwidth", "time per 64-B line",
+             "faults per pass", "sys share", "status"],
+            rows,
+            notes=["CPUID: " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in cpu.items()) + ". "
+                   + ("Each flush pass runs on a buffer written just before, outside the timed region (--param dirty=0: "
+                      "flush lines already flushed)." if dirty else "Flush passes run on lines already flushed "
+                                                                      "(dirty=0), as in the seed's loop.")
+                   + " GB/s = buffer bytes / pass wall time (10^9 B/s)."])
+        return CaseResult(self.question, [table], self._statements(ev, facts))
+
+    def _statements(self, ev: list[OpEvidence], facts: dict) -> list[str]:
+        out = []
+        for op, why in facts.get("unsupported", {}).items():
+            out.append(f"{op}: not supported on this CPU ({why}), so it was never executed.")
+        by_op = {(e.op, e.allocator): e for e in ev}
+        for e in ev:
+            if e.gbs is None:
+                out.append(f"{e.op}: no successful run ({e.unsupported or e.status}).")
+        for a_op, b_op in PAIRS:
+            for alloc in dict.fromkeys(e.allocator for e in ev):
+                a, b = by_op.get((a_op, alloc)), by_op.get((b_op, alloc))
+                if not a or not b or not a.gbs or not b.gbs:
+                    continue
+                r = paired(a, b)
+                verdict = stats.verdict(r, NOISE).text if r is not None else "no paired rounds"
+                out.append(f"{a_op} + {FENCE[a_op]} ran at {a.gbs:.2f} GB/s ({LINE_BYTES / a.gbs:.2f} ns per line), "
+                           f"{b_op}{' + ' + FENCE[b_op] if FENCE[b_op] != '-' else ''} at {b.gbs:.2f} GB/s: "
+                           f"{a_op}'s time per pass against {b_op}'s: {verdict}.")
+        faulted = [e for e in ev if (e.faults_per_pass or 0) > 0]
+        clean = [e.op for e in ev if e.gbs is not None and e not in faulted]
+        if clean:
+            out.append(f"No page faults in the timed passes of {', '.join(clean)}: the buffer was touched before "
+                       f"timing, so the figures are the instructions', not first touch's.")
+        for e in faulted:
+            out.append(f"{e.op}: {e.faults_per_pass:,.0f} page faults per timed pass; its figure includes them.")
+        return out
+
+
+CASE = CacheFlush()

@@ -1,0 +1,198 @@
+"""first-touch (seed 001): a 1 GiB memcpy measured 7.7x too slow, because its memory was fresh.
+
+Memory from malloc (or mmap) is not backed until first touch: a timed copy into it takes one
+page fault per 4 KiB page. The case copies N bytes after six ways of preparing the memory and
+shows, for each, the bandwidth, the faults inside the timed region, the setup's own cost and
+RSS around the copy. It also flags the zero-page trap: a source never written maps the shared
+zero page, so its reads fault without adding resident memory, and later copies from it read
+one cached page and look too fast.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memsleuth.cases.base import (PAGE_BYTES, Case, CaseResult, CaseTable, Variant, fmt, fmt_mib, fmt_ms, gb_per_s,
+                                  ok_samples, region_median, status_text)
+from memsleuth.store import StoredCell, StoredRun
+from memsleuth.workloads import first_touch
+from memsleuth.workloads.base import Param
+
+# A copy "faults its pages" when its faults reach half the pages copied; "took none" below 10%.
+FAULTED_SHARE = 0.5
+CLEAN_SHARE = 0.10
+# Zero-page trap: at least this share of the source's pages faulted inside the copy without
+# adding resident memory (a read fault on never-written anonymous memory maps the zero page).
+ZERO_PAGE_SHARE = 0.25
+# Huge pages: a 2 MiB page is 512 base pages; fewer than 1 fault per 64 pages means most of the
+# range was mapped by huge pages.
+HUGE_PAGES_PER_FAULT = 64
+# A speed difference quoted as one beyond this (runs on this kind of machine vary by a few %).
+SPEED_NOISE = 0.05
+
+
+@dataclass
+class SetupEvidence:
+    cell: StoredCell
+    setup: str
+    allocator: str
+    n_bytes: int
+    supported: bool
+    reason: str | None
+    copy_ns: float | None
+    copy_faults: float | None
+    again_ns: float | None
+    again_faults: float | None
+    source_ns: float | None
+    setup_ns: float | None
+    setup_faults: float | None
+    rss_before_kb: float | None
+    rss_after_kb: float | None
+    status: str
+
+    @property
+    def pages(self) -> float:
+        return self.n_bytes / PAGE_BYTES
+
+    @property
+    def copy_gbs(self) -> float | None:
+        return gb_per_s(self.n_bytes, self.copy_ns)
+
+    @property
+    def again_gbs(self) -> float | None:
+        return gb_per_s(self.n_bytes, self.again_ns)
+
+    @property
+    def zero_page_faults(self) -> float | None:
+        """Faults in the copy that added no resident memory: zero-page mappings of the source."""
+        if self.copy_faults is None or self.rss_before_kb is None or self.rss_after_kb is None:
+            return None
+        grown_pages = max(0.0, (self.rss_after_kb - self.rss_before_kb) * 1024 / PAGE_BYTES)
+        return max(0.0, self.copy_faults - grown_pages)
+
+    @property
+    def zero_page(self) -> bool:
+        z = self.zero_page_faults
+        return z is not None and z >= ZERO_PAGE_SHARE * self.pages
+
+    @property
+    def name(self) -> str:
+        return self.setup if self.allocator == "glibc" else f"{self.setup} ({self.allocator})"
+
+
+def _evidence(cell: StoredCell) -> SetupEvidence:
+    samples = ok_samples(cell)
+    results = [s.result for s in samples if s.result]
+    unsupported = next((r for r in results if r.get("supported") is False), None)
+    return SetupEvidence(
+        cell=cell, setup=str(cell.params.get("setup")), allocator=cell.allocator["name"],
+        n_bytes=int(cell.params.get("bytes", 0)), supported=unsupported is None,
+        reason=unsupported.get("reason") if unsupported else None,
+        copy_ns=region_median(samples, "copy", lambda r: r.wall_ns),
+        copy_faults=region_median(samples, "copy", lambda r: r.minflt),
+        again_ns=region_median(samples, "copy-again", lambda r: r.wall_ns),
+        again_faults=region_median(samples, "copy-again", lambda r: r.minflt),
+        source_ns=region_median(samples, "source", lambda r: r.wall_ns),
+        setup_ns=region_median(samples, "setup", lambda r: r.wall_ns),
+        setup_faults=region_median(samples, "setup", lambda r: r.minflt),
+        rss_before_kb=region_median(samples, "copy", lambda r: r.rss_start_kb),
+        rss_after_kb=region_median(samples, "copy", lambda r: r.rss_end_kb),
+        status=status_text(cell))
+
+
+class FirstTouch(Case):
+    name = "first-touch"
+    seed = "001"
+    summary = "a timed memcpy into fresh memory pays one fault per page; six setups, and the zero-page trap"
+    question = ("How fast is a copy of N bytes really, and how much of a naive measurement is page faults? "
+                "For each way of preparing the memory: the bandwidth, the faults inside the timed copy, what "
+                "the setup itself costs, and RSS around the copy. Does a source that was never written make "
+                "copies look too fast?")
+    params = (
+        Param("bytes", 1 << 30, 4096, 1 << 40, "bytes copied (source and destination are this size each)",
+              kind="size"),
+        Param("setups", first_touch.SETUPS, help="which setups", kind="choices", choices=first_touch.SETUPS),
+    )
+    default_allocators = ("glibc",)
+    default_reps = 3
+
+    def variants(self, values, facts) -> list[Variant]:
+        return [Variant({"setup": s}, first_touch.WORKLOAD, {"bytes": values["bytes"], "setup": s})
+                for s in values["setups"]]
+
+    def analyse(self, run: StoredRun) -> CaseResult:
+        ev = [_evidence(c) for c in run.cells]
+        rows = []
+        for e in ev:
+            if not e.supported:
+                rows.append([e.setup, e.allocator, "not supported", *["-"] * 9, e.reason or ""])
+                continue
+            rss = (f"{fmt_mib((e.rss_before_kb or 0) * 1024)} → {fmt_mib((e.rss_after_kb or 0) * 1024)}"
+                   if e.rss_before_kb is not None else "n/a")
+            rows.append([e.setup, e.allocator, fmt(e.copy_gbs, ".2f", "GB/s"), fmt(e.copy_faults),
+                         fmt(e.again_gbs, ".2f", "GB/s"), fmt(e.again_faults), fmt_ms(e.source_ns),
+                         fmt_ms(e.setup_ns), fmt(e.setup_faults),
+                         rss, fmt(e.zero_page_faults), ("ZERO-PAGE " if e.zero_page else "") + e.status])
+        n = ev[0].n_bytes if ev else 0
+        table = CaseTable(
+            f"Copy of {fmt_mib(n)} (median over runs)",
+            ["setup", "allocator", "copy", "faults in copy", "copy again", "faults in copy again", "source written",
+             "destination setup", "faults in setup", "RSS before → after copy", "faults adding no RSS", "status"],
+            rows,
+            notes=[f"{n // PAGE_BYTES:,} pages of {PAGE_BYTES} B per buffer. 'source written': malloc and memset of "
+                   "the source (none in fresh); 'destination setup': the setup's own cost. GB/s = bytes copied / wall time "
+                   "(10^9 B/s). 'faults adding no RSS' = faults in the copy minus the pages RSS grew by: mappings of "
+                   "the shared zero page."])
+        return CaseResult(self.question, [table], self._statements(ev, run))
+
+    def _statements(self, ev: list[SetupEvidence], run: StoredRun) -> list[str]:
+        out = []
+        ref = {e.allocator: e for e in ev if e.setup == "prefaulted" and e.copy_gbs}
+        for e in ev:
+            if not e.supported:
+                out.append(f"{e.name}: not supported by this kernel ({e.reason}); nothing was measured.")
+                continue
+            if e.copy_gbs is None:
+                out.append(f"{e.name}: no successful run ({e.status}).")
+                continue
+            faults, pages = e.copy_faults or 0, e.pages
+            text = (f"{e.name}: the timed copy ran at {e.copy_gbs:.2f} GB/s and took {faults:,.0f} page faults "
+                    f"({faults / pages:.2f} per page copied)")
+            r = ref.get(e.allocator)
+            if r is not None and r is not e and faults >= FAULTED_SHARE * pages and \
+                    (r.copy_faults or 0) < CLEAN_SHARE * pages:
+                text += (f"; against prefaulted memory ({r.copy_gbs:.2f} GB/s, {r.copy_faults or 0:,.0f} faults) "
+                         f"the faults made it {r.copy_gbs / e.copy_gbs:.1f}x slower")
+            if e.setup == "hugepage":
+                if 0 < faults <= pages / HUGE_PAGES_PER_FAULT:
+                    text += (f"; {pages / faults:,.0f} pages of 4 KiB per fault: the kernel mapped the destination "
+                             f"with 2 MiB pages")
+                elif faults > pages / HUGE_PAGES_PER_FAULT:
+                    text += (f"; that is about one fault per {pages / faults:,.1f} base pages, so huge pages were "
+                             f"not given for most of the range (THP setting: {run.machine.get('thp')})")
+            if (e.setup_faults or 0) >= FAULTED_SHARE * pages and (faults < CLEAN_SHARE * pages):
+                text += (f"; the destination's setup paid for them instead: {fmt_ms(e.setup_ns)} and "
+                         f"{e.setup_faults:,.0f} faults outside the timed region")
+            out.append(text + ".")
+            if e.zero_page:
+                out.append(self._zero_page(e, r))
+        return out
+
+    @staticmethod
+    def _zero_page(e: SetupEvidence, r: SetupEvidence | None) -> str:
+        grown = ((e.rss_after_kb or 0) - (e.rss_before_kb or 0)) * 1024
+        text = (f"ZERO-PAGE: in {e.name}, {e.zero_page_faults:,.0f} of the copy's {e.copy_faults:,.0f} faults added no "
+                f"resident memory (RSS grew {fmt_mib(grown)} for {fmt_mib(2 * e.n_bytes)} of source and destination): "
+                f"the source was never written, so its pages map the shared zero page")
+        if r is not None and e.again_gbs and r.again_gbs:
+            ratio = e.again_gbs / r.again_gbs
+            if ratio > 1 + SPEED_NOISE:
+                text += (f"; the second copy from it ran at {e.again_gbs:.2f} GB/s against {r.again_gbs:.2f} GB/s "
+                         f"from a written source ({ratio:.2f}x): a benchmark that copies from it reports a "
+                         f"bandwidth its memory does not have")
+            else:
+                text += (f"; the second copy from it ran at {e.again_gbs:.2f} GB/s against {r.again_gbs:.2f} GB/s "
+                         f"from a written source: no speed-up beyond {SPEED_NOISE:.0%} was measured here")
+        return text + "."
+
+
+CASE = FirstTouch()

@@ -1,0 +1,228 @@
+"""thread-heap (seed 002): threads vs processes, a function-local std::vector, and glibc's arenas.
+
+On the K computer a hybrid MPI+OpenMP code was slower than flat MPI, and one `thread_local` on a
+std::vector fixed part of it. The case runs T workers that each build a vector many times, as
+threads of one process and as T processes, in three forms (function-local, thread_local reused,
+static indexed by worker), under glibc tunables (arena_max, mmap_threshold, trim_threshold) and
+other allocators. It shows the speed ratios with their CIs, the futex and context-switch counts,
+and each process's arenas from malloc_info.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from memsleuth import stats
+from memsleuth.cases.base import (Case, CaseResult, CaseTable, Variant, fmt, med, ok_samples, status_text)
+from memsleuth.store import StoredCell, StoredRun
+from memsleuth.workloads import thread_heap
+from memsleuth.workloads.base import Param
+
+TUNABLES = {
+    "default": None,
+    "arena_max": ("arena_max=1", "glibc.malloc.arena_max=1"),
+    "mmap_threshold": ("mmap_threshold=8K", "glibc.malloc.mmap_threshold=8192"),
+    "trim_threshold": ("trim_threshold=0", "glibc.malloc.trim_threshold=0"),
+}
+# Ratios are called only when their whole 95% CI lies beyond +-2% (this VM's run-to-run spread
+# for runs of this length; docs/statistics.md).
+NOISE = 0.02
+# Futex calls per 1,000 calls at which threads are said to wait on each other in the kernel.
+FUTEX_PER_KCALL = 1.0
+
+
+@dataclass
+class Evidence:
+    cell: StoredCell
+    allocator: str
+    tunables: str
+    form: str
+    mode: str
+    per_call_ns: dict[int, float]         # by round: region main's wall / calls per worker
+    futex_per_kcall: float | None
+    cs_per_kcall: float | None
+    maps_per_kcall: float | None          # mmap + munmap
+    sys_share: float | None
+    heaps: list[list[int]] | None         # per process, system bytes per arena; None: not read
+    malloc_object: str | None
+    status: str
+
+    @property
+    def per_call(self) -> float | None:
+        return med(self.per_call_ns.values())
+
+    @property
+    def where(self) -> str:
+        t = "" if self.tunables == "default" else f" {self.tunables}"
+        return f"{self.allocator}{t}"
+
+
+def _per_k(samples, get, calls: int) -> float | None:
+    v = med(get(s) for s in samples)
+    return 1000 * v / calls if v is not None and calls else None
+
+
+def _evidence(cell: StoredCell) -> Evidence:
+    samples = ok_samples(cell)
+    workers, calls = int(cell.params.get("threads", 1)), int(cell.params.get("calls", 1))
+    total = workers * calls
+    per_call = {r: s.main.wall_ns / calls for r, s in cell.measured() if s.ok and s.main}
+    main = [s.main for s in samples if s.main]
+    results = [s.result for s in samples if s.result]
+    heaps = next((r.get("heaps") for r in results if r.get("malloc_info")), None)
+    cpu = [(s.user_ns, s.sys_ns) for s in samples]
+    sys_share = med(sy / (u + sy) for u, sy in cpu if u + sy > 0)
+    return Evidence(
+        cell=cell, allocator=cell.allocator["name"], tunables=str(cell.params.get("tunables", "default")),
+        form=str(cell.params.get("form")), mode=str(cell.params.get("mode")), per_call_ns=per_call,
+        futex_per_kcall=_per_k(main, lambda r: r.syscalls.get("futex"), total) if main else None,
+        cs_per_kcall=_per_k(main, lambda r: r.context_switches, total) if main else None,
+        maps_per_kcall=_per_k(main, lambda r: (r.syscalls.get("mmap", 0) + r.syscalls.get("munmap", 0))
+                              if "mmap" in r.syscalls else None, total) if main else None,
+        sys_share=sys_share, heaps=heaps,
+        malloc_object=next((r.get("malloc_object") for r in results), None), status=status_text(cell))
+
+
+def ratio(a: Evidence, b: Evidence) -> stats.Estimate | None:
+    """a's time per call over b's, paired by round."""
+    common = sorted(set(a.per_call_ns) & set(b.per_call_ns))
+    if not common:
+        return None
+    return stats.paired_ratio([a.per_call_ns[r] for r in common], [b.per_call_ns[r] for r in common])
+
+
+def ratio_text(r: stats.Estimate | None) -> str:
+    if r is None:
+        return "n/a"
+    ci = f" [{r.low:.2f}, {r.high:.2f}]" if r.low is not None else ""
+    return f"{r.median:.2f}x{ci}"
+
+
+def heaps_text(e: Evidence) -> str:
+    if e.heaps is None:
+        return "not read (malloc is not glibc's)" if e.malloc_object else "n/a"
+    per = [f"{len(h)} ({', '.join(f'{b / 1024:,.0f}' for b in h)} KiB)" for h in e.heaps[:4]]
+    more = f" +{len(e.heaps) - 4} more" if len(e.heaps) > 4 else ""
+    return "; ".join(per) + more
+
+
+class ThreadHeap(Case):
+    name = "thread-heap"
+    seed = "002"
+    summary = "threads vs processes building a std::vector: local vs thread_local vs static, glibc arenas and tunables"
+    question = ("T workers each build a std::vector many times. Are threads slower than the same work in T "
+                "processes (flat MPI)? Does making the vector thread_local (or a static per-worker vector) change "
+                "that? What do futex calls, context switches and glibc's arenas show, and how do arena_max, "
+                "mmap_threshold and trim_threshold move it?")
+    params = (
+        Param("threads", max(2, min(os.cpu_count() or 2, 16)), 1, 256, "workers (threads, or processes)"),
+        Param("calls", 20000, 1, 1 << 40, "calls per worker"),
+        Param("elems", 4096, 1, 1 << 28, "ints pushed into the vector per call"),
+        Param("forms", thread_heap.FORMS, help="vector forms", kind="choices", choices=thread_heap.FORMS),
+        Param("modes", thread_heap.MODES, help="threads and/or processes", kind="choices", choices=thread_heap.MODES),
+        Param("tunables", tuple(TUNABLES), help="glibc tunable settings (glibc only)", kind="choices",
+              choices=tuple(TUNABLES)),
+    )
+    default_allocators = ("glibc", "mimalloc")
+    default_reps = 6
+
+    def variants(self, values, facts) -> list[Variant]:
+        out = []
+        for t in values["tunables"]:
+            label, env = TUNABLES[t] or ("default", None)
+            for form in values["forms"]:
+                for mode in values["modes"]:
+                    prog = {k: values[k] for k in ("threads", "calls", "elems")} | {"form": form, "mode": mode}
+                    out.append(Variant({"tunables": label, "form": form, "mode": mode}, thread_heap.WORKLOAD, prog,
+                                       {"GLIBC_TUNABLES": env} if env else {}, glibc_only=env is not None))
+        return out
+
+    def analyse(self, run: StoredRun) -> CaseResult:
+        ev = [_evidence(c) for c in run.cells]
+        index = {(e.allocator, e.tunables, e.form, e.mode): e for e in ev}
+        rows = []
+        for e in ev:
+            procs = index.get((e.allocator, e.tunables, e.form, "processes"))
+            vs = ratio_text(ratio(e, procs)) if e.mode == "threads" and procs else "-"
+            rows.append([e.allocator, e.tunables, e.form, e.mode, fmt(e.per_call, ",.0f", "ns"), vs,
+                         fmt(e.futex_per_kcall, ",.2f"), fmt(e.cs_per_kcall, ",.2f"), fmt(e.maps_per_kcall, ",.2f"),
+                         fmt(100 * e.sys_share if e.sys_share is not None else None, ".1f", "%"), heaps_text(e),
+                         e.status])
+        workers = run.cells[0].params.get("threads") if run.cells else "?"
+        table = CaseTable(
+            f"{workers} workers (median over runs)",
+            ["allocator", "tunables", "form", "mode", "time per call", "threads / processes (paired)",
+             "futex per 1k calls", "context switches per 1k calls", "mmap+munmap per 1k calls", "sys share",
+             "arenas per process (system bytes)", "status"],
+            rows,
+            notes=["time per call = region main's wall time / calls per worker (the workers run at once). Counts are "
+                   "region main's, inherited by every thread and process. Ratios: median of per-round ratios with "
+                   "a 95% CI (order statistics; none below 6 rounds). Arenas: glibc's malloc_info at exit, per "
+                   "process."])
+        return CaseResult(self.question, [table], self._statements(ev, index))
+
+    def _statements(self, ev: list[Evidence], index: dict) -> list[str]:
+        out = []
+        for e in ev:
+            if e.per_call is None:
+                out.append(f"{e.where}, {e.form}, {e.mode}: no successful run ({e.status}).")
+        for e in (x for x in ev if x.mode == "threads" and x.per_call is not None):
+            procs = index.get((e.allocator, e.tunables, e.form, "processes"))
+            if procs is None or procs.per_call is None:
+                continue
+            r = ratio(e, procs)
+            verdict = stats.verdict(r, NOISE).text if r is not None else "no paired rounds"
+            text = (f"{e.where}, {e.form}: threads took {e.per_call:,.0f} ns per call, processes "
+                    f"{procs.per_call:,.0f} ns; threads against processes: {verdict}")
+            if (e.futex_per_kcall or 0) >= FUTEX_PER_KCALL:
+                text += (f"; the threads made {e.futex_per_kcall:,.1f} futex calls and {e.cs_per_kcall or 0:,.1f} "
+                         f"context switches per 1,000 calls (processes: {procs.futex_per_kcall or 0:,.2f} futex "
+                         f"calls): they waited on each other in the kernel")
+                if e.heaps:
+                    text += f", with {len(e.heaps[0])} arena(s) for {len(e.heaps) and index_workers(e)} threads"
+            out.append(text + ".")
+        for e in (x for x in ev if x.form != "local" and x.per_call is not None):
+            local = index.get((e.allocator, e.tunables, "local", e.mode))
+            if local is None or local.per_call is None:
+                continue
+            r = ratio(e, local)
+            verdict = stats.verdict(r, NOISE).text if r is not None else "no paired rounds"
+            out.append(f"{e.where}, {e.mode}: the {e.form} vector took {e.per_call:,.0f} ns per call against "
+                       f"{local.per_call:,.0f} ns for the function-local one: {verdict}.")
+        for e in ev:
+            if e.heaps is not None and e.form == "local" and e.per_call is not None:
+                n = [len(h) for h in e.heaps]
+                out.append(f"{e.where}, {e.mode}: malloc_info lists {', '.join(map(str, n))} arena(s) "
+                           f"{'per process' if e.mode == 'processes' else 'in the process'} ({heaps_text(e)}).")
+            elif e.heaps is None and e.malloc_object and e.form == "local" and e.mode == "threads":
+                out.append(f"{e.where}: malloc resolves to {e.malloc_object}, so glibc's malloc_info would not "
+                           f"describe the heap in use; no arena evidence.")
+        unchanged = []
+        for e in ev:
+            base = index.get((e.allocator, "default", e.form, e.mode))
+            if e.tunables == "default" or e.form != "local" or base is None or e.maps_per_kcall is None \
+                    or base.maps_per_kcall is None:
+                continue
+            pairs = ((e.maps_per_kcall, base.maps_per_kcall), (e.futex_per_kcall or 0, base.futex_per_kcall or 0))
+            if any(_moved(a, b) for a, b in pairs):
+                out.append(f"{e.where}, {e.mode}: {e.maps_per_kcall:,.2f} mmap+munmap and "
+                           f"{e.futex_per_kcall or 0:,.2f} futex calls per 1,000 calls against "
+                           f"{base.maps_per_kcall:,.2f} and {base.futex_per_kcall or 0:,.2f} with default tunables.")
+            else:
+                unchanged.append(f"{e.where} ({e.mode})")
+        if unchanged:
+            out.append(f"No change beyond 2x (and 0.5 per 1,000 calls) in mmap+munmap or futex calls against the "
+                       f"default tunables: {', '.join(unchanged)}.")
+        return out
+
+
+def _moved(a: float, b: float) -> bool:
+    """A count rate changed: by more than 2x and by more than 0.5 per 1,000 calls."""
+    return abs(a - b) > 0.5 and (min(a, b) == 0 or max(a, b) / min(a, b) > 2)
+
+
+def index_workers(e: Evidence) -> int:
+    return int(e.cell.params.get("threads", 0))
+
+
+CASE = ThreadHeap()
