@@ -56,6 +56,7 @@ bench: setup test-native
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/syscall_distortion.py
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/harness_cost.py
 	$(PY) bench/reproducibility.py
+	$(PY) bench/first_touch_vs_perf.py
 
 clean:
 	rm -rf build $(VENV) memsleuth.db memsleuth.db-wal memsleuth.db-shm
