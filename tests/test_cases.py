@@ -231,3 +231,17 @@ def test_show_reprints_a_stored_case(tmp_path):
     again = memsleuth("show", "--db", str(tmp_path / "c.db"))
     assert again.returncode == 0, again.stderr
     assert "What the evidence shows" in again.stdout and "Question:" in again.stdout
+
+
+def test_parameter_kinds_parse_sizes_counts_and_choices():
+    from memsleuth.errors import UsageError
+    from memsleuth.workloads.base import Param
+    assert Param("b", 0, 1, 1 << 40, kind="size").parse("4M", "t") == 4 << 20
+    assert Param("s", "", 64, 1 << 40, kind="sizes").parse("4M,1K", "t") == f"{4 << 20},1024"
+    assert Param("w", "", 1, 1 << 30, kind="counts").parse("400,40k", "t") == "400,40000"
+    assert Param("v", "a", kind="choices", choices=("a", "b")).parse("b,a,b", "t") == ("b", "a")
+    assert Param("v", "a", kind="choice", choices=("a", "b")).parse("b", "t") == "b"
+    for p, text in [(Param("v", "a", kind="choice", choices=("a",)), "c"), (Param("b", 0, 4096, 1 << 40, kind="size"), "1K"),
+                    (Param("w", "", 1, 10, kind="counts"), "5,11")]:
+        with pytest.raises(UsageError):
+            p.parse(text, "t")

@@ -102,6 +102,15 @@ def _emit(run_id: int, store: Store, args, console: Console) -> None:
         print(f"memsleuth: JSON export written to {args.json}", file=sys.stderr)
 
 
+def _begin(store: Store, p: planning.Plan, kind: str, name: str, spec: dict, allocs) -> tuple[int, list[int]]:
+    """A new run in the store with its cells; every sample is added to it as it exists."""
+    run_id = store.begin_run(kind=kind, name=name, argv=sys.argv, spec=spec,
+                             machine=machine.info([a.to_dict() for a in allocs]), version=__version__)
+    cell_ids = [store.add_cell(run_id, i, allocator=c.allocator.to_dict(), params=c.params, env=c.env,
+                               command=list(c.command)) for i, c in enumerate(p.cells)]
+    return run_id, cell_ids
+
+
 def cmd_compare(args, command: list[str] | None, console: Console) -> int:
     _writable_output(args.md, "--md")
     _writable_output(args.json, "--json")
@@ -129,10 +138,7 @@ def cmd_compare(args, command: list[str] | None, console: Console) -> int:
             "warmup": p.warmup, "swept": list(p.swept), "timeout_s": p.timeout_s,
             "mem_limit_bytes": p.mem_limit_bytes, "command": command or None,
             "interleaving": "rounds, rotated order"}
-    run_id = store.begin_run(kind=p.kind, name=p.name, argv=sys.argv, spec=spec,
-                             machine=machine.info([a.to_dict() for a in allocs]), version=__version__)
-    cell_ids = [store.add_cell(run_id, i, allocator=c.allocator.to_dict(), params=c.params, env=c.env,
-                               command=list(c.command)) for i, c in enumerate(p.cells)]
+    run_id, cell_ids = _begin(store, p, p.kind, p.name, spec, allocs)
     print(f"memsleuth: run {run_id}: {len(p.cells)} cells, {p.rounds.describe()} + {p.warmup} warm-up each; "
           f"stored in {args.db}", file=sys.stderr, flush=True)
     outcome = runner.run(p, store, run_id, cell_ids, console=Console(stderr=True))
@@ -178,10 +184,7 @@ def cmd_case(args, console: Console) -> int:
             "timeout_s": p.timeout_s, "mem_limit_bytes": p.mem_limit_bytes, "case": case.name,
             "case_params": {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()},
             "facts": facts, "interleaving": "rounds, rotated order"}
-    run_id = store.begin_run(kind="case", name=case.name, argv=sys.argv, spec=spec,
-                             machine=machine.info([a.to_dict() for a in allocs]), version=__version__)
-    cell_ids = [store.add_cell(run_id, i, allocator=c.allocator.to_dict(), params=c.params, env=c.env,
-                               command=list(c.command)) for i, c in enumerate(p.cells)]
+    run_id, cell_ids = _begin(store, p, "case", case.name, spec, allocs)
     print(f"memsleuth: case {case.name}, run {run_id}: {len(p.cells)} cells x {reps} rounds"
           f"{f' + {p.warmup} warm-up' if p.warmup else ''}; stored in {args.db}", file=sys.stderr, flush=True)
     outcome = runner.run(p, store, run_id, cell_ids, console=Console(stderr=True))
@@ -210,9 +213,7 @@ def cmd_check(args, command: list[str] | None, console: Console) -> int:
     store = Store(args.db)
     spec = {"rounds": p.rounds.describe(), "warmup": 0, "swept": [], "timeout_s": p.timeout_s,
             "mem_limit_bytes": p.mem_limit_bytes, "command": command, "env": env}
-    run_id = store.begin_run(kind="check", name=command[0], argv=sys.argv, spec=spec,
-                             machine=machine.info([a.to_dict() for a in allocs]), version=__version__)
-    cell_ids = [store.add_cell(run_id, 0, allocator=allocs[0].to_dict(), params={}, env=env, command=command)]
+    run_id, cell_ids = _begin(store, p, "check", command[0], spec, allocs)
     outcome = runner.run(p, store, run_id, cell_ids, console=Console(stderr=True))
     _emit(run_id, store, args, console)
     return 130 if outcome.interrupted else 0

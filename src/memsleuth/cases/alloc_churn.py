@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memsleuth.cases.base import (PAGE_BYTES, Case, CaseResult, CaseTable, Variant, fmt, fmt_mib, fmt_ms,
-                                  ok_samples, status_text, step_count, step_median)
+from memsleuth.cases.base import (PAGE_BYTES, Case, CaseResult, CaseTable, Tunable, Variant, fmt, fmt_mib, fmt_ms,
+                                  ok_samples, status_text, step_count, step_median, tunable_variant)
 from memsleuth.store import StoredCell, StoredRun
 from memsleuth.workloads import alloc_churn
 from memsleuth.workloads.base import Param
@@ -20,7 +20,7 @@ from memsleuth.workloads.base import Param
 REGIONS = ("alloc", "init", "target", "free")
 SYSCALLS = ("brk", "mmap", "munmap", "madvise")
 # glibc tunables swept (GLIBC_TUNABLES); each value is shown in the tables as it is set.
-TUNABLES = {
+TUNABLES: dict[str, Tunable] = {
     "default": None,
     "mmap_threshold": ("mmap_threshold=128K", "glibc.malloc.mmap_threshold=131072"),
     "trim_threshold": ("trim_threshold=1G", "glibc.malloc.trim_threshold=1073741824"),
@@ -151,14 +151,9 @@ class AllocChurn(Case):
     default_reps = 3
 
     def variants(self, values, facts) -> list[Variant]:
-        out = []
-        for t in values["tunables"]:
-            label, env = TUNABLES[t] or ("default", None)
-            for v in values["variants"]:
-                prog = {k: values[k] for k in ("steps", "nbuf", "sizes", "small")} | {"variant": v}
-                out.append(Variant({"tunables": label, "variant": v}, alloc_churn.WORKLOAD, prog,
-                                   {"GLIBC_TUNABLES": env} if env else {}, glibc_only=env is not None))
-        return out
+        common = {k: values[k] for k in ("steps", "nbuf", "sizes", "small")}
+        return [tunable_variant({"variant": v}, TUNABLES[t], alloc_churn.WORKLOAD, common | {"variant": v})
+                for t in values["tunables"] for v in values["variants"]]
 
     def analyse(self, run: StoredRun) -> CaseResult:
         ev = [_evidence(c) for c in run.cells]

@@ -30,7 +30,7 @@ class AllocatorShootout(Case):
                 "run out of memory, crash or time out on a long run or a large working set?")
     params = (
         Param("iterations", 1_000_000, 1, 1 << 40, "operations per run of the sweep"),
-        Param("ws", "400,4000,10000,40000", 1, 1 << 28, "working-set sizes of the sweep", kind="sizes"),
+        Param("ws", "400,4000,10000,40000", 1, 1 << 28, "working-set sizes of the sweep (slots)", kind="counts"),
         Param("long-iterations", 10_000_000, 1, 1 << 40, "operations of the long run"),
         Param("long-ws", 40_000, 1, 1 << 28, "working set of the long run (40000 or more: seed 003's crash)"),
     )
@@ -39,7 +39,6 @@ class AllocatorShootout(Case):
     warmup = 1
 
     def variants(self, values, facts) -> list[Variant]:
-        # "sizes" parses with binary suffixes; working sets are plain counts, so take the digits as given.
         sweep = [int(w) for w in str(values["ws"]).split(",")]
         runs = [(values["iterations"], ws, "sweep") for ws in sweep]
         runs.append((values["long-iterations"], values["long-ws"], "long"))

@@ -102,6 +102,19 @@ class Case:
         raise NotImplementedError
 
 
+# A glibc tunable setting as the cases sweep it: the label the tables show, and the
+# GLIBC_TUNABLES value; None is glibc's defaults (and runs under every allocator).
+Tunable = tuple[str, str] | None
+
+
+def tunable_variant(labels: dict[str, str], tunable: Tunable, workload: Workload,
+                    values: dict[str, Value]) -> Variant:
+    """A variant under a glibc tunable setting: labelled with it, glibc-only unless it is the default."""
+    label, env = tunable or ("default", None)
+    return Variant({"tunables": label, **labels}, workload, values, {"GLIBC_TUNABLES": env} if env else {},
+                   glibc_only=env is not None)
+
+
 def case_plan(case: Case, variants: list[Variant], allocators: list[Allocator], *, reps: int,
               timeout_s: float | None, mem_limit_bytes: int | None) -> Plan:
     cells = []

@@ -150,7 +150,7 @@ class CacheFlush(Case):
                 verdict = stats.verdict(r, NOISE).text if r is not None else "no paired rounds"
                 out.append(f"{a_op} + {FENCE[a_op]} ran at {a.gbs:.2f} GB/s ({LINE_BYTES / a.gbs:.2f} ns per line), "
                            f"{b_op}{' + ' + FENCE[b_op] if FENCE[b_op] != '-' else ''} at {b.gbs:.2f} GB/s: "
-                           f"{a_op}'s time per pass against {b_op}'s: {verdict}.")
+                           f"{a_op} against {b_op}: {verdict}.")
         faulted = [e for e in ev if (e.faults_per_pass or 0) > 0]
         clean = [e.op for e in ev if e.gbs is not None and e not in faulted]
         if clean:

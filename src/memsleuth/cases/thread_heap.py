@@ -13,12 +13,13 @@ import os
 from dataclasses import dataclass
 
 from memsleuth import stats
-from memsleuth.cases.base import (Case, CaseResult, CaseTable, Variant, fmt, med, ok_samples, status_text)
+from memsleuth.cases.base import (Case, CaseResult, CaseTable, Tunable, Variant, fmt, med, ok_samples, status_text,
+                                  tunable_variant)
 from memsleuth.store import StoredCell, StoredRun
 from memsleuth.workloads import thread_heap
 from memsleuth.workloads.base import Param
 
-TUNABLES = {
+TUNABLES: dict[str, Tunable] = {
     "default": None,
     "arena_max": ("arena_max=1", "glibc.malloc.arena_max=1"),
     "mmap_threshold": ("mmap_threshold=8K", "glibc.malloc.mmap_threshold=8192"),
@@ -127,15 +128,10 @@ class ThreadHeap(Case):
     default_reps = 6
 
     def variants(self, values, facts) -> list[Variant]:
-        out = []
-        for t in values["tunables"]:
-            label, env = TUNABLES[t] or ("default", None)
-            for form in values["forms"]:
-                for mode in values["modes"]:
-                    prog = {k: values[k] for k in ("threads", "calls", "elems")} | {"form": form, "mode": mode}
-                    out.append(Variant({"tunables": label, "form": form, "mode": mode}, thread_heap.WORKLOAD, prog,
-                                       {"GLIBC_TUNABLES": env} if env else {}, glibc_only=env is not None))
-        return out
+        common = {k: values[k] for k in ("threads", "calls", "elems")}
+        return [tunable_variant({"form": f, "mode": m}, TUNABLES[t], thread_heap.WORKLOAD,
+                                common | {"form": f, "mode": m})
+                for t in values["tunables"] for f in values["forms"] for m in values["modes"]]
 
     def analyse(self, run: StoredRun) -> CaseResult:
         ev = [_evidence(c) for c in run.cells]
@@ -171,17 +167,21 @@ class ThreadHeap(Case):
             if procs is None or procs.per_call is None:
                 continue
             r = ratio(e, procs)
-            verdict = stats.verdict(r, NOISE).text if r is not None else "no paired rounds"
+            v = stats.verdict(r, NOISE) if r is not None else None
+            busy = (e.futex_per_kcall or 0) >= FUTEX_PER_KCALL
+            if e.tunables != "default" and not busy and (v is None or v.kind == "unresolved"):
+                continue  # the table has it; a statement per tunable only when something was resolved
+            verdict = v.text if v is not None else "no paired rounds"
             text = (f"{e.where}, {e.form}: threads took {e.per_call:,.0f} ns per call, processes "
                     f"{procs.per_call:,.0f} ns; threads against processes: {verdict}")
-            if (e.futex_per_kcall or 0) >= FUTEX_PER_KCALL:
+            if busy:
                 text += (f"; the threads made {e.futex_per_kcall:,.1f} futex calls and {e.cs_per_kcall or 0:,.1f} "
                          f"context switches per 1,000 calls (processes: {procs.futex_per_kcall or 0:,.2f} futex "
-                         f"calls): they waited on each other in the kernel")
+                         f"calls): they entered the kernel to wait for or wake each other")
                 if e.heaps:
-                    text += f", with {len(e.heaps[0])} arena(s) for {len(e.heaps) and index_workers(e)} threads"
+                    text += f", with {len(e.heaps[0])} arena(s) for {e.cell.params.get('threads')} threads"
             out.append(text + ".")
-        for e in (x for x in ev if x.form != "local" and x.per_call is not None):
+        for e in (x for x in ev if x.form != "local" and x.tunables == "default" and x.per_call is not None):
             local = index.get((e.allocator, e.tunables, "local", e.mode))
             if local is None or local.per_call is None:
                 continue
@@ -190,7 +190,8 @@ class ThreadHeap(Case):
             out.append(f"{e.where}, {e.mode}: the {e.form} vector took {e.per_call:,.0f} ns per call against "
                        f"{local.per_call:,.0f} ns for the function-local one: {verdict}.")
         for e in ev:
-            if e.heaps is not None and e.form == "local" and e.per_call is not None:
+            if e.heaps is not None and e.form == "local" and e.per_call is not None and \
+                    (e.tunables == "default" or "arena" in e.tunables):
                 n = [len(h) for h in e.heaps]
                 out.append(f"{e.where}, {e.mode}: malloc_info lists {', '.join(map(str, n))} arena(s) "
                            f"{'per process' if e.mode == 'processes' else 'in the process'} ({heaps_text(e)}).")
@@ -219,10 +220,6 @@ class ThreadHeap(Case):
 def _moved(a: float, b: float) -> bool:
     """A count rate changed: by more than 2x and by more than 0.5 per 1,000 calls."""
     return abs(a - b) > 0.5 and (min(a, b) == 0 or max(a, b) / min(a, b) > 2)
-
-
-def index_workers(e: Evidence) -> int:
-    return int(e.cell.params.get("threads", 0))
 
 
 CASE = ThreadHeap()

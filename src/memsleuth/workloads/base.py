@@ -18,8 +18,8 @@ Value = int | str | tuple[str, ...]
 class Param:
     """One parameter of a workload or a case.
 
-    kind: "int" (a count: 1e6, 10M), "size" (bytes with binary suffixes: 4M = 4 MiB), "sizes"
-    (a comma-separated list of sizes, given as one value), "choice" (one of `choices`) or
+    kind: "int" (a count: 1e6, 10M), "size" (bytes with binary suffixes: 4M = 4 MiB), "sizes" and
+    "counts" (comma-separated lists of sizes or counts, given as one value), "choice" (one of `choices`) or
     "choices" (a comma-separated subset of `choices`, given as one value).
     """
     name: str
@@ -34,7 +34,7 @@ class Param:
     @property
     def takes_list(self) -> bool:
         """A list-valued parameter: its commas belong to its one value, they do not sweep it."""
-        return self.kind in ("sizes", "choices")
+        return self.kind in ("sizes", "counts", "choices")
 
     def parse(self, text: str, workload: str) -> Value:
         if self.kind == "choice":
@@ -44,10 +44,10 @@ class Param:
             if not items:
                 raise UsageError(f"{workload}: parameter {self.name} needs at least one of {', '.join(self.choices)}")
             return tuple(self._choice(t, workload) for t in items)
-        if self.kind == "sizes":
+        if self.kind in ("sizes", "counts"):
             items = [t for t in text.split(",") if t.strip()]
             if not items:
-                raise UsageError(f"{workload}: parameter {self.name} needs at least one size")
+                raise UsageError(f"{workload}: parameter {self.name} needs at least one value")
             return ",".join(str(self._number(t, workload)) for t in items)
         return self._number(text, workload)
 
