@@ -9,6 +9,7 @@ what was seen when the expected effect is absent; nothing is printed because it 
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Callable
@@ -55,7 +56,7 @@ class CaseResult:
                 "statements": self.statements}
 
 
-class Case:
+class Case(ABC):
     name: str = ""
     seed: str = ""                   # the field report it reproduces
     summary: str = ""                # one line for `case --list`
@@ -95,11 +96,13 @@ class Case:
         """Facts gathered before planning (stored in the run's spec), like CPU features."""
         return {}
 
+    @abstractmethod
     def variants(self, values: dict[str, Value], facts: dict) -> list[Variant]:
-        raise NotImplementedError
+        """The program invocations to run (each under every allocator, unless glibc-only)."""
 
+    @abstractmethod
     def analyse(self, run: StoredRun) -> CaseResult:
-        raise NotImplementedError
+        """The question, the tables and the statements, from the stored samples."""
 
 
 # A glibc tunable setting as the cases sweep it: the label the tables show, and the
