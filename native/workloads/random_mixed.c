@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "memsleuth/probe.h"
+#include "ms_args.h"
 
 #define EXIT_OOM 3
 #define EXIT_CORRUPT 4
@@ -113,29 +114,17 @@ static void *run_worker(void *arg) {
   return NULL;
 }
 
-static int parse(const char *arg, const char *name, uint64_t *out, uint64_t lo, uint64_t hi) {
-  size_t n = strlen(name);
-  if (strncmp(arg, "--", 2) || strncmp(arg + 2, name, n) || arg[2 + n] != '=') return 0;
-  const char *v = arg + 3 + n;
-  char *end;
-  errno = 0;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (errno || end == v || *end || *v == '-' || x < lo || x > hi) {
-    fprintf(stderr, "random-mixed: --%s must be an integer in [%" PRIu64 ", %" PRIu64 "], got '%s'\n", name, lo, hi, v);
-    exit(2);
-  }
-  *out = x;
-  return 1;
-}
-
 int main(int argc, char **argv) {
   params p = {1000000, 400, 1, 16, 1024, 1, 0, UINT64_MAX};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (parse(a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) || parse(a, "ws", &p.ws, 1, UINT64_C(1) << 28) ||
-        parse(a, "seed", &p.seed, 0, UINT64_MAX) || parse(a, "min-size", &p.min_size, 16, UINT64_C(1) << 30) ||
-        parse(a, "max-size", &p.max_size, 16, UINT64_C(1) << 30) || parse(a, "threads", &p.threads, 1, 1024) ||
-        parse(a, "harness-only", &p.harness_only, 0, 1) || parse(a, "warmup-ops", &p.warmup_ops, 0, UINT64_C(1) << 40))
+    const char *w = "random-mixed";
+    if (ms_arg_u64(w, a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) ||
+        ms_arg_u64(w, a, "ws", &p.ws, 1, UINT64_C(1) << 28) || ms_arg_u64(w, a, "seed", &p.seed, 0, UINT64_MAX) ||
+        ms_arg_u64(w, a, "min-size", &p.min_size, 16, UINT64_C(1) << 30) ||
+        ms_arg_u64(w, a, "max-size", &p.max_size, 16, UINT64_C(1) << 30) ||
+        ms_arg_u64(w, a, "threads", &p.threads, 1, 1024) || ms_arg_u64(w, a, "harness-only", &p.harness_only, 0, 1) ||
+        ms_arg_u64(w, a, "warmup-ops", &p.warmup_ops, 0, UINT64_C(1) << 40))
       continue;
     fprintf(stderr, "random-mixed: unknown argument '%s'\n", a);
     return 2;

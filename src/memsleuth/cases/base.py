@@ -179,10 +179,6 @@ def step_count(samples: list[Sample], name: str, test: Callable[[Region], bool])
     return int(median(counts)) if counts else None
 
 
-def cell_key(cell: StoredCell, keys: tuple[str, ...]) -> tuple:
-    return tuple(cell.params.get(k) for k in keys)
-
-
 def status_text(cell: StoredCell) -> str:
     """'ok', or what went wrong: the failures are results too."""
     from memsleuth.analysis import failure_label

@@ -160,8 +160,8 @@ class FirstTouch(Case):
             r = ref.get(e.allocator)
             if r is not None and r is not e and faults >= FAULTED_SHARE * pages and \
                     (r.copy_faults or 0) < CLEAN_SHARE * pages:
-                text += (f"; against prefaulted memory ({r.copy_gbs:.2f} GB/s, {r.copy_faults or 0:,.0f} faults) "
-                         f"the faults made it {r.copy_gbs / e.copy_gbs:.1f}x slower")
+                text += (f"; {r.copy_gbs / e.copy_gbs:.1f}x slower than the copy into prefaulted memory "
+                         f"({r.copy_gbs:.2f} GB/s, {r.copy_faults or 0:,.0f} faults)")
             if e.setup == "hugepage":
                 if 0 < faults <= pages / HUGE_PAGES_PER_FAULT:
                     text += (f"; {pages / faults:,.0f} pages of 4 KiB per fault: the kernel mapped the destination "
