@@ -19,7 +19,7 @@ from memsleuth.store import Store
 
 def paired_estimate(group: Group, name: str, ref: str) -> stats.Estimate | None:
     """Per-round slowdown of `name` against `ref` (ref's ops/s over name's, round by round)."""
-    cells = {c.cell.allocator["name"]: c for c in group.cells}
+    cells = {c.cell.allocator.name: c for c in group.cells}
     if name not in cells or ref not in cells:
         return None
     mine = {r: s.ops_per_s for r, s in cells[name].ok_samples}
@@ -62,7 +62,7 @@ def run() -> None:
     worst = (0.0, "")
     for g1, g2 in zip(first, second):
         label = ", ".join(f"{k}={v}" for k, v in g1.params.items() if k == "ws")
-        rank = lambda g: [c.cell.allocator["name"] for c in sorted(  # noqa: E731
+        rank = lambda g: [c.cell.allocator.name for c in sorted(  # noqa: E731
             (c for c in g.cells if c.estimate), key=lambda c: -c.estimate.median)]
         r1, r2 = rank(g1), rank(g2)
         state = ("matched" if r1 == r2 else "matched up to unresolved pairs" if swaps_unresolved(g1, g2, r1, r2)

@@ -49,4 +49,6 @@ needs_pmu = pytest.mark.skipif(not HAVE_PMU, reason=NO_PMU_REASON)
 
 
 def regions_of(doc: dict) -> list[dict]:
-    return [p for p in doc["probe"] if isinstance(p, dict) and p.get("type") == "region"]
+    from memsleuth.launcher import normalise
+    probe = normalise(dict(doc)).get("probe", [])
+    return [p for p in probe if isinstance(p, dict) and p.get("type") == "region"]

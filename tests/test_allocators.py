@@ -43,7 +43,7 @@ def test_user_shared_object_is_accepted_even_without_malloc():
     # Refused only if it cannot load; a missing malloc shows up as preload-failed in the run.
     (a,) = allocators.resolve(f"nomalloc={fixture('libfx-nomalloc.so')}")
     assert a.source == "user" and a.preload.endswith("libfx-nomalloc.so")
-    assert allocators.check_shared_object(a.preload)["defines_malloc"] is False
+    assert allocators.check_preload(a.preload)["preload_ok"] is False
 
 
 def test_duplicates_are_refused():

@@ -23,7 +23,7 @@ def run_case(tmp_path, *args: str):
 
 
 def cell(stored, allocator: str = "glibc", **labels):
-    found = [c for c in stored.cells if c.allocator["name"] == allocator and
+    found = [c for c in stored.cells if c.allocator.name == allocator and
              all(str(c.params.get(k)) == str(v) for k, v in labels.items())]
     assert len(found) == 1, (labels, [c.params for c in stored.cells])
     return found[0]
@@ -158,7 +158,7 @@ def test_thread_heap_arenas_threads_processes_and_arena_max(tmp_path):
         assert mi.heaps is None and "mimalloc" in mi.malloc_object
         assert "no arena evidence" in out
     # the glibc-only tunable never runs under another allocator
-    assert not [c for c in run.cells if c.allocator["name"] != "glibc" and c.params["tunables"] != "default"]
+    assert not [c for c in run.cells if c.allocator.name != "glibc" and c.params["tunables"] != "default"]
 
 
 def test_thread_heap_refuses_a_bad_argument():

@@ -105,14 +105,18 @@ def test_failures_are_results_in_the_table(tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = md.read_text()
     assert "PRELOAD-FAILED" in text and "## Failures" in text
-    assert "malloc resolves to another object" in text
+    assert "malloc binds to another object" in text
+    # glibc's cell produced a result, so the exit is 0; --fail-on-error turns the failed cell into 3.
+    again = memsleuth("compare", "--alloc", f"glibc,broken={lib}", "--param", "iterations=5000", "--param", "ws=50",
+                      "--reps", "2", "--db", str(db), "--fail-on-error")
+    assert again.returncode == 3, again.stderr
 
 
 def test_timeout_reads_timeout(tmp_path):
     db, md = tmp_path / "t.db", tmp_path / "t.md"
     proc = memsleuth("compare", "--alloc", "glibc", "--param", "iterations=1000000000000", "--param", "ws=100", "--timeout", "0.5",
                      "--reps", "3", "--db", str(db), "--md", str(md))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # no cell produced a result
     assert "TIMEOUT" in md.read_text()
     con = sqlite3.connect(db)
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == 1, "a failed warm-up is not repeated"

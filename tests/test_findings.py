@@ -14,10 +14,10 @@ from conftest import ROOT, fixture, memsleuth, needs_tracepoints, HAVE_PMU
 NOT_MECHANISMS = {"unstable-measurement", "counters-unavailable"}
 
 
-def run_json(tmp_path, *args: str) -> dict:
+def run_json(tmp_path, *args: str, code: int = 0) -> dict:
     js = tmp_path / "out.json"
     proc = memsleuth(*args, "--db", str(tmp_path / "f.db"), "--json", str(js))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == code, proc.stderr
     return json.loads(js.read_text())
 
 
@@ -90,13 +90,13 @@ def test_heap_trim_fires_on_the_trim_on_every_free_fixture(tmp_path):
     assert f["numbers"]["brk"] > 1000
 
 
-def _check(tmp_path, *cmd: str, env: list[str] = ()) -> tuple[dict, str]:
+def _check(tmp_path, *cmd: str, env: list[str] = (), code: int = 0) -> tuple[dict, str]:
     js = tmp_path / "c.json"
     args = ["check", "--db", str(tmp_path / "c.db"), "--json", str(js)]
     for e in env:
         args += ["--env", e]
     proc = memsleuth(*args, "--", *cmd)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == code, proc.stderr
     return json.loads(js.read_text()), proc.stdout
 
 
@@ -140,7 +140,7 @@ def test_counters_unavailable_names_the_missing_evidence(tmp_path):
 
 
 def test_check_on_a_crash_keeps_status_stderr_and_the_evidence_before_it(tmp_path):
-    doc, out = _check(tmp_path, fixture("fx-regions"), "4096", "crash")
+    doc, out = _check(tmp_path, fixture("fx-regions"), "4096", "crash", code=3)
     assert "SEGFAULT" in out and "crashing on purpose" in out
     assert any("/ touch" in line and "page faults" in line for line in _finding_lines(out))
     assert doc["cells"][0]["samples"][0]["status"] == "crashed"

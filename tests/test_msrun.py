@@ -3,7 +3,12 @@ from __future__ import annotations
 
 import time
 
-from memsleuth import allocators
+import pytest
+
+import json
+import subprocess
+
+from memsleuth import allocators, native
 from conftest import fixture, ms_run, needs_pmu, regions_of
 
 
@@ -31,29 +36,66 @@ def test_sleeping_past_the_timeout_is_timeout():
     assert time.monotonic() - t0 < 10
 
 
+def preload_check(*args: str) -> dict:
+    return ms_run("--preload-check", *args)
+
+
 def test_library_without_malloc_is_preload_failed():
     lib = fixture("libfx-nomalloc.so")
-    doc = ms_run("--preload", lib, "--expect-malloc", lib, "--", fixture("fx-regions"), "16")
-    assert doc["status"] == "preload-failed"
+    doc = preload_check("--preload", lib, "--expect-malloc", lib, "--", fixture("fx-regions"), "16")
     assert doc["preload_ok"] is False
     assert doc["malloc_object"].endswith("libc.so.6")
 
 
 def test_glibc_run_resolves_malloc_to_libc():
     libc = allocators.glibc().malloc_object
-    doc = ms_run("--expect-malloc", libc, "--", fixture("fx-regions"), "16")
-    assert doc["status"] == "ok" and doc["preload_ok"] is True
+    doc = preload_check("--expect-malloc", libc, "--", fixture("fx-regions"), "16")
+    assert doc["checked"] and doc["preload_ok"] is True
 
 
 def test_real_allocator_preload_takes_effect():
     other = [a for a in allocators.available() if a.preload]
     if not other:
-        import pytest
+        pytest.skip("no allocator package installed besides glibc")
+    for a in other:
+        doc = preload_check("--preload", a.preload, "--expect-malloc", a.malloc_object, "--", fixture("fx-regions"), "16")
+        assert doc["preload_ok"] is True, (a.name, doc)
+
+
+def test_non_pie_program_that_takes_mallocs_address_is_not_preload_failed():
+    # A -no-pie program that takes &malloc has a canonical PLT stub for it in the executable:
+    # dlsym finds the stub, calls reach the preloaded library. Debian's python3 is such a program.
+    other = [a for a in allocators.available() if a.preload]
+    if not other:
         pytest.skip("no allocator package installed besides glibc")
     a = other[0]
-    doc = ms_run("--preload", a.preload, "--expect-malloc", a.malloc_object, "--", fixture("fx-regions"), "16")
-    assert doc["status"] == "ok", doc["detail"]
-    assert doc["preload_ok"] is True
+    for cmd in ([fixture("fx-nopie")], ["python3", "-c", "pass"]):
+        doc = preload_check("--preload", a.preload, "--expect-malloc", a.malloc_object, "--", *cmd)
+        assert doc["preload_ok"] is True, (cmd, doc)
+        doc = preload_check("--expect-malloc", allocators.glibc().malloc_object, "--", *cmd)
+        assert doc["preload_ok"] is True, (cmd, doc)
+
+
+def test_static_program_is_preload_failed_without_being_run():
+    a = next((a for a in allocators.available() if a.preload), None)
+    if a is None:
+        pytest.skip("no allocator package installed besides glibc")
+    t0 = time.monotonic()
+    doc = preload_check("--preload", a.preload, "--expect-malloc", a.malloc_object, "--", fixture("fx-static"))
+    assert doc["preload_ok"] is False and doc["checked"] is False and "static" in doc["why"]
+    assert time.monotonic() - t0 < 5
+
+
+def test_constructor_that_aborts_is_reported_with_its_signal():
+    lib = fixture("libfx-ctor_abort.so")
+    doc = preload_check("--preload", lib, "--expect-malloc", lib, "--", "true")
+    assert doc["preload_ok"] is False and doc["signal_name"] == "ABRT"
+    assert "aborting on purpose" in doc["stderr_tail"]
+
+
+def test_measured_runs_carry_no_checker_library():
+    doc = ms_run("--", "sh", "-c", "cat /proc/self/maps")
+    assert "mscheck" not in doc["stdout_tail"]
 
 
 def test_missing_command_is_error():
@@ -83,10 +125,49 @@ def test_counters_inherit_into_children():
     assert regions_of(doc), "the grandchild's probe lines reach ms-run through the inherited fd"
 
 
+def test_processes_that_escape_the_group_are_killed_and_named():
+    doc = ms_run("--", "sh", "-c", "setsid sleep 555 & sleep 0.1")
+    assert doc["status"] == "ok"
+    assert [p["comm"] for p in doc["leftover_processes"]] == ["sleep"]
+    alive = subprocess.run(["pgrep", "-f", "sleep 555"], capture_output=True, text=True).stdout.split()
+    assert not alive, "a process the command started outlived the run"
+
+
+def test_memory_cap_covers_the_whole_process_tree():
+    # The memory is held by a grandchild; the shell at the top holds almost none.
+    doc = ms_run("--mem-limit", str(200 << 20), "--timeout", "60", "--", "sh", "-c",
+                 "python3 -c 'a=[bytearray(1<<20) for _ in range(600)]'; true")
+    assert doc["status"] == "oom", doc["detail"]
+    assert max(p[1] for p in doc["rss_kb"]) * 1024 > 150 << 20
+
+
+def test_result_line_comes_on_its_own_channel_and_stdout_cannot_fake_it():
+    doc = ms_run("--tail", "16", "--", fixture("fx-regions"), "16")
+    lines = [json.loads(x) for x in doc["fd_lines"]]
+    assert any(x.get("type") == "region" for x in lines)
+    # A program that writes garbage to the fd spoils only its own line.
+    script = r"""import os; os.write(int(os.environ['MEMSLEUTH_FD']), b'{not json}\n{"type": "x"}\n')"""
+    doc = ms_run("--", "python3", "-c", script)
+    assert doc["fd_lines"] == ["{not json}", '{"type": "x"}']
+
+
+def test_large_and_bad_numbers_are_refused_or_bounded():
+    assert ms_run("--timeout", "1e12", "--", "true")["status"] == "ok"
+    for bad in (["--timeout", "abc"], ["--timeout", "inf"], ["--tail", "-1"], ["--sample-ms", "0"],
+                ["--mem-limit", "99999999999999999999999"], ["--oom-exit-code", "x"], ["--bogus"]):
+        out = subprocess.run([str(native.ms_run()), *bad, "--", "true"], capture_output=True, text=True)
+        assert out.returncode == 2 and out.stderr.count("\n") <= 2, (bad, out.stderr)
+
+
+def test_a_long_stderr_line_full_of_escapes_is_kept_whole():
+    doc = ms_run("--tail", "100000", "--", "python3", "-c", "import sys; sys.stderr.write('\\x01' * 60000)")
+    assert len(doc["stderr_tail"]) == 60000
+
+
 def test_rss_is_sampled_over_time():
     doc = ms_run("--sample-ms", "5", "--", "sh", "-c", f"{fixture('fx-regions')} 20000; sleep 0.2")
     assert len(doc["rss_kb"]) >= 10
-    times = [t for t, _ in doc["rss_kb"]]
+    times = [p[0] for p in doc["rss_kb"]]
     assert times == sorted(times)
     assert doc["maxrss_kb"] >= 20000 * 4
 

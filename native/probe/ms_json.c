@@ -1,13 +1,28 @@
 #include "ms_json.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void msj_init(ms_json *j, char *buf, size_t cap) {
-  j->buf = buf; j->cap = cap; j->len = 0; j->need_comma = 0; j->overflow = 0;
+  j->buf = buf; j->cap = cap; j->len = 0; j->need_comma = 0; j->overflow = 0; j->growable = 0;
   if (cap) buf[0] = 0;
 }
 
+int msj_init_growable(ms_json *j, size_t initial) {
+  char *buf = malloc(initial ? initial : 1);
+  msj_init(j, buf, buf ? (initial ? initial : 1) : 0);
+  j->growable = 1;
+  if (!buf) j->overflow = 1;
+  return buf ? 0 : -1;
+}
+
 static void put(ms_json *j, const char *s, size_t n) {
+  if (j->len + n + 1 > j->cap && j->growable && !j->overflow) {
+    size_t cap = j->cap ? j->cap : 64;
+    while (cap < j->len + n + 1) cap *= 2;
+    char *p = realloc(j->buf, cap);
+    if (p) { j->buf = p; j->cap = cap; }
+  }
   if (j->len + n + 1 > j->cap) { j->overflow = 1; return; }
   memcpy(j->buf + j->len, s, n);
   j->len += n;

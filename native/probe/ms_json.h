@@ -1,4 +1,6 @@
-/* A tiny JSON writer into a caller-owned fixed buffer: the probe must not call malloc. */
+/* A tiny JSON writer. Into a caller-owned fixed buffer (the probe must not call malloc: it runs
+ * inside allocator benchmarks), or into a buffer that grows with realloc (ms-run, whose
+ * document holds arbitrary program output and must never be cut short). */
 #ifndef MS_JSON_H
 #define MS_JSON_H
 #include <stddef.h>
@@ -8,10 +10,13 @@ typedef struct {
   char *buf;
   size_t cap, len;
   int need_comma;   /* a value was written at this nesting level */
-  int overflow;
+  int overflow;     /* fixed buffer: something did not fit (the text is cut there) */
+  int growable;     /* buf is malloc'd and grows as needed */
 } ms_json;
 
 void msj_init(ms_json *j, char *buf, size_t cap);
+/* A growable document; j->buf is malloc'd (free it); overflow is set only if realloc fails. */
+int msj_init_growable(ms_json *j, size_t initial);
 void msj_raw(ms_json *j, const char *s);
 void msj_obj_begin(ms_json *j, const char *key);   /* key NULL for a top-level or array member */
 void msj_obj_end(ms_json *j);

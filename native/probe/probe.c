@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include "ms_events.h"
 #include "ms_json.h"
+#include "ms_report.h"
 
 #define MAX_DEPTH 8
 #define MAX_SUMMARY 64
@@ -83,17 +84,14 @@ void ms_probe_init(void) {
     ms_counters_enable(&g_ctr);
   }
   if (g_out_fd >= 0) {
-    char buf[4096], why[160];
+    char buf[4096];
     ms_json j;
     msj_init(&j, buf, sizeof buf);
     msj_obj_begin(&j, NULL);
     msj_str(&j, "type", "probe");
     msj_i64(&j, "pid", getpid());
     msj_i64(&j, "grouped", g_ctr.grouped);
-    msj_obj_begin(&j, "unsupported");
-    for (int i = 0; i < g_ctr.n; i++)
-      if (g_ctr.ev[i].fd < 0) msj_str(&j, g_ctr.ev[i].def->name, ms_event_reason(&g_ctr.ev[i], why, sizeof why));
-    msj_obj_end(&j);
+    ms_json_unsupported(&j, &g_ctr);
     msj_obj_end(&j);
     msj_raw(&j, "\n");
     write_all(g_out_fd, buf, j.len);
@@ -164,23 +162,7 @@ void ms_region_end(uint64_t ops) {
     msj_i64(&j, "brk_delta_bytes", (int64_t)brk1 - (int64_t)f->brk0);
     msj_u64(&j, "rss_start_kb", f->rss0_kb);
     msj_u64(&j, "rss_end_kb", rss1_kb);
-    msj_obj_begin(&j, "counters");
-    for (int i = 0; i < g_ctr.n; i++) {
-      if (g_ctr.ev[i].def->kind == MS_KIND_SYSCALL || g_ctr.ev[i].fd < 0) continue;
-      if (cur.kind[i] == MS_NOT_COUNTED) msj_null(&j, g_ctr.ev[i].def->name);
-      else msj_dbl(&j, g_ctr.ev[i].def->name, cur.val[i]);
-    }
-    msj_obj_end(&j);
-    msj_obj_begin(&j, "syscalls");
-    for (int i = 0; i < g_ctr.n; i++)
-      if (g_ctr.ev[i].def->kind == MS_KIND_SYSCALL && g_ctr.ev[i].fd >= 0)
-        msj_u64(&j, g_ctr.ev[i].def->name, (uint64_t)(cur.val[i] + 0.5));
-    msj_obj_end(&j);
-    msj_obj_begin(&j, "running_fraction");  /* only events that were multiplexed */
-    for (int i = 0; i < g_ctr.n; i++)
-      if (g_ctr.ev[i].fd >= 0 && cur.kind[i] == MS_SCALED)
-        msj_dbl(&j, g_ctr.ev[i].def->name, ms_running_fraction(ms_reading_delta(f->snap0.r[i], s1.r[i])));
-    msj_obj_end(&j);
+    ms_json_counters(&j, &g_ctr, &f->snap0, &s1, 0);
     msj_obj_end(&j);
     msj_raw(&j, "\n");
     write_all(g_out_fd, buf, j.len);
@@ -228,5 +210,21 @@ static void print_summary(void) {
     }
     n += snprintf(line + n, sizeof line - n, " (%s)\n", why);
     write_all(2, line, (size_t)n);
+  }
+}
+
+void ms_result(const char *json_object) {
+  ms_probe_init();
+  if (!json_object) return;
+  size_t n = strlen(json_object);
+  /* On stdout for a person running the program; on MEMSLEUTH_FD, wrapped as one line, for
+   * memsleuth, which reads the result there and never from the program's output. */
+  write_all(1, json_object, n);
+  write_all(1, "\n", 1);
+  if (g_out_fd >= 0) {
+    static const char head[] = "{\"type\":\"result\",\"result\":";
+    write_all(g_out_fd, head, sizeof head - 1);
+    write_all(g_out_fd, json_object, n);
+    write_all(g_out_fd, "}\n", 2);
   }
 }

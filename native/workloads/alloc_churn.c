@@ -119,10 +119,12 @@ int main(int argc, char **argv) {
     free(small);
   }
   free(b);
-  printf("{\"workload\":\"alloc-churn\",\"variant\":\"%s\",\"steps\":%llu,\"bytes_per_step\":%llu,\"checksum\":",
-         VARIANTS[variant], (unsigned long long)steps, (unsigned long long)step_bytes);
-  if (defined) printf("%llu}\n", (unsigned long long)checksum);
-  else printf("null}\n");
+  char result[512], sum[32] = "null";
+  if (defined) snprintf(sum, sizeof sum, "%llu", (unsigned long long)checksum);
+  snprintf(result, sizeof result,
+           "{\"workload\":\"alloc-churn\",\"variant\":\"%s\",\"steps\":%llu,\"bytes_per_step\":%llu,\"checksum\":%s}",
+           VARIANTS[variant], (unsigned long long)steps, (unsigned long long)step_bytes, sum);
+  ms_result(result);
   return 0;
 oom:
   fprintf(stderr, "alloc-churn: out of memory (malloc returned NULL)\n");

@@ -93,7 +93,8 @@ int main(int argc, char **argv) {
   }
   features f = detect();
   if (op == DETECT) {
-    printf("{\"workload\":\"cache-flush\",\"cpu\":{\"x86\":%s,\"clflush\":%s,\"clflushopt\":%s,\"clwb\":%s,\"sse2\":%s}}\n",
+    char result[512];
+    snprintf(result, sizeof result, "{\"workload\":\"cache-flush\",\"cpu\":{\"x86\":%s,\"clflush\":%s,\"clflushopt\":%s,\"clwb\":%s,\"sse2\":%s}}",
 #ifdef MS_X86
            "true",
 #else
@@ -101,11 +102,15 @@ int main(int argc, char **argv) {
 #endif
            f.clflush ? "true" : "false", f.clflushopt ? "true" : "false", f.clwb ? "true" : "false",
            f.sse2 ? "true" : "false");
+    ms_result(result);
     return 0;
   }
   const char *why = missing_reason(op, f);
   if (why) {
-    printf("{\"workload\":\"cache-flush\",\"op\":\"%s\",\"supported\":false,\"reason\":\"%s\"}\n", OPS[op], why);
+    char result[512];
+    snprintf(result, sizeof result, "{\"workload\":\"cache-flush\",\"op\":\"%s\",\"supported\":false,\"reason\":\"%s\"}",
+             OPS[op], why);
+    ms_result(result);
     return 0;
   }
   size_t n = (size_t)(bytes & ~(uint64_t)(LINE - 1));
@@ -127,8 +132,11 @@ int main(int argc, char **argv) {
     }
     ms_region_end(n);
   }
-  printf("{\"workload\":\"cache-flush\",\"op\":\"%s\",\"supported\":true,\"bytes\":%zu,\"passes\":%llu,\"dirty\":%llu,"
-         "\"checksum\":%u}\n", OPS[op], n, (unsigned long long)passes, (unsigned long long)dirty, (unsigned)p[n - 1]);
+  char result[512];
+  snprintf(result, sizeof result,
+           "{\"workload\":\"cache-flush\",\"op\":\"%s\",\"supported\":true,\"bytes\":%zu,\"passes\":%llu,\"dirty\":%llu,"
+           "\"checksum\":%u}", OPS[op], n, (unsigned long long)passes, (unsigned long long)dirty, (unsigned)p[n - 1]);
+  ms_result(result);
   free(p);
   return 0;
 }

@@ -40,8 +40,10 @@ static const char *const SETUPS[] = {"fresh", "src-written", "prefaulted", "popu
                                      NULL};
 
 static void unsupported(int setup, const char *what) {
-  printf("{\"workload\":\"first-touch\",\"setup\":\"%s\",\"supported\":false,\"reason\":\"%s: %s\"}\n",
-         SETUPS[setup], what, strerror(errno));
+  char result[512];
+  snprintf(result, sizeof result, "{\"workload\":\"first-touch\",\"setup\":\"%s\",\"supported\":false,\"reason\":\"%s: %s\"}",
+           SETUPS[setup], what, strerror(errno));
+  ms_result(result);
 }
 
 static void *map_anon(size_t n, int extra_flags) {
@@ -116,8 +118,10 @@ int main(int argc, char **argv) {
       fprintf(stderr, "first-touch: the copy differs from its source at byte %zu\n", k);
       return EXIT_CORRUPT;
     }
-  printf("{\"workload\":\"first-touch\",\"setup\":\"%s\",\"supported\":true,\"bytes\":%llu,\"checksum\":%u}\n",
-         SETUPS[setup], (unsigned long long)bytes, (unsigned)dst[n - 1]);
+  char result[512];
+  snprintf(result, sizeof result, "{\"workload\":\"first-touch\",\"setup\":\"%s\",\"supported\":true,\"bytes\":%llu,\"checksum\":%u}",
+           SETUPS[setup], (unsigned long long)bytes, (unsigned)dst[n - 1]);
+  ms_result(result);
   return 0;
 oom:
   fprintf(stderr, "first-touch: out of memory (allocating 2 x %llu bytes)\n", (unsigned long long)bytes);

@@ -190,8 +190,10 @@ int main(int argc, char **argv) {
       for (uint64_t s = 0; s < p.ws; s++) free(ws[t].slots[s]);
   }
   ms_region_end(0);
-  printf("{\"workload\":\"random-mixed\",\"ops\":%" PRIu64 ",\"warmup_ops\":%" PRIu64 ",\"mallocs\":%" PRIu64
-         ",\"frees\":%" PRIu64 ",\"checksum\":\"%016" PRIx64 "\",\"peak_live_bytes\":%" PRIu64 "}\n",
-         p.iterations * p.threads, p.warmup_ops * p.threads, mallocs, frees, checksum, peak);
+  char result[512];
+  snprintf(result, sizeof result, "{\"workload\":\"random-mixed\",\"ops\":%" PRIu64 ",\"warmup_ops\":%" PRIu64 ",\"mallocs\":%" PRIu64
+         ",\"frees\":%" PRIu64 ",\"checksum\":\"%016" PRIx64 "\",\"peak_live_bytes\":%" PRIu64 "}",
+           p.iterations * p.threads, p.warmup_ops * p.threads, mallocs, frees, checksum, peak);
+  ms_result(result);
   return 0;
 }

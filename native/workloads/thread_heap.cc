@@ -20,6 +20,7 @@
 // resolves, and per process the arena count and system bytes. A worker process that dies by a
 // signal is re-raised in the parent, so the run is recorded as that crash.
 #include <dlfcn.h>
+#include <string>
 #include <malloc.h>
 #include <signal.h>
 #include <stdint.h>
@@ -174,15 +175,19 @@ int main(int argc, char **argv) {
 
   uint64_t checksum = 0;
   for (int w = 0; w < n; w++) checksum += shared->checksum[w];
-  printf("{\"workload\":\"thread-heap\",\"form\":\"%s\",\"mode\":\"%s\",\"threads\":%d,\"checksum\":%llu,"
-         "\"malloc_object\":\"%s\",\"malloc_info\":%s,\"heaps\":[", kForms[form], kModes[mode], n,
-         static_cast<unsigned long long>(checksum), malloc_object(), glibc ? "true" : "false");
+  char head[1024];
+  snprintf(head, sizeof head,
+           "{\"workload\":\"thread-heap\",\"form\":\"%s\",\"mode\":\"%s\",\"threads\":%d,\"checksum\":%llu,"
+           "\"malloc_object\":\"%s\",\"malloc_info\":%s,\"heaps\":[", kForms[form], kModes[mode], n,
+           static_cast<unsigned long long>(checksum), malloc_object(), glibc ? "true" : "false");
+  std::string result = head;
   for (int p = 0; glibc && p < procs; p++) {
-    printf("%s[", p ? "," : "");
+    result += p ? ",[" : "[";
     for (int a = 0; a < shared->heap[p].arenas; a++)
-      printf("%s%llu", a ? "," : "", static_cast<unsigned long long>(shared->heap[p].system_bytes[a]));
-    printf("]");
+      result += (a ? "," : "") + std::to_string(static_cast<unsigned long long>(shared->heap[p].system_bytes[a]));
+    result += "]";
   }
-  printf("]}\n");
+  result += "]}";
+  ms_result(result.c_str());
   return 0;
 }

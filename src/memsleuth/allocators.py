@@ -7,7 +7,6 @@ before any run.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -142,14 +141,14 @@ def missing() -> list[str]:
     return [n for n in KNOWN if _distribution(n) is None]
 
 
-def check_shared_object(path: str) -> dict:
-    """Whether `path` loads as a shared object, tried in a separate process (ms-run)."""
-    try:
-        proc = subprocess.run([str(native.ms_run()), "--dlopen-check", path], capture_output=True,
-                              text=True, timeout=30)
-        return json.loads(proc.stdout)
-    except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as e:
-        return {"ok": False, "error": f"could not check it: {e}"}
+def check_preload(path: str) -> dict:
+    """Whether `path` works as an LD_PRELOAD allocator: ms-run starts a small program (itself) with
+    it preloaded, up to its first instruction, and reports which object malloc binds to. This is
+    what LD_PRELOAD can load, not what dlopen can (a library with initial-exec TLS, like jemalloc,
+    preloads fine and fails dlopen), and a constructor that crashes does so in that process."""
+    from memsleuth import launcher
+    ms_run = str(native.ms_run())
+    return launcher.run_check([ms_run, "--preload-check", "--preload", path, "--expect-malloc", path, "--", ms_run])
 
 
 def user_allocator(name: str, path: str) -> Allocator:
@@ -166,10 +165,20 @@ def user_allocator(name: str, path: str) -> Allocator:
         raise UsageError(f"allocator {name}: {path} is not a shared object (not an ELF file)")
     if int.from_bytes(head[16:18], "little") != 3:  # e_type ET_DYN
         raise UsageError(f"allocator {name}: {path} is not a shared object (ELF, but not ET_DYN)")
-    check = check_shared_object(str(p.resolve()))
-    if not check.get("ok"):
-        raise UsageError(f"allocator {name}: {path} does not load as a shared object: {check.get('error')}")
     real = str(p.resolve())
+    # Refused when LD_PRELOAD cannot load it (the dynamic linker says so, or its constructor
+    # crashes); a library that loads but whose malloc the program does not reach is accepted,
+    # and its runs then read PRELOAD-FAILED: that is a result about the library.
+    check = check_preload(real)
+    said = " ".join(line.strip() for line in (check.get("stderr_tail") or "").strip().splitlines()[-2:])
+    why = None
+    if check.get("signal_name"):
+        why = f"a program with it preloaded was killed by SIG{check['signal_name']} before its first instruction"
+    elif "cannot be preloaded" in said or not check.get("checked"):
+        why = check.get("why") or "the dynamic linker refused it"
+    if why:
+        raise UsageError(f"allocator {name}: {path} does not load as an LD_PRELOAD library: {why}"
+                         + (f" ({said})" if said else ""))
     return Allocator(name, real, real, _package_version(real) or _soname_version(real), "user")
 
 

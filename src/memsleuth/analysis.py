@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memsleuth import findings, quality, stats
-from memsleuth.evidence import HARDWARE_EVENTS, SYSCALLS, Sample, metric_kind
+from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALLS
+from memsleuth.evidence import Sample, metric_kind
 from memsleuth.store import StoredCell, StoredRun
 
 FAILED_LABEL = {"crashed": "SEGFAULT", "oom": "OOM", "timeout": "TIMEOUT", "preload-failed": "PRELOAD-FAILED",
@@ -58,7 +59,7 @@ class CellSummary:
     ratio: stats.Estimate | None = None        # vs the best cell of its group (>= 1: how much slower)
     verdict: stats.Verdict | None = None       # that ratio read against the noise threshold
     is_best: bool = False
-    warnings: list[quality.Warning] = field(default_factory=list)
+    warnings: list[quality.QualityWarning] = field(default_factory=list)
     findings: list[findings.Finding] = field(default_factory=list)             # from this cell's evidence
     pair_findings: list[findings.Finding] = field(default_factory=list)        # from it against the fastest
 
@@ -67,7 +68,7 @@ class CellSummary:
     def view(self) -> findings.CellView:
         samples = [s for _, s in self.ok_samples]
         timed = ("main",) if samples and all(s.main for s in samples) else None
-        return findings.CellView(self.short_label or self.cell.label, self.cell.allocator["name"], samples,
+        return findings.CellView(self.short_label or self.cell.label, self.cell.allocator.name, samples,
                                  self.failures, self.estimate.half_width_rel if self.estimate else None,
                                  self.warnings, timed)
 
@@ -121,7 +122,7 @@ def _evidence(samples: list[Sample]) -> Evidence:
 def short_label(cell: StoredCell, swept: list[str]) -> str:
     """The allocator and the parameters that vary in the run: how reports name a cell."""
     shown = ", ".join(f"{k}={cell.params[k]}" for k in swept if k in cell.params)
-    return cell.allocator["name"] + (f" [{shown}]" if shown else "")
+    return cell.allocator.name + (f" [{shown}]" if shown else "")
 
 
 def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list[str] | None = None) -> CellSummary:
@@ -184,12 +185,12 @@ def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) 
 
 
 def analyse(run: StoredRun) -> list[Group]:
-    swept = run.spec.get("swept", [])
+    swept = run.spec.swept
     by_params: dict[tuple, list[CellSummary]] = {}
     for cell in run.cells:
         key = tuple(cell.params.get(k) for k in swept)
-        by_params.setdefault(key, []).append(summarise_cell(cell, run.spec.get("target_ci"), swept))
-    noise = run.spec.get("noise", stats.DEFAULT_NOISE)
+        by_params.setdefault(key, []).append(summarise_cell(cell, run.spec.target_ci, swept))
+    noise = run.spec.noise
     return [compare_group(cells, noise) for cells in by_params.values()]
 
 
@@ -198,7 +199,7 @@ class RunAnalysis:
     """Everything the compare report and the JSON export show, computed once."""
     groups: list[Group]
     findings: list[findings.Finding]          # about the run as a whole (what could not be measured)
-    machine_warnings: list[quality.Warning]
+    machine_warnings: list[quality.QualityWarning]
 
     @property
     def all_findings(self) -> list[findings.Finding]:
@@ -228,7 +229,7 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     ok = [s for s in measured if s.ok]
     failed = [s for s in measured if not s.ok]
     # A crashed run's regions and counters up to the crash are evidence too.
-    view = findings.CellView(cell.allocator["name"], cell.allocator["name"], ok or measured, failed)
+    view = findings.CellView(cell.allocator.name, cell.allocator.name, ok or measured, failed)
     names = list(dict.fromkeys(r.name for s in view.samples for r in s.regions))
     return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names],
                          findings.for_cell(view) + findings.for_run([view]))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memsleuth import allocators, machine, native
+from memsleuth.events import SYSCALLS
 from memsleuth.errors import UsageError
 
 VIRTIO_ID_BALLOON = 5
@@ -60,9 +61,14 @@ def checks() -> list[Check]:
                             "misses are measured", True))
     else:
         why = unsupported.get("cycles", ev.get("error", "unknown"))
-        result.append(Check("PMU (hardware counters)", "absent", f"{why}. Hardware columns read n/a; time, faults, "
+        # "Permission denied" is not "no PMU": the hardware may be there and the kernel refuse it.
+        denied = "Permission denied" in why or "not permitted" in why
+        value = "not permitted" if denied else "absent"
+        fix = ("run as root or lower /proc/sys/kernel/perf_event_paranoid to read them" if denied
+               else "run on bare metal (or a VM that passes the PMU through) for those")
+        result.append(Check("PMU (hardware counters)", value, f"{why}. Hardware columns read n/a; time, faults, "
                             "syscalls and RSS are still measured. IPC and cache/TLB misses are not available to "
-                            "explain a difference here: run on bare metal for those.", False))
+                            f"explain a difference here: {fix}.", False))
 
     paranoid = machine._read("/proc/sys/kernel/perf_event_paranoid")
     root = os.geteuid() == 0
@@ -72,7 +78,7 @@ def checks() -> list[Check]:
                         "page-fault and syscall cost in the kernel is missed; tracepoints need root or <= -1",
                         root or (paranoid is not None and int(paranoid) <= 1)))
 
-    syscalls_open = sorted(o for o in opened if o in ("mmap", "munmap", "madvise", "brk", "mprotect", "mremap", "futex"))
+    syscalls_open = sorted(o for o in opened if o in SYSCALLS)
     if ev.get("tracefs") and syscalls_open:
         result.append(Check("tracefs (syscall counts)", ev["tracefs"], "syscalls counted by name from "
                             f"syscalls:sys_enter_* tracepoints: {', '.join(syscalls_open)}", True))

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+
 STATUSES = ("ok", "crashed", "oom", "timeout", "preload-failed", "error")
-HARDWARE_EVENTS = ("cycles", "instructions", "cache-references", "cache-misses", "branch-misses",
-                   "L1-dcache-load-misses", "dTLB-load-misses")
-SYSCALLS = ("mmap", "munmap", "madvise", "brk", "mprotect", "mremap", "futex")
 
 
 class CounterReadings:
@@ -46,9 +44,15 @@ class Region(CounterReadings):
 
     @classmethod
     def from_line(cls, d: dict) -> "Region":
+        counters = dict(d.get("counters") or {})
+        # Where perf cannot count faults (perf_event_paranoid, no root), the probe's getrusage
+        # still does: the same faults of the whole process, read at the region's borders.
+        for event, key in (("page-faults-minor", "rusage_minflt"), ("page-faults-major", "rusage_majflt")):
+            if counters.get(event) is None and d.get(key) is not None:
+                counters[event] = float(d[key])
         return cls(name=str(d.get("name", "")), depth=int(d.get("depth", 0)), ops=int(d.get("ops", 0)),
                    wall_ns=int(d.get("wall_ns", 0)), user_ns=int(d.get("user_ns", 0)),
-                   sys_ns=int(d.get("sys_ns", 0)), counters=dict(d.get("counters") or {}),
+                   sys_ns=int(d.get("sys_ns", 0)), counters=counters,
                    syscalls={k: int(v) for k, v in (d.get("syscalls") or {}).items()},
                    brk_delta_bytes=d.get("brk_delta_bytes"), rss_start_kb=d.get("rss_start_kb"),
                    rss_end_kb=d.get("rss_end_kb"))
@@ -87,14 +91,17 @@ class Sample:
     unsupported: dict[str, str]
     regions: tuple[Region, ...]
     malloc_object: str | None
-    rss_kb: tuple[tuple[int, int], ...]
+    rss_kb: tuple[tuple[int, int], ...]          # (ms since start, resident KiB of the process tree)
     stdout_tail: str
     stderr_tail: str
+    leftover_processes: tuple[dict, ...] = ()     # still running when the command ended: killed with it
     result: dict | None = None       # the workload's own result line, if any
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_msrun(cls, doc: dict, result: dict | None = None) -> "Sample":
+        if result is None and isinstance(doc.get("result"), dict):
+            result = doc["result"]
         regions = tuple(Region.from_line(p) for p in doc.get("probe", [])
                         if isinstance(p, dict) and p.get("type") == "region")
         return cls(
@@ -107,8 +114,9 @@ class Sample:
             syscalls={k: int(v) for k, v in (doc.get("syscalls") or {}).items()},
             unsupported=dict(doc.get("unsupported") or {}), regions=regions,
             malloc_object=doc.get("malloc_object"),
-            rss_kb=tuple((int(t), int(r)) for t, r in doc.get("rss_kb", [])),
+            rss_kb=tuple((int(p[0]), int(p[1])) for p in doc.get("rss_kb", []) if len(p) >= 2),
             stdout_tail=doc.get("stdout_tail", ""), stderr_tail=doc.get("stderr_tail", ""),
+            leftover_processes=tuple(p for p in doc.get("leftover_processes") or () if isinstance(p, dict)),
             result=result, raw=doc,
         )
 
@@ -140,6 +148,7 @@ class Sample:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "raw"}
         out["regions"] = [r.to_dict() for r in self.regions]
         out["rss_kb"] = [list(p) for p in self.rss_kb]
+        out["leftover_processes"] = list(self.leftover_processes)
         return out
 
 

@@ -1,4 +1,9 @@
-"""Builds the ms-run argv for one cell (never a shell string) and parses its JSON into a Sample."""
+"""Builds the ms-run argv for one cell (never a shell string) and parses its JSON into a Sample.
+
+Two calls per cell: `check_preload` once (ms-run --preload-check: the command runs only up to
+its first instruction, so no measured run carries the checker library), then `run_cell` for
+every run.
+"""
 from __future__ import annotations
 
 import json
@@ -9,24 +14,30 @@ import tempfile
 from memsleuth import native
 from memsleuth.evidence import Sample
 from memsleuth.plan import Cell
-from memsleuth.workloads.base import Workload
 
 # ms-run's own limit is the timeout; this margin only guards against ms-run itself hanging.
 _GRACE_S = 30.0
+# The preload check stops the command at its first instruction; ms-run gives it 30 s.
+_CHECK_TIMEOUT_S = 60.0
+
+
+def _env_args(cell: Cell) -> list[str]:
+    out: list[str] = []
+    for k, v in cell.env.items():
+        out += ["--env", f"{k}={v}"]
+    return out
 
 
 def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_bytes: int | None,
                counters: bool = True) -> list[str]:
     argv = [str(native.ms_run()), "--out", out_path]
     if timeout_s:
-        argv += ["--timeout", f"{timeout_s:g}"]
+        argv += ["--timeout", repr(float(timeout_s))]
     if mem_limit_bytes:
         argv += ["--mem-limit", str(mem_limit_bytes)]
     if cell.allocator.preload:
         argv += ["--preload", cell.allocator.preload]
-    argv += ["--expect-malloc", cell.allocator.malloc_object]
-    for k, v in cell.env.items():
-        argv += ["--env", f"{k}={v}"]
+    argv += _env_args(cell)
     if cell.oom_exit_code is not None:
         argv += ["--oom-exit-code", str(cell.oom_exit_code)]
     if not counters:
@@ -34,12 +45,41 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
     return argv + ["--", *cell.command]
 
 
+def check_preload(cell: Cell) -> dict:
+    """Which object malloc binds to in this cell's command, under its allocator and environment."""
+    argv = [str(native.ms_run()), "--preload-check", "--expect-malloc", cell.allocator.malloc_object]
+    if cell.allocator.preload:
+        argv += ["--preload", cell.allocator.preload]
+    argv += _env_args(cell) + ["--", *cell.command]
+    return run_check(argv)
+
+
+def run_check(argv: list[str]) -> dict:
+    try:
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=_CHECK_TIMEOUT_S)
+        return json.loads(proc.stdout.decode("utf-8", errors="replace"))
+    except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as e:
+        return {"checked": False, "preload_ok": None, "why": f"the preload check could not run: {e}"}
+
+
+def preload_failure(cell: Cell, check: dict) -> Sample | None:
+    """The sample that records a failed preload check, or None when the preload took effect."""
+    if check.get("preload_ok") is not False:
+        return None
+    got = check.get("malloc_object") or "(no report)"
+    detail = f"{check.get('why')}: expected {cell.allocator.malloc_object}, got {got}"
+    return Sample.from_msrun({"status": "preload-failed", "detail": detail, "argv": list(cell.command),
+                              "stderr_tail": check.get("stderr_tail", ""), "signal": check.get("signal"),
+                              "signal_name": check.get("signal_name"), "malloc_object": check.get("malloc_object"),
+                              "preload_check": check})
+
+
 def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None, counters: bool = True) -> Sample:
     with tempfile.TemporaryDirectory(prefix="memsleuth-") as tmp:
         out = os.path.join(tmp, "run.json")
         argv = msrun_argv(cell, out, timeout_s=timeout_s, mem_limit_bytes=mem_limit_bytes, counters=counters)
         try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
                                   timeout=(timeout_s + _GRACE_S) if timeout_s else None)
         except subprocess.TimeoutExpired:
             return _failed(f"ms-run did not return within {timeout_s}s + {_GRACE_S}s")
@@ -52,8 +92,29 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
                 doc = json.load(f)
         except (OSError, json.JSONDecodeError) as e:
             return _failed(f"ms-run failed (exit {proc.returncode}): {proc.stderr.strip() or e}")
-    result = Workload.parse_result(doc.get("stdout_tail", "")) if cell.params else None
-    return Sample.from_msrun(doc, result)
+    return Sample.from_msrun(normalise(doc))
+
+
+def normalise(doc: dict) -> dict:
+    """ms-run's lines from MEMSLEUTH_FD, each parsed on its own: JSON objects become the `probe`
+    list (regions), the workload's result line becomes `result`; anything else stays text."""
+    if "fd_lines" not in doc:
+        return doc
+    probe: list = []
+    result = None
+    for line in doc.pop("fd_lines"):
+        try:
+            item = json.loads(line)
+        except (json.JSONDecodeError, TypeError):
+            probe.append(line)
+            continue
+        if isinstance(item, dict) and item.get("type") == "result" and isinstance(item.get("result"), dict):
+            result = item["result"]
+        else:
+            probe.append(item)
+    doc["probe"] = probe
+    doc["result"] = result
+    return doc
 
 
 def _failed(detail: str) -> Sample:

@@ -6,6 +6,8 @@ import platform
 import socket
 from pathlib import Path
 
+from memsleuth.model import AllocatorInfo, MachineInfo
+
 
 def _read(path: str) -> str | None:
     try:
@@ -46,18 +48,13 @@ def mem_total_kb() -> int | None:
     return None
 
 
-def info(allocators: list[dict] | None = None) -> dict:
-    return {
-        "hostname": socket.gethostname(),
-        "cpu_model": cpu_model(),
-        "cpus": os.cpu_count(),
-        "kernel": platform.release(),
-        "arch": platform.machine(),
-        "glibc": glibc_version(),
-        "thp": thp_mode(),
-        "governor": governor(),
-        "mem_total_kb": mem_total_kb(),
-        "loadavg_1m": os.getloadavg()[0],
-        "python": platform.python_version(),
-        "allocators": allocators or [],
-    }
+def page_bytes() -> int:
+    """The base page size, measured: faults are counted per page."""
+    return os.sysconf("SC_PAGE_SIZE")
+
+
+def info(allocators: list[AllocatorInfo] | None = None) -> MachineInfo:
+    return MachineInfo(hostname=socket.gethostname(), cpu_model=cpu_model(), cpus=os.cpu_count(),
+                       kernel=platform.release(), arch=platform.machine(), glibc=glibc_version(), thp=thp_mode(),
+                       governor=governor(), mem_total_kb=mem_total_kb(), page_bytes=page_bytes(),
+                       loadavg_1m=os.getloadavg()[0], python=platform.python_version(), allocators=allocators or [])

@@ -115,5 +115,10 @@ def parse_env_options(options: list[str]) -> dict[str, str]:
             raise UsageError(f"bad --env {opt!r}: expected KEY=VALUE with KEY a variable name")
         if key in ("LD_PRELOAD", "MEMSLEUTH_FD"):
             raise UsageError(f"--env {key} is set by memsleuth itself (use --alloc for preloads)")
+        if key in env:
+            raise UsageError(f"--env {key} given twice")
+        if key == "GLIBC_TUNABLES":
+            from memsleuth import tunables
+            tunables.validate(value)
         env[key] = value
     return env

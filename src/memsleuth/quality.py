@@ -8,60 +8,65 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memsleuth import stats
+from memsleuth.model import MachineInfo
 
 CV_WARN = 0.05             # run-to-run spread above 5% of the mean: medians move between runs
 FIRST_OUTLIER_Z = stats.OUTLIER_Z   # the first measured run far from the rest: a cold start leaked past the warm-up
 MAD_OUTLIER_Z = stats.OUTLIER_Z     # any run that far from the median
 LOAD_PER_CPU_WARN = 0.5    # 1-minute load per CPU above which other work competes for the cores
+MIN_FOR_OUTLIERS = 3       # a median and a MAD need three values before one can stand out
 
 
 @dataclass(frozen=True)
-class Warning:
+class QualityWarning:
     code: str      # cv, first-outlier, outliers, load, governor, few-samples, target-not-reached
     subject: str   # the cell's label, or "machine"
     text: str
 
 
-def cell_warnings(label: str, values: list[float], target_ci: float | None = None) -> list[Warning]:
+def cell_warnings(label: str, values: list[float], target_ci: float | None = None) -> list[QualityWarning]:
     """Warnings about one cell's measured values (in run order)."""
-    out: list[Warning] = []
+    out: list[QualityWarning] = []
     n = len(values)
     if n < stats.MIN_SAMPLES_FOR_CI:
-        out.append(Warning("few-samples", label, f"{n} ok runs: fewer than {stats.MIN_SAMPLES_FOR_CI}, no 95% CI"))
-        return out
+        out.append(QualityWarning("few-samples", label, f"{n} ok runs: fewer than {stats.MIN_SAMPLES_FOR_CI}, "
+                                                        "no 95% CI"))
+    # Spread and outliers are read from any number of runs: a 15-58% spread under --reps 5 is
+    # exactly what a user must hear about.
     cv = stats.cv(values)
     if cv is not None and cv > CV_WARN:
-        out.append(Warning("cv", label, f"coefficient of variation {cv:.1%} > {CV_WARN:.0%}"))
+        out.append(QualityWarning("cv", label, f"coefficient of variation {cv:.1%} > {CV_WARN:.0%}"))
+    if n < MIN_FOR_OUTLIERS:
+        return out
     z = stats.modified_z(values)
     if abs(z[0]) > FIRST_OUTLIER_Z:
-        out.append(Warning("first-outlier", label, f"the first run is an outlier (modified z {z[0]:+.1f}, "
+        out.append(QualityWarning("first-outlier", label, f"the first run is an outlier (modified z {z[0]:+.1f}, "
                                                    f"|z| > {FIRST_OUTLIER_Z}): a cold start the warm-up did not absorb"))
     others = [i for i in stats.outliers(values, MAD_OUTLIER_Z) if i != 0]
     if others:
-        out.append(Warning("outliers", label, f"{len(others)} of {n} runs are outliers by MAD "
+        out.append(QualityWarning("outliers", label, f"{len(others)} of {n} runs are outliers by MAD "
                                               f"(modified |z| > {MAD_OUTLIER_Z})"))
-    if target_ci is not None:
+    if target_ci is not None and n >= stats.MIN_SAMPLES_FOR_CI:
         est = stats.median_ci(values)
         hw = est.half_width_rel
         if hw is not None and hw > target_ci:
-            out.append(Warning("target-not-reached", label,
+            out.append(QualityWarning("target-not-reached", label,
                                f"CI half-width ±{hw:.1%} did not reach the ±{target_ci:.1%} target in {n} runs"))
     return out
 
 
-def machine_warnings(machine: dict) -> list[Warning]:
-    out: list[Warning] = []
-    cpus = machine.get("cpus") or 1
-    for key, when in (("loadavg_1m", "at the start"), ("loadavg_1m_end", "at the end")):
-        load = machine.get(key)
+def machine_warnings(machine: MachineInfo) -> list[QualityWarning]:
+    out: list[QualityWarning] = []
+    cpus = machine.cpus or 1
+    for load, when in ((machine.loadavg_1m, "at the start"), (machine.loadavg_1m_end, "at the end")):
         if load is not None and load > LOAD_PER_CPU_WARN * cpus:
-            out.append(Warning("load", "machine", f"load average {load:.2f} {when} > {LOAD_PER_CPU_WARN} per CPU "
+            out.append(QualityWarning("load", "machine", f"load average {load:.2f} {when} > {LOAD_PER_CPU_WARN} per CPU "
                                                   f"({LOAD_PER_CPU_WARN * cpus:.1f} on {cpus} CPUs)"))
-    gov = machine.get("governor")
+    gov = machine.governor
     if gov is None:
-        out.append(Warning("governor", "machine", "no CPU frequency governor visible (a VM): the host may change "
+        out.append(QualityWarning("governor", "machine", "no CPU frequency governor visible (a VM): the host may change "
                                                   "the frequency during the run"))
     elif gov != "performance":
-        out.append(Warning("governor", "machine", f"CPU governor '{gov}' scales frequency with load: set "
+        out.append(QualityWarning("governor", "machine", f"CPU governor '{gov}' scales frequency with load: set "
                                                   "'performance' for stable timings"))
     return out

@@ -31,8 +31,8 @@ class Change:
 def _key(c: CellSummary) -> str:
     cell = c.cell
     if cell.params:
-        return f"{cell.allocator['name']} [" + ", ".join(f"{k}={v}" for k, v in sorted(cell.params.items())) + "]"
-    return f"{cell.allocator['name']} [{' '.join(cell.command)}]"
+        return f"{cell.allocator.name} [" + ", ".join(f"{k}={v}" for k, v in sorted(cell.params.items())) + "]"
+    return f"{cell.allocator.name} [{' '.join(cell.command)}]"
 
 
 def _times(c: CellSummary) -> list[float]:

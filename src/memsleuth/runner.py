@@ -1,4 +1,5 @@
-"""Runs a plan: a warm-up per cell, then rounds that run every cell of a group once, interleaved.
+"""Runs a plan: a preload check and a warm-up per cell, then rounds that run every cell of a
+group once, interleaved.
 
 Interleaving (A B C D A B C D ...) spreads slow drifts of the machine over all alternatives
 alike, and lets the analysis pair samples by round. The order inside a round rotates, so that
@@ -6,24 +7,28 @@ no allocator always runs right after the same neighbour. Rounds go on until ever
 group has a CI half-width at or below the target (all cells of a group keep running until the
 last one gets there, so that every round stays a complete pair), or until the maximum.
 
-Every sample is stored the moment it exists; Ctrl-C keeps what finished. A cell whose warm-up
-fails (a crash, OOM, timeout, failed preload) is not repeated: the failure is its result, and a
-timeout would only cost its limit again.
+Every sample is stored the moment it exists; Ctrl-C keeps what finished. A cell whose preload
+check or warm-up fails (a crash, OOM, timeout, failed preload) is not repeated: the failure is
+its result, and a timeout would only cost its limit again.
 """
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from memsleuth import launcher, native, stats
 from memsleuth.evidence import metric_kind
 from memsleuth.plan import Plan
 from memsleuth.store import Store
+
+# Without a terminal, a progress line every this many seconds (CI logs stay short).
+PLAIN_PROGRESS_EVERY_S = 10.0
 
 
 @dataclass
@@ -75,62 +80,101 @@ def rotated(idx: list[int], round_: int) -> list[int]:
     return idx[k:] + idx[:k]
 
 
+class _Progress:
+    """What is running now, how far, and how long is left: a live bar on a terminal, a line
+    every PLAIN_PROGRESS_EVERY_S seconds elsewhere. Cell labels are user text: never markup."""
+
+    def __init__(self, console: Console, total: int):
+        self.console = console
+        self.total = total
+        self.done = 0
+        self.t0 = time.monotonic()
+        self.last_line = self.t0
+        self.bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=console,
+                            transient=True, disable=not console.is_terminal)
+        self.task = None
+
+    def __enter__(self):
+        self.bar.__enter__()
+        self.task = self.bar.add_task("starting", total=self.total)
+        return self
+
+    def __exit__(self, *exc):
+        return self.bar.__exit__(*exc)
+
+    def now(self, what: str) -> None:
+        self.bar.update(self.task, description=what)
+        t = time.monotonic()
+        if not self.console.is_terminal and t - self.last_line >= PLAIN_PROGRESS_EVERY_S:
+            self.last_line = t
+            elapsed = t - self.t0
+            left = elapsed / self.done * (self.total - self.done) if self.done else None
+            eta = f", about {left:.0f} s left at most" if left is not None else ""
+            print(f"memsleuth: {self.done}/{self.total} runs, {elapsed:.0f} s elapsed{eta}; now: {what}",
+                  file=sys.stderr, flush=True)
+
+    def advance(self) -> None:
+        self.done += 1
+        self.bar.advance(self.task)
+
+    def shrink(self, remaining: int) -> None:
+        self.total = self.done + remaining
+        self.bar.update(self.task, total=self.total)
+
+
 def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Console | None = None) -> Outcome:
     console = console or Console(stderr=True)
     rounds = plan.rounds
     groups = [idx for _, idx in plan.groups()]
     values: dict[int, list[float]] = {i: [] for i in range(len(plan.cells))}
-    failed_warmup: set[int] = set()
+    failed: set[int] = set()
     total = len(plan.cells) * (plan.warmup + rounds.max_reps)
-    done = 0
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal)
-    last_report = 0
+    progress = _Progress(console, total)
 
-    def measure(task, i: int, round_: int, warmup: bool) -> None:
-        nonlocal done, last_report
+    def measure(i: int, round_: int, warmup: bool, what: str) -> None:
         cell = plan.cells[i]
-        what = "warm-up" if warmup else f"round {round_ + 1}"
-        progress.update(task, description=f"{cell.label} {what}")
+        progress.now(f"{cell.label}: {what}")
         sample = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes)
         store.add_sample(cell_ids[i], round_, warmup, sample)
-        done += 1
-        progress.advance(task)
+        progress.advance()
         if warmup and not sample.ok:
-            failed_warmup.add(i)
+            failed.add(i)
         elif not warmup and sample.ok:
             values[i].append(sample.metric(metric_kind([sample])))
-        if not console.is_terminal and total >= 20 and done - last_report >= total // 10:
-            last_report = done
-            print(f"memsleuth: {done} runs done (at most {total})", file=sys.stderr, flush=True)
 
     try:
         with TracepointHolder(), progress:
-            task = progress.add_task("measuring", total=total)
             for idx in groups:
                 for i in idx:
+                    cell = plan.cells[i]
+                    progress.now(f"{cell.label}: preload check")
+                    bad = launcher.preload_failure(cell, launcher.check_preload(cell))
+                    if bad is not None:  # the failure is the cell's result, stored as its warm-up
+                        store.add_sample(cell_ids[i], -1, True, bad)
+                        failed.add(i)
+                        continue
                     for _ in range(plan.warmup):
-                        if i not in failed_warmup:
-                            measure(task, i, -1, True)
+                        if i not in failed:
+                            measure(i, -1, True, "warm-up")
             active = [list(idx) for idx in groups]
             for r in range(rounds.max_reps):
                 if not active:
                     break
                 for idx in active:
                     for i in rotated(idx, r):
-                        if i not in failed_warmup:
-                            measure(task, i, r, False)
+                        if i not in failed:
+                            measure(i, r, False, f"round {r + 1} of at most {rounds.max_reps}")
                 still = []
                 for idx in active:
-                    live = [i for i in idx if i not in failed_warmup]
+                    live = [i for i in idx if i not in failed]
                     if live and not all(cell_settled(values[i], rounds.target_ci, rounds.min_reps) for i in live):
                         still.append(idx)
                 active = still
                 # Shrink the bar to what can still run: finished groups and failed cells run no more.
-                remaining = sum(1 for idx in active for i in idx if i not in failed_warmup) * (rounds.max_reps - r - 1)
-                progress.update(task, total=done + remaining)
+                progress.shrink(sum(1 for idx in active for i in idx if i not in failed) * (rounds.max_reps - r - 1))
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted", {"loadavg_1m_end": os.getloadavg()[0]})
-        return Outcome(run_id, True, done)
+        return Outcome(run_id, True, progress.done)
     store.finish_run(run_id, "complete", {"loadavg_1m_end": os.getloadavg()[0]})
-    return Outcome(run_id, False, done)
+    return Outcome(run_id, False, progress.done)

@@ -23,6 +23,10 @@ void ms_region_begin(const char *name);
 void ms_region_end(uint64_t ops);
 /* Starts the counters now if they are not started yet (the library does it at load). */
 void ms_probe_init(void);
+/* The program's result: one JSON object (no newline inside), printed on stdout and, under
+ * memsleuth, passed on its own channel (MEMSLEUTH_FD) so that no output of the program can
+ * hide or fake it. Call it once, at the end. */
+void ms_result(const char *json_object);
 
 #ifdef __cplusplus
 }

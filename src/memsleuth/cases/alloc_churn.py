@@ -90,7 +90,7 @@ def _evidence(cell: StoredCell) -> CellEvidence:
         per_region = [step_median(samples, r, lambda x, sc=sc: x.syscalls.get(sc)) for r in REGIONS]
         calls[sc] = sum(v for v in per_region if v is not None) if any(v is not None for v in per_region) else None
     return CellEvidence(
-        cell=cell, allocator=cell.allocator["name"], tunables=str(cell.params.get("tunables", "default")),
+        cell=cell, allocator=cell.allocator.name, tunables=str(cell.params.get("tunables", "default")),
         variant=str(cell.params.get("variant")), step_bytes=step_bytes, nbuf=nbuf,
         steps=int(cell.params["steps"]) if "steps" in cell.params else None,
         faults={r: step_median(samples, r, lambda x: x.minflt) for r in REGIONS},

@@ -53,7 +53,7 @@ class AllocatorShootout(Case):
                 e, est = c.evidence, c.estimate
                 vs = "fastest" if c.is_best else (c.verdict.text if c.verdict else "-")
                 rows.append([c.cell.params.get("run", ""), str(c.cell.params.get("ws")),
-                             f"{int(c.cell.params.get('iterations', 0)):,}", c.cell.allocator["name"],
+                             f"{int(c.cell.params.get('iterations', 0)):,}", c.cell.allocator.name,
                              fmt(est.median / 1e6 if est else None, ",.2f", "Mops/s"), vs,
                              fmt(100 * e.sys_share if e.sys_share is not None else None, ".1f", "%"),
                              fmt(_per_kop(c, e.syscalls.get("madvise")), ",.2f"),
@@ -81,15 +81,15 @@ class AllocatorShootout(Case):
             ok = [c for c in g.cells if c.estimate is not None]
             best = next((c for c in ok if c.is_best), None)
             if best:
-                text = (f"{where}: {best.cell.allocator['name']} was fastest at "
+                text = (f"{where}: {best.cell.allocator.name} was fastest at "
                         f"{best.estimate.median / 1e6:,.2f} Mops/s")
                 slower = [c for c in ok if c.verdict and c.verdict.kind == "slower"]
                 if slower:
                     worst = max(slower, key=lambda c: c.ratio.median)
                     sys = worst.evidence.sys_share
-                    text += (f"; the slowest, {worst.cell.allocator['name']}, was {worst.verdict.text}"
+                    text += (f"; the slowest, {worst.cell.allocator.name}, was {worst.verdict.text}"
                              + (f", with {100 * sys:.0f}% of its CPU time in the kernel" if sys is not None else ""))
-                unresolved = [c.cell.allocator["name"] for c in ok if c.verdict and c.verdict.kind == "unresolved"]
+                unresolved = [c.cell.allocator.name for c in ok if c.verdict and c.verdict.kind == "unresolved"]
                 if unresolved:
                     text += f"; no difference resolved from {', '.join(unresolved)}"
                 out.append(text + ".")
@@ -97,13 +97,13 @@ class AllocatorShootout(Case):
                 if c.failures:
                     kinds = sorted({failure_label(s) for s in c.failures})
                     detail = c.failures[0].detail or ""
-                    out.append(f"{where}: {c.cell.allocator['name']} ended {'/'.join(kinds)} in {len(c.failures)} of "
+                    out.append(f"{where}: {c.cell.allocator.name} ended {'/'.join(kinds)} in {len(c.failures)} of "
                                f"{len(c.failures) + len(c.ok_samples)} runs ({detail}); recorded as a result.")
                 for f in c.findings + c.pair_findings:
                     if f.id == "unstable-measurement":  # one line for all of them, below
-                        unstable.append(f"{c.cell.allocator['name']} at {where} (±{f.numbers.get('ci_half_width', 0):.0%})")
+                        unstable.append(f"{c.cell.allocator.name} at {where} (±{f.numbers.get('ci_half_width', 0):.0%})")
                         continue
-                    out.append(f"{where}: {c.cell.allocator['name']}: {f.title} — {f.mechanism} "
+                    out.append(f"{where}: {c.cell.allocator.name}: {f.title} — {f.mechanism} "
                                f"({'; '.join(f.evidence)}).")
         if unstable:
             out.append(f"Unstable measurement (95% CI half-width above ±5%), so smaller differences involving them "

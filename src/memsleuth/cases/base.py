@@ -21,7 +21,7 @@ from memsleuth.plan import Cell, Plan, Rounds
 from memsleuth.store import StoredCell, StoredRun
 from memsleuth.workloads.base import Param, Value, Workload
 
-PAGE_BYTES = 4096
+from memsleuth.units import PAGE_BYTES  # noqa: F401,E402 (re-exported for the cases)
 
 
 @dataclass(frozen=True)

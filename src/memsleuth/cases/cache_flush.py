@@ -65,7 +65,7 @@ def _evidence(cell: StoredCell) -> OpEvidence:
             shares.append(med(x.sys_ns / (x.user_ns + x.sys_ns) for x in passes if x.user_ns + x.sys_ns))
     refused = next((s.result.get("reason") for s in ok_samples(cell) if s.result and s.result.get("supported") is False),
                    None)
-    return OpEvidence(cell, str(cell.params.get("op")), cell.allocator["name"], n, by_round, med(faults), med(shares),
+    return OpEvidence(cell, str(cell.params.get("op")), cell.allocator.name, n, by_round, med(faults), med(shares),
                       refused, status_text(cell))
 
 
@@ -106,7 +106,7 @@ class CacheFlush(Case):
 
     def analyse(self, run: StoredRun) -> CaseResult:
         ev = [_evidence(c) for c in run.cells]
-        facts = run.spec.get("facts", {})
+        facts = run.spec.facts
         several = len({e.allocator for e in ev}) > 1
         rows = []
         for e in ev:
@@ -118,8 +118,8 @@ class CacheFlush(Case):
         for op, why in facts.get("unsupported", {}).items():
             rows.append([op, FENCE.get(op, "-"), *(["-"] if several else []), "-", "-", "-", "-",
                          f"not supported on this CPU ({why}); never executed"])
-        n = int(run.spec.get("case_params", {}).get("bytes", 0))
-        dirty = run.spec.get("case_params", {}).get("dirty", 1)
+        n = int(run.spec.case_params.get("bytes", 0))
+        dirty = run.spec.case_params.get("dirty", 1)
         cpu = facts.get("cpuid", {})
         table = CaseTable(
             f"Over a {n / (1 << 20):,.0f} MiB buffer (median pass per run, median over runs)",

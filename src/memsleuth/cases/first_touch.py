@@ -84,7 +84,7 @@ def _evidence(cell: StoredCell) -> SetupEvidence:
     results = [s.result for s in samples if s.result]
     unsupported = next((r for r in results if r.get("supported") is False), None)
     return SetupEvidence(
-        cell=cell, setup=str(cell.params.get("setup")), allocator=cell.allocator["name"],
+        cell=cell, setup=str(cell.params.get("setup")), allocator=cell.allocator.name,
         n_bytes=int(cell.params.get("bytes", 0)), supported=unsupported is None,
         reason=unsupported.get("reason") if unsupported else None,
         copy_ns=region_median(samples, "copy", lambda r: r.wall_ns),
@@ -168,7 +168,7 @@ class FirstTouch(Case):
                              f"with 2 MiB pages")
                 elif faults > pages / HUGE_PAGES_PER_FAULT:
                     text += (f"; that is about one fault per {pages / faults:,.1f} base pages, so huge pages were "
-                             f"not given for most of the range (THP setting: {run.machine.get('thp')})")
+                             f"not given for most of the range (THP setting: {run.machine.thp})")
             if (e.setup_faults or 0) >= FAULTED_SHARE * pages and (faults < CLEAN_SHARE * pages):
                 text += (f"; the destination's setup paid for them instead: {fmt_ms(e.setup_ns)} and "
                          f"{e.setup_faults:,.0f} faults outside the timed region")

@@ -74,7 +74,7 @@ def _evidence(cell: StoredCell) -> Evidence:
     cpu = [(s.user_ns, s.sys_ns) for s in samples]
     sys_share = med(sy / (u + sy) for u, sy in cpu if u + sy > 0)
     return Evidence(
-        cell=cell, allocator=cell.allocator["name"], tunables=str(cell.params.get("tunables", "default")),
+        cell=cell, allocator=cell.allocator.name, tunables=str(cell.params.get("tunables", "default")),
         form=str(cell.params.get("form")), mode=str(cell.params.get("mode")), per_call_ns=per_call,
         futex_per_kcall=_per_k(main, lambda r: r.syscalls.get("futex"), total) if main else None,
         cs_per_kcall=_per_k(main, lambda r: r.context_switches, total) if main else None,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-PAGE_BYTES = 4096  # the base page size on x86-64 and most arm64 kernels; faults are counted per page
+from memsleuth.units import PAGE_BYTES  # noqa: F401 (the rules convert faults and bytes through it)
 
 
 @dataclass(frozen=True)

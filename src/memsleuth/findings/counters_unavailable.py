@@ -2,7 +2,7 @@
 would have answered."""
 from __future__ import annotations
 
-from memsleuth.evidence import HARDWARE_EVENTS, SYSCALLS
+from memsleuth.events import FAULT_EVENTS, HARDWARE as HARDWARE_EVENTS, SYSCALLS
 from memsleuth.findings.base import Finding
 from memsleuth.findings.view import CellView
 
@@ -25,7 +25,7 @@ def check_run(views: list[CellView]) -> Finding | None:
     groups = {
         "hardware": [e for e in HARDWARE_EVENTS if e in unsupported],
         "syscalls": [e for e in SYSCALLS if e in unsupported],
-        "software": [e for e in ("page-faults-minor", "page-faults-major", "context-switches") if e in unsupported],
+        "software": [e for e in FAULT_EVENTS if e in unsupported],
     }
     evidence, missing = [], []
     for kind, events in groups.items():

@@ -2,6 +2,7 @@
 the cause is system calls and page faults, not the allocator's own code."""
 from __future__ import annotations
 
+from memsleuth.events import SYSCALL_COLUMNS
 from memsleuth.findings.base import Finding, confidence
 from memsleuth.findings.view import CellView
 
@@ -33,7 +34,7 @@ def check_pair(slower: CellView, faster: CellView) -> Finding | None:
     if share < GAP_SHARE:
         return None
     counted = []
-    for name in ("madvise", "munmap", "mmap", "brk", "futex"):
+    for name in SYSCALL_COLUMNS:
         x, y = a.syscalls.get(name), b.syscalls.get(name)
         if x is not None and y is not None and (x - y) * 1000 / a.ops >= SYSCALLS_PER_KOP:
             counted.append(f"{name}: {x:,.0f} vs {y:,.0f} calls")

@@ -49,7 +49,7 @@ class CellView:
     samples: list[Sample]                    # successful measured runs
     failures: list[Sample] = field(default_factory=list)
     ci_half_width: float | None = None
-    warnings: list = field(default_factory=list)   # memsleuth.quality.Warning
+    warnings: list = field(default_factory=list)   # memsleuth.quality.QualityWarning
     # The regions whose timing is the result (compare: "main"); None: every region may be timed
     # (check on someone's program, where only its author knows).
     timed: tuple[str, ...] | None = None

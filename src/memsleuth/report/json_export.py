@@ -18,7 +18,7 @@ def to_dict(run: StoredRun) -> dict:
         cells.append({
             "id": cell.id,
             "label": cell.label,
-            "allocator": cell.allocator,
+            "allocator": cell.allocator.to_dict(),
             "params": cell.params,
             "env": cell.env,
             "command": cell.command,
@@ -28,7 +28,8 @@ def to_dict(run: StoredRun) -> dict:
     return {
         "schema": SCHEMA,
         "run": {"id": run.id, "created_at": run.created_at, "finished_at": run.finished_at, "status": run.status,
-                "kind": run.kind, "name": run.name, "argv": run.argv, "spec": run.spec, "machine": run.machine,
+                "kind": run.kind, "name": run.name, "argv": run.argv, "spec": run.spec.to_dict(),
+                "machine": run.machine.to_dict(),
                 "memsleuth_version": run.version},
         "cells": cells,
         "findings": [f.to_dict() for f in a.findings],

@@ -1,38 +1,58 @@
-"""The report as Markdown (GitHub-flavoured tables), for files and pull requests."""
+"""The report as Markdown (GitHub-flavoured tables), for files and pull requests.
+
+Every piece of text is escaped: HTML (a `<script>` in argv must stay text in a wiki or a pull
+request that renders HTML), Markdown's own punctuation (so that `*`, `_`, backticks or `[` in a
+name do not turn into formatting or links) and, in tables, `|` and newlines.
+"""
 from __future__ import annotations
+
+import html
+import re
 
 from memsleuth.report.model import Report
 
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~])")
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+
+def escape(text: str) -> str:
+    """Text that renders as itself in Markdown and in the HTML a renderer makes of it."""
+    t = html.escape(str(text), quote=True)
+    t = _MD_SPECIAL.sub(r"\\\1", t)
+    return t.replace("\r", " ").replace("\n", "<br>")
+
+
+def _line(text: str) -> str:
+    """A list item or a paragraph: a leading '-', digits and a dot, or '>' must not start a block."""
+    t = escape(text)
+    return re.sub(r"^(\s*)([-=>]|\d+\.)", lambda m: m.group(1) + "\\" + m.group(2), t)
 
 
 def render(report: Report) -> str:
-    out = [f"# {report.title}", ""]
-    out += [f"- {_cell(line)}" for line in report.header]
+    out = [f"# {escape(report.title)}", ""]
+    out += [f"- {escape(line)}" for line in report.header]
     if report.question:
-        out += ["", f"**Question:** {_cell(report.question)}"]
+        out += ["", f"**Question:** {escape(report.question)}"]
     for t in report.tables:
-        out += ["", f"## {t.title}", ""]
-        out.append("| " + " | ".join(_cell(c) for c in t.columns) + " |")
+        out += ["", f"## {escape(t.title)}", ""]
+        out.append("| " + " | ".join(escape(c) for c in t.columns) + " |")
         out.append("|" + "|".join("---:" if i in t.align_right else "---" for i in range(len(t.columns))) + "|")
-        for row in t.rows:
-            out.append("| " + " | ".join(_cell(c) for c in row) + " |")
+        for r, row in enumerate(t.rows):
+            out.append("| " + " | ".join(("**" + escape(c) + "**") if (r, i) in t.failed else escape(c)
+                                         for i, c in enumerate(row)) + " |")
         if t.notes:
             out.append("")
-            out += [f"_{_cell(n)}_  " for n in t.notes]
+            out += [f"_{escape(n)}_  " for n in t.notes]
     if report.statements:
         out += ["", "## What the evidence shows", ""]
-        out += [f"- {_cell(line)}" for line in report.statements]
+        out += [f"- {escape(line)}" for line in report.statements]
     if report.findings:
         out += ["", "## Findings"]
         for f in report.findings:
-            out += ["", f"### {_cell(f.subject)}: {_cell(f.title)} ({f.confidence} confidence)", "",
-                    f"**Mechanism:** {_cell(f.mechanism)}", "", "**Evidence:**", ""]
-            out += [f"- {_cell(e)}" for e in f.evidence]
-            out += ["", f"**What to change:** {_cell(f.advice)}"]
+            out += ["", f"### {escape(f.subject)}: {escape(f.title)} ({escape(f.confidence)} confidence)", "",
+                    f"**Mechanism:** {escape(f.mechanism)}", "", "**Evidence:**", ""]
+            out += [f"- {escape(e)}" for e in f.evidence]
+            out += ["", f"**What to change:** {escape(f.advice)}"]
     if report.footer:
         out.append("")
-        out += [f"**{_cell(line)}**" for line in report.footer]
+        out += [f"**{escape(line)}**" for line in report.footer]
     return "\n".join(out) + "\n"

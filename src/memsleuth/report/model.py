@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memsleuth.analysis import CellSummary, Group, RunAnalysis, analyse_check, analyse_run, failure_label
-from memsleuth.evidence import HARDWARE_EVENTS
-from memsleuth.store import StoredRun
-from memsleuth.units import fmt_bytes, fmt_count, fmt_seconds, fmt_si
+import shlex
 
-SYSCALL_COLUMNS = ("mmap", "munmap", "madvise", "brk", "futex")
-HW_SHORT = {"cycles": "cycles", "instructions": "instr", "cache-references": "cache-ref", "cache-misses": "cache-miss",
-            "branch-misses": "br-miss", "L1-dcache-load-misses": "L1d-miss", "dTLB-load-misses": "dTLB-miss"}
+from memsleuth.analysis import CellSummary, Group, RunAnalysis, analyse_check, analyse_run, failure_label
+from memsleuth.events import HARDWARE as HARDWARE_EVENTS, HARDWARE_SHORT as HW_SHORT, SYSCALL_COLUMNS
+from memsleuth.store import StoredCell, StoredRun
+from memsleuth.units import fmt_bytes, fmt_count, fmt_seconds, fmt_si
 
 
 @dataclass
@@ -23,6 +21,7 @@ class Table:
     rows: list[list[str]]
     notes: list[str] = field(default_factory=list)
     align_right: set[int] = field(default_factory=set)
+    failed: set[tuple[int, int]] = field(default_factory=set)   # (row, column) cells that show a failure
 
 
 @dataclass
@@ -71,25 +70,28 @@ def _n_text(c: CellSummary, target: float | None) -> str:
 def throughput_table(run: StoredRun, groups: list[Group], swept: list[str]) -> Table:
     metric_name = "throughput (region main)" if any(
         c.metric == "ops_per_s" for g in groups for c in g.cells) else "wall time (whole process)"
-    target = run.spec.get("target_ci")
+    target = run.spec.target_ci
     cols = ([", ".join(swept)] if swept else []) + ["allocator", metric_name, "95% CI", "vs fastest (paired)",
                                                     "runs, CI half-width"]
     rows = []
+    failed = set()
     for g in groups:
         for c in g.cells:
             value, ci = _metric_text(c)
-            row = ([_params_text(c.cell.params, swept)] if swept else []) + [c.cell.allocator["name"], value, ci,
+            row = ([_params_text(c.cell.params, swept)] if swept else []) + [c.cell.allocator.name, value, ci,
                                                                            _verdict_text(c), _n_text(c, target)]
+            if c.estimate is None:
+                failed.add((len(rows), len(row) - 4))
             rows.append(row)
     notes = []
     if any(g.checksum_mismatch for g in groups):
         notes.append("WARNING: workload checksums differ between allocators or runs of the same parameters: "
                      "the work done was not the same.")
-    noise = run.spec.get("noise", 0.01)
+    noise = run.spec.noise
     notes.append("Median of the runs with a distribution-free 95% CI (order statistics). 'vs fastest' is the "
                  "median of per-round ratios against the group's fastest with its 95% CI, called only when the "
                  f"whole CI lies beyond ±{noise:.0%}.")
-    return Table("Throughput", cols, rows, notes, align_right={len(cols) - 4})
+    return Table("Throughput", cols, rows, notes, align_right={len(cols) - 4}, failed=failed)
 
 
 def evidence_table(groups: list[Group], swept: list[str]) -> Table:
@@ -101,7 +103,7 @@ def evidence_table(groups: list[Group], swept: list[str]) -> Table:
     rows = []
     for c in cells:
         e = c.evidence
-        row = ([_params_text(c.cell.params, swept)] if swept else []) + [c.cell.allocator["name"]]
+        row = ([_params_text(c.cell.params, swept)] if swept else []) + [c.cell.allocator.name]
         row += [f"{e.user_s:.3f}" if e.user_s is not None else "n/a",
                 f"{e.sys_s:.3f}" if e.sys_s is not None else "n/a",
                 f"{100 * e.sys_share:.1f}%" if e.sys_share is not None else "n/a",
@@ -141,6 +143,7 @@ def quality_table(a: RunAnalysis) -> Table | None:
 
 def failures_table(groups: list[Group], swept: list[str]) -> Table | None:
     rows = []
+    status_col = 2 if swept else 1
     for g in groups:
         for c in g.cells:
             seen = set()
@@ -152,30 +155,71 @@ def failures_table(groups: list[Group], swept: list[str]) -> Table | None:
                 count = sum(1 for f in c.failures if (f.status, f.detail) == key)
                 tail = " | ".join(s.stderr_tail.strip().splitlines()[-3:]) or "(empty)"
                 rows.append(([_params_text(c.cell.params, swept)] if swept else []) +
-                            [c.cell.allocator["name"], failure_label(s), f"{s.detail or ''} (x{count})", tail[-300:]])
+                            [c.cell.allocator.name, failure_label(s), f"{s.detail or ''} (x{count})", tail[-300:]])
     if not rows:
         return None
     cols = ([", ".join(swept)] if swept else []) + ["allocator", "status", "detail", "stderr tail"]
-    return Table("Failures", cols, rows)
+    return Table("Failures", cols, rows, failed={(r, status_col) for r in range(len(rows))})
+
+
+def build_for(run: StoredRun) -> Report:
+    """The report of a stored run, by its kind."""
+    return {"check": build_check, "case": build_case}.get(run.kind, build)(run)
+
+
+def command_text(argv) -> str:
+    """A command as it can be pasted into a shell."""
+    return shlex.join(str(a) for a in argv)
+
+
+def environment_lines(cells: list[StoredCell]) -> list[str]:
+    """The --env settings the measured processes ran with (per cell where they differ)."""
+    envs = {tuple(sorted(c.env.items())) for c in cells}
+    if not any(envs):
+        return []
+    if len(envs) == 1:
+        return ["environment: " + " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(cells[0].env.items()))]
+    return [f"environment of {c.label}: " + (" ".join(shlex.quote(f"{k}={v}") for k, v in sorted(c.env.items()))
+                                             or "(none set)") for c in cells]
+
+
+def leftover_lines(cells: list[StoredCell]) -> list[str]:
+    """Processes a command left running, which ms-run had to kill when it ended."""
+    seen: dict[str, int] = {}
+    runs = 0
+    for c in cells:
+        for _, _, s in c.samples:
+            if s.leftover_processes:
+                runs += 1
+                for p in s.leftover_processes:
+                    seen[str(p.get("comm"))] = seen.get(str(p.get("comm")), 0) + 1
+    if not seen:
+        return []
+    names = ", ".join(f"{n} (x{k})" for n, k in sorted(seen.items()))
+    return [f"killed after the command ended, in {runs} run(s): processes it left running: {names}"]
+
+
+def _machine_lines(run: StoredRun) -> list[str]:
+    m = run.machine
+    load = f"{m.loadavg_1m:.2f}" if m.loadavg_1m is not None else "n/a"
+    return [f"machine: {m.cpu_model} x{m.cpus}, kernel {m.kernel}, glibc {m.glibc}, THP {m.thp}, load {load}",
+            "allocators: " + "; ".join(f"{a.name} {a.version}" for a in m.allocators)]
 
 
 def build(run: StoredRun) -> Report:
-    swept = list(run.spec.get("swept", []))
+    swept = list(run.spec.swept)
     a = analyse_run(run)
     groups = a.groups
-    m = run.machine
-    what = f"workload {run.name}" if run.kind == "workload" else f"command: {' '.join(run.spec.get('command', []))}"
+    what = f"workload {run.name}" if run.kind == "workload" else f"command: {command_text(run.spec.command or [])}"
     header = [
-        f"{what}; {run.spec.get('rounds') or str(run.spec.get('reps')) + ' interleaved rounds'} + "
-        f"{run.spec.get('warmup', 1)} warm-up per cell; "
-        f"status {run.status}; {run.created_at}",
-        f"machine: {m.get('cpu_model')} x{m.get('cpus')}, kernel {m.get('kernel')}, glibc {m.get('glibc')}, "
-        f"THP {m.get('thp')}, load {m.get('loadavg_1m', 0):.2f}",
-        "allocators: " + "; ".join(f"{a['name']} {a['version']}" for a in m.get("allocators", [])),
+        f"{what}; {run.spec.rounds or str(run.spec.reps) + ' interleaved rounds'} + "
+        f"{run.spec.warmup} warm-up per cell; status {run.status}; {run.created_at}",
+        *_machine_lines(run),
     ]
     fixed = {k: v for k, v in (run.cells[0].params.items() if run.cells else []) if k not in swept}
     if fixed:
         header.append("parameters: " + ", ".join(f"{k}={v}" for k, v in fixed.items()))
+    header += environment_lines(run.cells) + leftover_lines(run.cells)
     tables = [throughput_table(run, groups, swept), evidence_table(groups, swept)]
     for extra in (failures_table(groups, swept), quality_table(a)):
         if extra:
@@ -201,14 +245,15 @@ def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float) -> Report:
                      f"{(s.median - 1) * 100:+.1f}% time" if s else "-",
                      ("REGRESSION: " if ch.regression else "") + ch.verdict.text])
     regressions = sum(ch.regression for ch in changes)
-    header = [f"A: run {a.id} ({a.created_at}, {a.name}, {a.machine.get('hostname')})",
-              f"B: run {b.id} ({b.created_at}, {b.name}, {b.machine.get('hostname')})",
+    header = [f"A: run {a.id} ({a.created_at}, {a.name}, {a.machine.hostname})",
+              f"B: run {b.id} ({b.created_at}, {b.name}, {b.machine.hostname})",
               f"threshold: a change is called only when its whole 95% CI lies beyond ±{threshold:.0%}",
               "A and B ran at different times, so a shift of the whole machine between them is not cancelled (as it "
               "is between interleaved rounds) and reads as a change: choose a threshold above your machine's "
               "run-to-run shift (docs/statistics.md)"]
-    if a.machine.get("cpu_model") != b.machine.get("cpu_model") or a.machine.get("kernel") != b.machine.get("kernel"):
+    if a.machine.cpu_model != b.machine.cpu_model or a.machine.kernel != b.machine.kernel:
         header.append("WARNING: the runs were made on different machines or kernels")
+    header += setup_differences(a, b)
     table = Table("Changes, B against A", ["cell", "A", "B", "median change", "verdict"], rows,
                   ["Change = B's time per op (or per run) / A's, median ratio with a seeded bootstrap 95% CI "
                    "(separate runs cannot be paired by round)."], align_right={3})
@@ -217,21 +262,14 @@ def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float) -> Report:
     return Report(f"memsleuth diff — run {a.id} vs run {b.id}", header, [table], footer)
 
 
-def _machine_lines(run: StoredRun) -> list[str]:
-    m = run.machine
-    return [f"machine: {m.get('cpu_model')} x{m.get('cpus')}, kernel {m.get('kernel')}, glibc {m.get('glibc')}, "
-            f"THP {m.get('thp')}, load {m.get('loadavg_1m', 0):.2f}",
-            "allocators: " + "; ".join(f"{a['name']} {a['version']}" for a in m.get("allocators", []))]
-
-
 def build_case(run: StoredRun) -> Report:
     """`memsleuth case NAME`: the question, the case's tables, what the evidence shows, and failures."""
     from memsleuth import cases
     from memsleuth.analysis import analyse
     case = cases.get(run.name)
     result = case.analyse(run)
-    params = run.spec.get("case_params", {})
-    header = [f"case {case.name} (seed {case.seed}); {run.spec.get('rounds')} + {run.spec.get('warmup', 0)} "
+    params = run.spec.case_params
+    header = [f"case {case.name} (seed {case.seed}); {run.spec.rounds} + {run.spec.warmup} "
               f"warm-up per cell; status {run.status}; {run.created_at}", *_machine_lines(run)]
     if params:
         header.append("parameters: " + ", ".join(
@@ -240,7 +278,8 @@ def build_case(run: StoredRun) -> Report:
                     align_right={i for i, c in enumerate(t.columns) if i and t.rows and
                                  all(_numeric(r[i]) for r in t.rows)})
               for t in result.tables]
-    swept = list(run.spec.get("swept", []))
+    header += leftover_lines(run.cells)
+    swept = list(run.spec.swept)
     failed = failures_table(analyse(run), swept)
     if failed:
         tables.append(failed)
@@ -257,10 +296,11 @@ def build_check(run: StoredRun) -> Report:
     """`memsleuth check`: each region with its evidence, the whole process, and the findings."""
     a = analyse_check(run)
     cell, measured = a.cell, a.measured
-    header = [f"command: {' '.join(cell.command)}",
-              f"allocator {cell.allocator['name']} {cell.allocator.get('version', '')}; {len(measured)} run(s); "
-              f"status {', '.join(sorted({s.status for s in measured})) or 'none'}",
-              f"machine: {run.machine.get('cpu_model')}, kernel {run.machine.get('kernel')}, THP {run.machine.get('thp')}"]
+    header = [f"command: {command_text(cell.command)}",
+              f"allocator {cell.allocator.name} {cell.allocator.version}; {len(measured)} run(s); "
+              f"status {', '.join(sorted({s.status for s in measured})) or 'none'}; {run.created_at}",
+              f"machine: {run.machine.cpu_model}, kernel {run.machine.kernel}, THP {run.machine.thp}",
+              *environment_lines(run.cells), *leftover_lines(run.cells)]
     if measured and measured[-1].stdout_tail.strip():
         header.append("program output (last run, tail): " +
                       " | ".join(measured[-1].stdout_tail.strip().splitlines()[-3:]))
@@ -289,5 +329,29 @@ def build_check(run: StoredRun) -> Report:
     if a.failed:
         rows = [[failure_label(s), s.detail or "", " | ".join(s.stderr_tail.strip().splitlines()[-5:]) or "(empty)"]
                 for s in a.failed]
-        tables.append(Table("Failures", ["status", "detail", "stderr tail"], rows))
+        tables.append(Table("Failures", ["status", "detail", "stderr tail"], rows,
+                            failed={(r, 0) for r in range(len(rows))}))
     return Report(f"memsleuth check — run {run.id}", header, tables, [], a.findings)
+
+
+def setup_differences(a: StoredRun, b: StoredRun) -> list[str]:
+    """What differs between the setups of two runs besides the code under test: a change in the
+    environment, the command, the allocators' versions or the limits can be the whole change."""
+    out = []
+    env_a = {k: v for c in a.cells for k, v in c.env.items()}
+    env_b = {k: v for c in b.cells for k, v in c.env.items()}
+    if env_a != env_b:
+        def show(e):
+            return " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(e.items())) or "(none)"
+        out.append(f"WARNING: the environments differ: A {show(env_a)}; B {show(env_b)}")
+    cmd_a, cmd_b = a.spec.command, b.spec.command
+    if cmd_a != cmd_b:
+        out.append(f"WARNING: the commands differ: A {command_text(cmd_a or [a.name])}; B {command_text(cmd_b or [b.name])}")
+    ver_a = {x.name: x.version for x in a.machine.allocators}
+    ver_b = {x.name: x.version for x in b.machine.allocators}
+    changed = [f"{n} {ver_a[n]} -> {ver_b[n]}" for n in ver_a if n in ver_b and ver_a[n] != ver_b[n]]
+    if changed:
+        out.append("WARNING: allocator versions differ: " + "; ".join(changed))
+    if (a.spec.timeout_s, a.spec.mem_limit_bytes) != (b.spec.timeout_s, b.spec.mem_limit_bytes):
+        out.append("note: the runs had different limits (timeout, memory cap)")
+    return out

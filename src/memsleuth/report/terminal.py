@@ -1,4 +1,8 @@
-"""The report in the terminal, as rich tables."""
+"""The report in the terminal, as rich tables.
+
+Everything shown is built as rich Text, never parsed as markup: argv, allocator names, stderr and
+parameter values are user text, and '[/]' or '[blink]' in them must print as they are.
+"""
 from __future__ import annotations
 
 from rich.console import Console
@@ -16,13 +20,13 @@ def render(report: Report, console: Console) -> None:
         console.print()
         console.print(Text.assemble(("Question: ", "bold"), report.question))
     for t in report.tables:
-        rt = RichTable(title=t.title, title_justify="left", title_style="bold", show_lines=False)
+        rt = RichTable(title=Text(t.title, style="bold"), title_justify="left", show_lines=False)
         for i, col in enumerate(t.columns):
-            rt.add_column(col, justify="right" if i in t.align_right else "left", overflow="fold")
-        for row in t.rows:
-            styled = [Text(cell, style="bold red") if cell.isupper() and cell.replace("-", "").isalpha() and len(cell) > 2
-                      else cell for cell in row]
-            rt.add_row(*styled)
+            rt.add_column(Text(col), justify="right" if i in t.align_right else "left", overflow="fold")
+        for r, row in enumerate(t.rows):
+            # A failure is painted because the model says the cell is one, never because of how
+            # its text looks (an allocator may well be called HAKMEM).
+            rt.add_row(*[Text(cell, style="bold red" if (r, c) in t.failed else "") for c, cell in enumerate(row)])
         console.print()
         console.print(rt)
         for n in t.notes:

@@ -1,7 +1,6 @@
 """What a workload declares: its program, its parameters and how to read its output."""
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Callable
@@ -110,15 +109,3 @@ class Workload:
 
     def argv(self, values: dict[str, Value | None]) -> list[str]:
         return [str(native.native_path(self.program))] + [f"--{k}={v}" for k, v in values.items() if v is not None]
-
-    @staticmethod
-    def parse_result(stdout_tail: str) -> dict | None:
-        """The workload's one JSON result line (its last line of stdout), if it printed one."""
-        for line in reversed(stdout_tail.strip().splitlines()):
-            line = line.strip()
-            if line.startswith("{") and line.endswith("}"):
-                try:
-                    return json.loads(line)
-                except json.JSONDecodeError:
-                    return None
-        return None

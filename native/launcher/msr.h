@@ -1,0 +1,69 @@
+/* ms-run's parts: options (msr_options.c), the process tree (msr_tree.c), the preload check
+ * (msr_check.c) and the measured run (ms_run.c: spawn, supervise, classify, write). */
+#ifndef MSR_H
+#define MSR_H
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#define MSR_MAX_ENV 256
+
+typedef enum { MSR_RUN, MSR_EVENTS, MSR_HOLD_EVENTS, MSR_PRELOAD_CHECK, MSR_HELP } msr_mode;
+
+typedef struct {
+  msr_mode mode;
+  const char *out, *preload, *expect_malloc, *checker, *stdout_path, *stderr_path;
+  double timeout_s;            /* 0: no limit */
+  uint64_t mem_limit_bytes;    /* 0: no cap */
+  int oom_exit_code;           /* -1: none */
+  uint64_t tail_bytes;
+  uint64_t sample_ms;
+  uint64_t max_points;         /* the RSS timeline is thinned to at most this many points */
+  int no_counters;
+  const char *env[MSR_MAX_ENV];
+  int nenv;
+  char **argv;                 /* the command */
+} msr_options;
+
+/* Parses argv; prints one line and returns 2 on bad input, else 0. */
+int msr_parse_options(int argc, char **argv, msr_options *o);
+void msr_usage(FILE *f);
+
+/* ---- the process tree (msr_tree.c) ----
+ * ms-run is a child subreaper (PR_SET_CHILD_SUBREAPER), so everything the command starts,
+ * including daemons that double-fork or setsid, stays below it and is found here. */
+#define MSR_MAX_PROCS 4096
+typedef struct {
+  int n;
+  pid_t pid[MSR_MAX_PROCS];
+} msr_procs;
+
+/* The live descendants of this process (zombies excluded). Scans /proc. */
+void msr_descendants(msr_procs *out);
+/* Resident memory of those processes, summed (KiB): all of it, and the anonymous part. */
+void msr_tree_rss_kb(const msr_procs *p, uint64_t *rss_kb, uint64_t *anon_kb);
+/* The command name (comm) of a process, or "?". */
+void msr_comm(pid_t pid, char *out, size_t cap);
+/* What wait4 told about the command (`main`) and about every other process of its tree. */
+typedef struct {
+  pid_t main;
+  int main_done, main_status;
+  struct rusage main_ru;     /* includes the children the command itself waited for */
+  struct rusage others_ru;   /* processes reaped by ms-run: orphans that were reparented to it */
+} msr_reaper;
+
+/* Reaps every exited child without blocking. Returns 1 once the command has been reaped. */
+int msr_reap(msr_reaper *r);
+/* SIGKILLs the process group and every descendant until none is left, reaping them all. */
+void msr_kill_tree(pid_t pgid, msr_reaper *r);
+
+/* ---- the preload check (msr_check.c) ---- */
+int msr_preload_check(const msr_options *o);
+/* The libmscheck.so beside this executable (or --checker). */
+void msr_checker_path(const msr_options *o, char *out, size_t cap);
+
+/* ---- shared helpers ---- */
+uint64_t msr_now_ns(void);
+/* Puts KEY=VALUE entries into the environment (after fork, before exec). */
+void msr_apply_env(const msr_options *o);
+#endif

@@ -1,0 +1,141 @@
+/* The measured command's process tree, found from /proc. ms-run is a child subreaper, so a
+ * process the command starts stays below ms-run even when its parent exits or it calls setsid. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "msr.h"
+
+uint64_t msr_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static ssize_t read_small(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, cap - 1);
+  close(fd);
+  if (n < 0) return -1;
+  buf[n] = 0;
+  return n;
+}
+
+/* ppid and state from /proc/PID/stat; the command name may hold spaces and parentheses, so
+ * the fields are read after the last ')'. */
+static int stat_of(pid_t pid, pid_t *ppid, char *state) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  if (read_small(path, buf, sizeof buf) <= 0) return -1;
+  char *rp = strrchr(buf, ')');
+  int pp = 0;
+  if (!rp || sscanf(rp + 1, " %c %d", state, &pp) != 2) return -1;
+  *ppid = (pid_t)pp;
+  return 0;
+}
+
+void msr_descendants(msr_procs *out) {
+  static pid_t pid[MSR_MAX_PROCS], ppid[MSR_MAX_PROCS];
+  static char state[MSR_MAX_PROCS];
+  int n = 0;
+  out->n = 0;
+  DIR *d = opendir("/proc");
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < MSR_MAX_PROCS) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    pid_t p = (pid_t)atoi(e->d_name);
+    if (stat_of(p, &ppid[n], &state[n]) == 0) pid[n++] = p;
+  }
+  closedir(d);
+  /* Breadth-first from ms-run itself: its children, theirs, and so on. */
+  pid_t self = getpid();
+  pid_t queue[MSR_MAX_PROCS];
+  int head = 0, tail = 0;
+  queue[tail++] = self;
+  while (head < tail) {
+    pid_t parent = queue[head++];
+    for (int i = 0; i < n; i++) {
+      if (ppid[i] != parent || tail >= MSR_MAX_PROCS) continue;
+      queue[tail++] = pid[i];
+      if (state[i] != 'Z' && state[i] != 'X' && out->n < MSR_MAX_PROCS) out->pid[out->n++] = pid[i];
+    }
+  }
+}
+
+void msr_tree_rss_kb(const msr_procs *p, uint64_t *rss_kb, uint64_t *anon_kb) {
+  static long page_kb;
+  if (!page_kb) page_kb = sysconf(_SC_PAGESIZE) / 1024;
+  uint64_t rss = 0, anon = 0;
+  for (int i = 0; i < p->n; i++) {
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/statm", (int)p->pid[i]);
+    if (read_small(path, buf, sizeof buf) <= 0) continue;
+    unsigned long size = 0, resident = 0, shared = 0;
+    if (sscanf(buf, "%lu %lu %lu", &size, &resident, &shared) != 3) continue;
+    /* statm's "shared" is resident file-backed and shmem pages; the rest is anonymous. */
+    rss += (uint64_t)resident * (uint64_t)page_kb;
+    anon += (uint64_t)(resident > shared ? resident - shared : 0) * (uint64_t)page_kb;
+  }
+  *rss_kb = rss;
+  *anon_kb = anon;
+}
+
+void msr_comm(pid_t pid, char *out, size_t cap) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+  if (read_small(path, out, cap) <= 0) { snprintf(out, cap, "?"); return; }
+  out[strcspn(out, "\n")] = 0;
+}
+
+static void add_rusage(struct rusage *a, const struct rusage *b) {
+  a->ru_utime.tv_sec += b->ru_utime.tv_sec;
+  a->ru_utime.tv_usec += b->ru_utime.tv_usec;
+  a->ru_stime.tv_sec += b->ru_stime.tv_sec;
+  a->ru_stime.tv_usec += b->ru_stime.tv_usec;
+  a->ru_minflt += b->ru_minflt;
+  a->ru_majflt += b->ru_majflt;
+  a->ru_nvcsw += b->ru_nvcsw;
+  a->ru_nivcsw += b->ru_nivcsw;
+  if (b->ru_maxrss > a->ru_maxrss) a->ru_maxrss = b->ru_maxrss;
+}
+
+int msr_reap(msr_reaper *r) {
+  int st;
+  struct rusage ru;
+  pid_t w;
+  while ((w = wait4(-1, &st, WNOHANG, &ru)) > 0) {
+    if (w == r->main) { r->main_status = st; r->main_ru = ru; r->main_done = 1; }
+    else add_rusage(&r->others_ru, &ru);
+  }
+  return r->main_done;
+}
+
+void msr_kill_tree(pid_t pgid, msr_reaper *r) {
+  if (pgid > 0) kill(-pgid, SIGKILL);
+  msr_procs p;
+  /* Bounded: a tree that forks while it is being killed still ends, since every new process
+   * is a descendant that the next scan finds. */
+  for (int round = 0; round < 2000; round++) {
+    msr_reap(r);
+    msr_descendants(&p);
+    if (!p.n) break;
+    for (int i = 0; i < p.n; i++) kill(p.pid[i], SIGKILL);
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  /* The last ones may have become zombies after the scan. */
+  for (int round = 0; round < 1000 && !msr_reap(r); round++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  msr_reap(r);
+}

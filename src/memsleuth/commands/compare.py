@@ -1,0 +1,70 @@
+"""`memsleuth compare`: allocators on a built-in workload, or on any command after --."""
+from __future__ import annotations
+
+from rich.console import Console
+
+from memsleuth import allocators, plan as planning, workloads
+from memsleuth.commands import options
+from memsleuth.errors import UsageError
+from memsleuth.model import RunSpec
+from memsleuth.session import finish, measure
+from memsleuth.store import Store
+from memsleuth.units import parse_fraction
+
+NAME = "compare"
+HELP = "compare allocators on a workload or on any command"
+
+
+def add_arguments(c) -> None:
+    c.description = "Compare allocators on a built-in workload, or on any command given after --."
+    c.add_argument("--workload", metavar="NAME", action=options.Once, help="built-in workload (default: random-mixed)")
+    c.add_argument("--alloc", metavar="LIST", action=options.Once,
+                   help="comma-separated names or NAME=PATH.so (default: all found)")
+    c.add_argument("--param", metavar="KEY=V1,V2,...", action="append", help="workload parameter; several values sweep it")
+    c.add_argument("--reps", metavar="N", action=options.Once,
+                   help="run exactly N interleaved rounds (default: adaptive, see --target-ci)")
+    c.add_argument("--target-ci", metavar="PCT", action=options.Once,
+                   help=f"add rounds until each median's 95%% CI half-width is at most this "
+                        f"(default {options.DEFAULT_TARGET_CI.replace('%', '%%')})")
+    c.add_argument("--min-reps", metavar="N", action=options.Once,
+                   help=f"adaptive: at least N rounds (default {options.DEFAULT_MIN_REPS})")
+    c.add_argument("--max-reps", metavar="N", action=options.Once,
+                   help=f"adaptive: at most N rounds (default {options.DEFAULT_MAX_REPS})")
+    c.add_argument("--noise", metavar="PCT", default=options.DEFAULT_NOISE, action=options.Once,
+                   help=f"call a difference only when its CI lies beyond this "
+                        f"(default {options.DEFAULT_NOISE.replace('%', '%%')})")
+    options.add_env(c)
+    options.add_limits(c)
+    options.add_fail_on_error(c)
+    options.add_store(c)
+    options.add_outputs(c)
+
+
+def run(args, command: list[str] | None, console: Console) -> int:
+    options.writable_output(args.md, "--md")
+    options.writable_output(args.json, "--json")
+    rounds = options.rounds(args)
+    noise = parse_fraction(args.noise, "--noise")
+    env = options.env(args)
+    timeout = options.timeout(args.timeout)
+    mem_limit = options.mem_limit(args.mem_limit)
+    if command:
+        if args.workload or args.param:
+            raise UsageError("give either a workload (--workload/--param) or a command after --, not both")
+        options.check_command(command)
+        workload = None
+    else:
+        workload = workloads.get(args.workload or "random-mixed")
+    allocs = allocators.resolve(args.alloc)
+    if workload is None:
+        p = planning.command_plan(command, allocs, rounds=rounds, timeout_s=timeout, mem_limit_bytes=mem_limit, env=env)
+    else:
+        p = planning.workload_plan(workload, allocs, args.param or [], rounds=rounds, timeout_s=timeout,
+                                   mem_limit_bytes=mem_limit, env=env)
+    store = Store(args.db)
+    spec = RunSpec(rounds=p.rounds.describe(), min_reps=p.rounds.min_reps, max_reps=p.rounds.max_reps,
+                   target_ci=p.rounds.target_ci, noise=noise, env=env, warmup=p.warmup, swept=list(p.swept),
+                   timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes, command=command or None)
+    outcome = measure(store, p, kind=p.kind, name=p.name, spec=spec, allocs=allocs,
+                      announce=f"{len(p.cells)} cells, {p.rounds.describe()} + {p.warmup} warm-up each")
+    return finish(store, outcome, args, console)

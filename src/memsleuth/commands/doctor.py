@@ -1,0 +1,25 @@
+"""`memsleuth doctor`: what this machine can measure and what makes numbers noisy."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+NAME = "doctor"
+HELP = "what this machine can measure and what makes numbers noisy"
+
+
+def add_arguments(p) -> None:
+    pass
+
+
+def run(args, command, console: Console) -> int:
+    from memsleuth import doctor
+    table = Table(title="memsleuth doctor: what this machine can measure", title_justify="left")
+    table.add_column("check")
+    table.add_column("value")
+    table.add_column("what it means for the numbers", overflow="fold")
+    for c in doctor.checks():
+        table.add_row(Text(c.name), Text(c.value, style="" if c.ok else "yellow"), Text(c.meaning))
+    console.print(table)
+    return 0

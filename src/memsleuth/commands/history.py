@@ -1,0 +1,33 @@
+"""`memsleuth history`: the stored runs, one line each."""
+from __future__ import annotations
+
+import shlex
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from memsleuth.commands import options
+from memsleuth.store import Store
+
+NAME = "history"
+HELP = "list the stored runs"
+
+
+def add_arguments(h) -> None:
+    options.add_store(h)
+
+
+def run(args, command, console: Console) -> int:
+    store = Store(args.db, readonly=True)
+    table = Table(title=Text(f"runs in {args.db}"), title_justify="left")
+    for col in ("id", "time (UTC)", "status", "command", "machine", "cells", "runs"):
+        table.add_column(col, justify="right" if col in ("id", "cells", "runs") else "left", overflow="fold")
+    for r in store.list_runs():
+        shown = shlex.join(["memsleuth", *r.argv[1:]]) if r.argv else r.name
+        m = r.machine
+        # Every cell is Text: a command line or host name is data, never markup.
+        table.add_row(Text(str(r.id)), Text(r.created_at), Text(r.status), Text(shown),
+                      Text(f"{m.hostname} ({m.cpu_model}, {m.kernel})"), Text(str(r.cells)), Text(str(r.samples)))
+    console.print(table)
+    return 0

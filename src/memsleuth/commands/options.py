@@ -1,0 +1,156 @@
+"""Options shared by several commands, declared once, and the parsing of their values.
+
+Each command module declares its own parser from these helpers; a newcomer looking for where an
+option is declared finds it in its command's module or here.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+
+from memsleuth import plan as planning
+from memsleuth.errors import UsageError
+from memsleuth.units import parse_fraction, parse_size_bytes
+
+DEFAULT_DB = "memsleuth.db"
+DEFAULT_TARGET_CI = "2%"   # relative CI half-width at which a cell has enough runs
+DEFAULT_MIN_REPS = 6       # the fewest runs whose order statistics give a 95% CI of the median
+DEFAULT_MAX_REPS = 30      # keeps `make demo` (20 cells) within about two minutes at worst
+DEFAULT_NOISE = "1%"       # differences whose CI stays within +-1% are not called
+DEFAULT_TIMEOUT_S = 120.0
+# The longest --timeout taken as a number (11.6 days); `--timeout none` is no limit at all.
+MAX_TIMEOUT_S = 1e6
+
+
+class Once(argparse.Action):
+    """A single-valued option given twice is an error, not "the last one wins"."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, f"_seen_{self.dest}", False):
+            raise UsageError(f"{option_string} given twice")
+        setattr(namespace, f"_seen_{self.dest}", True)
+        setattr(namespace, self.dest, values)
+
+
+class OnceFlag(argparse.Action):
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=False, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest):
+            raise UsageError(f"{option_string} given twice")
+        setattr(namespace, self.dest, True)
+
+
+def add_store(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", metavar="FILE", default=DEFAULT_DB, action=Once, help=f"SQLite store (default {DEFAULT_DB})")
+
+
+def add_outputs(p: argparse.ArgumentParser, *, json: bool = True) -> None:
+    p.add_argument("--md", metavar="FILE", action=Once, help="also write the report as Markdown")
+    if json:
+        p.add_argument("--json", metavar="FILE", action=Once, help="also export the run as JSON (docs/json-schema.md)")
+
+
+def add_limits(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout", metavar="SECONDS", default=str(DEFAULT_TIMEOUT_S), action=Once,
+                   help=f"per run; past it the run's process tree is killed and recorded as TIMEOUT "
+                        f"(default {DEFAULT_TIMEOUT_S:g}; 'none' for no limit)")
+    p.add_argument("--mem-limit", metavar="SIZE", action=Once,
+                   help="resident-memory cap per run for the whole process tree, like 2G; past it: OOM")
+
+
+def add_env(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--env", metavar="KEY=VALUE", action="append",
+                   help="set in every measured process (tunables, allocator options); repeatable")
+
+
+def add_fail_on_error(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fail-on-error", action=OnceFlag,
+                   help="exit 3 when any run crashed, ran out of memory, timed out or failed to preload "
+                        "(without it, exit 3 only when no cell produced a result)")
+
+
+# ---- values ----
+
+def timeout(text: str) -> float | None:
+    if text.strip().lower() in ("none", "no", "off"):
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        raise UsageError(f"--timeout must be a number of seconds or 'none', got {text!r}") from None
+    if not v > 0:
+        raise UsageError(f"--timeout must be positive, got {text!r}")
+    if not math.isfinite(v) or v > MAX_TIMEOUT_S:
+        raise UsageError(f"--timeout {text}: longer than {MAX_TIMEOUT_S:g} s (11.6 days); "
+                         "use --timeout none for no limit")
+    return v
+
+
+def mem_limit(text: str | None) -> int | None:
+    return parse_size_bytes(text) if text else None
+
+
+def count(text: str, what: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise UsageError(f"{what} must be an integer, got {text!r}") from None
+    if v < 1:
+        raise UsageError(f"{what} must be at least 1, got {text!r}")
+    if v > 100_000:
+        raise UsageError(f"{what} must be at most 100000, got {text!r}")
+    return v
+
+
+def rounds(args) -> planning.Rounds:
+    if args.reps is not None:
+        if args.min_reps is not None or args.max_reps is not None or args.target_ci is not None:
+            raise UsageError("--reps fixes the number of rounds: leave out --target-ci/--min-reps/--max-reps")
+        return planning.Rounds.fixed(count(args.reps, "--reps"))
+    hi = count(args.max_reps, "--max-reps") if args.max_reps else None
+    # An explicit --max-reps below the default minimum lowers the minimum with it.
+    lo = count(args.min_reps, "--min-reps") if args.min_reps else min(DEFAULT_MIN_REPS, hi or DEFAULT_MIN_REPS)
+    hi = hi if hi is not None else max(DEFAULT_MAX_REPS, lo)
+    if hi < lo:
+        raise UsageError(f"--max-reps ({hi}) must not be below --min-reps ({lo})")
+    return planning.Rounds(lo, hi, parse_fraction(args.target_ci or DEFAULT_TARGET_CI, "--target-ci"))
+
+
+def env(args) -> dict[str, str]:
+    return planning.parse_env_options(getattr(args, "env", None) or [])
+
+
+def writable_output(path: str | None, what: str) -> None:
+    """Refuses an output path that cannot be written, before anything runs."""
+    if path is None:
+        return
+    from pathlib import Path
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise UsageError(f"{what} {path}: is a directory")
+    if not parent.is_dir() or not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UsageError(f"{what} {path}: cannot write there")
+
+
+def check_command(command: list[str]) -> None:
+    prog = command[0]
+    if os.sep in prog:
+        if not os.path.isfile(prog) or not os.access(prog, os.X_OK):
+            raise UsageError(f"command {prog}: not an executable file")
+    elif shutil.which(prog) is None:
+        raise UsageError(f"command {prog}: not found in PATH")
+
+
+def run_id(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise UsageError(f"run must be a number, got {text!r}") from None
+    if v < 1:
+        raise UsageError(f"run must be a positive number, got {text!r}")
+    return v

@@ -1,0 +1,18 @@
+"""The one list of perf event names memsleuth reads, by kind.
+
+ms-run defines the events (native/probe/ms_events.c); `ms-run --events` lists them, and
+tests/test_events.py checks this module against that list, so a name changes in one place.
+"""
+from __future__ import annotations
+
+SOFTWARE = ("task-clock-ns", "page-faults-minor", "page-faults-major", "context-switches", "cpu-migrations")
+HARDWARE = ("cycles", "instructions", "cache-references", "cache-misses", "branch-misses",
+            "L1-dcache-load-misses", "dTLB-load-misses")
+SYSCALLS = ("mmap", "munmap", "madvise", "brk", "mprotect", "mremap", "futex")
+# The syscalls the reports give a column each (mprotect is counted, and stays in the JSON).
+SYSCALL_COLUMNS = ("mmap", "munmap", "madvise", "brk", "mremap", "futex")
+# Short column names for the hardware events.
+HARDWARE_SHORT = {"cycles": "cycles", "instructions": "instr", "cache-references": "cache-ref",
+                  "cache-misses": "cache-miss", "branch-misses": "br-miss", "L1-dcache-load-misses": "L1d-miss",
+                  "dTLB-load-misses": "dTLB-miss"}
+FAULT_EVENTS = ("page-faults-minor", "page-faults-major", "context-switches")

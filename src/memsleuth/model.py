@@ -1,0 +1,97 @@
+"""The typed records that cross layers: what the store saves and loads, and everything else reads
+as attributes. Each has `to_dict` (what is stored, JSON) and `from_dict`, which accepts what any
+earlier version stored: missing fields take their defaults, unknown ones are kept in `extra`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+class Record:
+    """to_dict/from_dict for a dataclass; nested records and lists of them are declared in NESTED."""
+    NESTED: dict[str, type] = {}
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            if f.name == "extra":
+                continue
+            v = getattr(self, f.name)
+            if isinstance(v, Record):
+                v = v.to_dict()
+            elif isinstance(v, list) and v and isinstance(v[0], Record):
+                v = [x.to_dict() for x in v]
+            out[f.name] = v
+        return {**getattr(self, "extra", {}), **out}
+
+    @classmethod
+    def from_dict(cls, d: dict | None):
+        d = dict(d or {})
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        kw: dict[str, Any] = {}
+        for k, v in d.items():
+            if k not in names or k == "extra":
+                continue
+            sub = cls.NESTED.get(k)
+            if sub is not None:
+                v = [sub.from_dict(x) for x in v] if isinstance(v, list) else sub.from_dict(v)
+            kw[k] = v
+        obj = cls(**kw)
+        if "extra" in names:
+            obj.extra = {k: v for k, v in d.items() if k not in names}
+        return obj
+
+
+@dataclass
+class AllocatorInfo(Record):
+    """An allocator as a run used it."""
+    name: str = "?"
+    path: str | None = None          # the preloaded library (or libc for glibc)
+    version: str = "unknown"
+    source: str = "system"           # system, distribution or user
+    preloaded: bool = False
+    extra: dict = field(default_factory=dict, compare=False)
+
+
+@dataclass
+class MachineInfo(Record):
+    """The machine a run was made on: numbers are only comparable on the same one."""
+    hostname: str | None = None
+    cpu_model: str | None = None
+    cpus: int | None = None
+    kernel: str | None = None
+    arch: str | None = None
+    glibc: str | None = None
+    thp: str | None = None
+    governor: str | None = None
+    mem_total_kb: int | None = None
+    page_bytes: int | None = None    # measured (sysconf), not assumed
+    loadavg_1m: float | None = None
+    loadavg_1m_end: float | None = None
+    python: str | None = None
+    allocators: list[AllocatorInfo] = field(default_factory=list)
+    extra: dict = field(default_factory=dict, compare=False)
+    NESTED = {"allocators": AllocatorInfo}
+
+
+@dataclass
+class RunSpec(Record):
+    """What was asked for: rounds, limits, environment, the swept parameters, a case's inputs."""
+    rounds: str = ""                 # described for people ("adaptive: ...", "5 interleaved rounds")
+    reps: int | None = None          # fixed rounds (cases)
+    min_reps: int | None = None
+    max_reps: int | None = None
+    target_ci: float | None = None
+    noise: float = 0.01
+    env: dict[str, str] = field(default_factory=dict)
+    warmup: int = 1
+    swept: list[str] = field(default_factory=list)
+    timeout_s: float | None = None
+    mem_limit_bytes: int | None = None
+    command: list[str] | None = None
+    interleaving: str = "rounds, rotated order"
+    case: str | None = None
+    case_params: dict = field(default_factory=dict)
+    facts: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict, compare=False)

@@ -1,0 +1,79 @@
+"""Orchestration below the CLI: begin a stored run, run its plan, finish it, emit the reports,
+and turn the outcome into an exit code. Every measuring command (compare, case, check) goes
+through `measure`; every command that prints a stored run goes through `emit`.
+"""
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+
+from memsleuth import __version__, machine, runner
+from memsleuth.allocators import Allocator
+from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK
+from memsleuth.model import AllocatorInfo, RunSpec
+from memsleuth.output import say_written, write_text
+from memsleuth.plan import Plan
+from memsleuth.store import Store, StoredRun
+
+
+def allocator_info(a: Allocator) -> AllocatorInfo:
+    return AllocatorInfo.from_dict(a.to_dict())
+
+
+def measure(store: Store, p: Plan, *, kind: str, name: str, spec: RunSpec, allocs: list[Allocator],
+            announce: str | None = None) -> runner.Outcome:
+    """A new run in the store with its cells, run to its end (or Ctrl-C); every sample is stored
+    as it exists. Whatever ends the run early (an error, a full disk) marks it so."""
+    run_id = store.begin_run(kind=kind, name=name, argv=sys.argv, spec=spec,
+                             machine=machine.info([allocator_info(a) for a in allocs]), version=__version__)
+    try:
+        cell_ids = [store.add_cell(run_id, i, allocator=allocator_info(c.allocator), params=c.params, env=c.env,
+                                   command=list(c.command)) for i, c in enumerate(p.cells)]
+        if announce:
+            print(f"memsleuth: run {run_id}: {announce}; stored in {store.path}", file=sys.stderr, flush=True)
+        return runner.run(p, store, run_id, cell_ids, console=Console(stderr=True))
+    except BaseException:
+        try:
+            store.finish_run(run_id, "failed")
+        except Exception:  # the store itself may be what failed: the run then reads as interrupted
+            pass
+        raise
+
+
+def emit(run: StoredRun, args, console: Console) -> None:
+    """The report on stdout; where the other formats went, on stderr (stdout stays the report)."""
+    from memsleuth.report import json_export, markdown, model, terminal
+    report = model.build_for(run)
+    terminal.render(report, console)
+    if getattr(args, "md", None):
+        write_text(args.md, markdown.render(report), "the Markdown report")
+        say_written("Markdown report", args.md)
+    if getattr(args, "json", None):
+        write_text(args.json, json_export.render(run), "the JSON export")
+        say_written("JSON export", args.json)
+
+
+def finish(store: Store, outcome: runner.Outcome, args, console: Console) -> int:
+    """Prints the stored run and returns the exit code the README documents."""
+    run = store.load_run(outcome.run_id)
+    emit(run, args, console)
+    if outcome.interrupted:
+        console.print(f"\nInterrupted: kept {outcome.samples} finished runs of run {run.id}. "
+                      f"Show them with: memsleuth show {run.id} --db {store.path}", style="yellow", markup=False)
+        return EXIT_INTERRUPTED
+    return result_code(run, getattr(args, "fail_on_error", False))
+
+
+def result_code(run: StoredRun, fail_on_error: bool) -> int:
+    """3 when no cell produced a result; with fail_on_error, also when any run failed."""
+    measured = [s for c in run.cells for _, w, s in c.samples if not w or not s.ok]
+    ok_cells = [c for c in run.cells if any(s.ok for _, w, s in c.samples if not w)]
+    if not ok_cells:
+        print("memsleuth: no cell produced a result (exit 3)", file=sys.stderr)
+        return EXIT_NO_RESULT
+    if fail_on_error and any(not s.ok for s in measured):
+        bad = sum(1 for s in measured if not s.ok)
+        print(f"memsleuth: {bad} run(s) failed, and --fail-on-error was given (exit 3)", file=sys.stderr)
+        return EXIT_NO_RESULT
+    return EXIT_OK
