@@ -129,6 +129,14 @@ static int open_all(ms_counters *c, pid_t pid, int flags, int grouped) {
     struct perf_event_attr a;
     fill_attr(&a, d, config, flags, lead < 0, grouped);
     long fd = perf_open(&a, pid, lead < 0 ? -1 : c->ev[lead].fd);
+    if (fd < 0 && (errno == EACCES || errno == EPERM) && d->kind != MS_KIND_SYSCALL) {
+      /* perf_event_paranoid 2 lets a user count its own processes in user space only: page
+       * faults taken by user code still count (a fault's registers are the user's), faults
+       * inside system calls and kernel time do not. Better than nothing, and said so. */
+      a.exclude_kernel = 1;
+      fd = perf_open(&a, pid, lead < 0 ? -1 : c->ev[lead].fd);
+      if (fd >= 0) e->user_only = 1;
+    }
     if (fd < 0) {
       e->err = errno;
       /* The kernel may refuse group reads on inherited counters; the caller retries ungrouped. */

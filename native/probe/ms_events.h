@@ -28,6 +28,7 @@ typedef struct {
   int leader;         /* index of the event whose fd is read for this one's group */
   int slot;           /* position inside the group read */
   int err;            /* errno of the failed open, 0 when open */
+  int user_only;      /* opened with exclude_kernel: the kernel refused kernel-side counting */
   char why[64];       /* short reason beyond errno ("no tracefs", "tracepoint missing") */
 } ms_event;
 

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from memsleuth import __version__
 from memsleuth.commands import COMMANDS, TAKES_COMMAND
-from memsleuth.errors import EXIT_INTERRUPTED, EXIT_USAGE, StoreError, UsageError
+from memsleuth.errors import EXIT_INTERRUPTED, EXIT_STORE, EXIT_USAGE, StoreError, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,5 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("memsleuth: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as e:
+        # A file the checks above did not foresee (permissions on a parent folder, a full disk
+        # while printing): still one line.
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"memsleuth: error: {where}{e.strerror or e}", file=sys.stderr)
+        return EXIT_STORE
     except BrokenPipeError:
         return 0

@@ -95,6 +95,7 @@ class Sample:
     stdout_tail: str
     stderr_tail: str
     leftover_processes: tuple[dict, ...] = ()     # still running when the command ended: killed with it
+    user_only: tuple[str, ...] = ()               # events the kernel let count in user space only
     result: dict | None = None       # the workload's own result line, if any
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -117,6 +118,7 @@ class Sample:
             rss_kb=tuple((int(p[0]), int(p[1])) for p in doc.get("rss_kb", []) if len(p) >= 2),
             stdout_tail=doc.get("stdout_tail", ""), stderr_tail=doc.get("stderr_tail", ""),
             leftover_processes=tuple(p for p in doc.get("leftover_processes") or () if isinstance(p, dict)),
+            user_only=tuple(str(x) for x in doc.get("user_only") or ()),
             result=result, raw=doc,
         )
 
@@ -149,6 +151,7 @@ class Sample:
         out["regions"] = [r.to_dict() for r in self.regions]
         out["rss_kb"] = [list(p) for p in self.rss_kb]
         out["leftover_processes"] = list(self.leftover_processes)
+        out["user_only"] = list(self.user_only)
         return out
 
 

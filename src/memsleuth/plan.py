@@ -53,6 +53,12 @@ class Plan:
     timeout_s: float | None
     mem_limit_bytes: int | None
 
+    def label(self, i: int) -> str:
+        """A cell as progress and reports name it: its allocator and the swept parameters."""
+        c = self.cells[i]
+        shown = ", ".join(f"{k}={c.params[k]}" for k in self.swept if k in c.params)
+        return c.allocator.name + (f" [{shown}]" if shown else "")
+
     def groups(self) -> list[tuple[tuple[int, ...], list[int]]]:
         """Cells grouped by parameter values: each group is the set of allocators compared."""
         order: dict[tuple[int, ...], list[int]] = {}

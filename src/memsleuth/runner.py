@@ -134,7 +134,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
 
     def measure(i: int, round_: int, warmup: bool, what: str) -> None:
         cell = plan.cells[i]
-        progress.now(f"{cell.label}: {what}")
+        progress.now(f"{plan.label(i)}: {what}")
         sample = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes)
         store.add_sample(cell_ids[i], round_, warmup, sample)
         progress.advance()
@@ -148,7 +148,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
             for idx in groups:
                 for i in idx:
                     cell = plan.cells[i]
-                    progress.now(f"{cell.label}: preload check")
+                    progress.now(f"{plan.label(i)}: preload check")
                     bad = launcher.preload_failure(cell, launcher.check_preload(cell))
                     if bad is not None:  # the failure is the cell's result, stored as its warm-up
                         store.add_sample(cell_ids[i], -1, True, bad)

@@ -131,10 +131,13 @@ def writable_output(path: str | None, what: str) -> None:
     from pathlib import Path
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise UsageError(f"{what} {path}: is a directory")
-    if not parent.is_dir() or not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise UsageError(f"{what} {path}: cannot write there")
+    try:
+        if p.is_dir():
+            raise UsageError(f"{what} {path}: is a directory")
+        if not parent.is_dir() or not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+            raise UsageError(f"{what} {path}: cannot write there")
+    except OSError as e:
+        raise UsageError(f"{what} {path}: cannot write there ({e.strerror})") from None
 
 
 def check_command(command: list[str]) -> None:

@@ -118,6 +118,10 @@ def evidence_table(groups: list[Group], swept: list[str]) -> Table:
     scopes = {c.evidence.scope for c in cells}
     notes = [f"Medians per run. Time, faults and syscalls are from {' / '.join(sorted(scopes)) or 'n/a'}; "
              "peak RSS is the whole process's."]
+    user_only = sorted({e for c in cells for _, s in c.ok_samples for e in s.user_only})
+    if user_only:
+        notes.append(f"Counted in user space only (perf_event_paranoid > 1 and not root): {', '.join(user_only)}; "
+                     "faults taken inside system calls and kernel time are not in them.")
     unsupported = next((c.evidence.unsupported for c in cells if c.evidence.unsupported), {})
     if unsupported:
         reasons: dict[str, list[str]] = {}
