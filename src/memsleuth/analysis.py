@@ -119,6 +119,13 @@ def _evidence(samples: list[Sample]) -> Evidence:
                     context_switches=sc.context_switches, unsupported=view.unsupported)
 
 
+def cell_view(cell: StoredCell, label: str = "") -> findings.CellView:
+    """A stored cell as the findings and the cases read it: its ok measured runs and its failures."""
+    ok = [s for _, s in cell.measured() if s.ok]
+    failed = [s for _, w, s in cell.samples if not s.ok]
+    return findings.CellView(label or cell.label, cell.allocator.name, ok, failed)
+
+
 def short_label(cell: StoredCell, swept: list[str]) -> str:
     """The allocator and the parameters that vary in the run: how reports name a cell."""
     shown = ", ".join(f"{k}={cell.params[k]}" for k in swept if k in cell.params)

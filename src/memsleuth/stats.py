@@ -69,6 +69,21 @@ def paired_ratio(numerators: list[float], denominators: list[float], level: floa
     return median_ci(a / b, level)
 
 
+def median_of(values) -> float | None:
+    """The median of the values that are not None, or None when there are none."""
+    v = [x for x in values if x is not None]
+    return float(np.median(v)) if v else None
+
+
+def paired_by_round(numerators: dict[int, float], denominators: dict[int, float],
+                    level: float = 0.95) -> Estimate | None:
+    """paired_ratio over the rounds both series have; None when they share none."""
+    common = sorted(set(numerators) & set(denominators))
+    if not common:
+        return None
+    return paired_ratio([numerators[r] for r in common], [denominators[r] for r in common], level)
+
+
 def cv(values: list[float]) -> float | None:
     """Coefficient of variation (sample standard deviation / mean)."""
     x = np.asarray(values, dtype=float)

@@ -82,3 +82,25 @@ def parse_fraction(text: str, what: str) -> float:
     if not 0 < value < 1:
         raise UsageError(f"{what} must be between 0% and 100%, got {text!r}")
     return value
+
+
+def fmt_num(x: float | None, spec: str = ",.0f", unit: str = "") -> str:
+    """A number in a given format with its unit, or n/a."""
+    if x is None:
+        return "n/a"
+    return f"{x:{spec}}" + (f" {unit}" if unit else "")
+
+
+def fmt_ms(ns: float | None) -> str:
+    return "n/a" if ns is None else f"{ns / 1e6:,.2f} ms"
+
+
+def fmt_mib(n_bytes: float | None, signed: bool = False) -> str:
+    if n_bytes is None:
+        return "n/a"
+    return f"{n_bytes / (1 << 20):{'+' if signed else ''},.1f} MiB"
+
+
+def gb_per_s(n_bytes: float | None, wall_ns: float | None) -> float | None:
+    """Decimal GB/s, the unit of memcpy benchmarks (perf bench, STREAM)."""
+    return n_bytes / wall_ns if n_bytes and wall_ns else None

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memsleuth.cases.base import (PAGE_BYTES, Case, CaseResult, CaseTable, Tunable, Variant, fmt, fmt_mib, fmt_ms,
-                                  ok_samples, status_text, step_count, step_median, tunable_variant)
+from memsleuth.analysis import cell_view
+from memsleuth.cases.base import Case, CaseResult, CaseTable, Tunable, Variant, status_text, tunable_variant
+from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, fmt_num as fmt
 from memsleuth.store import StoredCell, StoredRun
 from memsleuth.workloads import alloc_churn
 from memsleuth.workloads.base import Param
@@ -81,24 +82,24 @@ class CellEvidence:
 
 
 def _evidence(cell: StoredCell) -> CellEvidence:
-    samples = ok_samples(cell)
+    view = cell_view(cell)
     sizes = [int(s) for s in str(cell.params.get("sizes", "4194304")).split(",")]
     nbuf = int(cell.params.get("nbuf", 8))
     step_bytes = sum(sizes[i % len(sizes)] for i in range(nbuf))
     calls = {}
     for sc in SYSCALLS:
-        per_region = [step_median(samples, r, lambda x, sc=sc: x.syscalls.get(sc)) for r in REGIONS]
+        per_region = [view.step(r, lambda x, sc=sc: x.syscalls.get(sc)) for r in REGIONS]
         calls[sc] = sum(v for v in per_region if v is not None) if any(v is not None for v in per_region) else None
     return CellEvidence(
         cell=cell, allocator=cell.allocator.name, tunables=str(cell.params.get("tunables", "default")),
         variant=str(cell.params.get("variant")), step_bytes=step_bytes, nbuf=nbuf,
         steps=int(cell.params["steps"]) if "steps" in cell.params else None,
-        faults={r: step_median(samples, r, lambda x: x.minflt) for r in REGIONS},
-        wall_ns={r: step_median(samples, r, lambda x: x.wall_ns) for r in REGIONS},
+        faults={r: view.step(r, lambda x: x.minflt) for r in REGIONS},
+        wall_ns={r: view.step(r, lambda x: x.wall_ns) for r in REGIONS},
         calls=calls,
-        free_brk_delta=step_median(samples, "free", lambda x: x.brk_delta_bytes),
-        alloc_brk_delta=step_median(samples, "alloc", lambda x: x.brk_delta_bytes),
-        shrinking_steps=step_count(samples, "free", lambda x: (x.brk_delta_bytes or 0) < 0),
+        free_brk_delta=view.step("free", lambda x: x.brk_delta_bytes),
+        alloc_brk_delta=view.step("alloc", lambda x: x.brk_delta_bytes),
+        shrinking_steps=view.step_count("free", lambda x: (x.brk_delta_bytes or 0) < 0),
         status=status_text(cell))
 
 

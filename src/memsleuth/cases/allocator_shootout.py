@@ -9,7 +9,8 @@ rules (madvise storm, heap-trim and mmap churn, first touch, ...).
 from __future__ import annotations
 
 from memsleuth.analysis import CellSummary, analyse, failure_label
-from memsleuth.cases.base import Case, CaseResult, CaseTable, Variant, fmt
+from memsleuth.cases.base import Case, CaseResult, CaseTable, Variant
+from memsleuth.units import fmt_num as fmt
 from memsleuth.store import StoredRun
 from memsleuth.units import fmt_bytes
 from memsleuth.workloads import random_mixed

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from statistics import median
-from typing import Callable
 
 from memsleuth.allocators import Allocator
 from memsleuth.errors import UsageError
-from memsleuth.evidence import Region, Sample
 from memsleuth.plan import Cell, Plan, Rounds
 from memsleuth.store import StoredCell, StoredRun
 from memsleuth.workloads.base import Param, Value, Workload
 
-from memsleuth.units import PAGE_BYTES  # noqa: F401,E402 (re-exported for the cases)
 
 
 @dataclass(frozen=True)
@@ -135,79 +131,21 @@ def case_plan(case: Case, variants: list[Variant], allocators: list[Allocator], 
 
 
 # ---- reading the stored evidence ---------------------------------------------------------------
+# Cases read a cell through the analysis layer's CellView (analysis.cell_view): its medians, its
+# typical step (findings.view.steps_of) and its regions, the same numbers the findings read.
 
-def ok_samples(cell: StoredCell) -> list[Sample]:
-    return [s for _, s in cell.measured() if s.ok]
-
-
-def failures(cell: StoredCell) -> list[Sample]:
-    return [s for _, w, s in cell.samples if not s.ok]
-
-
-def med(values) -> float | None:
-    v = [x for x in values if x is not None]
-    return float(median(v)) if v else None
-
-
-def region_median(samples: list[Sample], name: str, get: Callable[[Region], float | None]) -> float | None:
-    """Median over runs of a value of a region that occurs once per run."""
-    return med(get(r) for s in samples if (r := s.region(name)) is not None)
-
-
-def step_median(samples: list[Sample], name: str, get: Callable[[Region], float | None],
-                skip_first: bool = True) -> float | None:
-    """The typical step of a repeated region: median over the steps of each run, then over runs.
-
-    The first step is left out: it is where the heap first grows and every allocator faults its
-    memory once; the question is what each following step pays.
-    """
-    per_run = []
-    for s in samples:
-        regs = [r for r in s.regions if r.name == name and r.depth == 0]
-        if skip_first and len(regs) > 1:
-            regs = regs[1:]
-        per_run.append(med(get(r) for r in regs))
-    return med(per_run)
-
-
-def step_count(samples: list[Sample], name: str, test: Callable[[Region], bool]) -> int | None:
-    """In how many steps (after the first) a region met a test: median over runs."""
-    counts = []
-    for s in samples:
-        regs = [r for r in s.regions if r.name == name and r.depth == 0][1:]
-        counts.append(sum(1 for r in regs if test(r)))
-    return int(median(counts)) if counts else None
+# Paired ratios inside a case are called only when their whole CI lies beyond +-2%: a case
+# compares a few rounds of long runs, where 1% (compare's default) is below what a handful of
+# rounds resolves on a noisy machine.
+CASE_NOISE = 0.02
 
 
 def status_text(cell: StoredCell) -> str:
     """'ok', or what went wrong: the failures are results too."""
     from memsleuth.analysis import failure_label
-    bad = failures(cell)
-    good = ok_samples(cell)
+    bad = [s for _, w, s in cell.samples if not s.ok]
+    good = [s for _, s in cell.measured() if s.ok]
     if not bad:
         return "ok"
     labels = sorted({failure_label(s) for s in bad})
     return ("partly " if good else "") + "/".join(labels)
-
-
-# ---- formatting with units ---------------------------------------------------------------------
-
-def fmt(x: float | None, spec: str = ",.0f", unit: str = "") -> str:
-    if x is None:
-        return "n/a"
-    return f"{x:{spec}}" + (f" {unit}" if unit else "")
-
-
-def fmt_ms(ns: float | None) -> str:
-    return "n/a" if ns is None else f"{ns / 1e6:,.2f} ms"
-
-
-def fmt_mib(n_bytes: float | None, signed: bool = False) -> str:
-    if n_bytes is None:
-        return "n/a"
-    return f"{n_bytes / (1 << 20):{'+' if signed else ''},.1f} MiB"
-
-
-def gb_per_s(n_bytes: float | None, wall_ns: float | None) -> float | None:
-    """Decimal GB/s, the unit of memcpy benchmarks (perf bench, STREAM)."""
-    return n_bytes / wall_ns if n_bytes and wall_ns else None

@@ -12,7 +12,10 @@ import subprocess
 from dataclasses import dataclass
 
 from memsleuth import native, stats
-from memsleuth.cases.base import Case, CaseResult, CaseTable, Variant, fmt, med, ok_samples, status_text
+from memsleuth.analysis import cell_view
+from memsleuth.cases.base import CASE_NOISE, Case, CaseResult, CaseTable, Variant, status_text
+from memsleuth.stats import median_of as med
+from memsleuth.units import fmt_num as fmt
 from memsleuth.errors import UsageError
 from memsleuth.store import StoredCell, StoredRun
 from memsleuth.workloads import cache_flush
@@ -21,7 +24,6 @@ from memsleuth.workloads.base import Param
 FENCE = {"clflush": "mfence", "clflushopt": "sfence", "clwb": "sfence", "memset": "-", "nt-store": "sfence"}
 CPUID_FLAG = {"clflush": "clflush", "clflushopt": "clflushopt", "clwb": "clwb", "nt-store": "sse2"}
 LINE_BYTES = 64
-NOISE = 0.02   # ratios are called only when their whole CI lies beyond +-2%
 # The pairs whose ratio the case reports: (op, reference).
 PAIRS = (("clflushopt", "clflush"), ("clwb", "clflushopt"), ("nt-store", "memset"), ("clflushopt", "memset"))
 
@@ -63,7 +65,7 @@ def _evidence(cell: StoredCell) -> OpEvidence:
             by_round[r] = med(n / x.wall_ns for x in passes if x.wall_ns)
             faults.append(med(x.minflt for x in passes))
             shares.append(med(x.sys_ns / (x.user_ns + x.sys_ns) for x in passes if x.user_ns + x.sys_ns))
-    refused = next((s.result.get("reason") for s in ok_samples(cell) if s.result and s.result.get("supported") is False),
+    refused = next((s.result.get("reason") for s in cell_view(cell).samples if s.result and s.result.get("supported") is False),
                    None)
     return OpEvidence(cell, str(cell.params.get("op")), cell.allocator.name, n, by_round, med(faults), med(shares),
                       refused, status_text(cell))
@@ -71,10 +73,7 @@ def _evidence(cell: StoredCell) -> OpEvidence:
 
 def paired(a: OpEvidence, b: OpEvidence) -> stats.Estimate | None:
     """a's time per pass over b's (> 1: a is slower), paired by round: time ratio = b's GB/s / a's."""
-    common = sorted(set(a.gbs_by_round) & set(b.gbs_by_round))
-    if not common:
-        return None
-    return stats.paired_ratio([b.gbs_by_round[r] for r in common], [a.gbs_by_round[r] for r in common])
+    return stats.paired_by_round(b.gbs_by_round, a.gbs_by_round)
 
 
 class CacheFlush(Case):
@@ -147,7 +146,7 @@ class CacheFlush(Case):
                 if not a or not b or not a.gbs or not b.gbs:
                     continue
                 r = paired(a, b)
-                verdict = stats.verdict(r, NOISE).text if r is not None else "no paired rounds"
+                verdict = stats.verdict(r, CASE_NOISE).text if r is not None else "no paired rounds"
                 out.append(f"{a_op} + {FENCE[a_op]} ran at {a.gbs:.2f} GB/s ({LINE_BYTES / a.gbs:.2f} ns per line), "
                            f"{b_op}{' + ' + FENCE[b_op] if FENCE[b_op] != '-' else ''} at {b.gbs:.2f} GB/s: "
                            f"{a_op} against {b_op}: {verdict}.")

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memsleuth.cases.base import (PAGE_BYTES, Case, CaseResult, CaseTable, Variant, fmt, fmt_mib, fmt_ms, gb_per_s,
-                                  ok_samples, region_median, status_text)
+from memsleuth.analysis import cell_view
+from memsleuth.cases.base import Case, CaseResult, CaseTable, Variant, status_text
+from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, fmt_num as fmt, gb_per_s
 from memsleuth.store import StoredCell, StoredRun
 from memsleuth.workloads import first_touch
 from memsleuth.workloads.base import Param
@@ -80,22 +81,22 @@ class SetupEvidence:
 
 
 def _evidence(cell: StoredCell) -> SetupEvidence:
-    samples = ok_samples(cell)
-    results = [s.result for s in samples if s.result]
+    view = cell_view(cell)
+    results = [s.result for s in view.samples if s.result]
     unsupported = next((r for r in results if r.get("supported") is False), None)
     return SetupEvidence(
         cell=cell, setup=str(cell.params.get("setup")), allocator=cell.allocator.name,
         n_bytes=int(cell.params.get("bytes", 0)), supported=unsupported is None,
         reason=unsupported.get("reason") if unsupported else None,
-        copy_ns=region_median(samples, "copy", lambda r: r.wall_ns),
-        copy_faults=region_median(samples, "copy", lambda r: r.minflt),
-        again_ns=region_median(samples, "copy-again", lambda r: r.wall_ns),
-        again_faults=region_median(samples, "copy-again", lambda r: r.minflt),
-        source_ns=region_median(samples, "source", lambda r: r.wall_ns),
-        setup_ns=region_median(samples, "setup", lambda r: r.wall_ns),
-        setup_faults=region_median(samples, "setup", lambda r: r.minflt),
-        rss_before_kb=region_median(samples, "copy", lambda r: r.rss_start_kb),
-        rss_after_kb=region_median(samples, "copy", lambda r: r.rss_end_kb),
+        copy_ns=view.region_value("copy", lambda r: r.wall_ns),
+        copy_faults=view.region_value("copy", lambda r: r.minflt),
+        again_ns=view.region_value("copy-again", lambda r: r.wall_ns),
+        again_faults=view.region_value("copy-again", lambda r: r.minflt),
+        source_ns=view.region_value("source", lambda r: r.wall_ns),
+        setup_ns=view.region_value("setup", lambda r: r.wall_ns),
+        setup_faults=view.region_value("setup", lambda r: r.minflt),
+        rss_before_kb=view.region_value("copy", lambda r: r.rss_start_kb),
+        rss_after_kb=view.region_value("copy", lambda r: r.rss_end_kb),
         status=status_text(cell))
 
 

@@ -13,8 +13,11 @@ import os
 from dataclasses import dataclass
 
 from memsleuth import stats
-from memsleuth.cases.base import (Case, CaseResult, CaseTable, Tunable, Variant, fmt, med, ok_samples, status_text,
+from memsleuth.analysis import cell_view
+from memsleuth.cases.base import (CASE_NOISE, Case, CaseResult, CaseTable, Tunable, Variant, status_text,
                                   tunable_variant)
+from memsleuth.stats import median_of as med
+from memsleuth.units import fmt_num as fmt
 from memsleuth.store import StoredCell, StoredRun
 from memsleuth.workloads import thread_heap
 from memsleuth.workloads.base import Param
@@ -27,7 +30,6 @@ TUNABLES: dict[str, Tunable] = {
 }
 # Ratios are called only when their whole 95% CI lies beyond +-2% (this VM's run-to-run spread
 # for runs of this length; docs/statistics.md).
-NOISE = 0.02
 # Futex calls per 1,000 calls at which threads are said to wait on each other in the kernel.
 FUTEX_PER_KCALL = 1.0
 
@@ -64,7 +66,7 @@ def _per_k(samples, get, calls: int) -> float | None:
 
 
 def _evidence(cell: StoredCell) -> Evidence:
-    samples = ok_samples(cell)
+    samples = cell_view(cell).samples
     workers, calls = int(cell.params.get("threads", 1)), int(cell.params.get("calls", 1))
     total = workers * calls
     per_call = {r: s.main.wall_ns / calls for r, s in cell.measured() if s.ok and s.main}
@@ -86,10 +88,7 @@ def _evidence(cell: StoredCell) -> Evidence:
 
 def ratio(a: Evidence, b: Evidence) -> stats.Estimate | None:
     """a's time per call over b's, paired by round."""
-    common = sorted(set(a.per_call_ns) & set(b.per_call_ns))
-    if not common:
-        return None
-    return stats.paired_ratio([a.per_call_ns[r] for r in common], [b.per_call_ns[r] for r in common])
+    return stats.paired_by_round(a.per_call_ns, b.per_call_ns)
 
 
 def ratio_text(r: stats.Estimate | None) -> str:
@@ -167,7 +166,7 @@ class ThreadHeap(Case):
             if procs is None or procs.per_call is None:
                 continue
             r = ratio(e, procs)
-            v = stats.verdict(r, NOISE) if r is not None else None
+            v = stats.verdict(r, CASE_NOISE) if r is not None else None
             busy = (e.futex_per_kcall or 0) >= FUTEX_PER_KCALL
             if e.tunables != "default" and not busy and (v is None or v.kind == "unresolved"):
                 continue  # the table has it; a statement per tunable only when something was resolved
@@ -186,7 +185,7 @@ class ThreadHeap(Case):
             if local is None or local.per_call is None:
                 continue
             r = ratio(e, local)
-            verdict = stats.verdict(r, NOISE).text if r is not None else "no paired rounds"
+            verdict = stats.verdict(r, CASE_NOISE).text if r is not None else "no paired rounds"
             out.append(f"{e.where}, {e.mode}: the {e.form} vector took {e.per_call:,.0f} ns per call against "
                        f"{local.per_call:,.0f} ns for the function-local one: {verdict}.")
         for e in ev:

@@ -1,41 +1,36 @@
 """Findings: rules that read measured evidence and name the mechanism it proves.
 
 One rule per module. A rule gets a `CellView` (the evidence of one cell: its successful runs,
-medians of region `main` or of the whole process, repeated step regions) or a pair of them, and
-returns a `Finding` or None. Rules fire on numbers only, never on the name of a workload or an
+medians of region `main` or of the whole process, repeated step regions), a pair of them, or all
+of a run's, and returns a list of findings (empty when its mechanism is not shown); the three
+interfaces are `CellRule`, `PairRule` and `RunRule` in base.py. Rules fire on numbers only, never on the name of a workload or an
 allocator; an allocator's name may only choose which option to suggest. Every finding quotes
 the numbers it rests on. Thresholds live in each module, with the reason for their value, and
 in docs/findings.md.
 """
 from __future__ import annotations
 
-from memsleuth.findings.base import Finding
+from memsleuth.findings.base import CellRule, Finding, PairRule, RunRule
 from memsleuth.findings.view import CellView
 from memsleuth.findings import (counters_unavailable, first_touch, heap_trim, kernel_gap, lock_contention,
                                 madvise_storm, mmap_churn, rss_blowup, unstable, zero_page)
 
-CELL_RULES = (madvise_storm, heap_trim, mmap_churn, first_touch, zero_page, lock_contention, rss_blowup,
+CELL_RULES: tuple[CellRule, ...] = (madvise_storm, heap_trim, mmap_churn, first_touch, zero_page, lock_contention, rss_blowup,
               unstable)
-PAIR_RULES = (kernel_gap,)
-RUN_RULES = (counters_unavailable,)
+PAIR_RULES: tuple[PairRule, ...] = (kernel_gap,)
+RUN_RULES: tuple[RunRule, ...] = (counters_unavailable,)
 
 
 def for_cell(view: CellView) -> list[Finding]:
-    out = []
-    for rule in CELL_RULES:
-        found = rule.check(view)
-        if found is None:
-            continue
-        out.extend(found if isinstance(found, list) else [found])
-    return out
+    return [f for rule in CELL_RULES for f in rule.check(view)]
 
 
 def for_pair(slower: CellView, faster: CellView) -> list[Finding]:
-    return [f for rule in PAIR_RULES if (f := rule.check_pair(slower, faster)) is not None]
+    return [f for rule in PAIR_RULES for f in rule.check_pair(slower, faster)]
 
 
 def for_run(views: list[CellView]) -> list[Finding]:
-    return [f for rule in RUN_RULES if (f := rule.check_run(views)) is not None]
+    return [f for rule in RUN_RULES for f in rule.check_run(views)]
 
 
 __all__ = ["Finding", "CellView", "for_cell", "for_pair", "for_run"]

@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
-from memsleuth.units import PAGE_BYTES  # noqa: F401 (the rules convert faults and bytes through it)
+if TYPE_CHECKING:
+    from memsleuth.findings.view import CellView
+
+
 
 
 @dataclass(frozen=True)
@@ -30,3 +34,18 @@ def confidence(margin: float) -> str:
 
 def mib(n_bytes: float) -> str:
     return f"{n_bytes / (1 << 20):.1f} MiB"
+
+
+class CellRule(Protocol):
+    """A rule module about one cell: `check(view)` returns the findings its numbers show."""
+    def check(self, view: "CellView") -> list[Finding]: ...
+
+
+class PairRule(Protocol):
+    """A rule module about a cell resolved slower than its group's fastest."""
+    def check_pair(self, slower: "CellView", faster: "CellView") -> list[Finding]: ...
+
+
+class RunRule(Protocol):
+    """A rule module about a whole run (every cell's view)."""
+    def check_run(self, views: "list[CellView]") -> list[Finding]: ...

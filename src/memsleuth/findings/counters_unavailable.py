@@ -16,12 +16,12 @@ WOULD_ANSWER = {
 }
 
 
-def check_run(views: list[CellView]) -> Finding | None:
+def check_run(views: list[CellView]) -> list[Finding]:
     unsupported: dict[str, str] = {}
     for v in views:
         unsupported.update(v.unsupported)
     if not unsupported:
-        return None
+        return []
     groups = {
         "hardware": [e for e in HARDWARE_EVENTS if e in unsupported],
         "syscalls": [e for e in SYSCALLS if e in unsupported],
@@ -35,11 +35,11 @@ def check_run(views: list[CellView]) -> Finding | None:
         why = unsupported[events[0]]
         evidence.append(f"{kind}: {', '.join(events)} did not open ({why}); they would have shown {WOULD_ANSWER[kind]}")
     if not evidence:
-        return None
-    return Finding(
+        return []
+    return [Finding(
         id="counters-unavailable", title="Some evidence could not be measured on this machine",
         mechanism="the kernel refused these perf events, so the findings that need them cannot be checked here",
         evidence=evidence,
         advice="hardware counters need a PMU (bare metal, or a VM that passes one through); syscall tracepoints "
                "need root (or perf_event_paranoid <= -1) and tracefs; see `memsleuth doctor`",
-        confidence="high", subject="machine", numbers={"missing": missing})
+        confidence="high", subject="machine", numbers={"missing": missing})]

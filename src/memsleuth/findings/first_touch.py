@@ -2,7 +2,8 @@
 first written, so the region pays one page fault per page inside its own timing."""
 from __future__ import annotations
 
-from memsleuth.findings.base import PAGE_BYTES, Finding, confidence, mib
+from memsleuth.units import PAGE_BYTES
+from memsleuth.findings.base import Finding, confidence, mib
 from memsleuth.findings.view import CellView
 
 # At least 1 MiB first-touched: below that the faults cost well under a millisecond.
@@ -17,7 +18,7 @@ MIN_RSS_PER_FAULT = 0.5
 MAX_SYSCALLS_PER_FAULT = 1.0
 
 
-def check(view: CellView) -> list[Finding] | None:
+def check(view: CellView) -> list[Finding]:
     found = []
     for sc in view.top_regions():
         if sc.minflt is None or sc.minflt * PAGE_BYTES < MIN_FAULT_BYTES:
@@ -51,4 +52,4 @@ def check(view: CellView) -> list[Finding] | None:
             subject=f"{view.label} / {sc.name}",
             confidence=confidence(min(fault_bytes / MIN_FAULT_BYTES, share / SYS_SHARE)),
             numbers={"region": sc.name, "faults": sc.minflt, "fault_bytes": fault_bytes, "sys_share": share}))
-    return found or None
+    return found

@@ -2,7 +2,8 @@
 (the program break moves down), and the next step faults all those pages in again."""
 from __future__ import annotations
 
-from memsleuth.findings.base import PAGE_BYTES, Finding, confidence, mib
+from memsleuth.units import PAGE_BYTES
+from memsleuth.findings.base import Finding, confidence, mib
 from memsleuth.findings.view import CellView
 
 # glibc trims when the top chunk exceeds trim_threshold (128 KiB by default), so smaller moves
@@ -20,22 +21,22 @@ CALLS_PER_GROWTH_STEP = 4.0
 MIN_BRK_CALLS = 50
 
 
-def check(view: CellView) -> Finding | None:
+def check(view: CellView) -> list[Finding]:
     steps = view.step_regions()
     if steps:
         return _steps(view, steps)
     return _rate(view)
 
 
-def _steps(view: CellView, steps) -> Finding | None:
+def _steps(view: CellView, steps) -> list[Finding]:
     shrink = max(steps, key=lambda s: s.brk_shrink_per_step)
     faulting = max(steps, key=lambda s: s.minflt_per_step)
     if shrink.brk_shrink_per_step < MIN_SHRINK_PER_STEP or shrink.shrinking_steps < MIN_SHRINKING_SHARE * shrink.steps:
-        return None
+        return []
     returned_pages = shrink.brk_shrink_per_step / PAGE_BYTES
     ratio = faulting.minflt_per_step / returned_pages
     if ratio < MIN_REFAULT_RATIO:
-        return None
+        return []
     brk_calls = sum(s.syscalls_per_step.get("brk", 0) for s in steps)
     evidence = [
         f"the program break moved down {mib(shrink.brk_shrink_per_step)} per step in region '{shrink.name}' "
@@ -46,7 +47,7 @@ def _steps(view: CellView, steps) -> Finding | None:
     ]
     if brk_calls:
         evidence.append(f"{brk_calls:.1f} brk calls per step inside the regions")
-    return Finding(
+    return [Finding(
         id="heap-trim-churn", title="Heap-top trimming: every step gives its memory back and faults it in again",
         mechanism="the step's frees leave free memory at the top of the heap, free() trims it (the program break "
                   "moves down), and the next step faults that memory in again",
@@ -58,20 +59,20 @@ def _steps(view: CellView, steps) -> Finding | None:
         subject=view.label,
         confidence=confidence(min(shrink.brk_shrink_per_step / MIN_SHRINK_PER_STEP, 2 * ratio)),
         numbers={"shrink_bytes_per_step": shrink.brk_shrink_per_step, "faults_per_step": faulting.minflt_per_step,
-                 "steps": shrink.steps, "trim_region": shrink.name, "fault_region": faulting.name})
+                 "steps": shrink.steps, "trim_region": shrink.name, "fault_region": faulting.name})]
 
 
-def _rate(view: CellView) -> Finding | None:
+def _rate(view: CellView) -> list[Finding]:
     sc = view.main
     if sc is None or "brk" not in sc.syscalls or sc.minflt is None or sc.brk_delta_bytes is None:
-        return None
+        return []
     brk = sc.syscalls["brk"]
     growth_steps = max(0.0, sc.brk_delta_bytes) / GROWTH_STEP_BYTES + 1
     excess = brk / growth_steps
     if brk < MIN_BRK_CALLS or excess < CALLS_PER_GROWTH_STEP or sc.minflt < brk / 2:
-        return None
+        return []
     rate = f" = {sc.per_kop(brk):.2f} per 1000 ops" if sc.ops else ""
-    return Finding(
+    return [Finding(
         id="heap-trim-churn", title="Heap-top trimming: the program break keeps moving down and up",
         mechanism="free() trims the heap top and malloc grows it again, and the regrown pages are faulted in again",
         evidence=[f"{brk:,.0f} brk calls in region main{rate}, for a net growth of the break of "
@@ -81,4 +82,4 @@ def _rate(view: CellView) -> Finding | None:
         advice="keep the top: GLIBC_TUNABLES=glibc.malloc.trim_threshold=<larger> and/or glibc.malloc.top_pad; "
                "or reuse buffers instead of freeing them",
         subject=view.label, confidence=confidence(excess / CALLS_PER_GROWTH_STEP),
-        numbers={"brk": brk, "net_brk_growth_bytes": sc.brk_delta_bytes, "minflt": sc.minflt})
+        numbers={"brk": brk, "net_brk_growth_bytes": sc.brk_delta_bytes, "minflt": sc.minflt})]

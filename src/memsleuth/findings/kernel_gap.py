@@ -21,18 +21,18 @@ SYSCALLS_PER_KOP = 1.0
 MIN_SYS_NS = 20_000_000
 
 
-def check_pair(slower: CellView, faster: CellView) -> Finding | None:
+def check_pair(slower: CellView, faster: CellView) -> list[Finding]:
     a, b = slower.main, faster.main
     if a is None or b is None or not a.ops or not b.ops:
-        return None
+        return []
     t_a, t_b = (a.user_ns + a.sys_ns) / a.ops, (b.user_ns + b.sys_ns) / b.ops
     gap = t_a - t_b
     if t_b <= 0 or gap <= MIN_GAP * t_b or a.sys_ns < MIN_SYS_NS:
-        return None
+        return []
     sys_gap = a.sys_ns / a.ops - b.sys_ns / b.ops
     share = sys_gap / gap
     if share < GAP_SHARE:
-        return None
+        return []
     counted = []
     for name in SYSCALL_COLUMNS:
         x, y = a.syscalls.get(name), b.syscalls.get(name)
@@ -42,12 +42,12 @@ def check_pair(slower: CellView, faster: CellView) -> Finding | None:
             and (a.minflt - b.minflt) * 1000 / a.ops >= FAULTS_PER_KOP):
         counted.append(f"page faults: {a.minflt:,.0f} vs {b.minflt:,.0f}")
     if not counted:
-        return None
+        return []
     evidence = [f"CPU time per op: {slower.allocator} {t_a:.1f} ns, {faster.allocator} {t_b:.1f} ns "
                 f"(gap {gap:.1f} ns)",
                 f"system time per op: {a.sys_ns / a.ops:.1f} vs {b.sys_ns / b.ops:.1f} ns = {min(share, 1):.0%} "
                 "of the gap", *counted]
-    return Finding(
+    return [Finding(
         id="kernel-gap", title=f"{slower.allocator} is slower mostly in the kernel",
         mechanism=f"{min(share, 1):.0%} of {slower.allocator}'s extra CPU time per operation over {faster.allocator} "
                   "is system time: system calls and page faults, not the allocator's own code",
@@ -55,4 +55,4 @@ def check_pair(slower: CellView, faster: CellView) -> Finding | None:
         advice="look at the syscall and fault columns of the evidence table and at this cell's other findings for "
                "which kernel path it is",
         subject=f"{slower.label} vs {faster.label}", confidence=confidence(share / GAP_SHARE),
-        numbers={"gap_ns_per_op": gap, "sys_share_of_gap": share})
+        numbers={"gap_ns_per_op": gap, "sys_share_of_gap": share})]

@@ -13,16 +13,16 @@ from memsleuth.findings.view import CellView
 FUTEX_PER_KOP = 0.5
 
 
-def check(view: CellView) -> Finding | None:
+def check(view: CellView) -> list[Finding]:
     sc = view.main
     if sc is None or not sc.ops or "futex" not in sc.syscalls:
-        return None
+        return []
     futex = sc.per_kop(sc.syscalls["futex"])
     if futex < FUTEX_PER_KOP:
-        return None
+        return []
     csw = sc.per_kop(sc.context_switches) if sc.context_switches is not None else None
     share = sc.sys_share
-    return Finding(
+    return [Finding(
         id="lock-contention", title="Allocator lock contention",
         mechanism="threads collide on a lock inside the allocator and enter the kernel (futex) to wait for it or "
                   "to wake a waiter: an uncontended lock never makes that call",
@@ -34,4 +34,4 @@ def check(view: CellView) -> Finding | None:
                "glibc.malloc.arena_max, keep glibc.malloc.tcache_count up; in the program reuse per-thread buffers "
                "(thread_local) instead of allocating in the hot loop",
         subject=view.label, confidence=confidence(futex / FUTEX_PER_KOP),
-        numbers={"futex_per_kop": futex, "csw_per_kop": csw})
+        numbers={"futex_per_kop": futex, "csw_per_kop": csw})]

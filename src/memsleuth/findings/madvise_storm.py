@@ -31,20 +31,20 @@ ADVICE = {
 GENERIC = "purge lazily: delay returning freed pages to the kernel, or batch it above a threshold of free pages"
 
 
-def check(view: CellView) -> Finding | None:
+def check(view: CellView) -> list[Finding]:
     sc = view.scope
     if sc is None or "madvise" not in sc.syscalls:
-        return None
+        return []
     calls = sc.syscalls["madvise"]
     share = sc.sys_share
     if calls < MIN_CALLS or share is None or share < SYS_SHARE:
-        return None
+        return []
     if sc.ops:
         rate, threshold, unit = sc.per_kop(calls), MADVISE_PER_KOP, "per 1000 ops"
     else:
         rate, threshold, unit = calls / (sc.wall_ns / 1e9), MADVISE_PER_S, "per second"
     if rate < threshold:
-        return None
+        return []
     faults = sc.minflt
     evidence = [f"{calls:,.0f} madvise calls in {'region ' + sc.name if sc.name != 'process' else 'the process'} "
                 f"({rate:.2f} {unit}; threshold {threshold})",
@@ -55,9 +55,9 @@ def check(view: CellView) -> Finding | None:
     mechanism = "freed memory is handed back to the kernel with madvise at a high rate, and the time goes to the kernel"
     if refaults:
         mechanism += "; the fault count matches the purged pages being faulted in again by later allocations"
-    return Finding(
+    return [Finding(
         id="madvise-storm", title="Madvise storm: eager purging of freed memory",
         mechanism=mechanism,
         evidence=evidence, advice=ADVICE.get(view.allocator, GENERIC), subject=view.label,
         confidence=confidence(min(rate / threshold, share / SYS_SHARE)),
-        numbers={"madvise": calls, "rate": rate, "rate_unit": unit, "sys_share": share, "minflt": faults})
+        numbers={"madvise": calls, "rate": rate, "rate_unit": unit, "sys_share": share, "minflt": faults})]

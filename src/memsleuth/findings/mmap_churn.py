@@ -12,7 +12,7 @@ MUNMAP_PER_KOP = 1.0
 FAULTS_PER_MAPPING = 8.0
 
 
-def check(view: CellView) -> Finding | None:
+def check(view: CellView) -> list[Finding]:
     steps = view.step_regions()
     if steps:
         munmaps = sum(s.syscalls_per_step.get("munmap", 0) for s in steps)
@@ -23,15 +23,15 @@ def check(view: CellView) -> Finding | None:
     else:
         sc = view.main
         if sc is None or not sc.ops or "munmap" not in sc.syscalls or sc.minflt is None:
-            return None
+            return []
         munmaps, mmaps, faults, faulting = sc.syscalls["munmap"], sc.syscalls.get("mmap", 0), sc.minflt, "main"
         where, unit, threshold, rate = "in region main", "1000 ops", MUNMAP_PER_KOP, sc.per_kop(sc.syscalls["munmap"])
     if rate < threshold or munmaps == 0:
-        return None
+        return []
     per_mapping = faults / munmaps
     if per_mapping < FAULTS_PER_MAPPING:
-        return None
-    return Finding(
+        return []
+    return [Finding(
         id="mmap-churn", title="mmap/munmap churn of large blocks",
         mechanism="blocks are unmapped when freed (in glibc: blocks above the mmap threshold), so their next use "
                   "gets fresh memory and faults its pages in again",
@@ -41,4 +41,4 @@ def check(view: CellView) -> Finding | None:
                "(GLIBC_TUNABLES=glibc.malloc.mmap_threshold=<bytes above the block size>) so freed blocks stay in "
                "the heap; or an allocator that caches large blocks",
         subject=view.label, confidence=confidence(min(rate / threshold, per_mapping / FAULTS_PER_MAPPING)),
-        numbers={"munmap": munmaps, "mmap": mmaps, "faults": faults, "faults_per_mapping": per_mapping})
+        numbers={"munmap": munmaps, "mmap": mmaps, "faults": faults, "faults_per_mapping": per_mapping})]

@@ -12,14 +12,14 @@ RATIO = 4.0
 MIN_EXCESS_BYTES = 64 << 20
 
 
-def check(view: CellView) -> Finding | None:
+def check(view: CellView) -> list[Finding]:
     live, rss_kb = view.peak_live_bytes, view.maxrss_kb
     if not live or rss_kb is None:
-        return None
+        return []
     rss = rss_kb * 1024
     if rss < RATIO * live or rss - live < MIN_EXCESS_BYTES:
-        return None
-    return Finding(
+        return []
+    return [Finding(
         id="rss-blowup", title="RSS blow-up: resident memory far above the live bytes",
         mechanism="the process holds many times the bytes the program reports live: freed memory is kept, not "
                   "reused, or not returned by the allocator",
@@ -28,4 +28,4 @@ def check(view: CellView) -> Finding | None:
         advice="look for memory that is never freed or never reused (a leak, per-thread caches that are never "
                "flushed, fragmentation); compare the allocators' peak RSS in the evidence table",
         subject=view.label, confidence=confidence(rss / (RATIO * live)),
-        numbers={"maxrss_bytes": rss, "live_bytes": live})
+        numbers={"maxrss_bytes": rss, "live_bytes": live})]

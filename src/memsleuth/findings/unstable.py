@@ -12,15 +12,15 @@ CI_HALF_WIDTH = 0.05
 SUPPORTING_CODES = ("cv", "first-outlier", "outliers", "load")
 
 
-def check(view: CellView) -> Finding | None:
+def check(view: CellView) -> list[Finding]:
     evidence = []
     hw = view.ci_half_width
     if hw is not None and hw > CI_HALF_WIDTH:
         evidence.append(f"95% CI half-width ±{hw:.1%} of the median (threshold ±{CI_HALF_WIDTH:.0%})")
     if not evidence:
-        return None
+        return []
     evidence += [w.text for w in view.warnings if w.code in SUPPORTING_CODES]
-    return Finding(
+    return [Finding(
         id="unstable-measurement", title="Unstable measurement",
         mechanism="run-to-run variation leaves this cell's median uncertain by more than "
                   f"±{CI_HALF_WIDTH:.0%}, so smaller differences from it are not resolved",
@@ -28,4 +28,4 @@ def check(view: CellView) -> Finding | None:
         advice="run on a quiet machine (memsleuth doctor), lengthen each run (more iterations), add rounds "
                "(--max-reps), and trust only paired verdicts that are resolved",
         subject=view.label, confidence=confidence((hw or CI_HALF_WIDTH) / CI_HALF_WIDTH + len(evidence) - 1),
-        numbers={"ci_half_width": hw})
+        numbers={"ci_half_width": hw})]

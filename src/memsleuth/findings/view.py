@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from statistics import median
 
+from typing import Callable
+
 from memsleuth.evidence import CounterReadings, Region, Sample
 
 
@@ -30,9 +32,24 @@ class Scope(CounterReadings):
         return 1000 * value / self.ops if value is not None and self.ops else None
 
 
+def steps_of(sample: Sample, name: str) -> list[Region]:
+    """The occurrences of a top-level region in one run, the first left out when there are more.
+
+    The one definition of a step: the first occurrence is where the heap first grows and every
+    allocator faults its memory once; the question is what each following step pays.
+    """
+    regs = [r for r in sample.regions if r.name == name and r.depth == 0]
+    return regs[1:] if len(regs) > 1 else regs
+
+
+def typical_step(samples: list[Sample], name: str, get: Callable[[Region], float | None]) -> float | None:
+    """The typical step of a repeated region: the median over the steps of each run, then over the runs."""
+    return _med_opt(_med_opt(get(r) for r in steps_of(s, name)) for s in samples)
+
+
 @dataclass
 class StepRegion:
-    """A region that repeats in every run (a step loop): its per-step medians."""
+    """A region that repeats in every run (a step loop): its per-step medians (see steps_of)."""
     name: str
     steps: int
     minflt_per_step: float       # medians over the steps (the typical step), then over the runs
@@ -95,28 +112,40 @@ class CellView:
         return [sc for n in once if (sc := self.region_scope(n)) is not None]
 
     def step_regions(self, min_steps: int = 3) -> list[StepRegion]:
-        """Top-level regions that repeat at least min_steps times in every run."""
+        """Top-level regions that repeat at least min_steps times (after the first) in every run."""
         if not self.samples:
             return []
         names = [r.name for r in self.samples[0].regions if r.depth == 0]
         out = []
         for name in dict.fromkeys(names):
-            per_run = [[r for r in s.regions if r.name == name and r.depth == 0] for s in self.samples]
+            per_run = [steps_of(s, name) for s in self.samples]
             steps = min(len(rs) for rs in per_run)
             if steps < min_steps:
                 continue
-            # Per step, the typical step: the median over the steps of each run, then over the runs.
-            # (A mean would let the first step, which maps and faults everything once, pass for all.)
+            # Medians, not means: one odd step (a late arena, a huge page) must not pass for all.
             out.append(StepRegion(
                 name=name, steps=steps,
-                minflt_per_step=_med(_med(r.minflt or 0 for r in rs) for rs in per_run),
-                brk_shrink_per_step=_med(_med(max(0, -(r.brk_delta_bytes or 0)) for r in rs) for rs in per_run),
-                shrinking_steps=int(_med(sum(1 for r in rs if (r.brk_delta_bytes or 0) < 0) for rs in per_run)),
-                wall_ns_per_step=_med(_med(r.wall_ns for r in rs) for rs in per_run),
+                minflt_per_step=self.step(name, lambda r: r.minflt or 0) or 0.0,
+                brk_shrink_per_step=self.step(name, lambda r: max(0, -(r.brk_delta_bytes or 0))) or 0.0,
+                shrinking_steps=self.step_count(name, lambda r: (r.brk_delta_bytes or 0) < 0) or 0,
+                wall_ns_per_step=self.step(name, lambda r: r.wall_ns) or 0.0,
                 syscalls_per_step=_med_dict([{k: _med(r.syscalls.get(k, 0) for r in rs) for k in rs[0].syscalls}
                                              for rs in per_run]),
             ))
         return out
+
+    def step(self, name: str, get: Callable[[Region], float | None]) -> float | None:
+        """The typical step of a repeated region (typical_step)."""
+        return typical_step(self.samples, name, get)
+
+    def step_count(self, name: str, test: Callable[[Region], bool]) -> int | None:
+        """In how many steps a repeated region met a test: the median over runs."""
+        counts = [sum(1 for r in steps_of(s, name) if test(r)) for s in self.samples]
+        return int(median(counts)) if counts else None
+
+    def region_value(self, name: str, get: Callable[[Region], float | None]) -> float | None:
+        """Median over runs of a value of a region that occurs once per run."""
+        return _med_opt(get(r) for s in self.samples if (r := s.region(name)) is not None)
 
     @property
     def unsupported(self) -> dict[str, str]:

@@ -2,7 +2,8 @@
 so a 'copy' or 'scan' reads one cached page over and over and its bandwidth looks too high."""
 from __future__ import annotations
 
-from memsleuth.findings.base import PAGE_BYTES, Finding, confidence, mib
+from memsleuth.units import PAGE_BYTES
+from memsleuth.findings.base import Finding, confidence, mib
 from memsleuth.findings.view import CellView
 
 # At least 1 MiB worth of faults, so that the missing RSS is a clear signal.
@@ -15,7 +16,7 @@ MAX_RSS_PER_FAULT = 0.1
 MAX_DISCARDS_PER_FAULT = 0.1
 
 
-def check(view: CellView) -> list[Finding] | None:
+def check(view: CellView) -> list[Finding]:
     found = []
     for sc in view.top_regions():
         if sc.minflt is None or sc.rss_growth_kb is None or sc.minflt * PAGE_BYTES < MIN_FAULT_BYTES:
@@ -39,4 +40,4 @@ def check(view: CellView) -> list[Finding] | None:
             subject=f"{view.label} / {sc.name}",
             confidence=confidence(MAX_RSS_PER_FAULT * fault_bytes / max(growth, 1.0)),
             numbers={"region": sc.name, "faults": sc.minflt, "rss_growth_bytes": growth}))
-    return found or None
+    return found
