@@ -27,6 +27,7 @@
 #include "ms_json.h"
 #include "ms_report.h"
 #include "msr.h"
+#include "msr_args.h"
 
 #define MAX_LEFTOVERS 32
 
@@ -140,22 +141,32 @@ static int open_output(const char *path, const char *tmpl_name) {
   return fd;
 }
 
-/* The RSS timeline: [ms since start, tree RSS KiB, tree anonymous KiB, processes]. When it is
- * full, every other point is dropped and the interval doubles, so a long run keeps its whole
- * span at a coarser resolution. */
+/* The timeline of the whole process tree: at each tick, resident memory, the heap, and the
+ * running totals of the counters ms-run already holds (faults, each syscall) and of the
+ * syscall arguments, so a rate over any span is a difference. When it is full, every other
+ * point is dropped and the interval doubles: a long run keeps its whole span, coarser. */
+#define TL_MAX_COLS 32
 typedef struct {
-  uint64_t (*pt)[4];
+  uint64_t (*pt)[TL_MAX_COLS];
   uint64_t n, max, interval_ms;
+  int ncols;
+  const char *col[TL_MAX_COLS];
+  int event[TL_MAX_COLS];   /* the counter behind a column, or -1 */
 } timeline;
 
-static void tl_add(timeline *t, uint64_t ms, uint64_t rss, uint64_t anon, uint64_t procs) {
+static void tl_col(timeline *t, const char *name, int event) {
+  if (t->ncols < TL_MAX_COLS) { t->col[t->ncols] = name; t->event[t->ncols] = event; t->ncols++; }
+}
+
+static uint64_t *tl_next(timeline *t) {
   if (t->n == t->max) {
     for (uint64_t k = 0; k < t->max / 2; k++) memcpy(t->pt[k], t->pt[2 * k], sizeof t->pt[k]);
     t->n = t->max / 2;
     t->interval_ms *= 2;
   }
   uint64_t *p = t->pt[t->n++];
-  p[0] = ms; p[1] = rss; p[2] = anon; p[3] = procs;
+  memset(p, 0, sizeof t->pt[0]);
+  return p;
 }
 
 typedef struct {
@@ -166,6 +177,8 @@ typedef struct {
   int timed_out, over_limit;
   uint64_t peak_rss_kb, peak_procs;
   timeline tl;
+  const ms_counters *ctr;             /* NULL without counters */
+  msr_args args;
   sbuf lines;
   int nleft;                         /* processes still running when the command ended */
   pid_t left_pid[MAX_LEFTOVERS];
@@ -200,6 +213,35 @@ static pid_t spawn(const msr_options *o, int out_fd, int err_fd, int probe_w, in
   _exit(127);
 }
 
+/* The timeline's columns: fixed ones, then one per counter that opened, then the arguments. */
+static void tl_columns(timeline *t, const ms_counters *ctr, const msr_args *args) {
+  static const char *fixed[] = {"t_ms", "rss_kb", "anon_kb", "procs", "heap_kb"};
+  for (int k = 0; k < 5; k++) tl_col(t, fixed[k], -1);
+  for (int i = 0; ctr && i < ctr->n; i++) {
+    const ms_event *e = &ctr->ev[i];
+    if (e->fd >= 0 && (e->def->kind == MS_KIND_SYSCALL || !strcmp(e->def->name, "page-faults-minor") ||
+                       !strcmp(e->def->name, "page-faults-major") || !strcmp(e->def->name, "context-switches")))
+      tl_col(t, e->def->name, i);
+  }
+  if (args->enabled) {
+    static const char *arg_cols[] = {"munmap_bytes", "madvise_bytes", "mmap_bytes", "mremap_grow_bytes",
+                                     "brk_up_bytes", "brk_down_bytes"};
+    for (int k = 0; k < 6; k++) tl_col(t, arg_cols[k], -2 - k);
+  }
+}
+
+static uint64_t arg_value(const msr_args *a, int code) {
+  switch (code) {
+    case -2: return a->bytes[MSR_A_MUNMAP];
+    case -3: return a->bytes[MSR_A_MADVISE];
+    case -4: return a->bytes[MSR_A_MMAP];
+    case -5: return a->mremap_grow_bytes;
+    case -6: return a->brk_up_bytes;
+    case -7: return a->brk_down_bytes;
+  }
+  return 0;
+}
+
 static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint64_t t0) {
   msr_procs procs;
   msr_descendants(&procs);
@@ -207,7 +249,25 @@ static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint
   msr_tree_rss_kb(&procs, &rss, &anon);
   if (rss > r->peak_rss_kb) r->peak_rss_kb = rss;
   if ((uint64_t)procs.n > r->peak_procs) r->peak_procs = (uint64_t)procs.n;
-  tl_add(&r->tl, (t_ns - t0) / 1000000u, rss, anon, (uint64_t)procs.n);
+  ms_snapshot snap;
+  if (r->ctr) ms_counters_read(r->ctr, &snap);
+  if (r->args.enabled) msr_args_drain(&r->args);
+  uint64_t *p = tl_next(&r->tl);
+  for (int c = 0; c < r->tl.ncols; c++) {
+    int ev = r->tl.event[c];
+    if (ev >= 0) {
+      double v = 0;
+      ms_scale(snap.r[ev], &v);  /* counters start at zero: the reading is the running total */
+      p[c] = (uint64_t)(v + 0.5);
+    } else if (ev < -1) {
+      p[c] = arg_value(&r->args, ev);
+    }
+  }
+  p[0] = (t_ns - t0) / 1000000u;
+  p[1] = rss;
+  p[2] = anon;
+  p[3] = (uint64_t)procs.n;
+  p[4] = msr_tree_heap_kb(&procs);
   if (o->mem_limit_bytes && rss * 1024u > o->mem_limit_bytes && !r->over_limit) {
     r->over_limit = 1;
     msr_kill_tree(r->pid, &r->reaper);
@@ -339,15 +399,21 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   } else {
     ms_json_counters(&j, ctr, s0, s1, 1);
   }
-  msj_u64(&j, "rss_sample_ms", o->sample_ms);
-  msj_u64(&j, "rss_interval_ms", r->tl.interval_ms);
-  msj_arr_begin(&j, "rss_kb");
+  if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args);
+  msj_obj_begin(&j, "timeline");
+  msj_u64(&j, "sample_ms", o->sample_ms);
+  msj_u64(&j, "interval_ms", r->tl.interval_ms);   /* after thinning */
+  msj_arr_begin(&j, "columns");
+  for (int c = 0; c < r->tl.ncols; c++) msj_str(&j, NULL, r->tl.col[c]);
+  msj_arr_end(&j);
+  msj_arr_begin(&j, "rows");
   for (uint64_t k = 0; k < r->tl.n; k++) {
     msj_arr_begin(&j, NULL);
-    for (int f = 0; f < 4; f++) msj_u64(&j, NULL, r->tl.pt[k][f]);
+    for (int c = 0; c < r->tl.ncols; c++) msj_u64(&j, NULL, r->tl.pt[k][c]);
     msj_arr_end(&j);
   }
   msj_arr_end(&j);
+  msj_obj_end(&j);
   msj_arr_begin(&j, "leftover_processes");
   for (int k = 0; k < r->nleft; k++) {
     msj_obj_begin(&j, NULL);
@@ -416,7 +482,7 @@ static int run_mode(const msr_options *o) {
   memset(&r, 0, sizeof r);
   r.tl.max = o->max_points;
   r.tl.interval_ms = o->sample_ms;
-  r.tl.pt = calloc(o->max_points, sizeof *r.tl.pt);
+  r.tl.pt = calloc(o->max_points + 1, sizeof *r.tl.pt);
   if (!r.tl.pt) { perror("ms-run: out of memory"); return 2; }
 
   r.pid = spawn(o, out_fd, err_fd, probe_pipe[1], go_pipe[0], exec_pipe[1]);
@@ -429,7 +495,12 @@ static int run_mode(const msr_options *o) {
 
   ms_counters ctr;
   memset(&ctr, 0, sizeof ctr);
-  if (!o->no_counters) ms_counters_open(&ctr, r.pid, MS_OPEN_INHERIT | MS_OPEN_ENABLE_ON_EXEC);
+  if (!o->no_counters) {
+    ms_counters_open(&ctr, r.pid, MS_OPEN_INHERIT | MS_OPEN_ENABLE_ON_EXEC);
+    r.ctr = &ctr;
+  }
+  if (o->syscall_args) msr_args_open(&r.args, r.pid);
+  tl_columns(&r.tl, r.ctr, &r.args);
   ms_snapshot s0, s1;
   memset(&s0, 0, sizeof s0);
   memset(&s1, 0, sizeof s1);
@@ -442,8 +513,10 @@ static int run_mode(const msr_options *o) {
 
   supervise(o, &r, probe_pipe[0], t0);
   if (!o->no_counters) ms_counters_read(&ctr, &s1);
+  if (r.args.enabled) msr_args_drain(&r.args);
   int rc = write_document(o, &r, &ctr, &s0, &s1, out_fd, err_fd);
   ms_counters_close(&ctr);
+  msr_args_close(&r.args);
   if (rc) return rc;
   return g_interrupted ? 130 : 0;
 }

@@ -20,6 +20,7 @@ typedef struct {
   uint64_t sample_ms;
   uint64_t max_points;         /* the RSS timeline is thinned to at most this many points */
   int no_counters;
+  int syscall_args;            /* record munmap/madvise/mmap/mremap/brk arguments (msr_args.c) */
   const char *env[MSR_MAX_ENV];
   int nenv;
   char **argv;                 /* the command */
@@ -42,6 +43,9 @@ typedef struct {
 void msr_descendants(msr_procs *out);
 /* Resident memory of those processes, summed (KiB): all of it, and the anonymous part. */
 void msr_tree_rss_kb(const msr_procs *p, uint64_t *rss_kb, uint64_t *anon_kb);
+/* The heap (the [heap] mapping: from the start of the break to the break) of those processes,
+ * summed (KiB). */
+uint64_t msr_tree_heap_kb(const msr_procs *p);
 /* The command name (comm) of a process, or "?". */
 void msr_comm(pid_t pid, char *out, size_t cap);
 /* What wait4 told about the command (`main`) and about every other process of its tree. */

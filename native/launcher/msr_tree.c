@@ -89,6 +89,28 @@ void msr_tree_rss_kb(const msr_procs *p, uint64_t *rss_kb, uint64_t *anon_kb) {
   *anon_kb = anon;
 }
 
+uint64_t msr_tree_heap_kb(const msr_procs *p) {
+  uint64_t total = 0;
+  for (int i = 0; i < p->n; i++) {
+    char path[64], buf[8192];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)p->pid[i]);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    /* [heap] follows the executable's own mappings: the first few KiB of maps hold it. */
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = 0;
+    char *h = strstr(buf, "[heap]");
+    if (!h) continue;
+    char *line = h;
+    while (line > buf && line[-1] != '\n') line--;
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && hi > lo) total += (hi - lo) / 1024;
+  }
+  return total;
+}
+
 void msr_comm(pid_t pid, char *out, size_t cap) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);

@@ -1,0 +1,293 @@
+#define _GNU_SOURCE
+#include "msr_args.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "ms_events.h"
+
+/* 64 data pages (256 KiB) per event: at ~80 bytes a record, ~3,000 calls between two reads
+ * (10 ms apart) before the kernel drops any, which it then counts for us (PERF_RECORD_LOST). */
+#define DATA_PAGES 64
+
+static const struct {
+  const char *tracepoint;
+  const char *fields[4];
+} k_args[MSR_A_N] = {
+  [MSR_A_MUNMAP] = {"sys_enter_munmap", {"len", NULL}},
+  [MSR_A_MADVISE] = {"sys_enter_madvise", {"len_in", "behavior", NULL}},
+  [MSR_A_MMAP] = {"sys_enter_mmap", {"len", "flags", NULL}},
+  [MSR_A_MREMAP] = {"sys_enter_mremap", {"old_len", "new_len", NULL}},
+  [MSR_A_BRK] = {"sys_exit_brk", {"ret", NULL}},
+};
+static const char *const k_names[MSR_A_N] = {"munmap", "madvise", "mmap", "mremap", "brk"};
+
+/* The tracepoint's id and the offsets of its fields, from its format file. */
+static int read_format(const char *tp, const char *const *fields, int *off, long *id, char *why, size_t wlen) {
+  const char *dir = ms_tracefs_events_dir();
+  if (!dir) { snprintf(why, wlen, "tracefs not reachable"); return -1; }
+  char path[512], buf[8192];
+  snprintf(path, sizeof path, "%s/syscalls/%s/id", dir, tp);
+  FILE *f = fopen(path, "r");
+  if (!f || fscanf(f, "%ld", id) != 1) {
+    if (f) fclose(f);
+    snprintf(why, wlen, "no tracepoint syscalls:%s", tp);
+    return -1;
+  }
+  fclose(f);
+  snprintf(path, sizeof path, "%s/syscalls/%s/format", dir, tp);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (fd >= 0) close(fd);
+  if (n <= 0) { snprintf(why, wlen, "format of %s unreadable", tp); return -1; }
+  buf[n] = 0;
+  for (int k = 0; fields[k]; k++) {
+    char pat[64];
+    snprintf(pat, sizeof pat, " %s;", fields[k]);
+    char *p = strstr(buf, pat);
+    char *o = p ? strstr(p, "offset:") : NULL;
+    if (!o) { snprintf(why, wlen, "%s has no field %s", tp, fields[k]); return -1; }
+    off[k] = atoi(o + 7);
+  }
+  return 0;
+}
+
+int msr_args_open(msr_args *a, pid_t pid) {
+  memset(a, 0, sizeof *a);
+  long page = sysconf(_SC_PAGESIZE);
+  long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+  if (ncpu > MSR_MAX_CPUS) ncpu = MSR_MAX_CPUS;
+  int ok[MSR_A_N] = {0};
+  for (int i = 0; i < MSR_A_N; i++)
+    ok[i] = read_format(k_args[i].tracepoint, k_args[i].fields, a->ev[i].off, &a->ev[i].id, a->ev[i].why,
+                        sizeof a->ev[i].why) == 0;
+  for (int cpu = 0; cpu < ncpu; cpu++) {
+    int out_fd = -1;
+    for (int i = 0; i < MSR_A_N; i++) {
+      if (!ok[i]) continue;
+      struct perf_event_attr attr;
+      memset(&attr, 0, sizeof attr);
+      attr.size = sizeof attr;
+      attr.type = PERF_TYPE_TRACEPOINT;
+      attr.config = (uint64_t)a->ev[i].id;
+      attr.sample_period = 1;
+      attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_RAW;
+      attr.disabled = 1;
+      attr.enable_on_exec = 1;
+      attr.inherit = 1;
+      attr.wakeup_events = 1 << 30;  /* ms-run polls; no wake-ups needed */
+      long fd = syscall(SYS_perf_event_open, &attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+      if (fd < 0) {
+        if (errno != ENODEV && errno != EINVAL) snprintf(a->ev[i].why, sizeof a->ev[i].why, "%s", strerror(errno));
+        continue;  /* an offline CPU, or not permitted */
+      }
+      if (out_fd < 0) {
+        size_t len = (size_t)page * (1 + DATA_PAGES);
+        void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
+        if (base == MAP_FAILED) {
+          snprintf(a->ev[i].why, sizeof a->ev[i].why, "ring buffer: %s", strerror(errno));
+          close((int)fd);
+          continue;
+        }
+        a->buf[a->nbuf].fd = (int)fd;
+        a->buf[a->nbuf].base = base;
+        a->nbuf++;
+        out_fd = (int)fd;
+      } else if (ioctl((int)fd, PERF_EVENT_IOC_SET_OUTPUT, out_fd) != 0) {
+        snprintf(a->ev[i].why, sizeof a->ev[i].why, "set output: %s", strerror(errno));
+        close((int)fd);
+        continue;
+      }
+      a->fds[a->nfds++] = (int)fd;
+      a->ev[i].opened++;
+    }
+  }
+  for (int i = 0; i < MSR_A_N; i++)
+    if (a->ev[i].opened) a->ev[i].why[0] = 0;
+  a->enabled = a->nbuf > 0;
+  return a->nfds;
+}
+
+static uint64_t u64_at(const unsigned char *raw, uint32_t size, int off) {
+  uint64_t v = 0;
+  if (off >= 0 && (uint32_t)off + 8 <= size) memcpy(&v, raw + off, 8);
+  return v;
+}
+
+static int bucket(uint64_t bytes) {
+  int k = 0;
+  while (bytes > 1 && k < MSR_HIST - 1) { bytes >>= 1; k++; }
+  return k;
+}
+
+static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw, uint32_t size) {
+  const int *off = a->ev[i].off;
+  a->calls[i]++;
+  switch (i) {
+    case MSR_A_MUNMAP: {
+      uint64_t len = u64_at(raw, size, off[0]);
+      a->bytes[i] += len;
+      a->hist[i][bucket(len)]++;
+      break;
+    }
+    case MSR_A_MADVISE: {
+      uint64_t len = u64_at(raw, size, off[0]);
+      int advice = (int)(int64_t)u64_at(raw, size, off[1]);
+      a->bytes[i] += len;
+      a->hist[i][bucket(len)]++;
+      if (advice >= 0 && advice < MSR_ADVICE) { a->madvise_calls[advice]++; a->madvise_bytes[advice] += len; }
+      break;
+    }
+    case MSR_A_MMAP: {
+      uint64_t len = u64_at(raw, size, off[0]), flags = u64_at(raw, size, off[1]);
+      a->bytes[i] += len;
+      a->hist[i][bucket(len)]++;
+      if (flags & 0x20) { a->mmap_anon_calls++; a->mmap_anon_bytes += len; }  /* MAP_ANONYMOUS */
+      break;
+    }
+    case MSR_A_MREMAP: {
+      uint64_t old_len = u64_at(raw, size, off[0]), new_len = u64_at(raw, size, off[1]);
+      a->mremap_old_bytes += old_len;
+      a->bytes[i] += new_len;
+      a->hist[i][bucket(new_len)]++;
+      if (new_len > old_len) { a->mremap_grow_calls++; a->mremap_grow_bytes += new_len - old_len; }
+      break;
+    }
+    case MSR_A_BRK: {
+      /* The break after the call, per process: the difference from the last one is a move. */
+      uint64_t now = u64_at(raw, size, off[0]);
+      int slot = -1, free_slot = -1;
+      for (int k = 0; k < MSR_BRK_PIDS; k++) {
+        if (a->brk_pid[k] == (pid_t)pid) { slot = k; break; }
+        if (!a->brk_pid[k] && free_slot < 0) free_slot = k;
+      }
+      if (slot < 0) {
+        if (free_slot < 0) break;
+        a->brk_pid[free_slot] = (pid_t)pid;
+        a->brk_last[free_slot] = now;
+        break;
+      }
+      uint64_t last = a->brk_last[slot];
+      if (now > last) { a->brk_up_moves++; a->brk_up_bytes += now - last; a->hist[i][bucket(now - last)]++; }
+      else if (now < last) { a->brk_down_moves++; a->brk_down_bytes += last - now; }
+      a->brk_last[slot] = now;
+      break;
+    }
+  }
+}
+
+static void drain_one(msr_args *a, msr_argbuf *b) {
+  struct perf_event_mmap_page *meta = b->base;
+  unsigned char *data = (unsigned char *)b->base + meta->data_offset;
+  size_t size = meta->data_size;
+  uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+  uint64_t tail = meta->data_tail;
+  unsigned char rec[4096];
+  while (tail + sizeof(struct perf_event_header) <= head) {
+    struct perf_event_header h;
+    for (size_t k = 0; k < sizeof h; k++) ((unsigned char *)&h)[k] = data[(tail + k) % size];
+    if (h.size < sizeof h || tail + h.size > head) break;
+    size_t n = h.size < sizeof rec ? h.size : sizeof rec;
+    for (size_t k = 0; k < n; k++) rec[k] = data[(tail + k) % size];  /* a record may wrap */
+    if (h.type == PERF_RECORD_SAMPLE && n >= sizeof h + 12) {
+      /* { header, u32 pid, u32 tid, u32 raw size, raw[] }; raw starts with u16 common_type */
+      uint32_t pid, rsize;
+      uint16_t type;
+      memcpy(&pid, rec + sizeof h, 4);
+      memcpy(&rsize, rec + sizeof h + 8, 4);
+      if (sizeof h + 12 + rsize <= n && rsize >= 2) {
+        memcpy(&type, rec + sizeof h + 12, 2);
+        for (int i = 0; i < MSR_A_N; i++)
+          if (a->ev[i].opened && a->ev[i].id == type) { on_record(a, i, pid, rec + sizeof h + 12, rsize); break; }
+      }
+    } else if (h.type == PERF_RECORD_LOST && n >= sizeof h + 16) {
+      uint64_t lost;
+      memcpy(&lost, rec + sizeof h + 8, 8);
+      a->lost += lost;
+    }
+    tail += h.size;
+  }
+  __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+void msr_args_drain(msr_args *a) {
+  for (int k = 0; k < a->nbuf; k++) drain_one(a, &a->buf[k]);
+}
+
+void msr_args_close(msr_args *a) {
+  long page = sysconf(_SC_PAGESIZE);
+  for (int k = 0; k < a->nbuf; k++) munmap(a->buf[k].base, (size_t)page * (1 + DATA_PAGES));
+  for (int k = 0; k < a->nfds; k++) close(a->fds[k]);
+  a->nbuf = a->nfds = 0;
+}
+static void hist_json(ms_json *j, const char *key, const uint64_t *h) {
+  /* [[bucket_low_bytes, count], ...] for the non-empty buckets */
+  msj_arr_begin(j, key);
+  for (int k = 0; k < MSR_HIST; k++) {
+    if (!h[k]) continue;
+    msj_arr_begin(j, NULL);
+    msj_u64(j, NULL, 1ull << k);
+    msj_u64(j, NULL, h[k]);
+    msj_arr_end(j);
+  }
+  msj_arr_end(j);
+}
+
+void msr_args_json(ms_json *j, const msr_args *a) {
+  msj_obj_begin(j, "syscall_args");
+  for (int i = 0; i < MSR_A_N; i++) {
+    if (!a->ev[i].opened && !a->calls[i]) continue;
+    msj_obj_begin(j, k_names[i]);
+    msj_u64(j, "calls", a->calls[i]);
+    switch (i) {
+      case MSR_A_MUNMAP: msj_u64(j, "bytes", a->bytes[i]); hist_json(j, "sizes", a->hist[i]); break;
+      case MSR_A_MMAP:
+        msj_u64(j, "bytes", a->bytes[i]);
+        msj_u64(j, "anon_calls", a->mmap_anon_calls);
+        msj_u64(j, "anon_bytes", a->mmap_anon_bytes);
+        hist_json(j, "sizes", a->hist[i]);
+        break;
+      case MSR_A_MADVISE:
+        msj_u64(j, "bytes", a->bytes[i]);
+        msj_obj_begin(j, "by_advice");  /* advice number (MADV_*) -> [calls, bytes] */
+        for (int k = 0; k < MSR_ADVICE; k++) {
+          if (!a->madvise_calls[k]) continue;
+          char key[16];
+          snprintf(key, sizeof key, "%d", k);
+          msj_arr_begin(j, key);
+          msj_u64(j, NULL, a->madvise_calls[k]);
+          msj_u64(j, NULL, a->madvise_bytes[k]);
+          msj_arr_end(j);
+        }
+        msj_obj_end(j);
+        hist_json(j, "sizes", a->hist[i]);
+        break;
+      case MSR_A_MREMAP:
+        msj_u64(j, "old_bytes", a->mremap_old_bytes);
+        msj_u64(j, "new_bytes", a->bytes[i]);
+        msj_u64(j, "grow_calls", a->mremap_grow_calls);
+        msj_u64(j, "grow_bytes", a->mremap_grow_bytes);
+        hist_json(j, "new_sizes", a->hist[i]);
+        break;
+      case MSR_A_BRK:
+        msj_u64(j, "up_moves", a->brk_up_moves);
+        msj_u64(j, "up_bytes", a->brk_up_bytes);
+        msj_u64(j, "down_moves", a->brk_down_moves);
+        msj_u64(j, "down_bytes", a->brk_down_bytes);
+        break;
+    }
+    msj_obj_end(j);
+  }
+  msj_u64(j, "lost_records", a->lost);
+  msj_obj_begin(j, "unsupported");
+  for (int i = 0; i < MSR_A_N; i++)
+    if (!a->ev[i].opened) msj_str(j, k_names[i], a->ev[i].why[0] ? a->ev[i].why : "did not open");
+  msj_obj_end(j);
+  msj_obj_end(j);
+}

@@ -1,0 +1,58 @@
+/* The arguments that carry a mechanism, from the kernel: every munmap, madvise, mmap, mremap
+ * and brk of the process tree, read from the syscall tracepoints' raw fields (sampling events
+ * with period 1, inherited). The kernel refuses a ring buffer on an inherited per-task event,
+ * so the events are opened per CPU (as perf record does), all of one CPU writing into one
+ * buffer; a record says which tracepoint it is by its raw common_type. Kept as totals and size
+ * histograms, never as a list: a storm of a million calls costs ms-run a few KiB. */
+#ifndef MSR_ARGS_H
+#define MSR_ARGS_H
+#include <stdint.h>
+#include <sys/types.h>
+#include "ms_json.h"
+
+enum { MSR_A_MUNMAP, MSR_A_MADVISE, MSR_A_MMAP, MSR_A_MREMAP, MSR_A_BRK, MSR_A_N };
+#define MSR_HIST 48          /* log2 size buckets: bucket k holds sizes in [2^k, 2^(k+1)) */
+#define MSR_ADVICE 32
+#define MSR_BRK_PIDS 64
+
+#define MSR_MAX_CPUS 256
+
+typedef struct {
+  long id;                 /* tracepoint id (= the raw common_type of its records) */
+  int opened;              /* on how many CPUs */
+  int off[4];              /* raw-field offsets of the arguments this syscall needs */
+  char why[96];            /* why it did not open */
+} msr_argev;
+
+typedef struct {
+  int fd;                  /* the buffer's own event; the others of its CPU write into it */
+  void *base;              /* the mmap'd ring buffer (metadata page first) */
+} msr_argbuf;
+
+typedef struct {
+  int enabled;
+  msr_argev ev[MSR_A_N];
+  msr_argbuf buf[MSR_MAX_CPUS];
+  int nbuf;
+  int fds[MSR_MAX_CPUS * MSR_A_N];
+  int nfds;
+  uint64_t calls[MSR_A_N];
+  uint64_t bytes[MSR_A_N];                    /* munmap/madvise/mmap: len; mremap: new_len */
+  uint64_t hist[MSR_A_N][MSR_HIST];
+  uint64_t madvise_calls[MSR_ADVICE], madvise_bytes[MSR_ADVICE];
+  uint64_t mmap_anon_calls, mmap_anon_bytes;
+  uint64_t mremap_old_bytes, mremap_grow_calls, mremap_grow_bytes;
+  uint64_t brk_up_moves, brk_up_bytes, brk_down_moves, brk_down_bytes;
+  pid_t brk_pid[MSR_BRK_PIDS];
+  uint64_t brk_last[MSR_BRK_PIDS];
+  uint64_t lost;                              /* records the kernel dropped (buffer full) */
+} msr_args;
+
+/* Opens the events on `pid` (not yet exec'd: enable_on_exec). Returns how many opened. */
+int msr_args_open(msr_args *a, pid_t pid);
+/* Reads every record the ring buffers hold now. */
+void msr_args_drain(msr_args *a);
+void msr_args_close(msr_args *a);
+/* "syscall_args": totals, the break's moves, size histograms, and what did not open. */
+void msr_args_json(ms_json *j, const msr_args *a);
+#endif
