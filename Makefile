@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 ALLOCATOR_PACKAGES := libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2
-BUILD_PACKAGES := cmake gcc g++ make python3-venv
+BUILD_PACKAGES := cmake gcc g++ make python3-venv linux-perf gzip
 SOURCES := $(shell find src native -type f -not -name '*.pyc') CMakeLists.txt pyproject.toml
 TEST_BUILD := build/test
 

@@ -138,7 +138,7 @@ def test_memory_cap_covers_the_whole_process_tree():
     doc = ms_run("--mem-limit", str(200 << 20), "--timeout", "60", "--", "sh", "-c",
                  "python3 -c 'a=[bytearray(1<<20) for _ in range(600)]'; true")
     assert doc["status"] == "oom", doc["detail"]
-    assert max(p[1] for p in doc["rss_kb"]) * 1024 > 150 << 20
+    assert max(r[1] for r in doc["timeline"]["rows"]) * 1024 > 150 << 20
 
 
 def test_result_line_comes_on_its_own_channel_and_stdout_cannot_fake_it():
@@ -166,10 +166,26 @@ def test_a_long_stderr_line_full_of_escapes_is_kept_whole():
 
 def test_rss_is_sampled_over_time():
     doc = ms_run("--sample-ms", "5", "--", "sh", "-c", f"{fixture('fx-regions')} 20000; sleep 0.2")
-    assert len(doc["rss_kb"]) >= 10
-    times = [p[0] for p in doc["rss_kb"]]
+    cols = doc["timeline"]["columns"]
+    assert cols[:5] == ["t_ms", "rss_kb", "anon_kb", "procs", "heap_kb"]
+    rows = doc["timeline"]["rows"]
+    assert len(rows) >= 10
+    times = [r[0] for r in rows]
     assert times == sorted(times)
     assert doc["maxrss_kb"] >= 20000 * 4
+    # The counters' running totals: faults never go down, and the last is near the whole run's.
+    faults = [r[cols.index("page-faults-minor")] for r in rows]
+    assert faults == sorted(faults) and faults[-1] >= 20000
+
+
+def test_timeline_is_thinned_to_its_limit():
+    doc = ms_run("--sample-ms", "1", "--max-points", "32", "--", "sleep", "0.3")
+    assert 8 <= len(doc["timeline"]["rows"]) <= 32 and doc["timeline"]["interval_ms"] >= 4
+
+
+def test_exiting_within_one_tick_gives_an_empty_timeline_not_an_error():
+    doc = ms_run("--", "true")
+    assert doc["status"] == "ok" and len(doc["timeline"]["rows"]) <= 1
 
 
 def test_unsupported_events_are_reported_with_reasons():

@@ -245,6 +245,7 @@ static uint64_t arg_value(const msr_args *a, int code) {
 static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint64_t t0) {
   msr_procs procs;
   msr_descendants(&procs);
+  if (!procs.n) return;  /* exiting: no live process to read, and a zero would be no measurement */
   uint64_t rss, anon;
   msr_tree_rss_kb(&procs, &rss, &anon);
   if (rss > r->peak_rss_kb) r->peak_rss_kb = rss;

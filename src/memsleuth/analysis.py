@@ -7,7 +7,7 @@ reported it (the region of interest), else from the whole process.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from memsleuth import findings, quality, stats
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALLS
@@ -184,11 +184,83 @@ def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) 
                     c.pair_findings = findings.for_pair(c.view(), best.view())
     for c in ok:
         c.findings = findings.for_cell(c.view())
+    attribute(ok)
+    for c in ok:
+        c.findings = with_call_sites(c.findings, c.cell.where)
     sums = {next(iter({s.result.get('checksum') for _, s in c.ok_samples if s.result} or {None}))
             for c in ok}
     sums.discard(None)
     group.checksum_mismatch = len(sums) > 1 or any(c.checksum_mismatch for c in cells)
     return group
+
+
+# Who makes the calls: a syscall count that stays within 10% under every allocator of a group is
+# the program's (the allocator changed and the calls did not); one that changes 2x or more with
+# the allocator is the allocator's. In between, the counts do not decide it.
+SAME_COUNT = 0.9
+ALLOCATOR_COUNT = 0.5
+PROGRAM_ADVICE = ("the program itself makes these calls, whatever the allocator: change the program (its own pool, "
+                  "lock or buffer handling); tuning or replacing the allocator will not remove them")
+
+
+def attribute(cells: list[CellSummary]) -> None:
+    """Marks each finding that names a syscall with who makes those calls, from their counts across
+    the allocators of one group (the same parameters, interleaved)."""
+    if len({c.cell.allocator.name for c in cells}) < 2:
+        return
+    for c in cells:
+        for i, f in enumerate(c.findings):
+            if not f.calls:
+                continue
+            counts = {x.cell.allocator.name: x.evidence.syscalls.get(f.calls) for x in cells}
+            if any(v is None for v in counts.values()) or not max(counts.values()):
+                continue
+            lo, hi = min(counts.values()), max(counts.values())
+            shown = ", ".join(f"{name} {n:,.0f}" for name, n in counts.items())
+            if lo >= SAME_COUNT * hi:
+                c.findings[i] = replace(f, who="program", advice=PROGRAM_ADVICE, evidence=[
+                    *f.evidence, f"{f.calls} calls per run under each allocator: {shown}: the same within "
+                                 f"{1 - SAME_COUNT:.0%}, so the program makes them"])
+            elif lo <= ALLOCATOR_COUNT * hi:
+                c.findings[i] = replace(f, who="allocator", evidence=[
+                    *f.evidence, f"{f.calls} calls per run under each allocator: {shown}: they change with the "
+                                 "allocator, so the allocator makes them"])
+
+
+# The events whose call sites explain each finding: its system call, and the faults it causes.
+SITE_EVENTS = {"heap-trim-churn": ("brk", "page-faults"), "mmap-churn": ("munmap", "page-faults"),
+               "mremap-churn": ("mremap", "page-faults"), "madvise-storm": ("madvise",),
+               "lock-contention": ("futex",), "first-touch": ("page-faults",), "rss-growth": ("page-faults",),
+               "zero-page-read": ("page-faults",)}
+# An internal path through these is the allocator working for a malloc/free/realloc call.
+ALLOCATOR_FRAMES = ("malloc", "free", "realloc", "calloc", "_int_", "sysmalloc", "systrim", "operator new",
+                    "operator delete", "mi_", "je_", "tc_", "tcmalloc", "scalable_", "arena")
+
+
+def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[findings.Finding]:
+    """Each finding with the call sites of its events; and, where no comparison across allocators
+    decided it, who makes the calls from the stacks: through malloc/free (the allocator) or not."""
+    if not where:
+        return found
+    from memsleuth import where as where_mod
+    out = []
+    for f in found:
+        events = SITE_EVENTS.get(f.id) or ((f.calls,) if f.calls else ())
+        lines = [line for e in events for line in where_mod.lines_for(where, e)]
+        who, extra = f.who, []
+        e = (where.get("events") or {}).get(f.calls or "")
+        if who == "undetermined" and e and e.get("internal_paths") is not None:
+            through = sum(share for path, share in e["internal_paths"] if any(k in path for k in ALLOCATOR_FRAMES))
+            if through >= 0.8:
+                who = "allocator"
+                extra = [f"{through:.0%} of the sampled {f.calls} calls come through the allocator (malloc/free)"]
+            elif through <= 0.2:
+                who = "program"
+                extra = [f"{1 - through:.0%} of the sampled {f.calls} calls come straight from the program's code, not "
+                         "through malloc/free"]
+        advice = PROGRAM_ADVICE if who == "program" and f.who != "program" else f.advice
+        out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=advice))
+    return out
 
 
 def analyse(run: StoredRun) -> list[Group]:
@@ -239,4 +311,4 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     view = findings.CellView(cell.allocator.name, cell.allocator.name, ok or measured, failed)
     names = list(dict.fromkeys(r.name for s in view.samples for r in s.regions))
     return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names],
-                         findings.for_cell(view) + findings.for_run([view]))
+                         with_call_sites(findings.for_cell(view), cell.where) + findings.for_run([view]))

@@ -72,6 +72,39 @@ class Region(CounterReadings):
 
 
 @dataclass(frozen=True)
+class Timeline:
+    """ms-run's timeline of the process tree: one row per tick, running totals in the counter
+    columns (docs/json-schema.md)."""
+    columns: tuple[str, ...]
+    rows: tuple[tuple[int, ...], ...]
+    interval_ms: int = 10
+
+    @classmethod
+    def from_doc(cls, doc: dict) -> "Timeline | None":
+        t = doc.get("timeline")
+        if isinstance(t, dict) and t.get("columns"):
+            cols = tuple(str(c) for c in t["columns"])
+            rows = tuple(tuple(int(x) for x in r) for r in t.get("rows", []) if len(r) == len(cols))
+            return cls(cols, rows, int(t.get("interval_ms", 10)))
+        if doc.get("rss_kb"):  # schema 1: (ms, RSS) pairs only
+            return cls(("t_ms", "rss_kb"), tuple((int(p[0]), int(p[1])) for p in doc["rss_kb"] if len(p) >= 2))
+        return None
+
+    def column(self, name: str) -> list[int] | None:
+        if name not in self.columns:
+            return None
+        i = self.columns.index(name)
+        return [r[i] for r in self.rows]
+
+    @property
+    def times_ms(self) -> list[int]:
+        return self.column("t_ms") or []
+
+    def to_dict(self) -> dict:
+        return {"columns": list(self.columns), "rows": [list(r) for r in self.rows], "interval_ms": self.interval_ms}
+
+
+@dataclass(frozen=True)
 class Sample:
     status: str
     detail: str | None
@@ -96,6 +129,8 @@ class Sample:
     stderr_tail: str
     leftover_processes: tuple[dict, ...] = ()     # still running when the command ended: killed with it
     user_only: tuple[str, ...] = ()               # events the kernel let count in user space only
+    timeline: Timeline | None = None
+    syscall_args: dict = field(default_factory=dict)   # munmap/madvise/mmap/mremap/brk arguments (ms-run)
     result: dict | None = None       # the workload's own result line, if any
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -115,10 +150,12 @@ class Sample:
             syscalls={k: int(v) for k, v in (doc.get("syscalls") or {}).items()},
             unsupported=dict(doc.get("unsupported") or {}), regions=regions,
             malloc_object=doc.get("malloc_object"),
-            rss_kb=tuple((int(p[0]), int(p[1])) for p in doc.get("rss_kb", []) if len(p) >= 2),
+            rss_kb=_rss_pairs(doc),
             stdout_tail=doc.get("stdout_tail", ""), stderr_tail=doc.get("stderr_tail", ""),
             leftover_processes=tuple(p for p in doc.get("leftover_processes") or () if isinstance(p, dict)),
             user_only=tuple(str(x) for x in doc.get("user_only") or ()),
+            timeline=Timeline.from_doc(doc),
+            syscall_args=dict(doc.get("syscall_args") or {}),
             result=result, raw=doc,
         )
 
@@ -151,6 +188,7 @@ class Sample:
         out["regions"] = [r.to_dict() for r in self.regions]
         out["rss_kb"] = [list(p) for p in self.rss_kb]
         out["leftover_processes"] = list(self.leftover_processes)
+        out["timeline"] = self.timeline.to_dict() if self.timeline else None
         out["user_only"] = list(self.user_only)
         return out
 
@@ -158,3 +196,10 @@ class Sample:
 def metric_kind(samples: list[Sample]) -> str:
     """Throughput of region main when every sample has one (higher is better), else wall time."""
     return "ops_per_s" if samples and all(s.ops_per_s for s in samples) else "wall_s"
+
+
+def _rss_pairs(doc: dict) -> tuple[tuple[int, int], ...]:
+    t = Timeline.from_doc(doc)
+    if t is None:
+        return ()
+    return tuple(zip(t.times_ms, t.column("rss_kb") or []))

@@ -29,7 +29,7 @@ def _env_args(cell: Cell) -> list[str]:
 
 
 def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_bytes: int | None,
-               counters: bool = True) -> list[str]:
+               counters: bool = True, syscall_args: bool = False) -> list[str]:
     argv = [str(native.ms_run()), "--out", out_path]
     if timeout_s:
         argv += ["--timeout", repr(float(timeout_s))]
@@ -42,6 +42,8 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
         argv += ["--oom-exit-code", str(cell.oom_exit_code)]
     if not counters:
         argv.append("--no-counters")
+    if syscall_args and counters:
+        argv.append("--syscall-args")
     return argv + ["--", *cell.command]
 
 
@@ -74,10 +76,12 @@ def preload_failure(cell: Cell, check: dict) -> Sample | None:
                               "preload_check": check})
 
 
-def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None, counters: bool = True) -> Sample:
+def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None, counters: bool = True,
+             syscall_args: bool = False) -> Sample:
     with tempfile.TemporaryDirectory(prefix="memsleuth-") as tmp:
         out = os.path.join(tmp, "run.json")
-        argv = msrun_argv(cell, out, timeout_s=timeout_s, mem_limit_bytes=mem_limit_bytes, counters=counters)
+        argv = msrun_argv(cell, out, timeout_s=timeout_s, mem_limit_bytes=mem_limit_bytes, counters=counters,
+                          syscall_args=syscall_args)
         try:
             proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
                                   timeout=(timeout_s + _GRACE_S) if timeout_s else None)

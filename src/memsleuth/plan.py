@@ -52,6 +52,8 @@ class Plan:
     warmup: int
     timeout_s: float | None
     mem_limit_bytes: int | None
+    syscall_args: bool = False       # record munmap/madvise/mmap/mremap/brk arguments (ms-run --syscall-args)
+    where: bool = False              # one more run per cell under perf for call sites (where.py)
 
     def label(self, i: int) -> str:
         """A cell as progress and reports name it: its allocator and the swept parameters."""

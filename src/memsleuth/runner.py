@@ -75,6 +75,19 @@ def cell_settled(values: list[float], target: float | None, min_reps: int) -> bo
     return hw is not None and hw <= target
 
 
+def _call_sites(plan: Plan, cell, ok: list) -> dict:
+    """One run of the cell under perf: sampling rates from the measured runs' median counts."""
+    from statistics import median
+    from memsleuth import where
+    counts = {"page-faults": median(s.counters.get("page-faults-minor") or s.minflt for s in ok)}
+    for name in where.EVENTS:
+        if name != "page-faults" and all(name in s.syscalls for s in ok):
+            counts[name] = median(s.syscalls[name] for s in ok)
+    wall_s = median(s.wall_ns for s in ok) / 1e9
+    timeout = max(60.0, wall_s * where.TIMEOUT_FACTOR)
+    return where.record(list(cell.command), dict(cell.env), cell.allocator.preload, counts, timeout)
+
+
 def rotated(idx: list[int], round_: int) -> list[int]:
     k = round_ % len(idx)
     return idx[k:] + idx[:k]
@@ -128,6 +141,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
     rounds = plan.rounds
     groups = [idx for _, idx in plan.groups()]
     values: dict[int, list[float]] = {i: [] for i in range(len(plan.cells))}
+    samples: dict[int, list] = {i: [] for i in range(len(plan.cells))}
     failed: set[int] = set()
     total = len(plan.cells) * (plan.warmup + rounds.max_reps)
     progress = _Progress(console, total)
@@ -135,13 +149,15 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
     def measure(i: int, round_: int, warmup: bool, what: str) -> None:
         cell = plan.cells[i]
         progress.now(f"{plan.label(i)}: {what}")
-        sample = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes)
+        sample = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
+                                   syscall_args=plan.syscall_args)
         store.add_sample(cell_ids[i], round_, warmup, sample)
         progress.advance()
         if warmup and not sample.ok:
             failed.add(i)
         elif not warmup and sample.ok:
             values[i].append(sample.metric(metric_kind([sample])))
+            samples[i].append(sample)
 
     try:
         with TracepointHolder(), progress:
@@ -173,6 +189,12 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                 active = still
                 # Shrink the bar to what can still run: finished groups and failed cells run no more.
                 progress.shrink(sum(1 for idx in active for i in idx if i not in failed) * (rounds.max_reps - r - 1))
+            if plan.where:
+                for i, cell in enumerate(plan.cells):
+                    if i in failed or not values[i]:
+                        continue
+                    progress.now(f"{plan.label(i)}: call sites (perf record)")
+                    store.set_where(cell_ids[i], _call_sites(plan, cell, samples[i]))
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted", {"loadavg_1m_end": os.getloadavg()[0]})
         return Outcome(run_id, True, progress.done)

@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS cells (
     allocator TEXT NOT NULL,         -- JSON: model.AllocatorInfo
     params TEXT NOT NULL,            -- JSON object
     env TEXT NOT NULL,               -- JSON object
-    command TEXT NOT NULL            -- JSON list
+    command TEXT NOT NULL,           -- JSON list
+    where_sites TEXT                 -- JSON: call sites from a perf run (where.py), or NULL
 );
 CREATE TABLE IF NOT EXISTS samples (
     id INTEGER PRIMARY KEY,
@@ -88,6 +89,7 @@ class StoredCell:
     env: dict
     command: list
     samples: list[tuple[int, bool, Sample]]  # (round, warmup, sample)
+    where: dict | None = None                 # call sites (where.py), when recorded
 
     @property
     def label(self) -> str:
@@ -216,6 +218,8 @@ class Store:
         for col in ("owner_host", "owner_pid", "owner_start"):   # schema 1 -> 2
             if col not in cols:
                 self.db.execute(f"ALTER TABLE runs ADD COLUMN {col} {'INTEGER' if col == 'owner_pid' else 'TEXT'}")
+        if "where_sites" not in {r[1] for r in self.db.execute("PRAGMA table_info(cells)")}:
+            self.db.execute("ALTER TABLE cells ADD COLUMN where_sites TEXT")
         self.db.execute("INSERT OR IGNORE INTO meta VALUES ('app', ?)", (APP,))
         self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -292,6 +296,12 @@ class Store:
             self.db.commit()
         self._do(go)
 
+    def set_where(self, cell_id: int, where: dict) -> None:
+        def go():
+            self.db.execute("UPDATE cells SET where_sites=? WHERE id=?", (json.dumps(where), cell_id))
+            self.db.commit()
+        self._do(go)
+
     def finish_run(self, run_id: int, status: str, machine_update: dict | None = None) -> None:
         """Ends a run; machine_update adds what is only known at the end (the load average then)."""
         def go():
@@ -349,8 +359,10 @@ class Store:
 
         def cells():
             out = []
-            for cid, pos, alloc, params, env, command in self.db.execute(
-                    "SELECT id, position, allocator, params, env, command FROM cells WHERE run_id=? ORDER BY position",
+            has_where = "where_sites" in {r[1] for r in self.db.execute("PRAGMA table_info(cells)")}
+            for cid, pos, alloc, params, env, command, where in self.db.execute(
+                    "SELECT id, position, allocator, params, env, command, "
+                    f"{'where_sites' if has_where else 'NULL'} FROM cells WHERE run_id=? ORDER BY position",
                     (run_id,)).fetchall():
                 samples = []
                 for rnd, warm, ev in self.db.execute(
@@ -358,7 +370,8 @@ class Store:
                     doc = json.loads(ev)
                     samples.append((rnd, bool(warm), Sample.from_msrun(doc, doc.get("result"))))
                 out.append(StoredCell(cid, pos, AllocatorInfo.from_dict(json.loads(alloc)), json.loads(params),
-                                      json.loads(env), json.loads(command), samples))
+                                      json.loads(env), json.loads(command), samples,
+                                      json.loads(where) if where else None))
             return out
         return StoredRun(row[0], row[1], row[2], self._status(row[3], row[10], row[11], row[12]), row[4], row[5],
                          json.loads(row[6]), RunSpec.from_dict(json.loads(row[7])),

@@ -1,6 +1,8 @@
 """`memsleuth check -- CMD`: one program, its probe regions, its whole process, the findings."""
 from __future__ import annotations
 
+import dataclasses
+
 from rich.console import Console
 
 from memsleuth import allocators, plan as planning
@@ -20,6 +22,9 @@ def add_arguments(k) -> None:
     k.add_argument("--alloc", metavar="NAME", action=options.Once,
                    help="one allocator name or NAME=PATH.so (default glibc)")
     k.add_argument("--reps", metavar="N", default="1", action=options.Once, help="runs (default 1)")
+    k.add_argument("--no-where", action=options.OnceFlag,
+                   help="skip the call sites (by default one more run under perf record finds where the page "
+                        "faults and memory system calls come from)")
     options.add_env(k)
     options.add_limits(k)
     options.add_fail_on_error(k)
@@ -41,6 +46,8 @@ def run(args, command: list[str] | None, console: Console) -> int:
     p = planning.command_plan(command, allocs, rounds=planning.Rounds.fixed(reps), warmup=0,
                               timeout_s=options.timeout(args.timeout), mem_limit_bytes=options.mem_limit(args.mem_limit),
                               env=env)
+    # check explains: the syscalls' arguments (bytes, advice, the break's moves) are recorded.
+    p = dataclasses.replace(p, syscall_args=True, where=not args.no_where)
     store = Store(args.db)
     spec = RunSpec(rounds=p.rounds.describe(), warmup=0, timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes,
                    command=command, env=env)

@@ -1,6 +1,8 @@
 """`memsleuth compare`: allocators on a built-in workload, or on any command after --."""
 from __future__ import annotations
 
+import dataclasses
+
 from rich.console import Console
 
 from memsleuth import allocators, plan as planning, workloads
@@ -33,6 +35,10 @@ def add_arguments(c) -> None:
     c.add_argument("--noise", metavar="PCT", default=options.DEFAULT_NOISE, action=options.Once,
                    help=f"call a difference only when its CI lies beyond this "
                         f"(default {options.DEFAULT_NOISE.replace('%', '%%')})")
+    c.add_argument("--where", action=options.OnceFlag,
+                   help="explain where the memory system calls come from: record their arguments (bytes, advice, "
+                        "the program break's moves) in every run (~1-2 us per such call), and the call sites of faults "
+                        "and calls in one more run per cell under perf record")
     options.add_env(c)
     options.add_limits(c)
     options.add_fail_on_error(c)
@@ -61,6 +67,8 @@ def run(args, command: list[str] | None, console: Console) -> int:
     else:
         p = planning.workload_plan(workload, allocs, args.param or [], rounds=rounds, timeout_s=timeout,
                                    mem_limit_bytes=mem_limit, env=env)
+    if args.where:
+        p = dataclasses.replace(p, syscall_args=True, where=True)
     store = Store(args.db)
     spec = RunSpec(rounds=p.rounds.describe(), min_reps=p.rounds.min_reps, max_reps=p.rounds.max_reps,
                    target_ci=p.rounds.target_ci, noise=noise, env=env, warmup=p.warmup, swept=list(p.swept),

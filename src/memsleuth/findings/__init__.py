@@ -12,17 +12,28 @@ from __future__ import annotations
 
 from memsleuth.findings.base import CellRule, Finding, PairRule, RunRule
 from memsleuth.findings.view import CellView
-from memsleuth.findings import (counters_unavailable, first_touch, heap_trim, kernel_gap, lock_contention,
-                                madvise_storm, mmap_churn, rss_blowup, unstable, zero_page)
+from memsleuth.findings import (counters_unavailable, first_touch, heap_trim, kernel_gap, kernel_time,
+                                lock_contention, madvise_storm, mmap_churn, mremap_churn, rss_blowup, rss_growth,
+                                unstable, zero_page)
 
-CELL_RULES: tuple[CellRule, ...] = (madvise_storm, heap_trim, mmap_churn, first_touch, zero_page, lock_contention, rss_blowup,
-              unstable)
+# Mechanism rules first; kernel_time (where the kernel time went) only speaks when none of them
+# explains a cell (for_cell).
+CELL_RULES: tuple[CellRule, ...] = (madvise_storm, heap_trim, mmap_churn, mremap_churn, first_touch, zero_page,
+                                    lock_contention, rss_blowup, rss_growth, unstable)
+FALLBACK_RULES: tuple[CellRule, ...] = (kernel_time,)
 PAIR_RULES: tuple[PairRule, ...] = (kernel_gap,)
 RUN_RULES: tuple[RunRule, ...] = (counters_unavailable,)
 
 
+# Findings about the measurement, not a mechanism: they do not silence kernel_time.
+NOT_MECHANISMS = ("unstable-measurement", "rss-growth")
+
+
 def for_cell(view: CellView) -> list[Finding]:
-    return [f for rule in CELL_RULES for f in rule.check(view)]
+    found = [f for rule in CELL_RULES for f in rule.check(view)]
+    if not any(f.id not in NOT_MECHANISMS for f in found):
+        found += [f for rule in FALLBACK_RULES for f in rule.check(view)]
+    return found
 
 
 def for_pair(slower: CellView, faster: CellView) -> list[Finding]:

@@ -20,11 +20,16 @@ class Finding:
     confidence: str             # "high", "medium" or "low"
     subject: str = ""           # the cell or region it is about
     numbers: dict = field(default_factory=dict)  # the same numbers, machine-readable
+    # Who makes the costly calls: "program", "allocator", or "undetermined"; `calls` names the
+    # syscall whose count decides it (analysis.attribute compares it across allocators).
+    who: str = "undetermined"
+    calls: str | None = None
+    call_sites: list[str] = field(default_factory=list)   # where the faults and calls come from (where.py)
 
     def to_dict(self) -> dict:
         return {"id": self.id, "title": self.title, "mechanism": self.mechanism, "evidence": self.evidence,
                 "advice": self.advice, "confidence": self.confidence, "subject": self.subject,
-                "numbers": self.numbers}
+                "numbers": self.numbers, "who": self.who, "calls": self.calls, "call_sites": self.call_sites}
 
 
 def confidence(margin: float) -> str:
@@ -34,6 +39,10 @@ def confidence(margin: float) -> str:
 
 def mib(n_bytes: float) -> str:
     return f"{n_bytes / (1 << 20):.1f} MiB"
+
+
+def rate_per_s(count: float, wall_ns: float) -> float:
+    return count / (wall_ns / 1e9) if wall_ns else 0.0
 
 
 class CellRule(Protocol):

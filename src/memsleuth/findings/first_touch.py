@@ -18,7 +18,47 @@ MIN_RSS_PER_FAULT = 0.5
 MAX_SYSCALLS_PER_FAULT = 1.0
 
 
+# Whole process (no regions): a first-touch ramp is at least this much memory faulted in, most of
+# which stays resident (peak RSS at least this share of the faulted bytes: not re-faults), with
+# the kernel time above.
+MIN_PROCESS_FAULT_BYTES = 64 << 20
+MIN_RESIDENT_SHARE = 0.5
+
+
+def _process(view: CellView) -> list[Finding]:
+    sc = view.process
+    if sc is None or sc.minflt is None or view.maxrss_kb is None:
+        return []
+    fault_bytes = sc.minflt * PAGE_BYTES
+    share = sc.sys_share or 0.0
+    resident = view.maxrss_kb * 1024
+    if fault_bytes < MIN_PROCESS_FAULT_BYTES or share < SYS_SHARE or resident < MIN_RESIDENT_SHARE * fault_bytes:
+        return []
+    evidence = [f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)} faulted in (threshold {mib(MIN_PROCESS_FAULT_BYTES)})",
+                f"peak RSS {mib(resident)}: {resident / fault_bytes:.0%} of the faulted bytes stayed resident, so they "
+                "were first touches, not memory given back and touched again",
+                f"{share:.0%} of the CPU time was in the kernel ({sc.sys_ns / 1e6:,.0f} of "
+                f"{(sc.user_ns + sc.sys_ns) / 1e6:,.0f} ms; threshold {SYS_SHARE:.0%})"]
+    t = view.median_sample.timeline if view.median_sample else None
+    rss, times = (t.column("rss_kb"), t.times_ms) if t else (None, None)
+    if rss and len(rss) >= 3:
+        half = next((i for i, v in enumerate(rss) if v >= max(rss) / 2), 0)
+        evidence.append(f"RSS reached half its peak at {times[half] / 1000:.2f} s of {times[-1] / 1000:.2f} s (timeline)")
+    return [Finding(
+        id="first-touch", title=f"First-touch faults: {mib(fault_bytes)} of fresh memory faulted in",
+        mechanism="memory fresh from malloc/mmap is not backed by pages until first written, so the program pays "
+                  f"a page fault per {PAGE_BYTES // 1024} KiB page as it first touches it, and {share:.0%} of its time "
+                  "is the kernel's",
+        evidence=evidence,
+        advice="if that time is inside what you measure, touch the memory first (memset, MADV_POPULATE_WRITE, "
+               "MAP_POPULATE) or use huge pages (MADV_HUGEPAGE); if it is the program's preparation, it belongs there",
+        subject=view.label, confidence=confidence(min(fault_bytes / MIN_PROCESS_FAULT_BYTES, share / SYS_SHARE)),
+        numbers={"faults": sc.minflt, "fault_bytes": fault_bytes, "peak_rss_bytes": resident, "sys_share": share})]
+
+
 def check(view: CellView) -> list[Finding]:
+    if not view.samples or not any(s.regions for s in view.samples):
+        return _process(view)
     found = []
     for sc in view.top_regions():
         if sc.minflt is None or sc.minflt * PAGE_BYTES < MIN_FAULT_BYTES:

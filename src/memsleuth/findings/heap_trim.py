@@ -21,11 +21,70 @@ CALLS_PER_GROWTH_STEP = 4.0
 MIN_BRK_CALLS = 50
 
 
+# Whole process (no regions): the break must move down at least this many times, by at least
+# MIN_SHRINK_PER_STEP on average, and the faults must account for MIN_REFAULT_RATIO of the bytes.
+MIN_DOWN_MOVES = 10
+# Without the brk arguments: drops of the heap seen in the timeline (sampled, so a lower bound).
+MIN_HEAP_DROPS = 5
+
+
 def check(view: CellView) -> list[Finding]:
     steps = view.step_regions()
     if steps:
         return _steps(view, steps)
-    return _rate(view)
+    if view.main is not None:
+        return _rate(view)
+    return _process(view)
+
+
+def _advice() -> str:
+    return ("reuse the buffers instead of freeing them every iteration; or keep the top of the heap: "
+            "GLIBC_TUNABLES=glibc.malloc.trim_threshold=<more than one iteration's bytes> (or glibc.malloc.top_pad); "
+            "or an allocator that does not trim eagerly")
+
+
+def _process(view: CellView) -> list[Finding]:
+    sc = view.process
+    if sc is None or sc.minflt is None:
+        return []
+    fault_bytes = sc.minflt * PAGE_BYTES
+    down_moves, down_bytes = view.args("brk", "down_moves"), view.args("brk", "down_bytes")
+    share = sc.sys_share or 0.0
+    if down_moves is not None:
+        if down_moves < MIN_DOWN_MOVES or not down_bytes or down_bytes / down_moves < MIN_SHRINK_PER_STEP:
+            return []
+        ratio = fault_bytes / down_bytes
+        if ratio < MIN_REFAULT_RATIO:
+            return []
+        up_moves, up_bytes = view.args("brk", "up_moves") or 0, view.args("brk", "up_bytes") or 0
+        evidence = [f"the program break moved down {down_moves:,.0f} times by {mib(down_bytes)} in all "
+                    f"({mib(down_bytes / down_moves)} per move), and up {up_moves:,.0f} times by {mib(up_bytes)} "
+                    "(the results of the brk calls, from the kernel)",
+                    f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)}, {ratio:.2f}x the memory the trims returned",
+                    f"kernel time {sc.sys_ns / 1e6:,.0f} ms = {share:.0%} of CPU time"]
+        margin = min(down_moves / MIN_DOWN_MOVES, 2 * ratio)
+        numbers = {"brk_down_moves": down_moves, "brk_down_bytes": down_bytes, "minflt": sc.minflt}
+    else:
+        t = view.median_sample.timeline if view.median_sample else None
+        heap = t.column("heap_kb") if t else None
+        if not heap or sc.syscalls.get("brk", 0) < MIN_BRK_CALLS:
+            return []
+        drops = [a - b for a, b in zip(heap, heap[1:]) if (a - b) * 1024 >= MIN_SHRINK_PER_STEP]
+        dropped = sum(drops) * 1024
+        if len(drops) < MIN_HEAP_DROPS or fault_bytes < MIN_REFAULT_RATIO * dropped:
+            return []
+        evidence = [f"the heap shrank {len(drops)} times by {mib(dropped)} in all between the timeline's samples "
+                    f"(every {t.interval_ms} ms, so at least that often), with {sc.syscalls['brk']:,.0f} brk calls",
+                    f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)}, {fault_bytes / dropped:.2f}x what it gave back",
+                    f"kernel time {sc.sys_ns / 1e6:,.0f} ms = {share:.0%} of CPU time"]
+        margin = len(drops) / MIN_HEAP_DROPS
+        numbers = {"heap_drops": len(drops), "heap_dropped_bytes": dropped, "minflt": sc.minflt}
+    return [Finding(
+        id="heap-trim-churn", title="Heap-top trimming: the heap gives its memory back and faults it in again",
+        mechanism="frees leave free memory at the top of the heap, free() trims it (the program break moves "
+                  "down), and the next allocations move the break up and fault those pages in again",
+        evidence=evidence, advice=_advice(), subject=view.label, confidence=confidence(margin),
+        numbers=numbers, calls="brk")]
 
 
 def _steps(view: CellView, steps) -> list[Finding]:

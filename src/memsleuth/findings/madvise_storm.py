@@ -46,9 +46,16 @@ def check(view: CellView) -> list[Finding]:
     if rate < threshold:
         return []
     faults = sc.minflt
+    rate_text = (f"{rate:,.2f} {unit}; threshold {threshold}" if sc.ops else
+                 f"{rate:,.0f} {unit}; threshold {threshold:,.0f}")
     evidence = [f"{calls:,.0f} madvise calls in {'region ' + sc.name if sc.name != 'process' else 'the process'} "
-                f"({rate:.2f} {unit}; threshold {threshold})",
+                f"({rate_text})",
                 f"system time {sc.sys_ns / 1e6:.1f} ms = {share:.0%} of CPU time (threshold {SYS_SHARE:.0%})"]
+    advised = view.args("madvise", "bytes") if sc.name == "process" else None
+    if advised:
+        kinds = _advice_kinds(view)
+        evidence.append(f"they covered {advised / (1 << 20):,.1f} MiB ({advised / calls / 1024:,.1f} KiB per call)"
+                        + (f", advice {kinds}" if kinds else "") + " (the calls' arguments, from the kernel)")
     refaults = faults is not None and faults >= REFAULTS_PER_CALL * calls
     if faults is not None:
         evidence.append(f"{faults:,.0f} minor page faults in the same span ({faults / calls:.2f} per madvise call)")
@@ -60,4 +67,19 @@ def check(view: CellView) -> list[Finding]:
         mechanism=mechanism,
         evidence=evidence, advice=ADVICE.get(view.allocator, GENERIC), subject=view.label,
         confidence=confidence(min(rate / threshold, share / SYS_SHARE)),
-        numbers={"madvise": calls, "rate": rate, "rate_unit": unit, "sys_share": share, "minflt": faults})]
+        numbers={"madvise": calls, "rate": rate, "rate_unit": unit, "sys_share": share, "minflt": faults},
+        calls="madvise")]
+
+
+# MADV_* numbers (asm-generic/mman-common.h) as the kernel's tracepoint reports them.
+ADVICE_NAMES = {0: "NORMAL", 1: "RANDOM", 2: "SEQUENTIAL", 3: "WILLNEED", 4: "DONTNEED", 8: "FREE", 9: "REMOVE",
+                10: "DONTFORK", 11: "DOFORK", 12: "MERGEABLE", 13: "UNMERGEABLE", 14: "HUGEPAGE", 15: "NOHUGEPAGE",
+                16: "DONTDUMP", 17: "DODUMP", 20: "COLD", 21: "PAGEOUT", 22: "POPULATE_READ", 23: "POPULATE_WRITE",
+                25: "COLLAPSE"}
+
+
+def _advice_kinds(view: CellView) -> str:
+    s = view.median_sample
+    by = ((s.syscall_args.get("madvise") or {}).get("by_advice") or {}) if s else {}
+    parts = sorted(((int(k), v[0]) for k, v in by.items()), key=lambda kv: -kv[1])
+    return ", ".join(f"MADV_{ADVICE_NAMES.get(k, str(k))} x{n:,}" for k, n in parts[:3])

@@ -147,6 +147,20 @@ class CellView:
         """Median over runs of a value of a region that occurs once per run."""
         return _med_opt(get(r) for s in self.samples if (r := s.region(name)) is not None)
 
+    def args(self, syscall: str, key: str) -> float | None:
+        """Median over runs of one total of ms-run's syscall arguments (`syscall_args`), or None
+        when they were not recorded."""
+        return _med_opt((s.syscall_args.get(syscall) or {}).get(key) for s in self.samples
+                        if s.syscall_args.get(syscall) is not None)
+
+    @property
+    def median_sample(self) -> Sample | None:
+        """The run with the median wall time: the one a timeline is read from."""
+        if not self.samples:
+            return None
+        ordered = sorted(self.samples, key=lambda s: s.wall_ns)
+        return ordered[(len(ordered) - 1) // 2]
+
     @property
     def unsupported(self) -> dict[str, str]:
         for s in self.samples + self.failures:

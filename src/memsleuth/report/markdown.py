@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import re
 
-from memsleuth.report.model import Report
+from memsleuth.report.model import Report, who_text
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~])")
 
@@ -51,6 +51,11 @@ def render(report: Report) -> str:
             out += ["", f"### {escape(f.subject)}: {escape(f.title)} ({escape(f.confidence)} confidence)", "",
                     f"**Mechanism:** {escape(f.mechanism)}", "", "**Evidence:**", ""]
             out += [f"- {escape(e)}" for e in f.evidence]
+            if getattr(f, "call_sites", None):
+                out += ["", "**Call sites:**", ""] + [f"- {escape(line)}" for line in f.call_sites]
+            who = who_text(f)
+            if who:
+                out += ["", f"**Who makes the calls:** {escape(who)}"]
             out += ["", f"**What to change:** {escape(f.advice)}"]
     if report.footer:
         out.append("")

@@ -330,6 +330,11 @@ def build_check(run: StoredRun) -> Report:
                               fmt_count(p.majflt), fmt_bytes((a.view.maxrss_kb or 0) * 1024),
                               *[fmt_count(p.syscalls.get(s)) if s in p.syscalls else "n/a" for s in SYSCALL_COLUMNS]]],
                             align_right=set(range(5 + len(SYSCALL_COLUMNS)))))
+    timeline = timeline_table(a.view.median_sample)
+    if timeline:
+        tables.append(timeline)
+    elif a.view.samples:
+        header.append("no timeline: the program ended within one sampling tick")
     if a.failed:
         rows = [[failure_label(s), s.detail or "", " | ".join(s.stderr_tail.strip().splitlines()[-5:]) or "(empty)"]
                 for s in a.failed]
@@ -359,3 +364,45 @@ def setup_differences(a: StoredRun, b: StoredRun) -> list[str]:
     if (a.spec.timeout_s, a.spec.mem_limit_bytes) != (b.spec.timeout_s, b.spec.mem_limit_bytes):
         out.append("note: the runs had different limits (timeout, memory cap)")
     return out
+
+
+def who_text(f) -> str | None:
+    """Who makes a finding's costly calls, as the evidence decided it (analysis.attribute)."""
+    if not getattr(f, "calls", None):
+        return None
+    if f.who == "program":
+        return f"the program (its own code makes the {f.calls} calls: see the evidence)"
+    if f.who == "allocator":
+        return f"the allocator (it makes the {f.calls} calls: see the evidence)"
+    return (f"not determined: run `memsleuth compare` under two allocators (the {f.calls} calls are the "
+            "program's if their count does not change), or look at the call sites (`--where`)")
+
+
+TIMELINE_ROWS = 10   # the terminal and Markdown timeline: this many slices of the run
+
+
+def timeline_table(sample) -> Table | None:
+    """The run's timeline in a few slices: resident memory and the heap at the end of each, and
+    the fault and system call rates within it (from the running totals ms-run sampled)."""
+    t = sample.timeline if sample else None
+    if t is None or len(t.rows) < 2:
+        return None
+    times = t.times_ms
+    n = min(TIMELINE_ROWS, len(t.rows) - 1)
+    cuts = [round(k * (len(t.rows) - 1) / n) for k in range(n + 1)]
+    rate_cols = [c for c in ("page-faults-minor", *SYSCALL_COLUMNS) if c in t.columns and
+                 (t.column(c) or [0])[-1] > (t.column(c) or [0])[0]]
+    cols = ["from", "to", "RSS", "heap"] + [("faults/s" if c == "page-faults-minor" else f"{c}/s") for c in rate_cols]
+    rows = []
+    for a, b in zip(cuts, cuts[1:]):
+        dt = (times[b] - times[a]) / 1000 or 1e-3
+        row = [f"{times[a] / 1000:.2f} s", f"{times[b] / 1000:.2f} s",
+               fmt_bytes((t.column("rss_kb") or [0])[b] * 1024),
+               fmt_bytes((t.column("heap_kb") or [0])[b] * 1024) if "heap_kb" in t.columns else "n/a"]
+        for c in rate_cols:
+            v = t.column(c)
+            row.append(fmt_si((v[b] - v[a]) / dt))
+        rows.append(row)
+    notes = [f"Median run, sampled every {t.interval_ms} ms for the whole process tree; rates are differences of "
+             "running totals over each slice."]
+    return Table("Timeline (median run)", cols, rows, notes, align_right=set(range(2, len(cols))))

@@ -45,6 +45,16 @@ def render(report: Report, console: Console) -> None:
             console.print(Text(f"  mechanism: {f.mechanism}"))
             for e in f.evidence:
                 console.print(Text(f"    - {e}"))
+            for line in getattr(f, "call_sites", []):
+                console.print(Text(f"  where: {line}", style="cyan"))
+            who = _who(f)
+            if who:
+                console.print(Text(f"  who makes the calls: {who}"))
             console.print(Text(f"  change: {f.advice}", style="green"))
     for line in report.footer:
         console.print(Text(line, style="yellow"))
+
+
+def _who(f) -> str | None:
+    from memsleuth.report.model import who_text
+    return who_text(f)

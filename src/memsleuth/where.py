@@ -1,0 +1,173 @@
+"""Call sites: where in the code the page faults and the memory system calls come from.
+
+One extra run of the cell's command under `perf record` with DWARF call graphs (Debian's glibc
+has no frame pointers), after the measured runs, so that sampling never distorts a measured
+figure. perf's own machinery unwinds and symbolizes (`perf script`); this module only reads its
+text. Each stack is read two ways: the user's call site (the first frame outside the C library,
+the C++ runtime, the dynamic loader and the allocator) and the allocator's internal path (its
+frames from the entry point down to the system call: `free -> _int_free -> systrim -> sbrk`).
+
+Sampling rates come from the counts of the measured runs: page faults every N-th fault so that
+about TARGET_SAMPLES are taken; a system call counted at most LIGHT_CALLS times is recorded at
+every call, a heavier one in a second run at every N-th call (perf cannot set a period per
+tracepoint).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+
+from memsleuth.events import SYSCALL_COLUMNS
+
+TARGET_SAMPLES = 400       # per event: enough for the top sites' shares to be stable to a few %
+LIGHT_CALLS = 4000         # a syscall counted at most this often is recorded at every call
+STACK_BYTES = 8192         # user stack copied per sample for DWARF unwinding
+TOP = 3                    # call sites kept per event and kind
+TIMEOUT_FACTOR = 20        # the perf run may take this many times the measured run (unwinding)
+# Objects whose frames are not the user's code.
+SYSTEM_DSOS = re.compile(r"(^|/)(libc\.so|libc-|ld-linux|ld-2|libpthread|libstdc\+\+|libgcc_s|libm\.so|"
+                         r"\[kernel|\[vdso|\[unknown\])")
+EVENTS = {"page-faults": "page-faults", **{s: f"syscalls:sys_enter_{s}" for s in SYSCALL_COLUMNS}}
+
+
+def perf_path() -> str | None:
+    return shutil.which("perf")
+
+
+def plan_events(counts: dict[str, float]) -> list[tuple[list[str], int, int | None]]:
+    """perf runs to make: (event names, default period, page-fault period or None)."""
+    faults = counts.get("page-faults") or 0
+    fault_period = max(1, int(faults // TARGET_SAMPLES)) if faults else None
+    light = [s for s in SYSCALL_COLUMNS if 0 < (counts.get(s) or 0) <= LIGHT_CALLS]
+    heavy = [s for s in SYSCALL_COLUMNS if (counts.get(s) or 0) > LIGHT_CALLS]
+    runs = []
+    if light or fault_period:
+        runs.append((light, 1, fault_period))
+    if heavy:
+        period = max(1, int(max(counts[s] for s in heavy) // TARGET_SAMPLES))
+        runs.append((heavy, period, None))
+    return runs
+
+
+def record(command: list[str], env: dict[str, str], preload: str | None, counts: dict[str, float],
+           timeout_s: float) -> dict:
+    """Call sites per event for one command, or {"unavailable": why}."""
+    perf = perf_path()
+    if perf is None:
+        return {"unavailable": "perf is not installed (Debian: apt-get install linux-perf)"}
+    sites: dict[str, dict] = {}
+    notes: list[str] = []
+    wrapped = ["env", *[f"{k}={v}" for k, v in env.items()], *([f"LD_PRELOAD={preload}"] if preload else []),
+               *command]
+    for syscalls, period, fault_period in plan_events(counts):
+        events = [EVENTS[s] for s in syscalls]
+        if fault_period:
+            events.append(f"page-faults/period={fault_period}/")
+        if not events:
+            continue
+        with tempfile.TemporaryDirectory(prefix="memsleuth-where-") as tmp:
+            data = os.path.join(tmp, "perf.data")
+            argv = [perf, "record", "-q", "-o", data, "--call-graph", f"dwarf,{STACK_BYTES}", "-c", str(period)]
+            for e in events:
+                argv += ["-e", e]
+            try:
+                rec = subprocess.run(argv + ["--", *wrapped], capture_output=True, text=True, errors="replace",
+                                     stdin=subprocess.DEVNULL, timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                notes.append(f"perf record did not finish within {timeout_s:.0f} s")
+                continue
+            if not os.path.exists(data):
+                why = (rec.stderr.strip().splitlines() or ["no data"])[-1]
+                return {"unavailable": f"perf record failed: {why}"}
+            out = subprocess.run([perf, "script", "-i", data, "-F", "comm,pid,event,ip,sym,dso,srcline"],
+                                 capture_output=True, text=True, errors="replace", timeout=max(60, timeout_s))
+        for event, found in summarise(parse(out.stdout)).items():
+            found["period"] = fault_period if event == "page-faults" else period
+            sites[event] = found
+    return {"events": sites, "notes": notes}
+
+
+def parse(text: str) -> list[tuple[str, str, list[tuple[str, str, str]]]]:
+    """perf script output -> [(comm, event, [(symbol, dso, srcline), innermost first])]."""
+    samples = []
+    for block in text.split("\n\n"):
+        lines = [x for x in block.splitlines() if x.strip()]
+        if not lines:
+            continue
+        head = lines[0].strip()
+        m = re.match(r"^(.*?)\s+(\d+)\s+(\S+):\s*$", head)
+        if not m:
+            continue
+        comm, event = m.group(1), m.group(3)
+        frames: list[tuple[str, str, str]] = []
+        for line in lines[1:]:
+            fm = re.match(r"^\s*[0-9a-f]+\s+(.*?)(?:\s+\((.*)\))?\s*$", line)
+            if line.startswith("\t") and fm:
+                frames.append((fm.group(1) or "[unknown]", fm.group(2) or (frames[-1][1] if frames else ""), ""))
+            elif frames and not frames[-1][2]:
+                frames[-1] = (frames[-1][0], frames[-1][1], line.strip().replace(" (inlined)", ""))
+        samples.append((comm, event, frames))
+    return samples
+
+
+def _clean(sym: str) -> str:
+    sym = re.sub(r"^__GI___?", "", sym)
+    sym = re.sub(r"^__libc_", "", sym)
+    return re.sub(r"\+0x[0-9a-f]+$", "", sym)
+
+
+def _site(frame: tuple[str, str, str]) -> str:
+    sym, dso, src = frame
+    if src and not src.startswith("??"):
+        return f"{_clean(sym)} ({src})"
+    if sym in ("[unknown]", ""):
+        return f"an address in {os.path.basename(dso) or 'an unknown object'} (no symbols: stripped?)"
+    return f"{_clean(sym)} ({os.path.basename(dso)}, no line information)"
+
+
+def summarise(samples) -> dict[str, dict]:
+    """Per event: the top user call sites and the top allocator paths, with their shares."""
+    by_event: dict[str, tuple[Counter, Counter, Counter, int]] = {}
+    for comm, event, frames in samples:
+        name = event.split("/")[0].split(":")[-1].replace("sys_enter_", "")
+        users, paths, comms, n = by_event.get(name, (Counter(), Counter(), Counter(), 0))
+        frames = [f for f in frames if "[kernel" not in f[1]]
+        user = next((f for f in frames if not SYSTEM_DSOS.search(f[1] or "[unknown]")), None)
+        inner = frames[:frames.index(user)] if user else frames
+        path = [_clean(f[0]) for f in reversed(inner) if f[0] != "[unknown]"]
+        users[_site(user) if user else "no frame outside the runtime (the loader, or a stack lost)"] += 1
+        if path:
+            paths[" -> ".join(dict.fromkeys(path))] += 1
+        comms[comm] += 1
+        by_event[name] = (users, paths, comms, n + 1)
+    out = {}
+    for name, (users, paths, comms, n) in by_event.items():
+        out[name] = {"samples": n,
+                     "user_sites": [[site, k / n] for site, k in users.most_common(TOP)],
+                     "internal_paths": [[p, k / n] for p, k in paths.most_common(TOP)],
+                     "commands": [[c, k / n] for c, k in comms.most_common(TOP)]}
+    return out
+
+
+def lines_for(where: dict | None, event: str) -> list[str]:
+    """Report lines for one event's call sites."""
+    if not where:
+        return []
+    if "unavailable" in where:
+        return [f"call sites not recorded: {where['unavailable']}"]
+    e = (where.get("events") or {}).get(event)
+    if not e:
+        return []
+    label = "page faults" if event == "page-faults" else f"{event} calls"
+    out = [f"{label} come from (of {e['samples']} sampled stacks): " +
+           "; ".join(f"{site} {share:.0%}" for site, share in e["user_sites"])]
+    if e["internal_paths"]:
+        out.append(f"{label} inside the runtime/allocator: " +
+                   "; ".join(f"{p} {share:.0%}" for p, share in e["internal_paths"][:2]))
+    if len(e.get("commands") or []) > 1:
+        out.append(f"{label} by command: " + ", ".join(f"{c} {share:.0%}" for c, share in e["commands"]))
+    return out

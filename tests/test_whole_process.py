@@ -1,0 +1,127 @@
+"""Issue 11: `check` explains unmodified programs from outside. Plain C programs (no probe, not
+preloaded, native/fixtures/plain/) with one textbook pathology each are named by the right
+finding; clean programs get no mechanism finding."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from memsleuth import allocators
+from conftest import fixture, memsleuth, needs_tracepoints
+
+# Findings about the measurement or the machine, not about a mechanism in the program.
+NOT_MECHANISMS = {"unstable-measurement", "counters-unavailable"}
+
+
+def check(tmp_path, *cmd: str, env: list[str] = ()) -> dict:
+    js = tmp_path / "c.json"
+    args = ["check", "--db", str(tmp_path / "c.db"), "--json", str(js)]
+    for e in env:
+        args += ["--env", e]
+    proc = memsleuth(*args, "--", *cmd)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(js.read_text())
+    doc["_stdout"] = proc.stdout
+    return doc
+
+
+def found(doc: dict) -> dict[str, dict]:
+    return {f["id"]: f for c in doc["cells"] for f in c["summary"]["findings"]} | \
+        {f["id"]: f for f in doc["findings"]}
+
+
+def mechanisms(doc: dict) -> set[str]:
+    return set(found(doc)) - NOT_MECHANISMS
+
+
+@needs_tracepoints
+def test_seed_000_loop_is_heap_top_trimming_with_the_breaks_moves(tmp_path):
+    doc = check(tmp_path, fixture("plain-steps"), "30")
+    f = found(doc)["heap-trim-churn"]
+    moves = f["numbers"]["brk_down_moves"]
+    assert moves >= 25  # one trim per step
+    assert any("moved down" in e and "times by" in e for e in f["evidence"])
+    assert f["calls"] == "brk"
+
+
+@needs_tracepoints
+def test_fixed_mmap_threshold_is_mmap_churn(tmp_path):
+    doc = check(tmp_path, fixture("plain-bigbuf"), "2000", env=["GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072"])
+    f = found(doc)["mmap-churn"]
+    assert f["numbers"]["munmap"] >= 2000 and f["numbers"]["unmapped_bytes"] >= 2000 * (1 << 20)
+
+
+@needs_tracepoints
+def test_contended_program_mutex_is_lock_contention_without_blaming_malloc(tmp_path):
+    doc = check(tmp_path, fixture("plain-mutex"), "500000")
+    f = found(doc)["lock-contention"]
+    assert "allocator" not in f["title"].lower()
+    assert f["numbers"]["futex"] >= 1000
+
+
+@needs_tracepoints
+def test_vector_doubling_is_mremap_churn(tmp_path):
+    doc = check(tmp_path, fixture("plain-vector"), "30")
+    f = found(doc)["mremap-churn"]
+    assert f["numbers"]["mremap"] >= 30 * 5
+    assert any("grew a mapping" in e for e in f["evidence"])
+
+
+@needs_tracepoints
+def test_program_pool_that_madvises_is_a_madvise_storm_with_its_advice(tmp_path):
+    doc = check(tmp_path, fixture("plain-madvise_pool"), "100000")
+    f = found(doc)["madvise-storm"]
+    assert any("MADV_DONTNEED" in e for e in f["evidence"])
+
+
+def test_leak_is_rss_growth(tmp_path):
+    doc = check(tmp_path, fixture("plain-leak"), "250")
+    assert "rss-growth" in found(doc)
+
+
+def test_big_first_touch_is_named(tmp_path):
+    doc = check(tmp_path, fixture("plain-bigtouch"), "256")
+    assert "first-touch" in found(doc)
+
+
+def test_kernel_time_is_never_silent(tmp_path):
+    # Faults in a loop that no mechanism rule names (small mappings touched and unmapped): the
+    # kernel's share is still explained by counts.
+    script = ("import mmap\nfor i in range(20000):\n m = mmap.mmap(-1, 1 << 16)\n m[::4096] = b'x' * 16\n m.close()")
+    doc = check(tmp_path, "python3", "-c", script)
+    ids = mechanisms(doc)
+    assert ids, "a program that spends its time in the kernel must get a finding"
+    if "kernel-time" in ids:
+        f = found(doc)["kernel-time"]
+        assert any("page faults" in e for e in f["evidence"])
+
+
+@pytest.mark.parametrize("cmd", [
+    [fixture("plain-cpu"), "50000000"],
+    ["python3", "-c", "import json; print(sum(len(json.dumps(list(range(100)))) for _ in range(2000)))"],
+    ["sh", "-c", "seq 1 200000 | sort -r > /dev/null"],
+    ["sh", "-c", "head -c 20000000 /dev/zero | gzip -c > /dev/null"],
+])
+def test_clean_programs_get_no_mechanism_finding(tmp_path, cmd):
+    if cmd[0] == "sh" and "gzip" in cmd[2] and not shutil.which("gzip"):
+        pytest.skip("gzip not installed")
+    doc = check(tmp_path, *cmd)
+    assert not mechanisms(doc), [(f["id"], f["evidence"]) for f in found(doc).values()]
+
+
+@needs_tracepoints
+def test_compare_says_who_makes_the_calls(tmp_path):
+    other = next((a for a in allocators.available() if a.name == "mimalloc"), None)
+    if other is None:
+        pytest.skip("mimalloc not installed")
+    js = tmp_path / "w.json"
+    proc = memsleuth("compare", "--alloc", "glibc,mimalloc", "--reps", "2", "--db", str(tmp_path / "w.db"),
+                     "--json", str(js), "--", fixture("plain-madvise_pool"), "100000")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(js.read_text())
+    storms = [f for c in doc["cells"] for f in c["summary"]["findings"] if f["id"] == "madvise-storm"]
+    assert storms and all(f["who"] == "program" for f in storms)
+    assert all("MALLOC" not in f["advice"] and "trim_threshold" not in f["advice"] for f in storms)
+    assert "who makes the calls: the program" in proc.stdout
