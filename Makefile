@@ -57,6 +57,7 @@ bench: setup test-native
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/harness_cost.py
 	$(PY) bench/reproducibility.py
 	$(PY) bench/first_touch_vs_perf.py
+	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/where_overhead.py
 
 clean:
 	rm -rf build $(VENV) memsleuth.db memsleuth.db-wal memsleuth.db-shm

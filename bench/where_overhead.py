@@ -1,0 +1,63 @@
+"""What explaining costs, as ratios measured side by side in one run (interleaved rounds).
+
+- timelines: ms-run sampling the process tree every 10 ms (RSS, heap, running fault and syscall
+  totals) against one sample per minute (no timeline): target 1.02 or less;
+- --syscall-args: the munmap/madvise/mmap/mremap/brk arguments from tracepoint samples, in every
+  measured run of `check` and `compare --where`;
+- --where's perf run: one extra run under `perf record` with DWARF stacks at memsleuth's default
+  rates. It is a separate run, so it never distorts a measured figure; its ratio is the extra
+  wall time it costs (target 1.10 or less for the sampling itself).
+
+On a fault-heavy program (seed 000's loop) and a syscall-heavy one (a pool that madvises every
+block). Page-fault cost varies a lot on this VM: read the CIs.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+
+from common import Holder, fixture, interleave, ratio_line, wall
+
+from memsleuth import native, where
+
+ROUNDS = 9
+
+
+def main() -> None:
+    ms_run = str(native.ms_run())
+    perf = shutil.which("perf")
+    programs = {"fault-heavy (plain-steps 20)": [fixture("plain-steps"), "20"],
+                "syscall-heavy (plain-madvise_pool 100000)": [fixture("plain-madvise_pool"), "100000"]}
+    with Holder():
+        for label, cmd in programs.items():
+            alts = {
+                "no timeline": lambda cmd=cmd: wall([ms_run, "--sample-ms", "60000", "--out", "/dev/null", "--", *cmd]),
+                "timeline": lambda cmd=cmd: wall([ms_run, "--out", "/dev/null", "--", *cmd]),
+                "timeline + args": lambda cmd=cmd: wall([ms_run, "--syscall-args", "--out", "/dev/null", "--", *cmd]),
+            }
+            if perf:
+                counts = {"page-faults": 600_000 if "steps" in label else 100_000,
+                          "brk": 400 if "steps" in label else 0, "madvise": 0 if "steps" in label else 100_000}
+                runs = where.plan_events(counts)
+                syscalls, period, fault_period = runs[-1]
+                events = [where.EVENTS[s] for s in syscalls] + (
+                    [f"page-faults/period={fault_period}/"] if fault_period else [])
+                argv = [perf, "record", "-q", "-o", "/tmp/memsleuth-bench-perf.data", "--call-graph",
+                        f"dwarf,{where.STACK_BYTES}", "-c", str(period)]
+                for e in events:
+                    argv += ["-e", e]
+                alts["plain"] = lambda cmd=cmd: wall(cmd)
+                alts["under perf record"] = lambda argv=argv, cmd=cmd: wall([*argv, "--", *cmd])
+            got = interleave(alts, ROUNDS)
+            print(f"{label}, {ROUNDS} interleaved rounds:")
+            print("  " + ratio_line("timelines (10 ms) vs none", got["timeline"], got["no timeline"]))
+            print("  " + ratio_line("+ --syscall-args vs timelines", got["timeline + args"], got["timeline"]))
+            if perf:
+                print("  " + ratio_line("--where perf run vs a plain run", got["under perf record"], got["plain"]))
+            else:
+                print("  perf not installed: --where not measured")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
