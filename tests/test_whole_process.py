@@ -46,6 +46,21 @@ def test_seed_000_loop_is_heap_top_trimming_with_the_breaks_moves(tmp_path):
     assert f["calls"] == "brk"
 
 
+needs_perf = pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed (linux-perf)")
+
+
+@needs_tracepoints
+@needs_perf
+def test_seed_000_call_sites_name_the_free_line_and_the_refaulting_line(tmp_path):
+    doc = check(tmp_path, fixture("plain-steps"), "20")
+    f = found(doc)["heap-trim-churn"]
+    sites = " ".join(f["call_sites"])
+    assert "steps.c:18" in sites, sites          # free(): the trim, through systrim
+    assert "systrim" in sites
+    assert "steps.c:15" in sites, sites          # memset: the re-faulting line
+    assert f["who"] == "allocator"               # the brk calls come through malloc/free
+
+
 @needs_tracepoints
 def test_fixed_mmap_threshold_is_mmap_churn(tmp_path):
     doc = check(tmp_path, fixture("plain-bigbuf"), "2000", env=["GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072"])

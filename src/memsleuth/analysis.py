@@ -249,7 +249,8 @@ def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[f
         lines = [line for e in events for line in where_mod.lines_for(where, e)]
         who, extra = f.who, []
         e = (where.get("events") or {}).get(f.calls or "")
-        if who == "undetermined" and e and e.get("internal_paths") is not None:
+        if who == "undetermined" and e and e.get("internal_paths") is not None and \
+                where_mod.unwound_share(e) >= where_mod.MIN_UNWOUND:
             through = sum(share for path, share in e["internal_paths"] if any(k in path for k in ALLOCATOR_FRAMES))
             if through >= 0.8:
                 who = "allocator"

@@ -34,6 +34,16 @@ SYSTEM_DSOS = re.compile(r"(^|/)(libc\.so|libc-|ld-linux|ld-2|libpthread|libstdc
 EVENTS = {"page-faults": "page-faults", **{s: f"syscalls:sys_enter_{s}" for s in SYSCALL_COLUMNS}}
 
 
+LOST = "no frame outside the runtime (the loader, or a stack perf could not unwind)"
+# Below this share of stacks that reach the program's own code, the sites decide nothing.
+MIN_UNWOUND = 0.5
+
+
+def unwound_share(event: dict) -> float:
+    """The share of an event's sampled stacks that reached a frame of the program's own code."""
+    return 1.0 - sum(share for site, share in event.get("user_sites", []) if site == LOST)
+
+
 def perf_path() -> str | None:
     return shutil.which("perf")
 
@@ -61,8 +71,10 @@ def record(command: list[str], env: dict[str, str], preload: str | None, counts:
         return {"unavailable": "perf is not installed (Debian: apt-get install linux-perf)"}
     sites: dict[str, dict] = {}
     notes: list[str] = []
-    wrapped = ["env", *[f"{k}={v}" for k, v in env.items()], *([f"LD_PRELOAD={preload}"] if preload else []),
-               *command]
+    # The command is perf's own child, with the environment given to perf (not through `env`:
+    # perf's DWARF unwinding was seen to lose the stacks of a process after an exec).
+    run_env = {**os.environ, **env, **({"LD_PRELOAD": preload} if preload else {})}
+    wrapped = list(command)
     for syscalls, period, fault_period in plan_events(counts):
         events = [EVENTS[s] for s in syscalls]
         if fault_period:
@@ -76,7 +88,7 @@ def record(command: list[str], env: dict[str, str], preload: str | None, counts:
                 argv += ["-e", e]
             try:
                 rec = subprocess.run(argv + ["--", *wrapped], capture_output=True, text=True, errors="replace",
-                                     stdin=subprocess.DEVNULL, timeout=timeout_s)
+                                     stdin=subprocess.DEVNULL, timeout=timeout_s, env=run_env)
             except subprocess.TimeoutExpired:
                 notes.append(f"perf record did not finish within {timeout_s:.0f} s")
                 continue
@@ -84,7 +96,8 @@ def record(command: list[str], env: dict[str, str], preload: str | None, counts:
                 why = (rec.stderr.strip().splitlines() or ["no data"])[-1]
                 return {"unavailable": f"perf record failed: {why}"}
             out = subprocess.run([perf, "script", "-i", data, "-F", "comm,pid,event,ip,sym,dso,srcline"],
-                                 capture_output=True, text=True, errors="replace", timeout=max(60, timeout_s))
+                                 capture_output=True, text=True, errors="replace", timeout=max(60, timeout_s),
+                                 env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
         for event, found in summarise(parse(out.stdout)).items():
             found["period"] = fault_period if event == "page-faults" else period
             sites[event] = found
@@ -139,7 +152,7 @@ def summarise(samples) -> dict[str, dict]:
         user = next((f for f in frames if not SYSTEM_DSOS.search(f[1] or "[unknown]")), None)
         inner = frames[:frames.index(user)] if user else frames
         path = [_clean(f[0]) for f in reversed(inner) if f[0] != "[unknown]"]
-        users[_site(user) if user else "no frame outside the runtime (the loader, or a stack lost)"] += 1
+        users[_site(user) if user else LOST] += 1
         if path:
             paths[" -> ".join(dict.fromkeys(path))] += 1
         comms[comm] += 1
@@ -163,11 +176,14 @@ def lines_for(where: dict | None, event: str) -> list[str]:
     if not e:
         return []
     label = "page faults" if event == "page-faults" else f"{event} calls"
+    if unwound_share(e) < MIN_UNWOUND:
+        return [f"{label}: {1 - unwound_share(e):.0%} of {e['samples']} sampled stacks did not reach the program's "
+                "own code (stripped, or unwinding failed): no call site to name"]
     out = [f"{label} come from (of {e['samples']} sampled stacks): " +
-           "; ".join(f"{site} {share:.0%}" for site, share in e["user_sites"])]
+           "; ".join(f"{site} {share:.0%}" for site, share in e["user_sites"] if share >= 0.005)]
     if e["internal_paths"]:
         out.append(f"{label} inside the runtime/allocator: " +
-                   "; ".join(f"{p} {share:.0%}" for p, share in e["internal_paths"][:2]))
+                   "; ".join(f"{p} {share:.0%}" for p, share in e["internal_paths"][:2] if share >= 0.005))
     if len(e.get("commands") or []) > 1:
         out.append(f"{label} by command: " + ", ".join(f"{c} {share:.0%}" for c, share in e["commands"]))
     return out
