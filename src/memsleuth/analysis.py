@@ -70,7 +70,7 @@ class CellSummary:
         timed = ("main",) if samples and all(s.main for s in samples) else None
         return findings.CellView(self.short_label or self.cell.label, self.cell.allocator.name, samples,
                                  self.failures, self.estimate.half_width_rel if self.estimate else None,
-                                 self.warnings, timed)
+                                 self.warnings, timed, explain=self.cell.explain_samples)
 
     @property
     def status(self) -> str:
@@ -123,7 +123,7 @@ def cell_view(cell: StoredCell, label: str = "") -> findings.CellView:
     """A stored cell as the findings and the cases read it: its ok measured runs and its failures."""
     ok = [s for _, s in cell.measured() if s.ok]
     failed = [s for _, w, s in cell.samples if not s.ok]
-    return findings.CellView(label or cell.label, cell.allocator.name, ok, failed)
+    return findings.CellView(label or cell.label, cell.allocator.name, ok, failed, explain=cell.explain_samples)
 
 
 def short_label(cell: StoredCell, swept: list[str]) -> str:
@@ -309,7 +309,8 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     ok = [s for s in measured if s.ok]
     failed = [s for s in measured if not s.ok]
     # A crashed run's regions and counters up to the crash are evidence too.
-    view = findings.CellView(cell.allocator.name, cell.allocator.name, ok or measured, failed)
+    view = findings.CellView(cell.allocator.name, cell.allocator.name, ok or measured, failed,
+                             explain=cell.explain_samples)
     names = list(dict.fromkeys(r.name for s in view.samples for r in s.regions))
     return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names],
                          with_call_sites(findings.for_cell(view), cell.where) + findings.for_run([view]))

@@ -25,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from memsleuth import launcher, native, stats
 from memsleuth.evidence import metric_kind
 from memsleuth.plan import Plan
-from memsleuth.store import Store
+from memsleuth.store import EXPLAIN_ROUND, Store
 
 # Without a terminal, a progress line every this many seconds (CI logs stay short).
 PLAIN_PROGRESS_EVERY_S = 10.0
@@ -149,8 +149,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
     def measure(i: int, round_: int, warmup: bool, what: str) -> None:
         cell = plan.cells[i]
         progress.now(f"{plan.label(i)}: {what}")
-        sample = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
-                                   syscall_args=plan.syscall_args)
+        sample = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes)
         store.add_sample(cell_ids[i], round_, warmup, sample)
         progress.advance()
         if warmup and not sample.ok:
@@ -189,10 +188,16 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                 active = still
                 # Shrink the bar to what can still run: finished groups and failed cells run no more.
                 progress.shrink(sum(1 for idx in active for i in idx if i not in failed) * (rounds.max_reps - r - 1))
-            if plan.where:
-                for i, cell in enumerate(plan.cells):
-                    if i in failed or not values[i]:
-                        continue
+            for i, cell in enumerate(plan.cells):
+                if i in failed or not values[i]:
+                    continue
+                # Explaining runs, after the measured ones and never mixed into them.
+                if plan.syscall_args:
+                    progress.now(f"{plan.label(i)}: syscall arguments (one more run)")
+                    explain = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
+                                                syscall_args=True)
+                    store.add_sample(cell_ids[i], EXPLAIN_ROUND, True, explain)
+                if plan.where:
                     progress.now(f"{plan.label(i)}: call sites (perf record)")
                     store.set_where(cell_ids[i], _call_sites(plan, cell, samples[i]))
     except KeyboardInterrupt:

@@ -24,6 +24,10 @@ from memsleuth.evidence import Sample
 from memsleuth.model import AllocatorInfo, MachineInfo, RunSpec
 
 SCHEMA_VERSION = 2
+WARMUP_ROUND = -1
+# One more run per cell, after the measured ones, that records the syscalls' arguments (ms-run
+# --syscall-args): recording costs every such call a sample, so no measured run carries it.
+EXPLAIN_ROUND = -2
 APP = "memsleuth"
 _TABLES = {"meta", "runs", "cells", "samples"}
 _SCHEMA = """
@@ -56,7 +60,7 @@ CREATE TABLE IF NOT EXISTS cells (
 CREATE TABLE IF NOT EXISTS samples (
     id INTEGER PRIMARY KEY,
     cell_id INTEGER NOT NULL REFERENCES cells(id),
-    round INTEGER NOT NULL,          -- interleaving round; -1 for warm-up runs
+    round INTEGER NOT NULL,          -- interleaving round; -1 warm-up, -2 the explaining run (EXPLAIN_ROUND)
     warmup INTEGER NOT NULL,
     status TEXT NOT NULL,
     created_at TEXT NOT NULL,
@@ -98,6 +102,11 @@ class StoredCell:
 
     def measured(self) -> list[tuple[int, Sample]]:
         return [(r, s) for r, w, s in self.samples if not w]
+
+    @property
+    def explain_samples(self) -> list[Sample]:
+        """The explaining run(s): not measured, they carry the syscalls' arguments."""
+        return [s for r, w, s in self.samples if r == EXPLAIN_ROUND and s.ok]
 
 
 @dataclass

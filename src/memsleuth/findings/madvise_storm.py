@@ -79,7 +79,7 @@ ADVICE_NAMES = {0: "NORMAL", 1: "RANDOM", 2: "SEQUENTIAL", 3: "WILLNEED", 4: "DO
 
 
 def _advice_kinds(view: CellView) -> str:
-    s = view.median_sample
+    s = view.explain_sample
     by = ((s.syscall_args.get("madvise") or {}).get("by_advice") or {}) if s else {}
     parts = sorted(((int(k), v[0]) for k, v in by.items()), key=lambda kv: -kv[1])
     return ", ".join(f"MADV_{ADVICE_NAMES.get(k, str(k))} x{n:,}" for k, n in parts[:3])

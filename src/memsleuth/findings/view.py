@@ -70,6 +70,9 @@ class CellView:
     # The regions whose timing is the result (compare: "main"); None: every region may be timed
     # (check on someone's program, where only its author knows).
     timed: tuple[str, ...] | None = None
+    # The explaining run(s) of the cell (store.EXPLAIN_ROUND): not measured, they carry the
+    # syscalls' arguments that `args` reads.
+    explain: list[Sample] = field(default_factory=list)
 
     @property
     def main(self) -> Scope | None:
@@ -150,7 +153,8 @@ class CellView:
     def args(self, syscall: str, key: str) -> float | None:
         """Median over runs of one total of ms-run's syscall arguments (`syscall_args`), or None
         when they were not recorded."""
-        return _med_opt((s.syscall_args.get(syscall) or {}).get(key) for s in self.samples
+        source = [s for s in self.explain + self.samples if s.syscall_args]
+        return _med_opt((s.syscall_args.get(syscall) or {}).get(key) for s in source
                         if s.syscall_args.get(syscall) is not None)
 
     @property
@@ -159,6 +163,15 @@ class CellView:
         if not self.samples:
             return None
         ordered = sorted(self.samples, key=lambda s: s.wall_ns)
+        return ordered[(len(ordered) - 1) // 2]
+
+    @property
+    def explain_sample(self) -> Sample | None:
+        """The run that carries the syscalls' arguments: the explaining run, else the median run."""
+        with_args = [s for s in self.explain + self.samples if s.syscall_args]
+        if not with_args:
+            return self.median_sample
+        ordered = sorted(with_args, key=lambda s: s.wall_ns)
         return ordered[(len(ordered) - 1) // 2]
 
     @property
