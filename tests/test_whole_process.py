@@ -140,3 +140,55 @@ def test_compare_says_who_makes_the_calls(tmp_path):
     assert storms and all(f["who"] == "program" for f in storms)
     assert all("MALLOC" not in f["advice"] and "trim_threshold" not in f["advice"] for f in storms)
     assert "who makes the calls: the program" in proc.stdout
+
+
+def test_a_slower_allocator_on_any_command_gets_a_kernel_finding(tmp_path):
+    js = tmp_path / "k.json"
+    proc = memsleuth("compare", "--alloc", f"glibc,storm={fixture('libfx-madvise_free.so')}", "--reps", "6",
+                     "--db", str(tmp_path / "k.db"), "--json", str(js), "--",
+                     "python3", "-c", "x = [bytearray(64) for _ in range(300000)]; del x")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(js.read_text())
+    storm = next(c for c in doc["cells"] if c["allocator"]["name"] == "storm")
+    if storm["summary"]["verdict"] and "slower" in storm["summary"]["verdict"]:
+        ids = {f["id"] for f in storm["summary"]["comparison_findings"] + storm["summary"]["findings"]}
+        assert ids & {"kernel-gap", "madvise-storm"}, ids
+
+
+@needs_perf
+def test_a_stripped_program_is_named_by_object_and_address(tmp_path):
+    stripped = tmp_path / "steps-stripped"
+    shutil.copy(fixture("plain-steps"), stripped)
+    import subprocess
+    if subprocess.run(["strip", str(stripped)]).returncode != 0:
+        pytest.skip("strip not available")
+    doc = check(tmp_path, str(stripped), "20")
+    sites = " ".join(line for c in doc["cells"] for f in c["summary"]["findings"] for line in f.get("call_sites", []))
+    assert "an address in steps-stripped at offset 0x" in sites and "(no symbols: stripped?)" in sites, sites
+    assert "steps.c:" not in sites
+
+
+def test_a_run_killed_by_its_timeout_keeps_its_timeline(tmp_path):
+    js = tmp_path / "t.json"
+    proc = memsleuth("check", "--no-where", "--timeout", "0.5", "--db", str(tmp_path / "t.db"), "--json", str(js),
+                     "--", fixture("plain-leak"), "1000")
+    assert proc.returncode == 3, proc.stderr
+    sample = json.loads(js.read_text())["cells"][0]["samples"][0]
+    assert sample["status"] == "timeout"
+    rows = sample["timeline"]["rows"]
+    assert len(rows) >= 20 and rows[-1][0] >= 400
+
+
+def test_without_perf_call_sites_say_what_is_missing(monkeypatch):
+    from memsleuth import where
+    monkeypatch.setattr(where, "perf_path", lambda: None)
+    got = where.record(["true"], {}, None, {"page-faults": 100}, 10)
+    assert "perf is not installed" in got["unavailable"]
+    assert "perf is not installed" in where.lines_for(got, "brk")[0]
+
+
+def test_a_process_tree_names_its_commands(tmp_path):
+    # sh starts the step loop: the whole tree is measured and named.
+    doc = check(tmp_path, "sh", "-c", f"{fixture('plain-steps')} 10; true")
+    assert doc["cells"][0]["samples"][0]["status"] == "ok"
+    assert "heap-trim-churn" in found(doc) or "kernel-time" in found(doc)

@@ -231,7 +231,7 @@ def attribute(cells: list[CellSummary]) -> None:
 SITE_EVENTS = {"heap-trim-churn": ("brk", "page-faults"), "mmap-churn": ("munmap", "page-faults"),
                "mremap-churn": ("mremap", "page-faults"), "madvise-storm": ("madvise",),
                "lock-contention": ("futex",), "first-touch": ("page-faults",), "rss-growth": ("page-faults",),
-               "zero-page-read": ("page-faults",)}
+               "zero-page-read": ("page-faults",), "kernel-time": ("page-faults",)}
 # An internal path through these is the allocator working for a malloc/free/realloc call.
 ALLOCATOR_FRAMES = ("malloc", "free", "realloc", "calloc", "_int_", "sysmalloc", "systrim", "operator new",
                     "operator delete", "mi_", "je_", "tc_", "tcmalloc", "scalable_", "arena")
@@ -245,7 +245,7 @@ def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[f
     from memsleuth import where as where_mod
     out = []
     for f in found:
-        events = SITE_EVENTS.get(f.id) or ((f.calls,) if f.calls else ())
+        events = tuple(dict.fromkeys((*((f.calls,) if f.calls else ()), *SITE_EVENTS.get(f.id, ()))))
         lines = [line for e in events for line in where_mod.lines_for(where, e)]
         who, extra = f.who, []
         e = (where.get("events") or {}).get(f.calls or "")

@@ -135,10 +135,13 @@ def _clean(sym: str) -> str:
 
 def _site(frame: tuple[str, str, str]) -> str:
     sym, dso, src = frame
+    if sym in ("[unknown]", ""):
+        # perf gives a stripped object's frames as object[offset]
+        m = re.search(r"\[(?:0x)?([0-9a-f]+)\]$", src or "")
+        where = f" at offset 0x{m.group(1)}" if m else ""
+        return f"an address in {os.path.basename(dso) or 'an unknown object'}{where} (no symbols: stripped?)"
     if src and not src.startswith("??"):
         return f"{_clean(sym)} ({src})"
-    if sym in ("[unknown]", ""):
-        return f"an address in {os.path.basename(dso) or 'an unknown object'} (no symbols: stripped?)"
     return f"{_clean(sym)} ({os.path.basename(dso)}, no line information)"
 
 

@@ -19,6 +19,10 @@ SYSCALLS_PER_KOP = 1.0
 # System time is often sampled per scheduler tick (4 ms at HZ=250): below 5 ticks of it the
 # split between user and system time is noise.
 MIN_SYS_NS = 20_000_000
+# For a command (no region main, so one "op" per run): a syscall counts as part of the gap when
+# the slower cell makes 10% and at least 100 more of it per run.
+RUN_CALL_RATIO = 1.1
+RUN_MIN_EXTRA_CALLS = 100
 
 
 def check_pair(slower: CellView, faster: CellView) -> list[Finding]:
@@ -41,7 +45,11 @@ def check_pair(slower: CellView, faster: CellView) -> list[Finding]:
     counted = []
     for name in SYSCALL_COLUMNS:
         x, y = a.syscalls.get(name), b.syscalls.get(name)
-        if x is not None and y is not None and (x - y) * 1000 / a.ops >= SYSCALLS_PER_KOP and x > y:
+        if x is None or y is None or x <= y:
+            continue
+        # Per op: one more call per 1000 ops; per run (a command): 10% and 100 calls more.
+        if (a.name != "process" and (x - y) * 1000 / a.ops >= SYSCALLS_PER_KOP) or \
+                (a.name == "process" and x >= RUN_CALL_RATIO * y and x - y >= RUN_MIN_EXTRA_CALLS):
             counted.append(f"{name}: {x:,.0f} vs {y:,.0f} calls")
     if (a.minflt is not None and b.minflt is not None and a.minflt > FAULT_RATIO * max(b.minflt, 1)
             and (a.minflt - b.minflt) * 1000 / a.ops >= FAULTS_PER_KOP):
