@@ -1,6 +1,8 @@
 """memsleuth case: each seed case run small, asserting on its measured evidence, never on times."""
 from __future__ import annotations
 
+import shutil
+
 import json
 import subprocess
 
@@ -74,6 +76,10 @@ def test_alloc_churn_free_all_refaults_and_hoisted_does_not(churn):
     assert -free_all.free_brk_delta >= 0.5 * 4 * (2 << 20)
     assert free_all.top_region == "init"
     assert "heap-top trimming" in out and doc["case"]["statements"]
+    # The seed's loop is explained down to its call sites: the free() that trims, the line that re-faults.
+    if shutil.which("perf"):
+        text = " ".join(doc["case"]["statements"])
+        assert "Call sites:" in text and "systrim" in text and "alloc_churn.c:" in text
 
 
 @needs_tracepoints

@@ -17,6 +17,7 @@ class Cell:
     command: tuple[str, ...]         # argv of the measured program (without ms-run)
     env: dict[str, str] = field(default_factory=dict)
     oom_exit_code: int | None = None
+    where: bool = False              # explain this cell (syscall arguments, call sites) whatever the plan says
 
     @property
     def label(self) -> str:

@@ -192,12 +192,12 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                 if i in failed or not values[i]:
                     continue
                 # Explaining runs, after the measured ones and never mixed into them.
-                if plan.syscall_args:
+                if plan.syscall_args or cell.where:
                     progress.now(f"{plan.label(i)}: syscall arguments (one more run)")
                     explain = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
                                                 syscall_args=True)
                     store.add_sample(cell_ids[i], EXPLAIN_ROUND, True, explain)
-                if plan.where:
+                if plan.where or cell.where:
                     progress.now(f"{plan.label(i)}: call sites (perf record)")
                     store.set_where(cell_ids[i], _call_sites(plan, cell, samples[i]))
     except KeyboardInterrupt:

@@ -116,14 +116,17 @@ def parse(text: str) -> list[tuple[str, str, list[tuple[str, str, str]]]]:
         if not m:
             continue
         comm, event = m.group(1), m.group(3)
-        frames: list[tuple[str, str, str]] = []
+        frames: list[list[str]] = []   # [ip, symbol, dso, srcline]
         for line in lines[1:]:
-            fm = re.match(r"^\s*[0-9a-f]+\s+(.*?)(?:\s+\((.*)\))?\s*$", line)
+            fm = re.match(r"^\s*([0-9a-f]+)\s+(.*?)(?:\s+\((.*)\))?\s*$", line)
             if line.startswith("\t") and fm:
-                frames.append((fm.group(1) or "[unknown]", fm.group(2) or (frames[-1][1] if frames else ""), ""))
-            elif frames and not frames[-1][2]:
-                frames[-1] = (frames[-1][0], frames[-1][1], line.strip().replace(" (inlined)", ""))
-        samples.append((comm, event, frames))
+                frames.append([fm.group(1), fm.group(2) or "[unknown]", fm.group(3) or "", ""])
+            elif frames and not frames[-1][3]:
+                frames[-1][3] = line.strip().replace(" (inlined)", "")
+        # perf prints the object only on the real frame of an address; the frames inlined at the
+        # same address belong to the same object.
+        by_ip = {f[0]: f[2] for f in frames if f[2]}
+        samples.append((comm, event, [(f[1], f[2] or by_ip.get(f[0], ""), f[3]) for f in frames]))
     return samples
 
 

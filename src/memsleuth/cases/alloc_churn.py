@@ -129,6 +129,15 @@ def mechanism(e: CellEvidence) -> str:
     return f"every step re-faults its memory: {share}{where}; " + "; ".join(causes)
 
 
+def call_sites(e: CellEvidence) -> list[str]:
+    """Where the re-faulting cell's brk/munmap/madvise calls and page faults come from (where.py)."""
+    if not e.refaults or not e.cell.where:
+        return []
+    from memsleuth import where
+    events = [s for s in ("brk", "munmap", "madvise") if (e.calls.get(s) or 0) >= 1] + ["page-faults"]
+    return [line for s in events for line in where.lines_for(e.cell.where, s)]
+
+
 class AllocChurn(Case):
     name = "alloc-churn"
     seed = "000"
@@ -153,7 +162,9 @@ class AllocChurn(Case):
 
     def variants(self, values, facts) -> list[Variant]:
         common = {k: values[k] for k in ("steps", "nbuf", "sizes", "small")}
-        return [tunable_variant({"variant": v}, TUNABLES[t], alloc_churn.WORKLOAD, common | {"variant": v})
+        # The seed's own loop (free-all, default tunables) is explained down to its call sites.
+        return [tunable_variant({"variant": v}, TUNABLES[t], alloc_churn.WORKLOAD, common | {"variant": v},
+                                where=(t == "default" and v == "free-all"))
                 for t in values["tunables"] for v in values["variants"]]
 
     def analyse(self, run: StoredRun) -> CaseResult:
@@ -189,6 +200,9 @@ class AllocChurn(Case):
                     out.append(f"{e.name}: no successful run ({e.status}).")
                     continue
                 text = f"{e.name}: {mechanism(e)}."
+                sites = call_sites(e)
+                if sites:
+                    text += " Call sites: " + "; ".join(sites) + "."
                 if base is not None and e is not base and base.total_faults is not None:
                     text += " " + _against(e, base, "free-all", judge=variant != "target-first-touch")
                 elif e is base and tun != "default" and default_free_all.get(alloc) is not None:

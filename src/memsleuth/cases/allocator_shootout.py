@@ -43,8 +43,9 @@ class AllocatorShootout(Case):
         sweep = [int(w) for w in str(values["ws"]).split(",")]
         runs = [(values["iterations"], ws, "sweep") for ws in sweep]
         runs.append((values["long-iterations"], values["long-ws"], "long"))
+        # The long run is explained down to its call sites: a finding there names where its calls come from.
         return [Variant({"run": kind, "ws": str(ws), "iterations": str(it)}, random_mixed.WORKLOAD,
-                        {"iterations": it, "ws": ws}) for it, ws, kind in runs]
+                        {"iterations": it, "ws": ws}, where=(kind == "long")) for it, ws, kind in runs]
 
     def analyse(self, run: StoredRun) -> CaseResult:
         groups = analyse(run)
@@ -104,8 +105,9 @@ class AllocatorShootout(Case):
                     if f.id == "unstable-measurement":  # one line for all of them, below
                         unstable.append(f"{c.cell.allocator.name} at {where} (±{f.numbers.get('ci_half_width', 0):.0%})")
                         continue
+                    sites = f" Call sites: {'; '.join(f.call_sites)}." if f.call_sites else ""
                     out.append(f"{where}: {c.cell.allocator.name}: {f.title} — {f.mechanism} "
-                               f"({'; '.join(f.evidence)}).")
+                               f"({'; '.join(f.evidence)}).{sites}")
         if unstable:
             out.append(f"Unstable measurement (95% CI half-width above ±5%), so smaller differences involving them "
                        f"are not resolved: {', '.join(unstable)}.")

@@ -28,6 +28,7 @@ class Variant:
     values: dict[str, Value]         # the program's parameters
     env: dict[str, str] = field(default_factory=dict)
     glibc_only: bool = False         # glibc tunables mean nothing to another allocator
+    where: bool = False              # explain it: syscall arguments and call sites (runner, where.py)
 
 
 @dataclass
@@ -107,11 +108,11 @@ Tunable = tuple[str, str] | None
 
 
 def tunable_variant(labels: dict[str, str], tunable: Tunable, workload: Workload,
-                    values: dict[str, Value]) -> Variant:
+                    values: dict[str, Value], where: bool = False) -> Variant:
     """A variant under a glibc tunable setting: labelled with it, glibc-only unless it is the default."""
     label, env = tunable or ("default", None)
     return Variant({"tunables": label, **labels}, workload, values, {"GLIBC_TUNABLES": env} if env else {},
-                   glibc_only=env is not None)
+                   glibc_only=env is not None, where=where)
 
 
 def case_plan(case: Case, variants: list[Variant], allocators: list[Allocator], *, reps: int,
@@ -123,7 +124,7 @@ def case_plan(case: Case, variants: list[Variant], allocators: list[Allocator], 
                 continue
             values = {k: x for k, x in v.values.items() if x is not None}
             cells.append(Cell(alloc, {**values, **v.labels}, tuple(v.workload.argv(values)), dict(v.env),
-                              oom_exit_code=v.workload.oom_exit_code))
+                              oom_exit_code=v.workload.oom_exit_code, where=v.where))
     if not cells:
         raise UsageError(f"case {case.name}: nothing to run with these allocators and parameters")
     swept = tuple(dict.fromkeys(k for v in variants for k in v.labels))
