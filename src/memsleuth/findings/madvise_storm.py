@@ -61,7 +61,8 @@ def check(view: CellView) -> list[Finding]:
         evidence.append(f"{faults:,.0f} minor page faults in the same span ({faults / calls:.2f} per madvise call)")
     mechanism = "freed memory is handed back to the kernel with madvise at a high rate, and the time goes to the kernel"
     if refaults:
-        mechanism += "; the fault count matches the purged pages being faulted in again by later allocations"
+        mechanism += ("; the page faults are as many as purged pages touched again would make (whether they land in "
+                      "the purged ranges is not measured)")
     return [Finding(
         id="madvise-storm", title="Madvise storm: eager purging of freed memory",
         mechanism=mechanism,
