@@ -4,29 +4,40 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 ALLOCATOR_PACKAGES := libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2
+# The HTML report's tests open it in a real browser.
+TEST_PACKAGES := chromium
 BUILD_PACKAGES := cmake gcc g++ make python3-venv linux-perf gzip
 SOURCES := $(shell find src native -type f -not -name '*.pyc') CMakeLists.txt pyproject.toml
 TEST_BUILD := build/test
 
-.PHONY: all setup system-packages demo test test-native test-python bench clean
+.PHONY: all setup system-packages test-packages demo test test-native test-python bench clean
 
 all: setup
 
 # Debian packages: installed when root, otherwise reported.
-system-packages:
-	@missing=$$(for p in $(ALLOCATOR_PACKAGES) $(BUILD_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+# $(call apt_install,PACKAGES,what happens without them)
+define apt_install
+	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then \
 	  echo "set-up: apt-get install $$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else \
-	  echo "set-up: not root, so not installing: $$missing (memsleuth will use what is installed)"; \
+	  echo "set-up: not root, so not installing: $$missing ($(2))"; \
 	fi
+endef
+
+system-packages:
+	$(call apt_install,$(ALLOCATOR_PACKAGES) $(BUILD_PACKAGES),memsleuth will use what is installed)
+
+# What only the tests need (a browser for the HTML report); without it those tests skip.
+test-packages:
+	$(call apt_install,$(TEST_PACKAGES),the tests that need it skip with the reason)
 
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "scikit-build-core>=0.8" "rich>=13" "numpy>=1.24" "scipy>=1.10" "pyperf>=2.6" "pytest>=7" "hypothesis>=6"
+	$(PY) -m pip install -q "scikit-build-core>=0.8" "rich>=13" "numpy>=1.24" "scipy>=1.10" "pyperf>=2.6" "jinja2>=3.1" "matplotlib>=3.7" "pytest>=7" "hypothesis>=6"
 	touch $@
 
 # The package with its native binaries, built by CMake through scikit-build-core.
@@ -46,7 +57,7 @@ test-native: setup $(TEST_BUILD)/Makefile
 	cmake --build $(TEST_BUILD) -j2 >/dev/null
 	cd $(TEST_BUILD) && ctest --output-on-failure
 
-test-python: setup test-native
+test-python: setup test-packages test-native
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) -m pytest -q
 
 test: test-native test-python

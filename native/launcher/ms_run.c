@@ -248,6 +248,7 @@ static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint
   if (!procs.n) return;  /* exiting: no live process to read, and a zero would be no measurement */
   uint64_t rss, anon;
   msr_tree_rss_kb(&procs, &rss, &anon);
+  if (!rss) return;      /* the last process is tearing its memory down: not a measurement */
   if (rss > r->peak_rss_kb) r->peak_rss_kb = rss;
   if ((uint64_t)procs.n > r->peak_procs) r->peak_procs = (uint64_t)procs.n;
   ms_snapshot snap;

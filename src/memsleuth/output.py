@@ -29,6 +29,10 @@ def write_with(path: str, writer: Callable[[str], None], what: str) -> None:
         writer(tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
+        # mkstemp makes the file private; a report gets the mode any new file would get.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, dest)
         tmp = None
     except OSError as e:

@@ -43,15 +43,21 @@ def measure(store: Store, p: Plan, *, kind: str, name: str, spec: RunSpec, alloc
 
 def emit(run: StoredRun, args, console: Console) -> None:
     """The report on stdout; where the other formats went, on stderr (stdout stays the report)."""
-    from memsleuth.report import json_export, markdown, model, terminal
+    from memsleuth.report import model, terminal
     report = model.build_for(run)
     terminal.render(report, console)
-    if getattr(args, "md", None):
-        write_text(args.md, markdown.render(report), "the Markdown report")
-        say_written("Markdown report", args.md)
-    if getattr(args, "json", None):
-        write_text(args.json, json_export.render(run), "the JSON export")
-        say_written("JSON export", args.json)
+    write_formats(report, args)
+
+
+def write_formats(report, args) -> None:
+    """--md, --html and --json, each written whole or not at all."""
+    from memsleuth.report import html, json_export, markdown
+    for attr, fmt, what in (("md", markdown, "Markdown report"), ("html", html, "HTML report"),
+                            ("json", json_export, "JSON export")):
+        path = getattr(args, attr, None)
+        if path:
+            write_text(path, fmt.render(report), f"the {what}")
+            say_written(what, path)
 
 
 def finish(store: Store, outcome: runner.Outcome, args, console: Console) -> int:

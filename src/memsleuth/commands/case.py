@@ -46,6 +46,7 @@ def run(args, command, console: Console) -> int:
     case = cases.get(args.name)
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
+    options.writable_output(args.html, "--html")
     values = case.parse_params(args.param or [])
     reps = options.count(args.reps, "--reps") if args.reps is not None else case.default_reps
     timeout = options.timeout(args.timeout)

@@ -37,6 +37,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
         raise UsageError("check needs a command after --, like: memsleuth check -- ./my-benchmark")
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
+    options.writable_output(args.html, "--html")
     options.check_command(command)
     reps = options.count(args.reps, "--reps")
     env = options.env(args)

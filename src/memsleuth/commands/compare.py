@@ -49,6 +49,7 @@ def add_arguments(c) -> None:
 def run(args, command: list[str] | None, console: Console) -> int:
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
+    options.writable_output(args.html, "--html")
     rounds = options.rounds(args)
     noise = parse_fraction(args.noise, "--noise")
     env = options.env(args)

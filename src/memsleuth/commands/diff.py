@@ -6,7 +6,7 @@ from rich.console import Console
 from memsleuth import regression
 from memsleuth.commands import options
 from memsleuth.errors import EXIT_OK, EXIT_REGRESSION
-from memsleuth.output import say_written, write_text
+from memsleuth.session import write_formats
 from memsleuth.store import Store
 from memsleuth.units import parse_fraction
 
@@ -22,18 +22,19 @@ def add_arguments(d) -> None:
     options.add_store(d)
     d.add_argument("--md", metavar="FILE", action=options.Once,
                    help="also write the comparison as Markdown (for a pull request)")
+    d.add_argument("--html", metavar="FILE", action=options.Once,
+                   help="also write the comparison as one self-contained HTML file with its plot")
 
 
 def run(args, command, console: Console) -> int:
-    from memsleuth.report import markdown, model, terminal
+    from memsleuth.report import model, terminal
     options.writable_output(args.md, "--md")
+    options.writable_output(args.html, "--html")
     threshold = parse_fraction(args.threshold, "--threshold")
     store = Store(args.db, readonly=True)
     a, b = store.load_run(options.run_id(args.run_a)), store.load_run(options.run_id(args.run_b))
     changes = regression.compare_runs(a, b, threshold)
     report = model.build_diff(a, b, changes, threshold)
     terminal.render(report, console)
-    if args.md:
-        write_text(args.md, markdown.render(report), "the Markdown comparison")
-        say_written("Markdown", args.md)
+    write_formats(report, args)
     return EXIT_REGRESSION if any(ch.regression for ch in changes) else EXIT_OK

@@ -50,6 +50,8 @@ def add_store(p: argparse.ArgumentParser) -> None:
 
 def add_outputs(p: argparse.ArgumentParser, *, json: bool = True) -> None:
     p.add_argument("--md", metavar="FILE", action=Once, help="also write the report as Markdown")
+    p.add_argument("--html", metavar="FILE", action=Once,
+                   help="also write the report as one self-contained HTML file with plots (works offline)")
     if json:
         p.add_argument("--json", metavar="FILE", action=Once, help="also export the run as JSON (docs/json-schema.md)")
 

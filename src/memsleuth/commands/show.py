@@ -20,6 +20,7 @@ def add_arguments(s) -> None:
 def run(args, command, console: Console) -> int:
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
+    options.writable_output(args.html, "--html")
     store = Store(args.db, readonly=True)
     emit(store.load_run(options.run_id(args.run) if args.run is not None else None), args, console)
     return 0

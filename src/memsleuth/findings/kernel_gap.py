@@ -64,7 +64,7 @@ def check_pair(slower: CellView, faster: CellView) -> list[Finding]:
                 "of the gap", *counted]
     return [Finding(
         id="kernel-gap", title=f"{slower.allocator} is slower mostly in the kernel",
-        mechanism=f"{min(share, 1):.0%} of {slower.allocator}'s extra CPU time per operation over {faster.allocator} "
+        mechanism=f"{min(share, 1):.0%} of {slower.allocator}'s extra CPU time per {unit} over {faster.allocator} "
                   "is system time: system calls and page faults, not the allocator's own code",
         evidence=evidence,
         advice="look at the syscall and fault columns of the evidence table and at this cell's other findings for "

@@ -20,7 +20,9 @@ def _num(v) -> str:
     return str(int(v)) if isinstance(v, float) and v.is_integer() and abs(v) < 2**53 else repr(v)
 
 
-def render(run: StoredRun) -> str:
+def render(report) -> str:
+    """The stored run behind a report (report.run), one row per sample."""
+    run: StoredRun = report.run
     out = io.StringIO()
     w = csv.writer(out)
     w.writerow(CSV_COLUMNS)

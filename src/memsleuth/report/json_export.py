@@ -43,5 +43,6 @@ def _case(run: StoredRun) -> dict:
     return {"name": run.name, **cases.get(run.name).analyse(run).to_dict()}
 
 
-def render(run: StoredRun) -> str:
-    return json.dumps(to_dict(run), indent=2) + "\n"
+def render(report) -> str:
+    """The stored run behind a report (report.run), as JSON."""
+    return json.dumps(to_dict(report.run), indent=2) + "\n"

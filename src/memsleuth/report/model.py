@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import shlex
+import sys
 
 from memsleuth.analysis import CellSummary, Group, RunAnalysis, analyse_check, analyse_run, failure_label
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, HARDWARE_SHORT as HW_SHORT, SYSCALL_COLUMNS
@@ -25,6 +26,42 @@ class Table:
 
 
 @dataclass
+class ThroughputFigure:
+    """The headline metric per allocator across the swept parameter, with 95% CIs."""
+    metric: str                                    # "throughput (ops/s)" or "wall time (s)"
+    higher_is_better: bool
+    groups: list[str]                              # the swept parameters' values, one per group
+    series: dict[str, list[tuple[float, float, float] | None]]   # allocator -> (median, low, high) per group
+
+
+@dataclass
+class RatioFigure:
+    """Paired ratio to each group's fastest: allocator x group; None where it could not be read."""
+    groups: list[str]
+    allocators: list[str]
+    ratio: list[list[float | None]]                # [allocator][group]
+    resolved: list[list[bool]]                     # whether the verdict called it (CI beyond the noise)
+
+
+@dataclass
+class TimelineFigure:
+    """RSS over time for one cell (every run, the median one marked), and the median run's rates."""
+    label: str
+    runs: list[tuple[list[float], list[float]]]    # (seconds, RSS MiB) per run
+    median: int                                    # index of the median run in runs
+    rates: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)  # name -> (s, per second)
+
+
+@dataclass
+class ChangeFigure:
+    """`diff`: each cell's change B/A in time with its CI, and the threshold."""
+    cells: list[str]
+    change: list[tuple[float, float | None, float | None] | None]   # (median, low, high) of B/A time
+    regression: list[bool]
+    threshold: float
+
+
+@dataclass
 class Report:
     title: str
     header: list[str]
@@ -33,6 +70,9 @@ class Report:
     findings: list = field(default_factory=list)   # memsleuth.findings.Finding, rendered as blocks
     question: str | None = None                    # a case study's question, shown before the tables
     statements: list[str] = field(default_factory=list)   # a case's "what the evidence shows"
+    figures: list = field(default_factory=list)    # ThroughputFigure, RatioFigure, TimelineFigure, ChangeFigure
+    command: str = ""                              # the memsleuth command line, shell-quoted
+    run: StoredRun | None = None                   # the stored run it shows (exports read it)
 
 
 def _params_text(params: dict, swept: list[str]) -> str:
@@ -176,6 +216,11 @@ def command_text(argv) -> str:
     return shlex.join(str(a) for a in argv)
 
 
+def memsleuth_command(argv) -> str:
+    """The memsleuth command line as it can be pasted (argv[0] may be a path or __main__.py)."""
+    return command_text(["memsleuth", *list(argv)[1:]]) if argv else ""
+
+
 def environment_lines(cells: list[StoredCell]) -> list[str]:
     """The --env settings the measured processes ran with (per cell where they differ)."""
     envs = {tuple(sorted(c.env.items())) for c in cells}
@@ -231,7 +276,11 @@ def build(run: StoredRun) -> Report:
     footer = []
     if run.status == "interrupted":
         footer.append("This run was interrupted: the tables show the samples that finished.")
-    return Report(f"memsleuth compare — run {run.id}", header, tables, footer, a.all_findings)
+    figures = [throughput_figure(groups, swept), ratio_figure(groups, swept)]
+    figures += [f for g in groups for c in g.cells if (f := timeline_figure(c.short_label or c.cell.label,
+                                                                           [s for _, s in c.ok_samples]))]
+    return Report(f"memsleuth compare — run {run.id}", header, tables, footer, a.all_findings,
+                  figures=[f for f in figures if f], command=memsleuth_command(run.argv), run=run)
 
 
 def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float) -> Report:
@@ -263,7 +312,11 @@ def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float) -> Report:
                    "(separate runs cannot be paired by round)."], align_right={3})
     footer = [f"{regressions} regression(s) resolved beyond the threshold." if regressions else
               "No regression resolved beyond the threshold."]
-    return Report(f"memsleuth diff — run {a.id} vs run {b.id}", header, [table], footer)
+    fig = ChangeFigure([ch.key for ch in changes],
+                       [(ch.slowdown.median, ch.slowdown.low, ch.slowdown.high) if ch.slowdown else None
+                        for ch in changes], [ch.regression for ch in changes], threshold)
+    return Report(f"memsleuth diff — run {a.id} vs run {b.id}", header, [table], footer, figures=[fig],
+                  command=memsleuth_command(sys.argv), run=b)
 
 
 def build_case(run: StoredRun) -> Report:
@@ -288,8 +341,10 @@ def build_case(run: StoredRun) -> Report:
     if failed:
         tables.append(failed)
     footer = ["This run was interrupted: the tables show the samples that finished."] if run.status == "interrupted" else []
+    figures = [f for c in run.cells if (f := timeline_figure(c.label, [s for _, s in c.measured() if s.ok]))]
     return Report(f"memsleuth case {case.name} — run {run.id}", header, tables, footer,
-                  question=result.question, statements=result.statements)
+                  question=result.question, statements=result.statements, figures=figures,
+                  command=memsleuth_command(run.argv), run=run)
 
 
 def _numeric(text: str) -> bool:
@@ -340,7 +395,9 @@ def build_check(run: StoredRun) -> Report:
                 for s in a.failed]
         tables.append(Table("Failures", ["status", "detail", "stderr tail"], rows,
                             failed={(r, 0) for r in range(len(rows))}))
-    return Report(f"memsleuth check — run {run.id}", header, tables, [], a.findings)
+    fig = timeline_figure(cell.label, a.view.samples)
+    return Report(f"memsleuth check — run {run.id}", header, tables, [], a.findings, figures=[fig] if fig else [],
+                  command=memsleuth_command(run.argv), run=run)
 
 
 def setup_differences(a: StoredRun, b: StoredRun) -> list[str]:
@@ -406,3 +463,74 @@ def timeline_table(sample) -> Table | None:
     notes = [f"Median run, sampled every {t.interval_ms} ms for the whole process tree; rates are differences of "
              "running totals over each slice."]
     return Table("Timeline (median run)", cols, rows, notes, align_right=set(range(2, len(cols))))
+
+
+# ---- figures: the numbers the HTML report draws (drawn by report/html.py, computed here) ----
+
+def _group_label(g: Group, swept: list[str]) -> str:
+    return _params_text(g.cells[0].cell.params, swept) if g.cells else "-"
+
+
+def throughput_figure(groups: list[Group], swept: list[str]) -> ThroughputFigure | None:
+    cells = [c for g in groups for c in g.cells]
+    if not any(c.estimate for c in cells):
+        return None
+    hib = next(c.higher_is_better for c in cells if c.estimate)
+    labels = [_group_label(g, swept) for g in groups]
+    series: dict[str, list] = {}
+    for gi, g in enumerate(groups):
+        for c in g.cells:
+            row = series.setdefault(c.cell.allocator.name, [None] * len(groups))
+            e = c.estimate
+            if e is not None:
+                row[gi] = (e.median, e.low if e.low is not None else e.median, e.high if e.high is not None else e.median)
+    return ThroughputFigure("throughput (ops/s)" if hib else "wall time (s)", hib, labels, series)
+
+
+def ratio_figure(groups: list[Group], swept: list[str]) -> RatioFigure | None:
+    allocs = list(dict.fromkeys(c.cell.allocator.name for g in groups for c in g.cells))
+    if len(allocs) < 2:
+        return None
+    labels = [_group_label(g, swept) for g in groups]
+    ratio = [[None] * len(groups) for _ in allocs]
+    resolved = [[False] * len(groups) for _ in allocs]
+    for gi, g in enumerate(groups):
+        for c in g.cells:
+            ai = allocs.index(c.cell.allocator.name)
+            if c.ratio is not None:
+                ratio[ai][gi] = c.ratio.median
+                resolved[ai][gi] = c.is_best or (c.verdict is not None and c.verdict.kind != "unresolved")
+    return RatioFigure(labels, allocs, ratio, resolved)
+
+
+# A timeline plot needs this many points in its median run: a run shorter than ~50 ms has only its
+# start and its end, and a line between them says nothing.
+MIN_PLOT_POINTS = 5
+
+
+def timeline_figure(label: str, samples: list) -> TimelineFigure | None:
+    runs, walls = [], []
+    for s in samples:
+        t = s.timeline
+        rss = t.column("rss_kb") if t else None
+        if not rss or len(rss) < 2:
+            continue
+        runs.append(([x / 1000 for x in t.times_ms], [v / 1024 for v in rss]))
+        walls.append((s.wall_ns, len(runs) - 1, s))
+    if not runs:
+        return None
+    walls.sort(key=lambda w: w[0])
+    _, median, sample = walls[(len(walls) - 1) // 2]
+    t = sample.timeline
+    if len(t.rows) < MIN_PLOT_POINTS:
+        return None
+    times = [x / 1000 for x in t.times_ms]
+    rates = {}
+    for col, name in (("page-faults-minor", "page faults"), *((c, c) for c in SYSCALL_COLUMNS)):
+        v = t.column(col)
+        if not v or v[-1] <= v[0]:
+            continue
+        mids = [(a + b) / 2 for a, b in zip(times, times[1:])]
+        per_s = [(y - x) / max(b - a, 1e-3) for x, y, a, b in zip(v, v[1:], times, times[1:])]
+        rates[name] = (mids, per_s)
+    return TimelineFigure(label, runs, median, rates)

@@ -6,7 +6,26 @@ from memsleuth.output import write_with
 from memsleuth.store import StoredRun
 
 
+def render(report) -> str:
+    """The stored run behind a report (report.run) as pyperf JSON text."""
+    import os
+    import tempfile
+    fd, tmp = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        _suite(report.run).dump(tmp, replace=True)
+        with open(tmp, encoding="utf-8") as f:
+            return f.read()
+    finally:
+        os.unlink(tmp)
+
+
 def write(run: StoredRun, path: str) -> None:
+    suite = _suite(run)
+    write_with(path, lambda tmp: suite.dump(tmp, replace=True), "the pyperf export")
+
+
+def _suite(run: StoredRun):
     """One pyperf benchmark per cell; one pyperf run per measured sample, its value in seconds
     (per operation for workloads with region main, per process for commands)."""
     import pyperf
@@ -24,5 +43,4 @@ def write(run: StoredRun, path: str) -> None:
             benchmarks.append(pyperf.Benchmark(runs))
     if not benchmarks:
         raise UsageError(f"run {run.id} has no successful runs to export")
-    suite = pyperf.BenchmarkSuite(benchmarks)
-    write_with(path, lambda tmp: suite.dump(tmp, replace=True), "the pyperf export")
+    return pyperf.BenchmarkSuite(benchmarks)

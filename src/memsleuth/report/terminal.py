@@ -12,7 +12,15 @@ from rich.text import Text
 from memsleuth.report.model import Report
 
 
-def render(report: Report, console: Console) -> None:
+def render(report: Report, console: Console | None = None) -> str:
+    """Prints the report on `console` (or records it) and returns its text."""
+    if console is None:
+        console = Console(record=True, width=200, file=__import__("io").StringIO())
+    _draw(report, console)
+    return console.export_text() if console.record else ""
+
+
+def _draw(report: Report, console: Console) -> None:
     console.print(Text(report.title, style="bold"))
     for line in report.header:
         console.print(Text(line, style="dim"))

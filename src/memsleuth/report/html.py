@@ -1,0 +1,126 @@
+"""The report as one self-contained HTML file: jinja2 for the page, matplotlib for the plots
+(inline SVG, text kept as text), no script, no external URL, nothing that leaves the file (a
+Content-Security-Policy says so to the browser). Every piece of user text goes through jinja2's
+autoescaping; the SVGs come from matplotlib, which escapes the text it draws. Formatting only:
+every number comes from the report model (report/model.py)."""
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+
+from memsleuth import __version__
+from memsleuth.report.model import (ChangeFigure, RatioFigure, Report, ThroughputFigure, TimelineFigure, who_text)
+
+
+@dataclass
+class Drawn:
+    id: str
+    svg: str
+    caption: str
+    wide: bool          # a full-width figure above the tables; else a small multiple below them
+
+
+def render(report: Report) -> str:
+    import jinja2
+    env = jinja2.Environment(loader=jinja2.PackageLoader("memsleuth.report", "templates"),
+                             autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    figures = [d for i, f in enumerate(report.figures) if (d := draw(f, i)) is not None]
+    return env.get_template("report.html.j2").render(report=report, figures=figures, who=who_text,
+                                                     version=__version__)
+
+
+def draw(fig, i: int) -> Drawn | None:
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
+                         "axes.spines.right": False})
+    if isinstance(fig, ThroughputFigure):
+        out = _throughput(plt, fig), "Per allocator, the median with its 95% CI across the swept parameter.", True
+    elif isinstance(fig, RatioFigure):
+        out = _ratio(plt, fig), ("Paired ratio to each group's fastest (1.00 = fastest); cells marked n.r. are "
+                                 "differences the runs did not resolve."), True
+    elif isinstance(fig, TimelineFigure):
+        out = _timeline(plt, fig), fig.label, False
+    elif isinstance(fig, ChangeFigure):
+        out = _change(plt, fig), "B's time over A's per cell, with its 95% CI; the band is the threshold.", True
+    else:
+        return None
+    f, caption, wide = out
+    buf = io.StringIO()
+    f.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(f)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]          # drop the XML prolog and doctype: the SVG is inline
+    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
+    return Drawn(f"figure-{i}", svg, caption, wide)
+
+
+def _throughput(plt, fig: ThroughputFigure):
+    f, ax = plt.subplots(figsize=(8, 3.4))
+    n = len(fig.series)
+    width = 0.8 / max(n, 1)
+    for k, (alloc, values) in enumerate(fig.series.items()):
+        xs = [g + (k - (n - 1) / 2) * width for g in range(len(fig.groups))]
+        pts = [(x, v) for x, v in zip(xs, values) if v is not None]
+        if not pts:
+            continue
+        ax.bar([x for x, _ in pts], [v[0] for _, v in pts], width=width * 0.95, label=alloc,
+               yerr=[[v[0] - v[1] for _, v in pts], [v[2] - v[0] for _, v in pts]], capsize=2)
+    ax.set_xticks(range(len(fig.groups)), fig.groups, rotation=15 if len(fig.groups) > 4 else 0)
+    ax.set_ylabel(fig.metric + (" — higher is better" if fig.higher_is_better else " — lower is better"))
+    ax.legend(fontsize=8, ncols=min(n, 5), loc="upper right", frameon=False)
+    return f
+
+
+def _ratio(plt, fig: RatioFigure):
+    import numpy as np
+    data = np.array([[r if r is not None else np.nan for r in row] for row in fig.ratio], dtype=float)
+    f, ax = plt.subplots(figsize=(1.6 + 1.1 * len(fig.groups), 0.6 + 0.45 * len(fig.allocators)))
+    im = ax.imshow(data, cmap="RdYlGn_r", vmin=1.0, vmax=max(1.5, float(np.nanmax(data)) if np.isfinite(data).any()
+                                                                 else 1.5), aspect="auto")
+    ax.set_xticks(range(len(fig.groups)), fig.groups)
+    ax.set_yticks(range(len(fig.allocators)), fig.allocators)
+    for a in range(len(fig.allocators)):
+        for g in range(len(fig.groups)):
+            v = fig.ratio[a][g]
+            text = "n/a" if v is None else (f"{v:.2f}" + ("" if fig.resolved[a][g] else "\nn.r."))
+            ax.text(g, a, text, ha="center", va="center", fontsize=8)
+    f.colorbar(im, ax=ax, label="x slower than the fastest")
+    return f
+
+
+def _timeline(plt, fig: TimelineFigure):
+    rows = 2 if fig.rates else 1
+    f, axes = plt.subplots(rows, 1, figsize=(4.6, 2.2 * rows), sharex=True, squeeze=False)
+    ax = axes[0][0]
+    for k, (t, rss) in enumerate(fig.runs):
+        ax.plot(t, rss, color="#0969da", alpha=1.0 if k == fig.median else 0.2,
+                linewidth=1.6 if k == fig.median else 0.8)
+    ax.set_ylabel("RSS (MiB)")
+    if fig.rates:
+        r = axes[1][0]
+        for name, (t, per_s) in list(fig.rates.items())[:4]:
+            r.plot(t, per_s, label=name, linewidth=1)
+        r.set_yscale("symlog")
+        r.set_ylabel("per second")
+        r.legend(fontsize=7, frameon=False)
+    axes[-1][0].set_xlabel("seconds since start")
+    return f
+
+
+def _change(plt, fig: ChangeFigure):
+    f, ax = plt.subplots(figsize=(8, 0.8 + 0.35 * len(fig.cells)))
+    ys = range(len(fig.cells))
+    for y, ch, reg in zip(ys, fig.change, fig.regression):
+        if ch is None:
+            continue
+        med, lo, hi = ch
+        ax.errorbar([med], [y], xerr=[[med - (lo or med)], [(hi or med) - med]], fmt="o",
+                    color="#cf222e" if reg else "#0969da", capsize=3)
+    ax.axvspan(1 / (1 + fig.threshold), 1 + fig.threshold, color="#d0d7de", alpha=0.5)
+    ax.axvline(1.0, color="#57606a", linewidth=0.8)
+    ax.set_yticks(list(ys), fig.cells)
+    ax.set_xlabel("B / A time (> 1: B slower)")
+    return f

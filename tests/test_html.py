@@ -1,0 +1,124 @@
+"""The HTML report (issue 12): one self-contained file, opened in a real headless Chromium: no
+console errors, a screenshot that is not blank, every plot present, no request leaves the file;
+and user text escaped in HTML and Markdown."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import fixture, memsleuth
+
+CHROMIUM = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (Debian package chromium; "
+                                                              "`make test` installs it as root)")
+HOSTILE = "<script>alert(1)</script> |pipe| `tick` [/]\nsecond line"
+
+
+def open_in_chromium(html, tmp_path) -> tuple[str, str, bytes]:
+    """(the DOM after load, the browser's log, a screenshot PNG)."""
+    base = [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
+            "--window-size=1280,2400"]
+    url = html.resolve().as_uri()
+    dom = subprocess.run(base + ["--dump-dom", url], capture_output=True, text=True, timeout=120)
+    png = tmp_path / "shot.png"
+    shot = subprocess.run(base + [f"--screenshot={png}", url], capture_output=True, text=True, timeout=120)
+    return dom.stdout, dom.stderr + shot.stderr, png.read_bytes()
+
+
+def assert_self_contained(text: str) -> None:
+    # Nothing that could make a request: no external URL in any src/href, no script at all.
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:|//|file:)""", text, re.I)
+    assert "<script" not in text.lower()
+    assert "@import" not in text and "url(" not in text.replace("url(#", "")
+
+
+def assert_renders(html, tmp_path, min_plots: int) -> None:
+    dom, log, png = open_in_chromium(html, tmp_path)
+    assert dom.count("<svg") >= min_plots, "a plot is missing from the rendered page"
+    for bad in ("Uncaught", "Refused to load", "Refused to connect", "net::ERR", "Content Security Policy"):
+        assert bad not in log, [line for line in log.splitlines() if bad in line]
+    import matplotlib.image
+    import io
+    img = matplotlib.image.imread(io.BytesIO(png), format="png")
+    assert img.std() > 0.05, "the screenshot is blank"
+
+
+@needs_chromium
+def test_demo_report_in_a_real_browser(tmp_path):
+    html = tmp_path / "demo.html"
+    proc = memsleuth("compare", "--param", "iterations=100000", "--param", "ws=400,4000", "--reps", "6",
+                     "--db", str(tmp_path / "d.db"), "--html", str(html))
+    assert proc.returncode == 0, proc.stderr
+    text = html.read_text()
+    assert_self_contained(text)
+    assert len(text.encode()) < 2 << 20
+    # throughput with CIs, the ratio heatmap
+    assert text.count("<svg") >= 2
+    assert_renders(html, tmp_path, 2)
+
+
+@needs_chromium
+def test_failing_cell_and_check_reports_in_a_real_browser(tmp_path):
+    html = tmp_path / "fail.html"
+    proc = memsleuth("compare", "--alloc", f"glibc,crash={fixture('libfx-nomalloc.so')}", "--reps", "2",
+                     "--db", str(tmp_path / "f.db"), "--html", str(html), "--", fixture("plain-leak"), "60")
+    assert proc.returncode == 0, proc.stderr
+    text = html.read_text()
+    assert "PRELOAD-FAILED" in text and "Memory over time" in text  # plain-leak runs ~0.3 s
+    assert_self_contained(text)
+    assert_renders(html, tmp_path, 2)
+    check = tmp_path / "check.html"
+    proc = memsleuth("check", "--no-where", "--db", str(tmp_path / "c.db"), "--html", str(check), "--",
+                     fixture("plain-steps"), "10")
+    assert proc.returncode == 0, proc.stderr
+    assert "Timeline (median run)" in check.read_text()
+    assert_renders(check, tmp_path, 1)
+
+
+@needs_chromium
+def test_diff_report_in_a_real_browser(tmp_path):
+    db = str(tmp_path / "x.db")
+    for _ in range(2):
+        assert memsleuth("compare", "--alloc", "glibc", "--param", "iterations=50000", "--param", "ws=100",
+                         "--reps", "6", "--db", db).returncode == 0
+    html = tmp_path / "diff.html"
+    proc = memsleuth("diff", "1", "2", "--db", db, "--html", str(html))
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "B / A time" in html.read_text()
+    assert_renders(html, tmp_path, 1)
+
+
+def test_user_text_is_escaped_in_html_and_markdown(tmp_path):
+    db = str(tmp_path / "e.db")
+    html, md = tmp_path / "e.html", tmp_path / "e.md"
+    script = f"echo '{HOSTILE}' >&2; exit 1"
+    proc = memsleuth("compare", "--alloc", "glibc", "--reps", "2", "--db", db, "--html", str(html), "--md", str(md),
+                     "--", "sh", "-c", script, HOSTILE)
+    assert proc.returncode == 3, proc.stderr
+    for path in (html, md):
+        text = path.read_text()
+        assert "<script>" not in text, path
+        assert "&lt;script&gt;" in text, path
+    assert_self_contained(html.read_text())
+    mtext = md.read_text()
+    assert "\\|pipe\\|" in mtext and "\\`tick\\`" in mtext
+    for line in mtext.splitlines():
+        if line.startswith("|"):
+            assert line.rstrip().endswith("|"), line
+    # A diff across two commands puts the hostile command into a plot's labels (SVG text).
+    ok = memsleuth("compare", "--alloc", "glibc", "--reps", "2", "--db", db, "--", "sh", "-c", "true", HOSTILE)
+    assert ok.returncode == 0, ok.stderr
+    d = tmp_path / "d.html"
+    memsleuth("diff", "1", "2", "--db", db, "--html", str(d))
+    assert "<script>" not in d.read_text()
+
+
+def test_report_files_get_ordinary_permissions(tmp_path):
+    html = tmp_path / "p.html"
+    assert memsleuth("compare", "--alloc", "glibc", "--param", "iterations=20000", "--param", "ws=10", "--reps", "2",
+                     "--db", str(tmp_path / "p.db"), "--html", str(html)).returncode == 0
+    assert html.stat().st_mode & 0o044 == 0o044
