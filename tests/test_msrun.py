@@ -201,3 +201,13 @@ def test_hardware_counters_count_when_a_pmu_exists():
     doc = ms_run("--", fixture("fx-regions"), "1024")
     assert doc["counters"]["instructions"] > 1e5
     assert doc["counters"]["cycles"] > 0
+
+
+def test_a_workloads_result_survives_any_amount_of_output():
+    # The result line travels on MEMSLEUTH_FD; 100 KB of stdout after it cannot hide or fake it.
+    from memsleuth.launcher import normalise
+    rm = str(native.native_path("random-mixed"))
+    fake = """echo '{"workload": "fake", "checksum": 0}'"""
+    doc = ms_run("--", "sh", "-c", f"{rm} --iterations=1000 --ws=10; head -c 100000 /dev/zero | tr '\\0' x; {fake}")
+    result = normalise(doc)["result"]
+    assert result["workload"] == "random-mixed" and result["ops"] == 1000

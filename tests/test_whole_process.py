@@ -4,6 +4,7 @@ finding; clean programs get no mechanism finding."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -144,10 +145,15 @@ def test_compare_says_who_makes_the_calls(tmp_path):
 
 def test_a_slower_allocator_on_any_command_gets_a_kernel_finding(tmp_path):
     js = tmp_path / "k.json"
+    md = tmp_path / "k.md"
     proc = memsleuth("compare", "--alloc", f"glibc,storm={fixture('libfx-madvise_free.so')}", "--reps", "6",
-                     "--db", str(tmp_path / "k.db"), "--json", str(js), "--",
+                     "--db", str(tmp_path / "k.db"), "--json", str(js), "--md", str(md), "--",
                      "python3", "-c", "x = [bytearray(64) for _ in range(300000)]; del x")
     assert proc.returncode == 0, proc.stderr
+    # The evidence table marks where the cells differ: storm's madvise count against glibc's none.
+    evidence = md.read_text().split("## Evidence", 1)[1]
+    storm_row = next(line for line in evidence.splitlines() if line.startswith("| storm |"))
+    assert re.search(r"\| _[\d,]+_ \|", storm_row), storm_row
     doc = json.loads(js.read_text())
     storm = next(c for c in doc["cells"] if c["allocator"]["name"] == "storm")
     if storm["summary"]["verdict"] and "slower" in storm["summary"]["verdict"]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from memsleuth import findings, quality, stats
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALLS
 from memsleuth.evidence import Sample, metric_kind
+from memsleuth.model import cell_label
 from memsleuth.store import StoredCell, StoredRun
 
 FAILED_LABEL = {"crashed": "SEGFAULT", "oom": "OOM", "timeout": "TIMEOUT", "preload-failed": "PRELOAD-FAILED",
@@ -128,8 +129,7 @@ def cell_view(cell: StoredCell, label: str = "") -> findings.CellView:
 
 def short_label(cell: StoredCell, swept: list[str]) -> str:
     """The allocator and the parameters that vary in the run: how reports name a cell."""
-    shown = ", ".join(f"{k}={cell.params[k]}" for k in swept if k in cell.params)
-    return cell.allocator.name + (f" [{shown}]" if shown else "")
+    return cell_label(cell.allocator.name, cell.params, swept)
 
 
 def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list[str] | None = None) -> CellSummary:

@@ -83,7 +83,7 @@ class RunSpec(Record):
     min_reps: int | None = None
     max_reps: int | None = None
     target_ci: float | None = None
-    noise: float = 0.01
+    noise: float = 0.01              # stats.DEFAULT_NOISE (not imported: the model has no dependencies)
     env: dict[str, str] = field(default_factory=dict)
     warmup: int = 1
     swept: list[str] = field(default_factory=list)
@@ -95,3 +95,10 @@ class RunSpec(Record):
     case_params: dict = field(default_factory=dict)
     facts: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict, compare=False)
+
+
+def cell_label(allocator: str, params: dict, keys=None) -> str:
+    """How a cell is named everywhere: its allocator, then its parameters (only `keys`, in that
+    order, when given: the swept ones), like `mimalloc [ws=400]`."""
+    shown = ", ".join(f"{k}={params[k]}" for k in (params if keys is None else keys) if k in params)
+    return allocator + (f" [{shown}]" if shown else "")

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from memsleuth.allocators import Allocator
 from memsleuth.errors import UsageError
+from memsleuth.model import cell_label
 from memsleuth.workloads import Workload
 from memsleuth.workloads.base import Value
 
@@ -21,8 +22,7 @@ class Cell:
 
     @property
     def label(self) -> str:
-        shown = ", ".join(f"{k}={v}" for k, v in self.params.items())
-        return f"{self.allocator.name}" + (f" [{shown}]" if shown else "")
+        return cell_label(self.allocator.name, self.params)
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,7 @@ class Plan:
     def label(self, i: int) -> str:
         """A cell as progress and reports name it: its allocator and the swept parameters."""
         c = self.cells[i]
-        shown = ", ".join(f"{k}={c.params[k]}" for k in self.swept if k in c.params)
-        return c.allocator.name + (f" [{shown}]" if shown else "")
+        return cell_label(c.allocator.name, c.params, self.swept)
 
     def groups(self) -> list[tuple[tuple[int, ...], list[int]]]:
         """Cells grouped by parameter values: each group is the set of allocators compared."""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from memsleuth.errors import StoreError, UsageError
 from memsleuth.evidence import Sample
-from memsleuth.model import AllocatorInfo, MachineInfo, RunSpec
+from memsleuth.model import AllocatorInfo, MachineInfo, RunSpec, cell_label
 
 SCHEMA_VERSION = 2
 WARMUP_ROUND = -1
@@ -97,8 +97,7 @@ class StoredCell:
 
     @property
     def label(self) -> str:
-        shown = ", ".join(f"{k}={v}" for k, v in self.params.items())
-        return self.allocator.name + (f" [{shown}]" if shown else "")
+        return cell_label(self.allocator.name, self.params)
 
     def measured(self) -> list[tuple[int, Sample]]:
         return [(r, s) for r, w, s in self.samples if not w]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from memsleuth.analysis import CellSummary, analyse, failure_label
 from memsleuth.cases.base import Case, CaseResult, CaseTable, Variant
 from memsleuth.units import fmt_num as fmt
+from memsleuth.findings import unstable as unstable_rule
 from memsleuth.store import StoredRun
 from memsleuth.units import fmt_bytes
 from memsleuth.workloads import random_mixed
@@ -71,7 +72,8 @@ class AllocatorShootout(Case):
              "madvise per 1k ops", "mmap+munmap+brk per 1k ops", "faults per 1k ops", "peak RSS", "status"],
             rows,
             notes=["Throughput and counts are region main's (after the warm-up fills the working set); peak RSS is "
-                   "the whole process's. 'vs fastest': median of per-round ratios with a 95% CI, called beyond ±1%."])
+                   f"the whole process's. 'vs fastest': median of per-round ratios with a 95% CI, called beyond "
+                   f"±{run.spec.noise:.0%}."])
         return CaseResult(self.question, [table], self._statements(groups))
 
     @staticmethod
@@ -109,7 +111,8 @@ class AllocatorShootout(Case):
                     out.append(f"{where}: {c.cell.allocator.name}: {f.title} — {f.mechanism} "
                                f"({'; '.join(f.evidence)}).{sites}")
         if unstable:
-            out.append(f"Unstable measurement (95% CI half-width above ±5%), so smaller differences involving them "
+            out.append(f"Unstable measurement (95% CI half-width above ±{unstable_rule.CI_HALF_WIDTH:.0%}), so smaller "
+                       "differences involving them "
                        f"are not resolved: {', '.join(unstable)}.")
         return out
 

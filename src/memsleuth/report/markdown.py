@@ -37,7 +37,8 @@ def render(report: Report) -> str:
         out.append("| " + " | ".join(escape(c) for c in t.columns) + " |")
         out.append("|" + "|".join("---:" if i in t.align_right else "---" for i in range(len(t.columns))) + "|")
         for r, row in enumerate(t.rows):
-            out.append("| " + " | ".join(("**" + escape(c) + "**") if (r, i) in t.failed else escape(c)
+            out.append("| " + " | ".join(("**" + escape(c) + "**") if (r, i) in t.failed else
+                                         ("_" + escape(c) + "_") if (r, i) in t.differs else escape(c)
                                          for i, c in enumerate(row)) + " |")
         if t.notes:
             out.append("")

@@ -11,6 +11,7 @@ import sys
 
 from memsleuth.analysis import CellSummary, Group, RunAnalysis, analyse_check, analyse_run, failure_label
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, HARDWARE_SHORT as HW_SHORT, SYSCALL_COLUMNS
+from memsleuth.stats import MIN_SAMPLES_FOR_CI
 from memsleuth.store import StoredCell, StoredRun
 from memsleuth.units import fmt_bytes, fmt_count, fmt_seconds, fmt_si
 
@@ -23,6 +24,7 @@ class Table:
     notes: list[str] = field(default_factory=list)
     align_right: set[int] = field(default_factory=set)
     failed: set[tuple[int, int]] = field(default_factory=set)   # (row, column) cells that show a failure
+    differs: set[tuple[int, int]] = field(default_factory=set)  # (row, column) cells far from their group's others
 
 
 @dataclass
@@ -85,7 +87,7 @@ def _metric_text(c: CellSummary) -> tuple[str, str]:
         return failure_label(c.failures[0]) if c.failures else "NO DATA", ""
     unit = "ops/s" if c.metric == "ops_per_s" else "s"
     fmt = fmt_si if c.metric == "ops_per_s" else (lambda x: f"{x:.4g}")
-    ci = f"[{fmt(e.low)}, {fmt(e.high)}]" if e.low is not None else f"n/a (n={e.n} < 6)"
+    ci = f"[{fmt(e.low)}, {fmt(e.high)}]" if e.low is not None else f"n/a (n={e.n} < {MIN_SAMPLES_FOR_CI})"
     return f"{fmt(e.median)} {unit}", ci
 
 
@@ -141,6 +143,7 @@ def evidence_table(groups: list[Group], swept: list[str]) -> Table:
                                                     "major faults", "peak RSS", *SYSCALL_COLUMNS]
     cols += [HW_SHORT[h] for h in HARDWARE_EVENTS] if have_hw else ["hw counters"]
     rows = []
+    differs = _differs(groups, swept)
     for c in cells:
         e = c.evidence
         row = ([_params_text(c.cell.params, swept)] if swept else []) + [c.cell.allocator.name]
@@ -158,6 +161,12 @@ def evidence_table(groups: list[Group], swept: list[str]) -> Table:
     scopes = {c.evidence.scope for c in cells}
     notes = [f"Medians per run. Time, faults and syscalls are from {' / '.join(sorted(scopes)) or 'n/a'}; "
              "peak RSS is the whole process's."]
+    offset = 2 if swept else 1
+    marked = {(r, offset + k) for r, c in enumerate(cells) for k in differs.get(id(c), ())}
+    if marked:
+        notes.append(f"Highlighted: at least {DIFFERS_FACTOR:g}x the smallest value among the allocators of the same "
+                     f"parameters (and {DIFFERS_MIN_EVENTS} events, {DIFFERS_MIN_SYS_POINTS} points of sys % or "
+                     f"{DIFFERS_MIN_RSS_MIB} MiB of RSS more): where the cells differ.")
     user_only = sorted({e for c in cells for _, s in c.ok_samples for e in s.user_only})
     if user_only:
         notes.append(f"Counted in user space only (perf_event_paranoid > 1 and not root): {', '.join(user_only)}; "
@@ -169,7 +178,44 @@ def evidence_table(groups: list[Group], swept: list[str]) -> Table:
             reasons.setdefault(why, []).append(ev)
         for why, evs in reasons.items():
             notes.append(f"Not measured: {', '.join(evs)} ({why}).")
-    return Table("Evidence", cols, rows, notes, align_right=set(range(len(cols) - 1)) - {0, 1})
+    return Table("Evidence", cols, rows, notes, align_right=set(range(offset + 1, len(cols) - 1)), differs=marked)
+
+
+# The evidence table highlights a value at least this many times its group's smallest, and by at
+# least this much in absolute terms (so 3 brk calls against 1 is not a difference worth the eye).
+DIFFERS_FACTOR = 2.0
+DIFFERS_MIN_EVENTS = 100
+DIFFERS_MIN_SYS_POINTS = 10
+DIFFERS_MIN_RSS_MIB = 16
+
+
+def _differs(groups: list[Group], swept: list[str]) -> dict[int, set[int]]:
+    """Per cell (by id), the evidence columns (counted after the allocator column, from 1) whose
+    value stands out in its group."""
+    def values(c):
+        e = c.evidence
+        v = {3: (100 * e.sys_share if e.sys_share is not None else None, DIFFERS_MIN_SYS_POINTS),
+             4: (e.minflt, DIFFERS_MIN_EVENTS), 5: (e.majflt, DIFFERS_MIN_EVENTS),
+             6: ((e.maxrss_kb or 0) / 1024 if e.maxrss_kb is not None else None, DIFFERS_MIN_RSS_MIB)}
+        for k, s in enumerate(SYSCALL_COLUMNS):
+            v[7 + k] = (e.syscalls.get(s), DIFFERS_MIN_EVENTS)
+        return v
+    out: dict[int, set[int]] = {}
+    for g in groups:
+        ok = [c for c in g.cells if c.estimate is not None]
+        if len(ok) < 2:
+            continue
+        table = {id(c): values(c) for c in ok}
+        for col in table[id(ok[0])]:
+            vals = [(cid, table[cid][col][0]) for cid in table if table[cid][col][0] is not None]
+            if len(vals) < 2:
+                continue
+            low = min(v for _, v in vals)
+            floor = table[id(ok[0])][col][1]
+            for cid, v in vals:
+                if v >= DIFFERS_FACTOR * max(low, 1e-9) and v - low >= floor:
+                    out.setdefault(cid, set()).add(col)
+    return out
 
 
 def _no_pmu(unsupported: dict[str, str]) -> bool:

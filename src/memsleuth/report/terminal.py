@@ -34,7 +34,8 @@ def _draw(report: Report, console: Console) -> None:
         for r, row in enumerate(t.rows):
             # A failure is painted because the model says the cell is one, never because of how
             # its text looks (an allocator may well be called HAKMEM).
-            rt.add_row(*[Text(cell, style="bold red" if (r, c) in t.failed else "") for c, cell in enumerate(row)])
+            rt.add_row(*[Text(cell, style="bold red" if (r, c) in t.failed else "bold yellow" if (r, c) in t.differs
+                              else "") for c, cell in enumerate(row)])
         console.print()
         console.print(rt)
         for n in t.notes:
