@@ -49,7 +49,7 @@ def test_madvise_storm_threshold_and_allocator_advice():
     storm = region(syscalls={"madvise": 600}, user_ns=60 * MS, sys_ns=40 * MS, minflt=300)
     found = madvise_storm.check(view(sample(storm), allocator="jemalloc"))
     assert ids(found) == ["madvise-storm"] and "MALLOC_CONF" in found[0].advice
-    assert "faulted in again" in found[0].mechanism  # 0.5 faults per call >= 0.25
+    assert "purged pages touched again" in found[0].mechanism  # 0.5 faults per call >= 0.25
     quiet = region(syscalls={"madvise": 400}, user_ns=60 * MS, sys_ns=40 * MS)  # 0.4 per 1000 ops < 0.5
     assert madvise_storm.check(view(sample(quiet))) == []
     no_sys = region(syscalls={"madvise": 600}, user_ns=80 * MS, sys_ns=20 * MS)  # 20% sys < 25%

@@ -15,9 +15,11 @@ from memsleuth.report.model import Report
 def render(report: Report, console: Console | None = None) -> str:
     """Prints the report on `console` (or records it) and returns its text."""
     if console is None:
-        console = Console(record=True, width=200, file=__import__("io").StringIO())
+        recorder = Console(record=True, width=200, file=__import__("io").StringIO())
+        _draw(report, recorder)
+        return recorder.export_text()
     _draw(report, console)
-    return console.export_text() if console.record else ""
+    return ""
 
 
 def _draw(report: Report, console: Console) -> None:
