@@ -26,8 +26,9 @@ ROUNDS = 9
 def main() -> None:
     ms_run = str(native.ms_run())
     perf = shutil.which("perf")
-    programs = {"fault-heavy (plain-steps 20)": [fixture("plain-steps"), "20"],
-                "syscall-heavy (plain-madvise_pool 100000)": [fixture("plain-madvise_pool"), "100000"]}
+    # About 2 s each: perf's fixed start-up (measured on `true` below) is a small part of them.
+    programs = {"fault-heavy (plain-steps 60)": [fixture("plain-steps"), "60"],
+                "syscall-heavy (plain-madvise_pool 800000)": [fixture("plain-madvise_pool"), "800000"]}
     with Holder():
         for label, cmd in programs.items():
             alts = {
@@ -36,8 +37,8 @@ def main() -> None:
                 "timeline + args": lambda cmd=cmd: wall([ms_run, "--syscall-args", "--out", "/dev/null", "--", *cmd]),
             }
             if perf:
-                counts = {"page-faults": 600_000 if "steps" in label else 100_000,
-                          "brk": 400 if "steps" in label else 0, "madvise": 0 if "steps" in label else 100_000}
+                counts = {"page-faults": 1_800_000 if "steps" in label else 800_000,
+                          "brk": 1200 if "steps" in label else 0, "madvise": 0 if "steps" in label else 800_000}
                 runs = where.plan_events(counts)
                 syscalls, period, fault_period = runs[-1]
                 events = [where.EVENTS[s] for s in syscalls] + (
@@ -56,6 +57,14 @@ def main() -> None:
                 print("  " + ratio_line("--where perf run vs a plain run", got["under perf record"], got["plain"]))
             else:
                 print("  perf not installed: --where not measured")
+        if perf:
+            fixed = interleave({"plain": lambda: wall(["true"]),
+                                "perf": lambda: wall([perf, "record", "-q", "-o", "/tmp/memsleuth-bench-perf.data",
+                                                      "--call-graph", f"dwarf,{where.STACK_BYTES}", "-e",
+                                                      "page-faults", "--", "true"])}, ROUNDS)
+            from statistics import median
+            print(f"perf record's fixed start-up and tear-down: {median(fixed['perf']) - median(fixed['plain']):.3f} s "
+                  "per run (perf on `true`)")
     sys.stdout.flush()
 
 
