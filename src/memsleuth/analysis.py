@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from memsleuth import findings, quality, stats
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALLS
-from memsleuth.evidence import Sample, metric_kind
+from memsleuth.evidence import Sample, higher_is_better, metric_kind
 from memsleuth.model import cell_label
 from memsleuth.store import StoredCell, StoredRun
 
@@ -51,7 +51,7 @@ class Evidence:
 @dataclass
 class CellSummary:
     cell: StoredCell
-    metric: str                                # "ops_per_s" or "wall_s"
+    metric: str                                # "ops_per_s", "output" (--metric) or "wall_s"
     estimate: stats.Estimate | None            # None when no sample succeeded
     failures: list[Sample]
     ok_samples: list[tuple[int, Sample]]
@@ -87,7 +87,7 @@ class CellSummary:
 
     @property
     def higher_is_better(self) -> bool:
-        return self.metric == "ops_per_s"
+        return higher_is_better(self.metric, [s for _, s in self.ok_samples])
 
     def to_dict(self) -> dict:
         e = self.estimate
@@ -289,7 +289,9 @@ class RunAnalysis:
 def analyse_run(run: StoredRun) -> RunAnalysis:
     groups = analyse(run)
     return RunAnalysis(groups, findings.for_run([c.view() for g in groups for c in g.cells]),
-                       quality.machine_warnings(run.machine))
+                       quality.machine_warnings(run.machine) + quality.fixed_wall_time(
+                           [(c.metric, c.estimate.median, [s for _, s in c.ok_samples])
+                            for g in groups for c in g.cells if c.estimate is not None]))
 
 
 @dataclass

@@ -179,8 +179,13 @@ class Sample:
         return m.ops_per_s if m else None
 
     def metric(self, kind: str) -> float:
-        """The headline value: region main's ops/s ("ops_per_s") or the process's wall seconds ("wall_s")."""
-        return self.ops_per_s if kind == "ops_per_s" else self.wall_ns / 1e9
+        """The headline value: region main's ops/s ("ops_per_s"), the figure the program printed
+        ("output", `compare --metric`) or the process's wall seconds ("wall_s")."""
+        if kind == "ops_per_s":
+            return self.ops_per_s
+        if kind == "output":
+            return float(self.result["metric"])
+        return self.wall_ns / 1e9
 
     def to_dict(self) -> dict:
         """Every field but the raw document, in JSON-ready types."""
@@ -194,8 +199,17 @@ class Sample:
 
 
 def metric_kind(samples: list[Sample]) -> str:
-    """Throughput of region main when every sample has one (higher is better), else wall time."""
+    """The program's own figure when every sample has one (`--metric`); else the throughput of
+    region main when every sample has one (higher is better); else wall time."""
+    if samples and all(s.result and "metric" in s.result for s in samples):
+        return "output"
     return "ops_per_s" if samples and all(s.ops_per_s for s in samples) else "wall_s"
+
+
+def higher_is_better(kind: str, samples: list[Sample]) -> bool:
+    if kind == "output":
+        return bool(samples and samples[0].result.get("higher_is_better", True))
+    return kind == "ops_per_s"
 
 
 def _rss_pairs(doc: dict) -> tuple[tuple[int, int], ...]:

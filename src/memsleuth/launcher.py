@@ -76,12 +76,18 @@ def preload_failure(cell: Cell, check: dict) -> Sample | None:
                               "preload_check": check})
 
 
+# With --metric, this much of the program's stdout is kept to find its figure in.
+METRIC_TAIL_BYTES = 1 << 20
+
+
 def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None, counters: bool = True,
-             syscall_args: bool = False) -> Sample:
+             syscall_args: bool = False, metric=None) -> Sample:
     with tempfile.TemporaryDirectory(prefix="memsleuth-") as tmp:
         out = os.path.join(tmp, "run.json")
         argv = msrun_argv(cell, out, timeout_s=timeout_s, mem_limit_bytes=mem_limit_bytes, counters=counters,
                           syscall_args=syscall_args)
+        if metric is not None:
+            argv[1:1] = ["--tail", str(METRIC_TAIL_BYTES)]
         try:
             proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
                                   timeout=(timeout_s + _GRACE_S) if timeout_s else None)
@@ -96,7 +102,24 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
                 doc = json.load(f)
         except (OSError, json.JSONDecodeError) as e:
             return _failed(f"ms-run failed (exit {proc.returncode}): {proc.stderr.strip() or e}")
-    return Sample.from_msrun(normalise(doc))
+    doc = normalise(doc)
+    if metric is not None:
+        read_metric(doc, metric)
+    return Sample.from_msrun(doc)
+
+
+def read_metric(doc: dict, metric) -> None:
+    """The benchmark's own figure from its output, as the sample's result; an ok run whose output
+    does not match is a recorded error, never a crash."""
+    value = metric.read(doc.get("stdout_tail", "")) if doc.get("status") == "ok" else None
+    if value is not None:
+        doc["result"] = {**(doc.get("result") or {}), "metric": value, "metric_name": metric.name,
+                         "higher_is_better": metric.higher_is_better}
+    elif doc.get("status") == "ok":
+        doc["status"] = "error"
+        doc["detail"] = f"the output has no match for --metric {metric.name}={metric.regex}"
+    # Only the end of the output goes into the store.
+    doc["stdout_tail"] = doc.get("stdout_tail", "")[-4096:]
 
 
 def normalise(doc: dict) -> dict:

@@ -91,6 +91,7 @@ class RunSpec(Record):
     mem_limit_bytes: int | None = None
     command: list[str] | None = None
     interleaving: str = "rounds, rotated order"
+    metric: dict | None = None       # compare --metric: {"name", "regex", "higher"}
     case: str | None = None
     case_params: dict = field(default_factory=dict)
     facts: dict = field(default_factory=dict)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 
 from memsleuth.allocators import Allocator
@@ -23,6 +24,46 @@ class Cell:
     @property
     def label(self) -> str:
         return cell_label(self.allocator.name, self.params)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """compare --metric NAME=REGEX[:higher|lower]: the figure a benchmark prints, as the cell's metric."""
+    name: str
+    regex: str
+    higher_is_better: bool = True
+
+    @classmethod
+    def parse(cls, text: str) -> "MetricSpec":
+        name, sep, rest = text.partition("=")
+        if not sep or not name.strip() or not rest:
+            raise UsageError(f"bad --metric {text!r}: expected NAME=REGEX[:higher|lower], like "
+                             "'throughput=([0-9.]+) ops/s:higher'")
+        higher = True
+        for suffix, value in ((":higher", True), (":lower", False)):
+            if rest.endswith(suffix):
+                rest, higher = rest[: -len(suffix)], value
+        try:
+            pattern = re.compile(rest)
+        except re.error as e:
+            raise UsageError(f"bad --metric {text!r}: the regular expression does not compile ({e})") from None
+        if pattern.groups < 1:
+            raise UsageError(f"bad --metric {text!r}: the regular expression needs a group around the number, "
+                             "like 'time: ([0-9.]+)'")
+        return cls(name.strip(), rest, higher)
+
+    def read(self, output: str) -> float | None:
+        """The last match's first group as a number, or None."""
+        found = None
+        for m in re.finditer(self.regex, output):
+            try:
+                found = float(m.group(1).replace(",", ""))
+            except (TypeError, ValueError):
+                continue
+        return found
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "regex": self.regex, "higher": self.higher_is_better}
 
 
 @dataclass(frozen=True)
@@ -55,6 +96,7 @@ class Plan:
     mem_limit_bytes: int | None
     syscall_args: bool = False       # record munmap/madvise/mmap/mremap/brk arguments (ms-run --syscall-args)
     where: bool = False              # one more run per cell under perf for call sites (where.py)
+    metric: MetricSpec | None = None # the benchmark's own figure (compare --metric)
 
     def label(self, i: int) -> str:
         """A cell as progress and reports name it: its allocator and the swept parameters."""
@@ -109,9 +151,44 @@ def workload_plan(workload: Workload, allocators: list[Allocator], param_options
 
 
 def command_plan(command: list[str], allocators: list[Allocator], *, rounds: Rounds, warmup: int = 1,
-                 timeout_s: float | None, mem_limit_bytes: int | None, env: dict[str, str] | None = None) -> Plan:
-    cells = tuple(Cell(a, {}, tuple(command), dict(env or {})) for a in allocators)
-    return Plan("command", command[0], cells, (), rounds, warmup, timeout_s, mem_limit_bytes)
+                 timeout_s: float | None, mem_limit_bytes: int | None, env: dict[str, str] | None = None,
+                 param_options: list[str] | None = None) -> Plan:
+    """Cells of a command: each allocator, under each combination of --param values, which fill
+    the command's {name} placeholders."""
+    sweep = parse_command_params(command, param_options or [])
+    keys = list(sweep)
+    cells = []
+    for combo in itertools.product(*(sweep[k] for k in keys)):
+        values = dict(zip(keys, combo))
+        argv = tuple(_fill(arg, values) for arg in command)
+        cells += [Cell(a, values, argv, dict(env or {})) for a in allocators]
+    swept = tuple(k for k in keys if len(sweep[k]) > 1)
+    return Plan("command", command[0], tuple(cells), swept, rounds, warmup, timeout_s, mem_limit_bytes)
+
+
+def _fill(arg: str, values: dict[str, str]) -> str:
+    for k, v in values.items():
+        arg = arg.replace("{" + k + "}", v)
+    return arg
+
+
+def parse_command_params(command: list[str], options: list[str]) -> dict[str, list[str]]:
+    """--param KEY=V1,V2 for a command: each KEY must appear as {KEY} in the command."""
+    sweep: dict[str, list[str]] = {}
+    for opt in options:
+        key, sep, values = (s.strip() for s in opt.partition("="))
+        if not sep or not key or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", key):
+            raise UsageError(f"bad --param {opt!r}: expected KEY=V1,V2,... with KEY a name")
+        if key in sweep:
+            raise UsageError(f"--param {key} given twice")
+        items = [v.strip() for v in values.split(",") if v.strip()]
+        if not items:
+            raise UsageError(f"bad --param {opt!r}: no values")
+        if not any("{" + key + "}" in arg for arg in command):
+            raise UsageError(f"--param {key} is not used in the command: put {{{key}}} where its value goes, "
+                             f"like -- ./bench --threads {{{key}}}")
+        sweep[key] = items
+    return sweep
 
 
 def parse_env_options(options: list[str]) -> dict[str, str]:

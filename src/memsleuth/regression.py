@@ -38,7 +38,7 @@ def _key(c: CellSummary) -> str:
 def _times(c: CellSummary) -> list[float]:
     """Per-run cost in seconds per op (or per run): lower is better for both metrics."""
     values = [s.metric(c.metric) for _, s in c.ok_samples]
-    return [1.0 / v for v in values] if c.metric == "ops_per_s" else values
+    return [1.0 / v for v in values] if c.higher_is_better else values
 
 
 def compare_runs(a: StoredRun, b: StoredRun, threshold: float) -> list[Change]:

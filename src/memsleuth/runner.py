@@ -149,7 +149,8 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
     def measure(i: int, round_: int, warmup: bool, what: str) -> None:
         cell = plan.cells[i]
         progress.now(f"{plan.label(i)}: {what}")
-        sample = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes)
+        sample = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
+                                   metric=plan.metric)
         store.add_sample(cell_ids[i], round_, warmup, sample)
         progress.advance()
         if warmup and not sample.ok:

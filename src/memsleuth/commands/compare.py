@@ -22,7 +22,11 @@ def add_arguments(c) -> None:
     c.add_argument("--workload", metavar="NAME", action=options.Once, help="built-in workload (default: random-mixed)")
     c.add_argument("--alloc", metavar="LIST", action=options.Once,
                    help="comma-separated names or NAME=PATH.so (default: all found)")
-    c.add_argument("--param", metavar="KEY=V1,V2,...", action="append", help="workload parameter; several values sweep it")
+    c.add_argument("--param", metavar="KEY=V1,V2,...", action="append",
+                   help="workload parameter, or for a command a value of its {KEY} placeholder; several values sweep it")
+    c.add_argument("--metric", metavar="NAME=REGEX[:higher|lower]", action=options.Once,
+                   help="a command's own figure, read from its output (the last match of REGEX's first group) "
+                        "as the cell's metric; higher is better unless :lower")
     c.add_argument("--reps", metavar="N", action=options.Once,
                    help="run exactly N interleaved rounds (default: adaptive, see --target-ci)")
     c.add_argument("--target-ci", metavar="PCT", action=options.Once,
@@ -55,16 +59,22 @@ def run(args, command: list[str] | None, console: Console) -> int:
     env = options.env(args)
     timeout = options.timeout(args.timeout)
     mem_limit = options.mem_limit(args.mem_limit)
+    metric = planning.MetricSpec.parse(args.metric) if args.metric else None
     if command:
-        if args.workload or args.param:
-            raise UsageError("give either a workload (--workload/--param) or a command after --, not both")
+        if args.workload:
+            raise UsageError("give either a workload (--workload) or a command after --, not both")
         options.check_command(command)
         workload = None
     else:
+        if metric is not None:
+            raise UsageError("--metric reads a command's output: give the command after --")
         workload = workloads.get(args.workload or "random-mixed")
     allocs = allocators.resolve(args.alloc)
     if workload is None:
-        p = planning.command_plan(command, allocs, rounds=rounds, timeout_s=timeout, mem_limit_bytes=mem_limit, env=env)
+        p = planning.command_plan(command, allocs, rounds=rounds, timeout_s=timeout, mem_limit_bytes=mem_limit, env=env,
+                                  param_options=args.param or [])
+        if metric is not None:
+            p = dataclasses.replace(p, metric=metric)
     else:
         p = planning.workload_plan(workload, allocs, args.param or [], rounds=rounds, timeout_s=timeout,
                                    mem_limit_bytes=mem_limit, env=env)
@@ -73,7 +83,8 @@ def run(args, command: list[str] | None, console: Console) -> int:
     store = Store(args.db)
     spec = RunSpec(rounds=p.rounds.describe(), min_reps=p.rounds.min_reps, max_reps=p.rounds.max_reps,
                    target_ci=p.rounds.target_ci, noise=noise, env=env, warmup=p.warmup, swept=list(p.swept),
-                   timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes, command=command or None)
+                   timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes, command=command or None,
+                   metric=metric.to_dict() if metric else None)
     outcome = measure(store, p, kind=p.kind, name=p.name, spec=spec, allocs=allocs,
                       announce=f"{len(p.cells)} cells, {p.rounds.describe()} + {p.warmup} warm-up each")
     return finish(store, outcome, args, console)

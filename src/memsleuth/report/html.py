@@ -69,7 +69,8 @@ def _throughput(plt, fig: ThroughputFigure):
         ax.bar([x for x, _ in pts], [v[0] for _, v in pts], width=width * 0.95, label=alloc,
                yerr=[[v[0] - v[1] for _, v in pts], [v[2] - v[0] for _, v in pts]], capsize=2)
     ax.set_xticks(range(len(fig.groups)), fig.groups, rotation=15 if len(fig.groups) > 4 else 0)
-    ax.set_ylabel(fig.metric + (" — higher is better" if fig.higher_is_better else " — lower is better"))
+    ax.set_ylabel(fig.metric if "better" in fig.metric else
+                  fig.metric + (" — higher is better" if fig.higher_is_better else " — lower is better"))
     ax.legend(fontsize=8, ncols=min(n, 5), loc="upper right", frameon=False)
     return f
 

@@ -85,8 +85,8 @@ def _metric_text(c: CellSummary) -> tuple[str, str]:
     e = c.estimate
     if e is None:
         return failure_label(c.failures[0]) if c.failures else "NO DATA", ""
-    unit = "ops/s" if c.metric == "ops_per_s" else "s"
-    fmt = fmt_si if c.metric == "ops_per_s" else (lambda x: f"{x:.4g}")
+    unit = {"ops_per_s": "ops/s", "wall_s": "s"}.get(c.metric, "")
+    fmt = fmt_si if c.metric != "wall_s" else (lambda x: f"{x:.4g}")
     ci = f"[{fmt(e.low)}, {fmt(e.high)}]" if e.low is not None else f"n/a (n={e.n} < {MIN_SAMPLES_FOR_CI})"
     return f"{fmt(e.median)} {unit}", ci
 
@@ -109,9 +109,17 @@ def _n_text(c: CellSummary, target: float | None) -> str:
     return f"{n}, ±{hw:.1%}{mark}"
 
 
+def metric_title(run: StoredRun, groups: list[Group]) -> str:
+    kinds = {c.metric for g in groups for c in g.cells if c.estimate is not None}
+    if "output" in kinds:
+        m = run.spec.metric or {}
+        way = "higher" if m.get("higher", True) else "lower"
+        return f"{m.get('name', 'metric')} (printed by the program, {way} is better)"
+    return "throughput (region main)" if "ops_per_s" in kinds else "wall time (whole process)"
+
+
 def throughput_table(run: StoredRun, groups: list[Group], swept: list[str]) -> Table:
-    metric_name = "throughput (region main)" if any(
-        c.metric == "ops_per_s" for g in groups for c in g.cells) else "wall time (whole process)"
+    metric_name = metric_title(run, groups)
     target = run.spec.target_ci
     cols = ([", ".join(swept)] if swept else []) + ["allocator", metric_name, "95% CI", "vs fastest (paired)",
                                                     "runs, CI half-width"]
@@ -322,7 +330,7 @@ def build(run: StoredRun) -> Report:
     footer = []
     if run.status == "interrupted":
         footer.append("This run was interrupted: the tables show the samples that finished.")
-    figures = [throughput_figure(groups, swept), ratio_figure(groups, swept)]
+    figures = [throughput_figure(groups, swept, metric_title(run, groups)), ratio_figure(groups, swept)]
     figures += [f for g in groups for c in g.cells if (f := timeline_figure(c.short_label or c.cell.label,
                                                                            [s for _, s in c.ok_samples]))]
     return Report(f"memsleuth compare — run {run.id}", header, tables, footer, a.all_findings,
@@ -517,7 +525,7 @@ def _group_label(g: Group, swept: list[str]) -> str:
     return _params_text(g.cells[0].cell.params, swept) if g.cells else "-"
 
 
-def throughput_figure(groups: list[Group], swept: list[str]) -> ThroughputFigure | None:
+def throughput_figure(groups: list[Group], swept: list[str], title: str = "") -> ThroughputFigure | None:
     cells = [c for g in groups for c in g.cells]
     if not any(c.estimate for c in cells):
         return None
@@ -530,7 +538,7 @@ def throughput_figure(groups: list[Group], swept: list[str]) -> ThroughputFigure
             e = c.estimate
             if e is not None:
                 row[gi] = (e.median, e.low if e.low is not None else e.median, e.high if e.high is not None else e.median)
-    return ThroughputFigure("throughput (ops/s)" if hib else "wall time (s)", hib, labels, series)
+    return ThroughputFigure(title or ("throughput (ops/s)" if hib else "wall time (s)"), hib, labels, series)
 
 
 def ratio_figure(groups: list[Group], swept: list[str]) -> RatioFigure | None:
