@@ -212,7 +212,7 @@ def attribute(cells: list[CellSummary]) -> None:
         for i, f in enumerate(c.findings):
             if not f.calls:
                 continue
-            counts = {x.cell.allocator.name: x.evidence.syscalls.get(f.calls) for x in cells}
+            counts = {x.cell.contender: x.evidence.syscalls.get(f.calls) for x in cells}
             if any(v is None for v in counts.values()) or not max(counts.values()):
                 continue
             lo, hi = min(counts.values()), max(counts.values())

@@ -92,14 +92,27 @@ class RunSpec(Record):
     command: list[str] | None = None
     interleaving: str = "rounds, rotated order"
     metric: dict | None = None       # compare --metric: {"name", "regex", "higher"}
+    variants: list = field(default_factory=list)   # compare --variant: [{"name", "env", "skipped"}]
     case: str | None = None
     case_params: dict = field(default_factory=dict)
     facts: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict, compare=False)
 
 
+# A cell's environment variant (compare --variant) is kept in its params under this key; it is
+# part of what is compared (shown with the allocator: `glibc+arena1`), never a swept parameter.
+VARIANT_KEY = "variant"
+
+
+def contender(allocator: str, params: dict) -> str:
+    """What a cell is in a comparison: its allocator, with its variant when it has one."""
+    v = params.get(VARIANT_KEY)
+    return f"{allocator}+{v}" if v and v != "default" else allocator
+
+
 def cell_label(allocator: str, params: dict, keys=None) -> str:
     """How a cell is named everywhere: its allocator, then its parameters (only `keys`, in that
     order, when given: the swept ones), like `mimalloc [ws=400]`."""
-    shown = ", ".join(f"{k}={params[k]}" for k in (params if keys is None else keys) if k in params)
-    return allocator + (f" [{shown}]" if shown else "")
+    shown = ", ".join(f"{k}={params[k]}" for k in (params if keys is None else keys)
+                      if k in params and k != VARIANT_KEY)
+    return contender(allocator, params) + (f" [{shown}]" if shown else "")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from memsleuth.allocators import Allocator
 from memsleuth.errors import UsageError
-from memsleuth.model import cell_label
+from memsleuth.model import VARIANT_KEY, cell_label
 from memsleuth.workloads import Workload
 from memsleuth.workloads.base import Value
 
@@ -64,6 +64,65 @@ class MetricSpec:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "regex": self.regex, "higher": self.higher_is_better}
+
+
+@dataclass(frozen=True)
+class EnvVariant:
+    """compare --variant NAME:KEY=VALUE[,KEY=VALUE...]: an environment every allocator it applies
+    to runs under, interleaved like the allocators themselves."""
+    name: str
+    env: dict[str, str]
+
+    @classmethod
+    def parse(cls, text: str) -> "EnvVariant":
+        name, sep, rest = text.partition(":")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}", name or "") or not rest:
+            raise UsageError(f"bad --variant {text!r}: expected NAME:KEY=VALUE[,KEY=VALUE...] with NAME of letters, "
+                             "digits, '.', '_' or '-', like arena1:GLIBC_TUNABLES=glibc.malloc.arena_max=1")
+        if name == "default":
+            raise UsageError("--variant default is the allocators' own settings, run anyway: give another name")
+        # A comma starts a new setting only before KEY=, so MALLOC_CONF=a:1,b:2 stays one value.
+        return cls(name, parse_env_options(re.split(r",(?=[A-Za-z_][A-Za-z0-9_]*=)", rest)))
+
+    def applies_to(self, allocator: str) -> bool:
+        """A setting read by one allocator only (GLIBC_TUNABLES, MALLOC_CONF, MIMALLOC_*, TCMALLOC_*)
+        means nothing to the others."""
+        for key in self.env:
+            owner = variant_owner(key)
+            if owner is not None and owner != allocator:
+                return False
+        return True
+
+
+def variant_owner(key: str) -> str | None:
+    if key == "GLIBC_TUNABLES" or key.startswith("MALLOC_ARENA_") or key.startswith("MALLOC_TOP_PAD") or \
+            key.startswith("MALLOC_TRIM_") or key.startswith("MALLOC_MMAP_"):
+        return "glibc"
+    if key in ("MALLOC_CONF", "JE_MALLOC_CONF"):
+        return "jemalloc"
+    if key.startswith("MIMALLOC_"):
+        return "mimalloc"
+    if key.startswith("TCMALLOC_"):
+        return "tcmalloc"
+    return None
+
+
+def with_variants(cells: list[Cell], variants: list[EnvVariant]) -> tuple[list[Cell], list[dict]]:
+    """Each cell under its own settings ("default") and under every variant that applies to its
+    allocator; and, per variant, the allocators it was skipped for."""
+    if not variants:
+        return cells, []
+    out = []
+    for c in cells:
+        out.append(Cell(c.allocator, {**c.params, VARIANT_KEY: "default"}, c.command, dict(c.env), c.oom_exit_code,
+                        c.where))
+        for v in variants:
+            if v.applies_to(c.allocator.name):
+                out.append(Cell(c.allocator, {**c.params, VARIANT_KEY: v.name}, c.command, {**c.env, **v.env},
+                                c.oom_exit_code, c.where))
+    names = list(dict.fromkeys(c.allocator.name for c in cells))
+    report = [{"name": v.name, "env": v.env, "skipped": [a for a in names if not v.applies_to(a)]} for v in variants]
+    return out, report
 
 
 @dataclass(frozen=True)

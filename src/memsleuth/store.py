@@ -21,7 +21,7 @@ from pathlib import Path
 
 from memsleuth.errors import StoreError, UsageError
 from memsleuth.evidence import Sample
-from memsleuth.model import AllocatorInfo, MachineInfo, RunSpec, cell_label
+from memsleuth.model import AllocatorInfo, MachineInfo, RunSpec, cell_label, contender
 
 SCHEMA_VERSION = 2
 WARMUP_ROUND = -1
@@ -98,6 +98,10 @@ class StoredCell:
     @property
     def label(self) -> str:
         return cell_label(self.allocator.name, self.params)
+
+    @property
+    def contender(self) -> str:
+        return contender(self.allocator.name, self.params)
 
     def measured(self) -> list[tuple[int, Sample]]:
         return [(r, s) for r, w, s in self.samples if not w]

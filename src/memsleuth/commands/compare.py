@@ -24,6 +24,9 @@ def add_arguments(c) -> None:
                    help="comma-separated names or NAME=PATH.so (default: all found)")
     c.add_argument("--param", metavar="KEY=V1,V2,...", action="append",
                    help="workload parameter, or for a command a value of its {KEY} placeholder; several values sweep it")
+    c.add_argument("--variant", metavar="NAME:KEY=VALUE[,KEY=VALUE...]", action="append",
+                   help="also run each allocator it applies to under this environment (tunables, allocator options), "
+                        "interleaved like the allocators; repeatable")
     c.add_argument("--metric", metavar="NAME=REGEX[:higher|lower]", action=options.Once,
                    help="a command's own figure, read from its output (the last match of REGEX's first group) "
                         "as the cell's metric; higher is better unless :lower")
@@ -80,11 +83,17 @@ def run(args, command: list[str] | None, console: Console) -> int:
                                    mem_limit_bytes=mem_limit, env=env)
     if args.where:
         p = dataclasses.replace(p, syscall_args=True, where=True)
+    variants = [planning.EnvVariant.parse(v) for v in args.variant or []]
+    if len({v.name for v in variants}) != len(variants):
+        raise UsageError("two --variant options have the same name")
+    cells, variant_report = planning.with_variants(list(p.cells), variants)
+    if variants:
+        p = dataclasses.replace(p, cells=tuple(cells))
     store = Store(args.db)
     spec = RunSpec(rounds=p.rounds.describe(), min_reps=p.rounds.min_reps, max_reps=p.rounds.max_reps,
                    target_ci=p.rounds.target_ci, noise=noise, env=env, warmup=p.warmup, swept=list(p.swept),
                    timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes, command=command or None,
-                   metric=metric.to_dict() if metric else None)
+                   metric=metric.to_dict() if metric else None, variants=variant_report)
     outcome = measure(store, p, kind=p.kind, name=p.name, spec=spec, allocs=allocs,
                       announce=f"{len(p.cells)} cells, {p.rounds.describe()} + {p.warmup} warm-up each")
     return finish(store, outcome, args, console)

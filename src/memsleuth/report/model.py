@@ -118,6 +118,29 @@ def metric_title(run: StoredRun, groups: list[Group]) -> str:
     return "throughput (region main)" if "ops_per_s" in kinds else "wall time (whole process)"
 
 
+def tuning_notes(groups: list[Group], swept: list[str]) -> list[str]:
+    """With --variant: per group, the fastest allocator+variant with how far the next one is behind
+    (paired), and the one with the least peak RSS."""
+    out = []
+    for g in groups:
+        ok = [c for c in g.cells if c.estimate is not None]
+        if len(ok) < 2:
+            continue
+        best = next((c for c in ok if c.is_best), None)
+        others = sorted((c for c in ok if c is not best and c.ratio is not None), key=lambda c: c.ratio.median)
+        where = _params_text(g.cells[0].cell.params, swept)
+        if best is not None and others:
+            nxt = others[0]
+            out.append(f"Tuning, {where}: fastest {best.cell.contender}; the next, {nxt.cell.contender}, "
+                       f"{nxt.verdict.text if nxt.verdict else 'not compared'}.")
+        rss = [c for c in ok if c.evidence.maxrss_kb is not None]
+        if rss:
+            small = min(rss, key=lambda c: c.evidence.maxrss_kb)
+            out.append(f"Tuning, {where}: least peak RSS {small.cell.contender} "
+                       f"({fmt_bytes(small.evidence.maxrss_kb * 1024)}, median of its runs; no CI).")
+    return out
+
+
 def throughput_table(run: StoredRun, groups: list[Group], swept: list[str]) -> Table:
     metric_name = metric_title(run, groups)
     target = run.spec.target_ci
@@ -128,7 +151,7 @@ def throughput_table(run: StoredRun, groups: list[Group], swept: list[str]) -> T
     for g in groups:
         for c in g.cells:
             value, ci = _metric_text(c)
-            row = ([_params_text(c.cell.params, swept)] if swept else []) + [c.cell.allocator.name, value, ci,
+            row = ([_params_text(c.cell.params, swept)] if swept else []) + [c.cell.contender, value, ci,
                                                                            _verdict_text(c), _n_text(c, target)]
             if c.estimate is None:
                 failed.add((len(rows), len(row) - 4))
@@ -137,6 +160,8 @@ def throughput_table(run: StoredRun, groups: list[Group], swept: list[str]) -> T
     if any(g.checksum_mismatch for g in groups):
         notes.append("WARNING: workload checksums differ between allocators or runs of the same parameters: "
                      "the work done was not the same.")
+    if run.spec.variants:
+        notes += tuning_notes(groups, swept)
     noise = run.spec.noise
     notes.append("Median of the runs with a distribution-free 95% CI (order statistics). 'vs fastest' is the "
                  "median of per-round ratios against the group's fastest with its 95% CI, called only when the "
@@ -154,7 +179,7 @@ def evidence_table(groups: list[Group], swept: list[str]) -> Table:
     differs = _differs(groups, swept)
     for c in cells:
         e = c.evidence
-        row = ([_params_text(c.cell.params, swept)] if swept else []) + [c.cell.allocator.name]
+        row = ([_params_text(c.cell.params, swept)] if swept else []) + [c.cell.contender]
         row += [f"{e.user_s:.3f}" if e.user_s is not None else "n/a",
                 f"{e.sys_s:.3f}" if e.sys_s is not None else "n/a",
                 f"{100 * e.sys_share:.1f}%" if e.sys_share is not None else "n/a",
@@ -169,7 +194,7 @@ def evidence_table(groups: list[Group], swept: list[str]) -> Table:
     scopes = {c.evidence.scope for c in cells}
     notes = [f"Medians per run. Time, faults and syscalls are from {' / '.join(sorted(scopes)) or 'n/a'}; "
              "peak RSS is the whole process's."]
-    offset = 2 if swept else 1
+    offset = 1 if swept else 0   # the allocator column; _differs counts the evidence columns after it from 1
     marked = {(r, offset + k) for r, c in enumerate(cells) for k in differs.get(id(c), ())}
     if marked:
         notes.append(f"Highlighted: at least {DIFFERS_FACTOR:g}x the smallest value among the allocators of the same "
@@ -253,7 +278,7 @@ def failures_table(groups: list[Group], swept: list[str]) -> Table | None:
                 count = sum(1 for f in c.failures if (f.status, f.detail) == key)
                 tail = " | ".join(s.stderr_tail.strip().splitlines()[-3:]) or "(empty)"
                 rows.append(([_params_text(c.cell.params, swept)] if swept else []) +
-                            [c.cell.allocator.name, failure_label(s), f"{s.detail or ''} (x{count})", tail[-300:]])
+                            [c.cell.contender, failure_label(s), f"{s.detail or ''} (x{count})", tail[-300:]])
     if not rows:
         return None
     cols = ([", ".join(swept)] if swept else []) + ["allocator", "status", "detail", "stderr tail"]
@@ -275,8 +300,21 @@ def memsleuth_command(argv) -> str:
     return command_text(["memsleuth", *list(argv)[1:]]) if argv else ""
 
 
+def variant_lines(run: StoredRun) -> list[str]:
+    """The --variant settings, and the allocators each did not apply to."""
+    out = []
+    for v in run.spec.variants or []:
+        env = " ".join(shlex.quote(f"{k}={val}") for k, val in sorted(v.get("env", {}).items()))
+        skipped = v.get("skipped") or []
+        out.append(f"variant {v.get('name')}: {env}" + (f"; does not apply to {', '.join(skipped)}: skipped"
+                                                        if skipped else ""))
+    return out
+
+
 def environment_lines(cells: list[StoredCell]) -> list[str]:
     """The --env settings the measured processes ran with (per cell where they differ)."""
+    # Variants say their own settings (variant_lines): here the settings every cell started from.
+    cells = [c for c in cells if c.params.get("variant") in (None, "default")]
     envs = {tuple(sorted(c.env.items())) for c in cells}
     if not any(envs):
         return []
@@ -319,10 +357,10 @@ def build(run: StoredRun) -> Report:
         f"{run.spec.warmup} warm-up per cell; status {run.status}; {run.created_at}",
         *_machine_lines(run),
     ]
-    fixed = {k: v for k, v in (run.cells[0].params.items() if run.cells else []) if k not in swept}
+    fixed = {k: v for k, v in (run.cells[0].params.items() if run.cells else []) if k not in swept and k != "variant"}
     if fixed:
         header.append("parameters: " + ", ".join(f"{k}={v}" for k, v in fixed.items()))
-    header += environment_lines(run.cells) + leftover_lines(run.cells)
+    header += environment_lines(run.cells) + leftover_lines(run.cells) + variant_lines(run)
     tables = [throughput_table(run, groups, swept), evidence_table(groups, swept)]
     for extra in (failures_table(groups, swept), quality_table(a)):
         if extra:
@@ -534,7 +572,7 @@ def throughput_figure(groups: list[Group], swept: list[str], title: str = "") ->
     series: dict[str, list] = {}
     for gi, g in enumerate(groups):
         for c in g.cells:
-            row = series.setdefault(c.cell.allocator.name, [None] * len(groups))
+            row = series.setdefault(c.cell.contender, [None] * len(groups))
             e = c.estimate
             if e is not None:
                 row[gi] = (e.median, e.low if e.low is not None else e.median, e.high if e.high is not None else e.median)
@@ -542,7 +580,7 @@ def throughput_figure(groups: list[Group], swept: list[str], title: str = "") ->
 
 
 def ratio_figure(groups: list[Group], swept: list[str]) -> RatioFigure | None:
-    allocs = list(dict.fromkeys(c.cell.allocator.name for g in groups for c in g.cells))
+    allocs = list(dict.fromkeys(c.cell.contender for g in groups for c in g.cells))
     if len(allocs) < 2:
         return None
     labels = [_group_label(g, swept) for g in groups]
@@ -550,7 +588,7 @@ def ratio_figure(groups: list[Group], swept: list[str]) -> RatioFigure | None:
     resolved = [[False] * len(groups) for _ in allocs]
     for gi, g in enumerate(groups):
         for c in g.cells:
-            ai = allocs.index(c.cell.allocator.name)
+            ai = allocs.index(c.cell.contender)
             if c.ratio is not None:
                 ratio[ai][gi] = c.ratio.median
                 resolved[ai][gi] = c.is_best or (c.verdict is not None and c.verdict.kind != "unresolved")
