@@ -162,8 +162,11 @@ def test_a_killed_compare_reads_interrupted(tmp_path):
                           "--db", str(db), "--", "sleep", "0.2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(200):
         time.sleep(0.1)
-        if db.exists() and sqlite3.connect(db).execute("SELECT count(*) FROM samples").fetchone()[0] >= 2:
-            break
+        try:  # the file exists a moment before its tables do
+            if db.exists() and sqlite3.connect(db).execute("SELECT count(*) FROM samples").fetchone()[0] >= 2:
+                break
+        except sqlite3.OperationalError:
+            continue
     p.send_signal(signal.SIGKILL)
     p.wait()
     hist = memsleuth("history", "--db", str(db))
