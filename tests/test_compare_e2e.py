@@ -177,3 +177,15 @@ def test_output_that_is_not_utf8_does_not_break_the_run(tmp_path):
     assert proc.returncode == 0, proc.stderr
     sample = json.loads(js.read_text())["cells"][0]["samples"][-1]
     assert sample["status"] == "ok" and "not utf-8" in sample["stderr_tail"]
+
+
+def test_memory_beside_speed_with_cis(tmp_path):
+    js = tmp_path / "m.json"
+    proc = memsleuth("compare", "--alloc", "glibc", "--param", "iterations=100000", "--param", "ws=1000,4000",
+                     "--reps", "6", "--db", str(tmp_path / "m.db"), "--json", str(js))
+    assert proc.returncode == 0, proc.stderr
+    assert "Memory" in proc.stdout and "time-averaged RSS [95% CI]" in proc.stdout
+    for c in json.loads(js.read_text())["cells"]:
+        peak = c["summary"]["peak_rss_kb"]
+        assert peak["n"] == 6 and peak["ci_low"] <= peak["median"] <= peak["ci_high"]
+        assert c["summary"]["mean_rss_kb"]["median"] <= peak["median"]

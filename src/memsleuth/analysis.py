@@ -65,6 +65,9 @@ class CellSummary:
     pair_findings: list[findings.Finding] = field(default_factory=list)        # from it against the fastest
 
     short_label: str = ""                       # allocator and the swept parameters only
+    peak_rss: stats.Estimate | None = None      # KiB: median peak RSS of the runs, with its 95% CI
+    mean_rss: stats.Estimate | None = None      # KiB: median of each run's time-averaged RSS, with its CI
+    rss_ratio: stats.Estimate | None = None     # peak RSS vs the group's smallest, paired by round
 
     def view(self) -> findings.CellView:
         samples = [s for _, s in self.ok_samples]
@@ -104,7 +107,13 @@ class CellSummary:
             "comparison_findings": [f.to_dict() for f in self.pair_findings],
             "is_best": self.is_best, "checksum_mismatch": self.checksum_mismatch,
             "evidence": self.evidence.to_dict(),
+            "peak_rss_kb": _estimate_dict(self.peak_rss), "mean_rss_kb": _estimate_dict(self.mean_rss),
+            "peak_rss_vs_smallest": _estimate_dict(self.rss_ratio),
         }
+
+
+def _estimate_dict(e: stats.Estimate | None) -> dict | None:
+    return None if e is None else {"median": e.median, "ci_low": e.low, "ci_high": e.high, "n": e.n}
 
 
 def _evidence(samples: list[Sample]) -> Evidence:
@@ -143,10 +152,13 @@ def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list
     estimate = stats.median_ci(values) if values else None
     checksums = {s.result.get("checksum") for _, s in ok if s.result and "checksum" in s.result}
     label = short_label(cell, swept or [])
+    peaks = [float(s.maxrss_kb) for _, s in ok if s.maxrss_kb]
+    means = [m for _, s in ok if (m := s.mean_rss_kb) is not None]
     return CellSummary(cell, metric, estimate, failures, ok, _evidence([s for _, s in ok]),
                        checksum_mismatch=len(checksums) > 1,
                        warnings=quality.cell_warnings(label, values, target_ci) if values else [],
-                       short_label=label)
+                       short_label=label, peak_rss=stats.median_ci(peaks) if peaks else None,
+                       mean_rss=stats.median_ci(means) if means else None)
 
 
 @dataclass
@@ -182,6 +194,12 @@ def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) 
                 c.verdict = stats.verdict(c.ratio, noise)
                 if c.verdict.kind == "slower":
                     c.pair_findings = findings.for_pair(c.view(), best.view())
+    smallest = min((c for c in ok if c.peak_rss), key=lambda c: c.peak_rss.median, default=None)
+    if smallest is not None:
+        small_rounds = {r: s.maxrss_kb for r, s in smallest.ok_samples if s.maxrss_kb}
+        for c in ok:
+            mine = {r: s.maxrss_kb for r, s in c.ok_samples if s.maxrss_kb}
+            c.rss_ratio = stats.paired_by_round(mine, small_rounds)
     for c in ok:
         c.findings = findings.for_cell(c.view())
     attribute(ok)

@@ -187,6 +187,15 @@ class Sample:
             return float(self.result["metric"])
         return self.wall_ns / 1e9
 
+    @property
+    def mean_rss_kb(self) -> float | None:
+        """Time-averaged resident memory of the process tree (trapezoids over the timeline)."""
+        pts = [(t, r) for t, r in self.rss_kb if r > 0]
+        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+            return float(pts[0][1]) if pts else None
+        area = sum((t1 - t0) * (r0 + r1) / 2 for (t0, r0), (t1, r1) in zip(pts, pts[1:]))
+        return area / (pts[-1][0] - pts[0][0])
+
     def to_dict(self) -> dict:
         """Every field but the raw document, in JSON-ready types."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "raw"}

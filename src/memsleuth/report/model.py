@@ -118,6 +118,47 @@ def metric_title(run: StoredRun, groups: list[Group]) -> str:
     return "throughput (region main)" if "ops_per_s" in kinds else "wall time (whole process)"
 
 
+def _kb_ci(e) -> str:
+    if e is None:
+        return "n/a"
+    if e.low is None:
+        return f"{fmt_bytes(e.median * 1024)} (n={e.n} < {MIN_SAMPLES_FOR_CI})"
+    return f"{fmt_bytes(e.median * 1024)} [{fmt_bytes(e.low * 1024)}, {fmt_bytes(e.high * 1024)}]"
+
+
+def memory_table(groups: list[Group], swept: list[str]) -> Table:
+    """Memory beside speed: peak and time-averaged RSS with their CIs, the paired ratio of peak RSS
+    to the group's smallest, and the trade-off against the fastest."""
+    cols = ([", ".join(swept)] if swept else []) + ["allocator", "peak RSS [95% CI]", "time-averaged RSS [95% CI]",
+                                                    "peak RSS vs smallest (paired)", "speed vs memory"]
+    rows = []
+    for g in groups:
+        ok = [c for c in g.cells if c.estimate is not None]
+        for c in ok:
+            r = c.rss_ratio
+            ratio = "-" if r is None else ("smallest" if r.median == 1.0 and r.low in (None, 1.0) and r.high in (None, 1.0)
+                                           else f"{r.median:.2f}x" + (f" [{r.low:.2f}, {r.high:.2f}]" if r.low else ""))
+            rows.append(([_params_text(c.cell.params, swept)] if swept else []) +
+                        [c.cell.contender, _kb_ci(c.peak_rss), _kb_ci(c.mean_rss), ratio, _tradeoff(c, ok)])
+    notes = ["Resident memory of the whole process tree: peak per run (ms-run's samples and ru_maxrss), and its "
+             "average over the run's timeline; medians over the runs with their distribution-free 95% CIs. "
+             "'speed vs memory' sets each cell against its group's fastest."]
+    return Table("Memory", cols, rows, notes, align_right={len(cols) - 5 + 1, len(cols) - 5 + 2})
+
+
+def _tradeoff(c, ok) -> str:
+    best = next((x for x in ok if x.is_best), None)
+    if best is None or c.peak_rss is None or best.peak_rss is None:
+        return "-"
+    if c is best:
+        return "the fastest"
+    mem = c.peak_rss.median / best.peak_rss.median if best.peak_rss.median else None
+    speed = c.verdict.text if c.verdict else "not compared"
+    if mem is None:
+        return speed
+    return f"{speed}; {mem:.2f}x the fastest's peak RSS" + (" (smaller)" if mem < 1 else "")
+
+
 def tuning_notes(groups: list[Group], swept: list[str]) -> list[str]:
     """With --variant: per group, the fastest allocator+variant with how far the next one is behind
     (paired), and the one with the least peak RSS."""
@@ -133,11 +174,10 @@ def tuning_notes(groups: list[Group], swept: list[str]) -> list[str]:
             nxt = others[0]
             out.append(f"Tuning, {where}: fastest {best.cell.contender}; the next, {nxt.cell.contender}, "
                        f"{nxt.verdict.text if nxt.verdict else 'not compared'}.")
-        rss = [c for c in ok if c.evidence.maxrss_kb is not None]
+        rss = [c for c in ok if c.peak_rss is not None]
         if rss:
-            small = min(rss, key=lambda c: c.evidence.maxrss_kb)
-            out.append(f"Tuning, {where}: least peak RSS {small.cell.contender} "
-                       f"({fmt_bytes(small.evidence.maxrss_kb * 1024)}, median of its runs; no CI).")
+            small = min(rss, key=lambda c: c.peak_rss.median)
+            out.append(f"Tuning, {where}: least peak RSS {small.cell.contender} ({_kb_ci(small.peak_rss)}).")
     return out
 
 
@@ -361,7 +401,7 @@ def build(run: StoredRun) -> Report:
     if fixed:
         header.append("parameters: " + ", ".join(f"{k}={v}" for k, v in fixed.items()))
     header += environment_lines(run.cells) + leftover_lines(run.cells) + variant_lines(run)
-    tables = [throughput_table(run, groups, swept), evidence_table(groups, swept)]
+    tables = [throughput_table(run, groups, swept), memory_table(groups, swept), evidence_table(groups, swept)]
     for extra in (failures_table(groups, swept), quality_table(a)):
         if extra:
             tables.append(extra)
