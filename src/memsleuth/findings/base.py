@@ -41,6 +41,12 @@ def mib(n_bytes: float) -> str:
     return f"{n_bytes / (1 << 20):.1f} MiB"
 
 
+def kernel_share(sc, threshold: float | None = None) -> str:
+    """The evidence line every kernel-cost rule quotes: system time and its share of CPU time."""
+    text = f"kernel time {sc.sys_ns / 1e6:,.0f} ms = {(sc.sys_share or 0):.0%} of CPU time"
+    return text + (f" (threshold {threshold:.0%})" if threshold is not None else "")
+
+
 def rate_per_s(count: float, wall_ns: float) -> float:
     return count / (wall_ns / 1e9) if wall_ns else 0.0
 

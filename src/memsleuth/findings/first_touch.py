@@ -35,8 +35,9 @@ def _process(view: CellView) -> list[Finding]:
     if fault_bytes < MIN_PROCESS_FAULT_BYTES or share < SYS_SHARE or resident < MIN_RESIDENT_SHARE * fault_bytes:
         return []
     evidence = [f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)} faulted in (threshold {mib(MIN_PROCESS_FAULT_BYTES)})",
-                f"peak RSS {mib(resident)}: {resident / fault_bytes:.0%} of the faulted bytes stayed resident, so they "
-                "were first touches, not memory given back and touched again",
+                f"peak RSS {mib(resident)} = {resident / fault_bytes:.0%} of the faulted bytes (threshold "
+                f"{MIN_RESIDENT_SHARE:.0%}): most of the faulted memory stayed resident, so most faults were first "
+                "touches rather than memory given back and touched again",
                 f"{share:.0%} of the CPU time was in the kernel ({sc.sys_ns / 1e6:,.0f} of "
                 f"{(sc.user_ns + sc.sys_ns) / 1e6:,.0f} ms; threshold {SYS_SHARE:.0%})"]
     t = view.median_sample.timeline if view.median_sample else None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memsleuth.units import PAGE_BYTES
-from memsleuth.findings.base import Finding, confidence, mib
+from memsleuth.findings.base import Finding, confidence, kernel_share, mib
 from memsleuth.findings.view import CellView
 
 # glibc trims when the top chunk exceeds trim_threshold (128 KiB by default), so smaller moves
@@ -49,7 +49,6 @@ def _process(view: CellView) -> list[Finding]:
         return []
     fault_bytes = sc.minflt * PAGE_BYTES
     down_moves, down_bytes = view.args("brk", "down_moves"), view.args("brk", "down_bytes")
-    share = sc.sys_share or 0.0
     if down_moves is not None:
         if down_moves < MIN_DOWN_MOVES or not down_bytes or down_bytes / down_moves < MIN_SHRINK_PER_STEP:
             return []
@@ -61,7 +60,7 @@ def _process(view: CellView) -> list[Finding]:
                     f"({mib(down_bytes / down_moves)} per move), and up {up_moves:,.0f} times by {mib(up_bytes)} "
                     "(the results of the brk calls, from the kernel)",
                     f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)}, {ratio:.2f}x the memory the trims returned",
-                    f"kernel time {sc.sys_ns / 1e6:,.0f} ms = {share:.0%} of CPU time"]
+                    kernel_share(sc)]
         margin = min(down_moves / MIN_DOWN_MOVES, 2 * ratio)
         numbers = {"brk_down_moves": down_moves, "brk_down_bytes": down_bytes, "minflt": sc.minflt}
     else:
@@ -76,7 +75,7 @@ def _process(view: CellView) -> list[Finding]:
         evidence = [f"the heap shrank {len(drops)} times by {mib(dropped)} in all between the timeline's samples "
                     f"(every {t.interval_ms} ms, so at least that often), with {sc.syscalls['brk']:,.0f} brk calls",
                     f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)}, {fault_bytes / dropped:.2f}x what it gave back",
-                    f"kernel time {sc.sys_ns / 1e6:,.0f} ms = {share:.0%} of CPU time"]
+                    kernel_share(sc)]
         margin = len(drops) / MIN_HEAP_DROPS
         numbers = {"heap_drops": len(drops), "heap_dropped_bytes": dropped, "minflt": sc.minflt}
     return [Finding(

@@ -2,7 +2,7 @@
 (almost) every free, and pays for it in system time and re-faults."""
 from __future__ import annotations
 
-from memsleuth.findings.base import Finding, confidence
+from memsleuth.findings.base import Finding, confidence, kernel_share
 from memsleuth.findings.view import CellView
 
 # Seed 003's allocator made 1081 madvise calls in 1M ops (1.08 per 1000); glibc, mimalloc,
@@ -50,7 +50,7 @@ def check(view: CellView) -> list[Finding]:
                  f"{rate:,.0f} {unit}; threshold {threshold:,.0f}")
     evidence = [f"{calls:,.0f} madvise calls in {'region ' + sc.name if sc.name != 'process' else 'the process'} "
                 f"({rate_text})",
-                f"system time {sc.sys_ns / 1e6:.1f} ms = {share:.0%} of CPU time (threshold {SYS_SHARE:.0%})"]
+                kernel_share(sc, SYS_SHARE)]
     advised = view.args("madvise", "bytes") if sc.name == "process" else None
     if advised:
         kinds = _advice_kinds(view)

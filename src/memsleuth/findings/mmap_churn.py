@@ -2,7 +2,7 @@
 every allocation, are unmapped on free, and are faulted in again on first touch."""
 from __future__ import annotations
 
-from memsleuth.findings.base import Finding, confidence, mib
+from memsleuth.findings.base import Finding, confidence, kernel_share, mib
 from memsleuth.units import PAGE_BYTES
 from memsleuth.findings.view import CellView
 
@@ -42,7 +42,7 @@ def _process(view: CellView) -> list[Finding]:
         evidence = [f"{munmaps:,.0f} munmap and {mmaps:,.0f} mmap calls",
                     f"{sc.minflt:,.0f} page faults = {per_mapping:,.0f} per unmapped block"]
         margin = per_mapping / FAULTS_PER_MAPPING
-    evidence.append(f"kernel time {sc.sys_ns / 1e6:,.0f} ms = {(sc.sys_share or 0):.0%} of CPU time")
+    evidence.append(kernel_share(sc))
     return [Finding(
         id="mmap-churn", title="mmap/munmap churn of large blocks",
         mechanism="large blocks get a fresh mapping when allocated and are unmapped when freed, so every use "

@@ -3,7 +3,7 @@ moved by mremap each time it outgrows its mapping, and its new pages are faulted
 grown again, it pays it all again."""
 from __future__ import annotations
 
-from memsleuth.findings.base import Finding, confidence, mib, rate_per_s
+from memsleuth.findings.base import Finding, confidence, kernel_share, mib, rate_per_s
 from memsleuth.findings.view import CellView
 from memsleuth.units import PAGE_BYTES
 
@@ -27,7 +27,7 @@ def check(view: CellView) -> list[Finding]:
     where = "the process" if sc.name == "process" else f"region {sc.name}"
     evidence = [f"{calls:,.0f} mremap calls in {where} ({rate_per_s(calls, sc.wall_ns):,.0f} per second)",
                 f"{sc.minflt:,.0f} page faults = {mib(sc.minflt * PAGE_BYTES)}, {per_call:,.0f} per mremap call",
-                f"kernel time {sc.sys_ns / 1e6:,.0f} ms = {share:.0%} of CPU time (threshold {SYS_SHARE:.0%})"]
+                kernel_share(sc, SYS_SHARE)]
     grown = view.args("mremap", "grow_bytes") if sc.name == "process" else None
     if grown:
         grows = view.args("mremap", "grow_calls") or 0
