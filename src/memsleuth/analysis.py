@@ -250,11 +250,6 @@ SITE_EVENTS = {"heap-trim-churn": ("brk", "page-faults"), "mmap-churn": ("munmap
                "mremap-churn": ("mremap", "page-faults"), "madvise-storm": ("madvise",),
                "lock-contention": ("futex",), "first-touch": ("page-faults",), "rss-growth": ("page-faults",),
                "zero-page-read": ("page-faults",), "kernel-time": ("page-faults",)}
-# An internal path through these is the allocator working for a malloc/free/realloc call.
-ALLOCATOR_FRAMES = ("malloc", "free", "realloc", "calloc", "_int_", "sysmalloc", "systrim", "operator new",
-                    "operator delete", "mi_", "je_", "tc_", "tcmalloc", "scalable_", "arena")
-
-
 def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[findings.Finding]:
     """Each finding with the call sites of its events; and, where no comparison across allocators
     decided it, who makes the calls from the stacks: through malloc/free (the allocator) or not."""
@@ -269,7 +264,10 @@ def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[f
         e = (where.get("events") or {}).get(f.calls or "")
         if who == "undetermined" and e and e.get("internal_paths") is not None and \
                 where_mod.unwound_share(e) >= where_mod.MIN_UNWOUND:
-            through = sum(share for path, share in e["internal_paths"] if any(k in path for k in ALLOCATOR_FRAMES))
+            through = e.get("through_allocator")
+            if through is None:  # stored before the share was recorded: read it from the top paths
+                through = sum(share for path, share in e["internal_paths"]
+                              if any(k in path for k in where_mod.ALLOCATOR_FRAMES))
             if through >= 0.8:
                 who = "allocator"
                 extra = [f"{through:.0%} of the sampled {f.calls} calls come through the allocator (malloc/free)"]

@@ -8,9 +8,12 @@ the C++ runtime, the dynamic loader and the allocator) and the allocator's inter
 frames from the entry point down to the system call: `free -> _int_free -> systrim -> sbrk`).
 
 Sampling rates come from the counts of the measured runs: page faults every N-th fault so that
-about TARGET_SAMPLES are taken; a system call counted at most LIGHT_CALLS times is recorded at
-every call, a heavier one in a second run at every N-th call (perf cannot set a period per
-tracepoint).
+about TARGET_SAMPLES are taken. A system call is recorded at every call: perf asks the kernel for
+the period with each sample, and the kernel then emits a tracepoint sample on every hit whatever
+the period says (seen here with perf 6.1: `-c 100` on 50,000 madvise calls gave 50,000 samples).
+So the calls counted more than LIGHT_CALLS times get a run of their own, which stops once its data
+reaches MAX_DATA (about 8,000 stacks; perf then ends that run): their sites are those of the first
+calls.
 """
 from __future__ import annotations
 
@@ -28,9 +31,14 @@ LIGHT_CALLS = 4000         # a syscall counted at most this often is recorded at
 STACK_BYTES = 8192         # user stack copied per sample for DWARF unwinding
 TOP = 3                    # call sites kept per event and kind
 TIMEOUT_FACTOR = 20        # the perf run may take this many times the measured run (unwinding)
+MAX_DATA = "64M"           # perf record --max-size: bounds a syscall storm's stacks (8 KiB each)
 # Objects whose frames are not the user's code.
 SYSTEM_DSOS = re.compile(r"(^|/)(libc\.so|libc-|ld-linux|ld-2|libpthread|libstdc\+\+|libgcc_s|libm\.so|"
                          r"\[kernel|\[vdso|\[unknown\])")
+# A stack goes "through the allocator" when a frame is the preloaded allocator's own object, or a
+# malloc-family entry point or glibc malloc internal (libc's malloc is in libc.so with everything else).
+ALLOCATOR_FRAMES = ("malloc", "free", "realloc", "calloc", "_int_", "sysmalloc", "systrim", "operator new",
+                    "operator delete", "mi_", "je_", "tc_", "tcmalloc", "scalable_", "arena")
 EVENTS = {"page-faults": "page-faults", **{s: f"syscalls:sys_enter_{s}" for s in SYSCALL_COLUMNS}}
 
 
@@ -57,9 +65,8 @@ def plan_events(counts: dict[str, float]) -> list[tuple[list[str], int, int | No
     runs = []
     if light or fault_period:
         runs.append((light, 1, fault_period))
-    if heavy:
-        period = max(1, int(max(counts[s] for s in heavy) // TARGET_SAMPLES))
-        runs.append((heavy, period, None))
+    if heavy:  # every call is a sample anyway (see above); the run is bounded by MAX_DATA instead
+        runs.append((heavy, 1, None))
     return runs
 
 
@@ -83,7 +90,8 @@ def record(command: list[str], env: dict[str, str], preload: str | None, counts:
             continue
         with tempfile.TemporaryDirectory(prefix="memsleuth-where-") as tmp:
             data = os.path.join(tmp, "perf.data")
-            argv = [perf, "record", "-q", "-o", data, "--call-graph", f"dwarf,{STACK_BYTES}", "-c", str(period)]
+            argv = [perf, "record", "-q", "-o", data, f"--max-size={MAX_DATA}", "--call-graph", f"dwarf,{STACK_BYTES}",
+                    "-c", str(period)]
             for e in events:
                 argv += ["-e", e]
             try:
@@ -98,7 +106,7 @@ def record(command: list[str], env: dict[str, str], preload: str | None, counts:
             out = subprocess.run([perf, "script", "-i", data, "-F", "comm,pid,event,ip,sym,dso,srcline"],
                                  capture_output=True, text=True, errors="replace", timeout=max(60, timeout_s),
                                  env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
-        for event, found in summarise(parse(out.stdout)).items():
+        for event, found in summarise(parse(out.stdout), allocator=preload).items():
             found["period"] = fault_period if event == "page-faults" else period
             sites[event] = found
     return {"events": sites, "notes": notes}
@@ -148,24 +156,35 @@ def _site(frame: tuple[str, str, str]) -> str:
     return f"{_clean(sym)} ({os.path.basename(dso)}, no line information)"
 
 
-def summarise(samples) -> dict[str, dict]:
-    """Per event: the top user call sites and the top allocator paths, with their shares."""
-    by_event: dict[str, tuple[Counter, Counter, Counter, int]] = {}
+def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
+    """Per event: the top user call sites, the top internal paths, and the share of stacks that go
+    through the allocator. `allocator` is the preloaded library: its frames are the runtime's, never
+    the user's call site, even when it is stripped."""
+    # perf names the mapped file (the symlink's target); the user may have given either.
+    alloc_names = {os.path.basename(allocator), os.path.basename(os.path.realpath(allocator))} if allocator else set()
+
+    def is_allocator(f) -> bool:
+        return os.path.basename(f[1] or "") in alloc_names or any(k in _clean(f[0]) for k in ALLOCATOR_FRAMES)
+
+    def is_runtime(f) -> bool:
+        return bool(SYSTEM_DSOS.search(f[1] or "[unknown]")) or os.path.basename(f[1] or "") in alloc_names
+
+    by_event: dict[str, list] = {}
     for comm, event, frames in samples:
         name = event.split("/")[0].split(":")[-1].replace("sys_enter_", "")
-        users, paths, comms, n = by_event.get(name, (Counter(), Counter(), Counter(), 0))
+        users, paths, comms, n, through = by_event.get(name, (Counter(), Counter(), Counter(), 0, 0))
         frames = [f for f in frames if "[kernel" not in f[1]]
-        user = next((f for f in frames if not SYSTEM_DSOS.search(f[1] or "[unknown]")), None)
+        user = next((f for f in frames if not is_runtime(f)), None)
         inner = frames[:frames.index(user)] if user else frames
         path = [_clean(f[0]) for f in reversed(inner) if f[0] != "[unknown]"]
         users[_site(user) if user else LOST] += 1
         if path:
             paths[" -> ".join(dict.fromkeys(path))] += 1
         comms[comm] += 1
-        by_event[name] = (users, paths, comms, n + 1)
+        by_event[name] = (users, paths, comms, n + 1, through + any(is_allocator(f) for f in inner))
     out = {}
-    for name, (users, paths, comms, n) in by_event.items():
-        out[name] = {"samples": n,
+    for name, (users, paths, comms, n, through) in by_event.items():
+        out[name] = {"samples": n, "through_allocator": through / n,
                      "user_sites": [[site, k / n] for site, k in users.most_common(TOP)],
                      "internal_paths": [[p, k / n] for p, k in paths.most_common(TOP)],
                      "commands": [[c, k / n] for c, k in comms.most_common(TOP)]}

@@ -1,6 +1,8 @@
 """`memsleuth diff A B`: two stored runs cell by cell; exit 1 on a resolved regression."""
 from __future__ import annotations
 
+import sys
+
 from rich.console import Console
 
 from memsleuth import regression
@@ -34,7 +36,7 @@ def run(args, command, console: Console) -> int:
     store = Store(args.db, readonly=True)
     a, b = store.load_run(options.run_id(args.run_a)), store.load_run(options.run_id(args.run_b))
     changes = regression.compare_runs(a, b, threshold)
-    report = model.build_diff(a, b, changes, threshold)
+    report = model.build_diff(a, b, changes, threshold, argv=sys.argv)
     terminal.render(report, console)
     write_formats(report, args)
     return EXIT_REGRESSION if any(ch.regression for ch in changes) else EXIT_OK

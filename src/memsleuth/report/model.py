@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import shlex
-import sys
 
 from memsleuth.analysis import CellSummary, Group, RunAnalysis, analyse_check, analyse_run, failure_label
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, HARDWARE_SHORT as HW_SHORT, SYSCALL_COLUMNS
@@ -415,7 +414,7 @@ def build(run: StoredRun) -> Report:
                   figures=[f for f in figures if f], command=memsleuth_command(run.argv), run=run)
 
 
-def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float) -> Report:
+def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float, argv: list[str] | None = None) -> Report:
     """`memsleuth diff A B`: one row per matched cell, made to be pasted into a pull request."""
     def value(c) -> str:
         if c is None:
@@ -448,7 +447,7 @@ def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float) -> Report:
                        [(ch.slowdown.median, ch.slowdown.low, ch.slowdown.high) if ch.slowdown else None
                         for ch in changes], [ch.regression for ch in changes], threshold)
     return Report(f"memsleuth diff — run {a.id} vs run {b.id}", header, [table], footer, figures=[fig],
-                  command=memsleuth_command(sys.argv), run=b)
+                  command=memsleuth_command(argv or []), run=b)
 
 
 def build_case(run: StoredRun) -> Report:
