@@ -14,9 +14,13 @@
  * --harness-only=1 runs the same loop with the same random numbers and slot choices but no
  * malloc or free, to measure the harness's own cost per operation (docs/workloads.md).
  *
+ * Latency: a random 1 in --latency-every (default 64) of main's mallocs and frees is timed into
+ * a histogram (ms_wl.h); --harness-ops (default iterations / 4) runs the loop once more after
+ * main, in region "harness", with no malloc or free: the harness's own cost in every run.
+ *
  * Regions: setup (slot arrays), warmup (--warmup-ops per thread, default 2 x ws: fills the
  * working set, so the heap's growth is not timed in main), main (the operations; ops =
- * iterations x threads), teardown (freeing what is left). On malloc returning NULL: "out of
+ * iterations x threads), harness, teardown (freeing what is left). On malloc returning NULL: "out of
  * memory", exit 3. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,12 +31,10 @@
 #include <string.h>
 #include "memsleuth/probe.h"
 #include "ms_args.h"
-
-#define EXIT_OOM 3
-#define EXIT_CORRUPT 4
+#include "ms_wl.h"
 
 typedef struct {
-  uint64_t iterations, ws, seed, min_size, max_size, threads, harness_only, warmup_ops;
+  uint64_t iterations, ws, seed, min_size, max_size, threads, harness_only, warmup_ops, every, harness_ops;
 } params;
 
 typedef struct {
@@ -44,18 +46,9 @@ typedef struct {
   uint32_t *sizes;
   uint64_t checksum, live_bytes, peak_live_bytes, mallocs, frees;
   int failed;  /* EXIT_OOM or EXIT_CORRUPT */
+  int harness; /* no malloc or free: the harness alone (--harness-only, region harness) */
+  wl_lat lat;  /* sampled latency of malloc and free (ms_wl.h) */
 } worker;
-
-/* wyrand: one 64x64->128 multiply per number, passes BigCrush; the harness must cost little
- * next to malloc (docs/workloads.md measures it). */
-static inline uint64_t next_rand(uint64_t *s) {
-  *s += 0xa0761d6478bd642full;
-  __uint128_t m = (__uint128_t)*s * (*s ^ 0xe7037ed1a0b428dbull);
-  return (uint64_t)(m >> 64) ^ (uint64_t)m;
-}
-
-/* Multiply-shift maps 32 random bits onto [0, n) without a division. */
-static inline uint64_t bounded32(uint32_t r, uint64_t n) { return (uint64_t)(((uint64_t)r * n) >> 32); }
 
 static inline uint64_t cookie(unsigned idx, uint64_t slot, uint32_t size) {
   return 0x6d656d736c657574ull ^ ((uint64_t)idx << 48) ^ (slot << 16) ^ size;
@@ -67,26 +60,39 @@ static void run_ops(worker *w, uint64_t n) {
   uint64_t span = p->max_size - p->min_size + 1;
   for (uint64_t i = 0; i < n; i++) {
     /* One random number per operation: the high half picks the slot, the low half the size. */
-    uint64_t r = next_rand(&rng);
-    uint64_t slot = bounded32((uint32_t)(r >> 32), p->ws);
+    uint64_t r = wl_rand(&rng);
+    uint64_t slot = wl_below((uint32_t)(r >> 32), p->ws);
     if (w->sizes[slot]) {
       uint32_t size = w->sizes[slot];
-      if (!p->harness_only) {
+      if (!w->harness) {
         unsigned char *b = w->slots[slot];
         uint64_t c = cookie(w->idx, slot, size), head, tail;
         memcpy(&head, b, 8);
         memcpy(&tail, b + size - 8, 8);
         if (head != c || tail != c) { w->failed = EXIT_CORRUPT; w->rng = rng; return; }
-        free(b);
+        if (wl_lat_due(&w->lat)) {
+          uint64_t t0 = wl_now_ns();
+          free(b);
+          wl_lat_add(&w->lat, WL_FREE, wl_now_ns() - t0);
+        } else {
+          free(b);
+        }
         w->slots[slot] = NULL;
       }
       w->sizes[slot] = 0;
       w->live_bytes -= size;
       w->frees++;
     } else {
-      uint32_t size = (uint32_t)(p->min_size + bounded32((uint32_t)r, span));
-      if (!p->harness_only) {
-        unsigned char *b = malloc(size);
+      uint32_t size = (uint32_t)(p->min_size + wl_below((uint32_t)r, span));
+      if (!w->harness) {
+        unsigned char *b;
+        if (wl_lat_due(&w->lat)) {
+          uint64_t t0 = wl_now_ns();
+          b = malloc(size);
+          wl_lat_add(&w->lat, WL_MALLOC, wl_now_ns() - t0);
+        } else {
+          b = malloc(size);
+        }
         if (!b) { w->failed = EXIT_OOM; w->rng = rng; return; }
         uint64_t c = cookie(w->idx, slot, size);
         memcpy(b, &c, 8);
@@ -103,6 +109,19 @@ static void run_ops(worker *w, uint64_t n) {
   w->rng = rng;
 }
 
+/* Latency is sampled in region main only (the warm-up's heap growth is not an operation's cost). */
+static void start_sampling(worker *w) {
+  w->lat.every = w->p->every;
+  w->lat.rng = w->rng ^ 0x5851f42d4c957f2dull;
+  w->lat.countdown = w->lat.every ? 1 + wl_rand(&w->lat.rng) % w->lat.every : 0;
+}
+
+static void *run_harness(void *arg) {
+  worker *w = arg;
+  run_ops(w, w->p->harness_ops);
+  return NULL;
+}
+
 /* Warm-up ops first (outside region main: they fill the working set, so the heap's growth and
  * its first-touch faults are measured in region "warmup"), then the measured ops. */
 static void *run_worker(void *arg) {
@@ -110,12 +129,13 @@ static void *run_worker(void *arg) {
   run_ops(w, w->p->warmup_ops);
   if (w->ready) pthread_barrier_wait(w->ready);
   if (w->go) pthread_barrier_wait(w->go);
+  start_sampling(w);
   if (!w->failed) run_ops(w, w->p->iterations);
   return NULL;
 }
 
 int main(int argc, char **argv) {
-  params p = {1000000, 400, 1, 16, 1024, 1, 0, UINT64_MAX};
+  params p = {1000000, 400, 1, 16, 1024, 1, 0, UINT64_MAX, 64, UINT64_MAX};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *w = "random-mixed";
@@ -124,7 +144,9 @@ int main(int argc, char **argv) {
         ms_arg_u64(w, a, "min-size", &p.min_size, 16, UINT64_C(1) << 30) ||
         ms_arg_u64(w, a, "max-size", &p.max_size, 16, UINT64_C(1) << 30) ||
         ms_arg_u64(w, a, "threads", &p.threads, 1, 1024) || ms_arg_u64(w, a, "harness-only", &p.harness_only, 0, 1) ||
-        ms_arg_u64(w, a, "warmup-ops", &p.warmup_ops, 0, UINT64_C(1) << 40))
+        ms_arg_u64(w, a, "warmup-ops", &p.warmup_ops, 0, UINT64_C(1) << 40) ||
+        ms_arg_u64(w, a, "latency-every", &p.every, 0, UINT64_C(1) << 30) ||
+        ms_arg_u64(w, a, "harness-ops", &p.harness_ops, 0, UINT64_C(1) << 40))
       continue;
     fprintf(stderr, "random-mixed: unknown argument '%s'\n", a);
     return 2;
@@ -133,12 +155,16 @@ int main(int argc, char **argv) {
   /* Default warm-up: two operations per slot, which brings the working set near its steady
    * occupancy (about half the slots full). */
   if (p.warmup_ops == UINT64_MAX) p.warmup_ops = 2 * p.ws;
+  /* The harness phase after main: a quarter of main's operations (none when main is the harness). */
+  if (p.harness_ops == UINT64_MAX) p.harness_ops = p.harness_only ? 0 : p.iterations / 4;
+  uint64_t timer_ns = wl_timer_ns();
 
   ms_region_begin("setup");
   worker *ws = calloc(p.threads, sizeof *ws);
   for (unsigned t = 0; ws && t < p.threads; t++) {
     ws[t].p = &p;
     ws[t].idx = t;
+    ws[t].harness = (int)p.harness_only;
     ws[t].rng = p.seed * 0x100000001b3ull + t + 1;
     ws[t].slots = calloc(p.ws, sizeof(void *));
     ws[t].sizes = calloc(p.ws, sizeof(uint32_t));
@@ -154,6 +180,7 @@ int main(int argc, char **argv) {
     run_ops(&ws[0], p.warmup_ops);
     ms_region_end(p.warmup_ops);
     ms_region_begin("main");
+    start_sampling(&ws[0]);
     if (!ws[0].failed) run_ops(&ws[0], p.iterations);
     ms_region_end(p.iterations);
   } else {
@@ -184,16 +211,32 @@ int main(int argc, char **argv) {
     frees += ws[t].frees;
   }
 
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  fprintf(f, "{\"workload\":\"random-mixed\",\"ops\":%" PRIu64 ",\"warmup_ops\":%" PRIu64 ",\"mallocs\":%" PRIu64
+          ",\"frees\":%" PRIu64 ",\"checksum\":\"%016" PRIx64 "\",\"peak_live_bytes\":%" PRIu64 ",",
+          p.iterations * p.threads, p.warmup_ops * p.threads, mallocs, frees, checksum, peak);
+  wl_lat **lats = calloc(p.threads, sizeof *lats);
+  for (unsigned t = 0; t < p.threads; t++) lats[t] = &ws[t].lat;
+  wl_latency_json(f, lats, (unsigned)p.threads, p.every, timer_ns);
+  fputs("}", f);
+
+  /* The harness phase: the same loop, same kind of slot choices, no malloc or free, on the
+   * slots as main left them (their blocks stay where they are, freed in teardown). */
+  if (p.harness_ops) {
+    for (unsigned t = 0; t < p.threads; t++) ws[t].harness = 1, ws[t].lat.every = 0;
+    ms_region_begin("harness");
+    wl_run_threads((unsigned)p.threads, run_harness, ws, sizeof *ws);
+    ms_region_end(p.harness_ops * p.threads);
+  }
+
   ms_region_begin("teardown");
   for (unsigned t = 0; t < p.threads; t++) {
     if (!p.harness_only)
       for (uint64_t s = 0; s < p.ws; s++) free(ws[t].slots[s]);
   }
   ms_region_end(0);
-  char result[512];
-  snprintf(result, sizeof result, "{\"workload\":\"random-mixed\",\"ops\":%" PRIu64 ",\"warmup_ops\":%" PRIu64 ",\"mallocs\":%" PRIu64
-         ",\"frees\":%" PRIu64 ",\"checksum\":\"%016" PRIx64 "\",\"peak_live_bytes\":%" PRIu64 "}",
-           p.iterations * p.threads, p.warmup_ops * p.threads, mallocs, frees, checksum, peak);
-  ms_result(result);
+  wl_send(&buf, f);
   return 0;
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from memsleuth import findings, quality, stats
+from memsleuth import findings, latency as latency_mod, quality, stats
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALLS
 from memsleuth.evidence import Sample, higher_is_better, metric_kind
 from memsleuth.model import cell_label
@@ -68,6 +68,12 @@ class CellSummary:
     peak_rss: stats.Estimate | None = None      # KiB: median peak RSS of the runs, with its 95% CI
     mean_rss: stats.Estimate | None = None      # KiB: median of each run's time-averaged RSS, with its CI
     rss_ratio: stats.Estimate | None = None     # peak RSS vs the group's smallest, paired by round
+    latency: dict[str, latency_mod.Latency] = field(default_factory=dict)   # sampled per-call latency, per op
+    sampling_share: float | None = None         # estimated share of region main the latency sampling took
+    main_ns: stats.Estimate | None = None       # region main's ns per op
+    harness_ns: stats.Estimate | None = None    # region harness's ns per op: the workload's loop alone
+    own_ns: stats.Estimate | None = None        # per run, main minus harness: the allocator's own cost per op
+    own_ratio: stats.Estimate | None = None     # own cost vs the group's least own cost, paired by round
 
     def view(self) -> findings.CellView:
         samples = [s for _, s in self.ok_samples]
@@ -109,11 +115,45 @@ class CellSummary:
             "evidence": self.evidence.to_dict(),
             "peak_rss_kb": _estimate_dict(self.peak_rss), "mean_rss_kb": _estimate_dict(self.mean_rss),
             "peak_rss_vs_smallest": _estimate_dict(self.rss_ratio),
+            "latency": {op: lat.to_dict() for op, lat in self.latency.items()} or None,
+            "latency_sampling_share": self.sampling_share,
+            "ns_per_op": _estimate_dict(self.main_ns), "harness_ns_per_op": _estimate_dict(self.harness_ns),
+            "own_ns_per_op": _estimate_dict(self.own_ns), "own_cost_vs_least": _estimate_dict(self.own_ratio),
         }
 
 
 def _estimate_dict(e: stats.Estimate | None) -> dict | None:
     return None if e is None else {"median": e.median, "ci_low": e.low, "ci_high": e.high, "n": e.n}
+
+
+def per_op_ns(sample: Sample, region: str) -> float | None:
+    r = sample.region(region)
+    return r.wall_ns / r.ops if r is not None and r.ops else None
+
+
+def own_cost_by_round(ok: list[tuple[int, Sample]]) -> dict[int, float]:
+    """Per round, region main's ns/op minus region harness's (the workload's loop with the
+    allocator calls replaced by a no-op pool, in the same process): the allocator's own cost."""
+    out = {}
+    for r, s in ok:
+        m, h = per_op_ns(s, "main"), per_op_ns(s, "harness")
+        if m is not None and h is not None:
+            out[r] = m - h
+    return out
+
+
+def _sampling_share(ok: list[Sample]) -> float | None:
+    shares = []
+    for s in ok:
+        info = latency_mod.sampling_info([s.result])
+        main = s.region("main")
+        if info is None or main is None:
+            continue
+        taken = sum(h.get("n", 0) for h in s.result["latency"].get("ops", {}).values())
+        share = latency_mod.sampling_cost_share(taken, info[1], main.wall_ns)
+        if share is not None:
+            shares.append(share)
+    return float(sorted(shares)[len(shares) // 2]) if shares else None
 
 
 def _evidence(samples: list[Sample]) -> Evidence:
@@ -154,11 +194,19 @@ def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list
     label = short_label(cell, swept or [])
     peaks = [float(s.maxrss_kb) for _, s in ok if s.maxrss_kb]
     means = [m for _, s in ok if (m := s.mean_rss_kb) is not None]
+    main_ns = [v for _, s in ok if (v := per_op_ns(s, "main")) is not None]
+    harness_ns = [v for _, s in ok if (v := per_op_ns(s, "harness")) is not None]
+    own = list(own_cost_by_round(ok).values())
     return CellSummary(cell, metric, estimate, failures, ok, _evidence([s for _, s in ok]),
                        checksum_mismatch=len(checksums) > 1,
                        warnings=quality.cell_warnings(label, values, target_ci) if values else [],
                        short_label=label, peak_rss=stats.median_ci(peaks) if peaks else None,
-                       mean_rss=stats.median_ci(means) if means else None)
+                       mean_rss=stats.median_ci(means) if means else None,
+                       latency=latency_mod.summarise([s.result for _, s in ok if s.result]),
+                       sampling_share=_sampling_share([s for _, s in ok if s.result]),
+                       main_ns=stats.median_ci(main_ns) if main_ns else None,
+                       harness_ns=stats.median_ci(harness_ns) if len(harness_ns) == len(ok) and harness_ns else None,
+                       own_ns=stats.median_ci(own) if own and len(own) == len(ok) else None)
 
 
 @dataclass
@@ -200,6 +248,16 @@ def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) 
         for c in ok:
             mine = {r: s.maxrss_kb for r, s in c.ok_samples if s.maxrss_kb}
             c.rss_ratio = stats.paired_by_round(mine, small_rounds)
+    least = min((c for c in ok if c.own_ns is not None and c.own_ns.median > 0), key=lambda c: c.own_ns.median,
+                default=None)
+    if least is not None:
+        base = own_cost_by_round(least.ok_samples)
+        for c in ok:
+            mine = own_cost_by_round(c.ok_samples)
+            # Per round, own cost over the least's own cost; a round whose own cost is not positive (the
+            # harness as slow as the whole loop: noise) has no ratio.
+            c.own_ratio = stats.paired_by_round({r: v for r, v in mine.items() if v > 0},
+                                                {r: v for r, v in base.items() if v > 0})
     for c in ok:
         c.findings = findings.for_cell(c.view())
     attribute(ok)

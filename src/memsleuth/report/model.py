@@ -145,6 +145,64 @@ def memory_table(groups: list[Group], swept: list[str]) -> Table:
     return Table("Memory", cols, rows, notes, align_right={len(cols) - 5 + 1, len(cols) - 5 + 2})
 
 
+def _ns_ci(e) -> str:
+    if e is None:
+        return "-"
+    text = f"{e.median:,.1f}"
+    return text + (f" [{e.low:,.1f}, {e.high:,.1f}]" if e.low is not None else f" (n={e.n} < {MIN_SAMPLES_FOR_CI})")
+
+
+def cost_table(groups: list[Group], swept: list[str]) -> Table | None:
+    """The harness out of the ratios: per cell, region main's ns/op, the harness's (the same loop on a
+    no-op pool, in the same process), and the difference, the allocator's own cost per op."""
+    cells = [c for g in groups for c in g.cells if c.estimate is not None and c.own_ns is not None]
+    if not cells:
+        return None
+    cols = ([", ".join(swept)] if swept else []) + ["allocator", "ns/op (main)", "harness ns/op", "own ns/op [95% CI]",
+                                                    "own cost vs least (paired)"]
+    rows = []
+    for c in cells:
+        r = c.own_ratio
+        ratio = "-" if r is None else ("least" if r.median == 1.0 and r.low in (None, 1.0) and r.high in (None, 1.0)
+                                       else f"{r.median:.2f}x" + (f" [{r.low:.2f}, {r.high:.2f}]" if r.low else ""))
+        rows.append(([_params_text(c.cell.params, swept)] if swept else []) +
+                    [c.cell.contender, f"{c.main_ns.median:,.1f}" if c.main_ns else "-",
+                     f"{c.harness_ns.median:,.1f}" if c.harness_ns else "-", _ns_ci(c.own_ns), ratio])
+    shares = [h.harness_ns.median / h.main_ns.median for h in cells if h.harness_ns and h.main_ns and h.main_ns.median]
+    notes = ["harness: region 'harness' of the same runs, the workload's loop with the allocator calls replaced by "
+             "a no-op pool; own = main - harness per run, median with its 95% CI. Ratios of raw throughput include "
+             "the harness and understate the allocators' own difference"
+             + (f" (here the harness is {min(shares):.0%}-{max(shares):.0%} of an operation)." if shares else ".")]
+    n = len(cols)
+    return Table("Cost per operation", cols, rows, notes, align_right={n - 4, n - 3, n - 2})
+
+
+def latency_table(groups: list[Group], swept: list[str]) -> Table | None:
+    """Tail latency of the sampled allocator calls, per cell and operation."""
+    cells = [c for g in groups for c in g.cells if c.latency]
+    if not cells:
+        return None
+    cols = ([", ".join(swept)] if swept else []) + ["allocator", "call", "timed calls", "p50 ns", "p99 ns",
+                                                    "p99.9 ns", "max ns"]
+    rows = []
+    for c in cells:
+        for op, lat in c.latency.items():
+            rows.append(([_params_text(c.cell.params, swept)] if swept else []) +
+                        [c.cell.contender, op, fmt_count(lat.n), f"{lat.p50:,.0f}", f"{lat.p99:,.0f}",
+                         f"{lat.p999:,.0f}", f"{lat.max:,.0f}"])
+    from memsleuth.latency import sampling_info
+    info = sampling_info([s.result for c in cells for _, s in c.ok_samples if s.result])
+    shares = [c.sampling_share for c in cells if c.sampling_share is not None]
+    notes = ["Calls timed at random (" + (f"1 in {info[0]} on average" if info else "sampled") + ") in region main of "
+             "every measured run, merged; percentiles are the upper edge of a log-linear bucket (at most 12.5% above "
+             "the true value), the max is exact."
+             + (f" Each includes one clock-read pair ({info[1]:.0f} ns here)." if info else "")
+             + (f" Estimated sampling cost: {min(shares):.2%}-{max(shares):.2%} of region main "
+                "(timed calls x clock-read pair; bench/latency_cost.py measures it directly)." if shares else "")]
+    n = len(cols)
+    return Table("Latency", cols, rows, notes, align_right=set(range(n - 5, n)))
+
+
 def _tradeoff(c, ok) -> str:
     best = next((x for x in ok if x.is_best), None)
     if best is None or c.peak_rss is None or best.peak_rss is None:
@@ -400,7 +458,9 @@ def build(run: StoredRun) -> Report:
     if fixed:
         header.append("parameters: " + ", ".join(f"{k}={v}" for k, v in fixed.items()))
     header += environment_lines(run.cells) + leftover_lines(run.cells) + variant_lines(run)
-    tables = [throughput_table(run, groups, swept), memory_table(groups, swept), evidence_table(groups, swept)]
+    tables = [throughput_table(run, groups, swept), memory_table(groups, swept)]
+    tables += [t for t in (cost_table(groups, swept), latency_table(groups, swept)) if t]
+    tables.append(evidence_table(groups, swept))
     for extra in (failures_table(groups, swept), quality_table(a)):
         if extra:
             tables.append(extra)

@@ -8,8 +8,18 @@ from memsleuth.workloads.cache_flush import WORKLOAD as CACHE_FLUSH
 from memsleuth.workloads.first_touch import WORKLOAD as FIRST_TOUCH
 from memsleuth.workloads.random_mixed import WORKLOAD as RANDOM_MIXED
 from memsleuth.workloads.thread_heap import WORKLOAD as THREAD_HEAP
+from memsleuth.workloads.cross_thread import WORKLOAD as CROSS_THREAD
+from memsleuth.workloads.server import WORKLOAD as SERVER
+from memsleuth.workloads.false_sharing import WORKLOAD as FALSE_SHARING
+from memsleuth.workloads.fragmentation import WORKLOAD as FRAGMENTATION
+from memsleuth.workloads.big_blocks import WORKLOAD as BIG_BLOCKS
+from memsleuth.workloads.realloc_growth import WORKLOAD as REALLOC_GROWTH
+from memsleuth.workloads.threads_stress import WORKLOAD as THREADS_STRESS
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (RANDOM_MIXED, ALLOC_CHURN, FIRST_TOUCH, THREAD_HEAP, CACHE_FLUSH)}
+# The allocator suite (compare --suite runs these, in this order), then the case studies' workloads.
+SUITE: tuple[Workload, ...] = (RANDOM_MIXED, CROSS_THREAD, SERVER, FALSE_SHARING, FRAGMENTATION, BIG_BLOCKS,
+                               REALLOC_GROWTH, THREADS_STRESS)
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (*SUITE, ALLOC_CHURN, FIRST_TOUCH, THREAD_HEAP, CACHE_FLUSH)}
 
 
 def get(name: str) -> Workload:
@@ -19,4 +29,4 @@ def get(name: str) -> Workload:
         raise UsageError(f"unknown workload {name!r}: known workloads are {', '.join(sorted(WORKLOADS))}") from None
 
 
-__all__ = ["Param", "Workload", "WORKLOADS", "get"]
+__all__ = ["Param", "Workload", "WORKLOADS", "SUITE", "get"]

@@ -96,6 +96,9 @@ class Workload:
     default_sweep: dict[str, tuple[int, ...]] = field(default_factory=dict)
     oom_exit_code: int | None = None
     validate: Callable[[dict[str, Value]], None] | None = None
+    # An allocator workload (docs/workloads.md): it samples latency and measures its harness in
+    # region "harness"; `suite` holds the parameters `compare --suite` runs it with.
+    suite: dict[str, Value] | None = None
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -109,3 +112,20 @@ class Workload:
 
     def argv(self, values: dict[str, Value | None]) -> list[str]:
         return [str(native.native_path(self.program))] + [f"--{k}={v}" for k, v in values.items() if v is not None]
+
+
+def sampling_params(every: int = 64) -> tuple[Param, ...]:
+    """The parameters every allocator workload shares: latency sampling and the harness phase."""
+    return (
+        Param("latency-every", every, 0, 1 << 30, "time a random 1 in N allocator calls (0: none)"),
+        Param("harness-ops", None, 0, 1 << 40, "operations of the harness phase, per thread (default a quarter "
+                                                "of main's; 0: none)"),
+    )
+
+
+def size_order(name: str, lo: str = "min-size", hi: str = "max-size") -> Callable[[dict[str, Value]], None]:
+    """A validator: parameter lo must not exceed hi."""
+    def check(values: dict[str, Value]) -> None:
+        if values.get(lo) is not None and values.get(hi) is not None and values[lo] > values[hi]:
+            raise UsageError(f"{name}: {lo} ({values[lo]}) must not exceed {hi} ({values[hi]})")
+    return check

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from memsleuth.errors import UsageError
-from memsleuth.workloads.base import Param, Workload
+from memsleuth.workloads.base import Param, Workload, sampling_params
 
 
 def _validate(values: dict[str, int]) -> None:
@@ -24,8 +24,10 @@ WORKLOAD = Workload(
         Param("max-size", 1024, 16, 1 << 30, "largest block, bytes"),
         Param("threads", 1, 1, 1024, "threads, each with its own slots"),
         Param("warmup-ops", None, 0, 1 << 40, "operations per thread before region main (default 2 x ws)"),
+        *sampling_params(),
     ),
     default_sweep={"ws": (400, 4000, 10000, 40000)},
     oom_exit_code=3,
     validate=_validate,
+    suite={"iterations": 1_000_000, "ws": 4000},
 )

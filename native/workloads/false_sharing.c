@@ -1,0 +1,137 @@
+/* false-sharing: small objects written hard by different threads (mimalloc-bench's
+ * cache-thrash and cache-scratch in kind). An allocator that hands two threads blocks on one
+ * 64-byte cache line makes their writes contend for that line, though they share no data.
+ *
+ *   false-sharing --mode=active|passive --iterations=N --threads=T --size=8 --writes=200 --seed=S
+ *
+ * active: each thread, N times: malloc a block of --size bytes, write each of its bytes in turn
+ * --writes times, check it, free it. Blocks of different threads meet on a line only if the
+ * allocator puts them there.
+ * passive: first the main thread mallocs one block per thread, adjacent, and hands block k to
+ * thread k, which writes it, frees it, then runs the active loop. An allocator that gives a
+ * thread back the block it freed (or one beside it) keeps the false sharing the main thread
+ * started; one that allocates per thread ends it.
+ * One operation is one malloc, its writes and its free: ops = N x T.
+ *
+ * Regions: setup, main, harness (--harness-ops iterations per thread on the no-op pool's block,
+ * which is on its own cache line), teardown. Exit 3: out of memory; 4: a block's bytes changed
+ * under the thread that owns it. */
+#include "ms_args.h"
+#include "ms_wl.h"
+
+static const char *const PROG = "false-sharing";
+static const char *const MODES[] = {"active", "passive", NULL};
+
+typedef struct {
+  uint64_t iterations, threads, size, writes, seed, every, harness_ops;
+  int mode;
+} params;
+
+typedef struct {
+  wl_thread t;
+  const params *p;
+  unsigned char *handed;   /* passive: the block the main thread allocated for this thread */
+  uint64_t n;
+} worker;
+
+/* Writes each byte of b in turn `writes` times, then checks every byte holds what this thread
+ * wrote: returns the bytes' sum, or UINT64_MAX when another writer changed one. */
+static uint64_t hammer(volatile unsigned char *b, uint64_t size, uint64_t writes) {
+  for (uint64_t i = 0; i < size; i++) b[i] = 0;
+  for (uint64_t w = 0, i = 0; w < writes; w++) {
+    b[i]++;
+    if (++i == size) i = 0;
+  }
+  uint64_t sum = 0;
+  for (uint64_t i = 0; i < size; i++) {
+    uint64_t expect = (writes / size + (i < writes % size)) & 0xff;
+    if (b[i] != expect) return UINT64_MAX;
+    sum += b[i];
+  }
+  return sum;
+}
+
+static void *run_worker(void *arg) {
+  worker *w = arg;
+  wl_thread *t = &w->t;
+  const params *p = w->p;
+  if (w->handed && !t->harness) {
+    uint64_t s = hammer(w->handed, p->size, p->writes);
+    if (s == UINT64_MAX) { t->failed = EXIT_CORRUPT; return NULL; }
+    wl_free(t, w->handed);
+    w->handed = NULL;
+  }
+  for (uint64_t i = 0; i < w->n && !t->failed; i++) {
+    unsigned char *b = wl_malloc(t, p->size);
+    if (!b) break;
+    uint64_t s = hammer(b, p->size, p->writes);
+    if (s == UINT64_MAX) { t->failed = EXIT_CORRUPT; break; }
+    t->checksum += s;
+    wl_free(t, b);
+  }
+  return NULL;
+}
+
+static void phase(worker *ws, const params *p, int harness, uint64_t n) {
+  for (unsigned i = 0; i < p->threads; i++) {
+    ws[i].t.harness = harness;
+    ws[i].n = n;
+  }
+  wl_run_threads((unsigned)p->threads, run_worker, ws, sizeof *ws);
+}
+
+int main(int argc, char **argv) {
+  params p = {200000, 2, 8, 200, 1, 64, UINT64_MAX, 0};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (ms_arg_u64(PROG, a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) ||
+        ms_arg_u64(PROG, a, "threads", &p.threads, 1, 1024) ||
+        ms_arg_u64(PROG, a, "size", &p.size, 1, 4096) ||
+        ms_arg_u64(PROG, a, "writes", &p.writes, 1, UINT64_C(1) << 20) ||
+        ms_arg_u64(PROG, a, "seed", &p.seed, 0, UINT64_MAX) ||
+        ms_arg_u64(PROG, a, "latency-every", &p.every, 0, UINT64_C(1) << 30) ||
+        ms_arg_u64(PROG, a, "harness-ops", &p.harness_ops, 0, UINT64_C(1) << 40) ||
+        ms_arg_choice(PROG, a, "mode", MODES, &p.mode))
+      continue;
+    fprintf(stderr, "%s: unknown argument '%s'\n", PROG, a);
+    return 2;
+  }
+  if (p.harness_ops == UINT64_MAX) p.harness_ops = p.iterations / 4;
+  uint64_t timer_ns = wl_timer_ns();
+  unsigned n = (unsigned)p.threads;
+
+  ms_region_begin("setup");
+  worker *ws = calloc(n, sizeof *ws);
+  int bad = !ws || wl_threads_init(&ws[0].t, sizeof *ws, n, p.seed, p.every, p.size);
+  for (unsigned i = 0; !bad && i < n; i++) {
+    ws[i].p = &p;
+    /* passive: consecutive small mallocs from one thread, as a program's setup makes them. */
+    if (p.mode == 1 && !(ws[i].handed = malloc(p.size))) bad = 1;
+  }
+  ms_region_end(0);
+  if (bad) { fprintf(stderr, "%s: out of memory in setup\n", PROG); return EXIT_OOM; }
+
+  ms_region_begin("main");
+  phase(ws, &p, 0, p.iterations);
+  ms_region_end(p.iterations * p.threads);
+  int rc = wl_failure(PROG, &ws[0].t, sizeof *ws, n);
+  if (rc) return rc;
+
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  fprintf(f, "{\"workload\":\"%s\",\"mode\":\"%s\",\"ops\":%" PRIu64 ",", PROG, MODES[p.mode], p.iterations * p.threads);
+  wl_result_common(f, &ws[0].t, sizeof *ws, n, p.every, timer_ns);
+  fputs("}", f);
+
+  if (p.harness_ops) {
+    ms_region_begin("harness");
+    phase(ws, &p, 1, p.harness_ops);
+    ms_region_end(p.harness_ops * p.threads);
+  }
+  ms_region_begin("teardown");
+  for (unsigned i = 0; i < n; i++) free(ws[i].t.scratch);
+  ms_region_end(0);
+  wl_send(&buf, f);
+  return 0;
+}

@@ -1,0 +1,164 @@
+/* fragmentation: a long-running heap that allocates in phases of changing size classes and keeps
+ * a scattered few of each phase alive (a cache, a document model, an interpreter's objects;
+ * mimalloc-bench #190's "memory over time").
+ *
+ *   fragmentation --phases=24 --count=50000 --min-size=32 --max-size=4096 --keep=4 --live-max=64M
+ *
+ * Phase k mallocs --count blocks of one size class (the classes are the powers of two from
+ * min-size to max-size, in turn, each block +-25% at random) and writes each, then frees all but
+ * every --keep-th: the survivors pin the pages around the holes. When the live bytes exceed
+ * --live-max, the oldest phases' survivors are freed. Blocks of the next class rarely fit the
+ * holes, so an allocator's RSS grows beyond the live bytes; how far, and whether it comes back,
+ * is the allocator's fragmentation. After each phase the live bytes and the RSS are recorded:
+ * the result has them per phase and the ratio RSS / live at the end ("fragmentation").
+ * One operation is one malloc or one free.
+ *
+ * Regions: setup, main, harness (the same phases on the no-op pool, --harness-phases of them),
+ * teardown. Exit 3: out of memory; 4: a cookie changed. */
+#include <unistd.h>
+#include "ms_args.h"
+#include "ms_wl.h"
+
+static const char *const PROG = "fragmentation";
+
+typedef struct {
+  uint64_t phases, count, min_size, max_size, keep, live_max, seed, every, harness_phases;
+} params;
+
+typedef struct { unsigned char **blocks; uint32_t *sizes; uint64_t n, bytes; } survivors;
+
+typedef struct {
+  uint64_t live, rss;
+} phase_mark;
+
+static uint64_t rss_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long long size = 0, resident = 0;
+  if (f) {
+    if (fscanf(f, "%llu %llu", &size, &resident) != 2) resident = 0;
+    fclose(f);
+  }
+  return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static void release(wl_thread *t, survivors *s, uint64_t *live, uint64_t phase) {
+  for (uint64_t i = 0; i < s->n && !t->failed; i++) {
+    if (!wl_check(t, s->blocks[i], s->sizes[i], wl_cookie(phase, s->sizes[i]))) return;
+    wl_free(t, s->blocks[i]);
+  }
+  *live -= s->bytes;
+  s->n = s->bytes = 0;
+}
+
+/* Runs `phases` phases; marks (when not NULL) gets each phase's live bytes and RSS. */
+static void run(wl_thread *t, const params *p, uint64_t phases, survivors *kept, unsigned char **tmp, uint32_t *tmp_sizes,
+                phase_mark *marks) {
+  unsigned classes = 0;
+  while ((p->min_size << classes) <= p->max_size) classes++;
+  uint64_t live = 0, oldest = 0;
+  for (uint64_t k = 0; k < phases && !t->failed; k++) {
+    uint64_t cls = p->min_size << (k % classes);
+    for (uint64_t i = 0; i < p->count; i++) {
+      uint64_t r = wl_rand(&t->rng);
+      uint64_t size = cls - cls / 4 + wl_below((uint32_t)r, cls / 2 + 1);
+      if (size < 16) size = 16;
+      unsigned char *b = wl_malloc(t, size);
+      if (!b) return;
+      wl_mark(b, size, wl_cookie(k, size));
+      memset(b + 8, (int)(k & 0xff), size - 16);
+      tmp[i] = b;
+      tmp_sizes[i] = (uint32_t)size;
+      t->checksum += size;
+    }
+    survivors *s = &kept[k];
+    for (uint64_t i = 0; i < p->count; i++) {
+      if (i % p->keep == 0) {
+        s->blocks[s->n] = tmp[i];
+        s->sizes[s->n++] = tmp_sizes[i];
+        s->bytes += tmp_sizes[i];
+        continue;
+      }
+      if (!wl_check(t, tmp[i], tmp_sizes[i], wl_cookie(k, tmp_sizes[i]))) return;
+      wl_free(t, tmp[i]);
+    }
+    live += s->bytes;
+    while (live > p->live_max && oldest < k) release(t, &kept[oldest], &live, oldest), oldest++;
+    if (marks) marks[k] = (phase_mark){live, rss_bytes()};
+  }
+  for (uint64_t k = oldest; k < phases; k++) release(t, &kept[k], &live, k);
+}
+
+int main(int argc, char **argv) {
+  params p = {24, 50000, 32, 4096, 4, UINT64_C(64) << 20, 1, 64, 6};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (ms_arg_u64(PROG, a, "phases", &p.phases, 1, 1 << 20) ||
+        ms_arg_u64(PROG, a, "count", &p.count, 1, UINT64_C(1) << 26) ||
+        ms_arg_u64(PROG, a, "min-size", &p.min_size, 16, UINT64_C(1) << 24) ||
+        ms_arg_u64(PROG, a, "max-size", &p.max_size, 16, UINT64_C(1) << 24) ||
+        ms_arg_u64(PROG, a, "keep", &p.keep, 1, UINT64_C(1) << 20) ||
+        ms_arg_u64(PROG, a, "live-max", &p.live_max, 0, UINT64_C(1) << 40) ||
+        ms_arg_u64(PROG, a, "seed", &p.seed, 0, UINT64_MAX) ||
+        ms_arg_u64(PROG, a, "latency-every", &p.every, 0, UINT64_C(1) << 30) ||
+        ms_arg_u64(PROG, a, "harness-phases", &p.harness_phases, 0, 1 << 20))
+      continue;
+    fprintf(stderr, "%s: unknown argument '%s'\n", PROG, a);
+    return 2;
+  }
+  if (p.min_size > p.max_size) { fprintf(stderr, "%s: --min-size must not exceed --max-size\n", PROG); return 2; }
+  uint64_t timer_ns = wl_timer_ns();
+  uint64_t per_phase = (p.count + p.keep - 1) / p.keep;
+  uint64_t most = p.phases > p.harness_phases ? p.phases : p.harness_phases;
+
+  ms_region_begin("setup");
+  wl_thread t = {0};
+  survivors *kept = calloc(most, sizeof *kept);
+  unsigned char **tmp = calloc(p.count, sizeof *tmp);
+  uint32_t *tmp_sizes = calloc(p.count, sizeof *tmp_sizes);
+  phase_mark *marks = calloc(p.phases, sizeof *marks);
+  int bad = !kept || !tmp || !tmp_sizes || !marks || wl_threads_init(&t, sizeof t, 1, p.seed, p.every, p.max_size + p.max_size / 4);
+  for (uint64_t k = 0; !bad && k < most; k++) {
+    kept[k].blocks = calloc(per_phase, sizeof(unsigned char *));
+    kept[k].sizes = calloc(per_phase, sizeof(uint32_t));
+    bad = !kept[k].blocks || !kept[k].sizes;
+  }
+  ms_region_end(0);
+  if (bad) { fprintf(stderr, "%s: out of memory in setup\n", PROG); return EXIT_OOM; }
+
+  ms_region_begin("main");
+  run(&t, &p, p.phases, kept, tmp, tmp_sizes, marks);
+  ms_region_end(t.mallocs + t.frees);
+  int rc = wl_failure(PROG, &t, sizeof t, 1);
+  if (rc) return rc;
+
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  uint64_t ops = t.mallocs + t.frees, peak_live = 0;
+  double worst = 0;
+  fprintf(f, "{\"workload\":\"%s\",\"ops\":%" PRIu64 ",\"phases\":[", PROG, ops);
+  for (uint64_t k = 0; k < p.phases; k++) {
+    fprintf(f, "%s{\"live_bytes\":%" PRIu64 ",\"rss_bytes\":%" PRIu64 "}", k ? "," : "", marks[k].live, marks[k].rss);
+    if (marks[k].live > peak_live) peak_live = marks[k].live;
+    if (marks[k].live && (double)marks[k].rss / (double)marks[k].live > worst) worst = (double)marks[k].rss / (double)marks[k].live;
+  }
+  phase_mark last = marks[p.phases - 1];
+  fprintf(f, "],\"peak_live_bytes\":%" PRIu64 ",\"fragmentation\":%.4f,\"fragmentation_worst\":%.4f,", peak_live,
+          last.live ? (double)last.rss / (double)last.live : 0.0, worst);
+  wl_result_common(f, &t, sizeof t, 1, p.every, timer_ns);
+  fputs("}", f);
+
+  if (p.harness_phases) {
+    uint64_t before = t.mallocs + t.frees;
+    t.harness = 1;
+    ms_region_begin("harness");
+    run(&t, &p, p.harness_phases, kept, tmp, tmp_sizes, NULL);
+    ms_region_end(t.mallocs + t.frees - before);
+  }
+  ms_region_begin("teardown");
+  for (uint64_t k = 0; k < most; k++) free(kept[k].blocks), free(kept[k].sizes);
+  free(t.scratch);
+  ms_region_end(0);
+  wl_send(&buf, f);
+  return 0;
+}

@@ -1,0 +1,272 @@
+/* Shared by the allocator workloads (docs/workloads.md): random numbers, the allocator calls
+ * with their sampled latency, the harness's no-op pool, threads, and the result's JSON.
+ *
+ * Every allocator call of a workload goes through wl_malloc/wl_free/wl_realloc. In a harness
+ * phase (t->harness) they are a no-op pool: every block is the thread's one scratch area, so the
+ * loop around the calls (random numbers, slot choice, writes into the block, hand-offs) runs as
+ * it does for real, and its time per operation is the harness's own cost (region "harness"). */
+#ifndef MS_WL_H
+#define MS_WL_H
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "memsleuth/probe.h"
+
+#define EXIT_OOM 3
+#define EXIT_CORRUPT 4
+
+/* wyrand: one 64x64->128 multiply per number, passes BigCrush; cheap next to malloc. */
+static inline uint64_t wl_rand(uint64_t *s) {
+  *s += 0xa0761d6478bd642full;
+  __uint128_t m = (__uint128_t)*s * (*s ^ 0xe7037ed1a0b428dbull);
+  return (uint64_t)(m >> 64) ^ (uint64_t)m;
+}
+
+/* Multiply-shift maps 32 random bits onto [0, n) without a division. */
+static inline uint64_t wl_below(uint32_t r, uint64_t n) { return (uint64_t)(((uint64_t)r * n) >> 32); }
+
+/* A size in [lo, hi], log-uniform: as many blocks of 16..32 bytes as of 512..1024, the shape of
+ * real programs' small allocations (most are small, a few are large). */
+static inline uint64_t wl_log_size(uint64_t *rng, uint64_t lo, uint64_t hi) {
+  if (lo >= hi) return lo;
+  uint64_t r = wl_rand(rng);
+  double u = (double)(r >> 11) * 0x1.0p-53;
+  double x = (double)lo * pow((double)hi / (double)lo, u);
+  uint64_t v = (uint64_t)x;
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+static inline uint64_t wl_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Latency histogram, log-linear: values below 16 ns exactly, above that 8 buckets per power of
+ * two, so a reported percentile is at most 12.5% above the true one (it is a bucket's upper edge). */
+#define WL_LAT_BUCKETS (16 + 8 * 60)
+enum { WL_MALLOC, WL_FREE, WL_REALLOC, WL_NOPS };
+static const char *const wl_op_names[WL_NOPS] = {"malloc", "free", "realloc"};
+
+typedef struct {
+  uint64_t n, max, sum;
+  uint64_t counts[WL_LAT_BUCKETS];
+} wl_hist;
+
+static inline unsigned wl_bucket(uint64_t v) {
+  if (v < 16) return (unsigned)v;
+  unsigned e = 63u - (unsigned)__builtin_clzll(v);  /* >= 4 */
+  unsigned b = 16 + (e - 4) * 8 + (unsigned)((v >> (e - 3)) & 7);
+  return b < WL_LAT_BUCKETS ? b : WL_LAT_BUCKETS - 1;
+}
+
+/* The largest value bucket b holds. */
+static inline uint64_t wl_bucket_high(unsigned b) {
+  if (b < 16) return b;
+  unsigned e = (b - 16) / 8 + 4, sub = (b - 16) % 8;
+  return ((uint64_t)(9 + sub) << (e - 3)) - 1;
+}
+
+/* Which operations are timed: a random countdown with mean `every`, so the sampled ones never
+ * alias with a workload's own period (a fixed stride could time only frees, say). */
+typedef struct {
+  uint64_t every, countdown, rng;
+  wl_hist h[WL_NOPS];
+} wl_lat;
+
+static inline int wl_lat_due(wl_lat *l) {
+  if (!l->every || --l->countdown) return 0;
+  l->countdown = 1 + wl_rand(&l->rng) % (2 * l->every - 1);
+  return 1;
+}
+
+static inline void wl_lat_add(wl_lat *l, int op, uint64_t ns) {
+  wl_hist *h = &l->h[op];
+  h->n++;
+  h->sum += ns;
+  if (ns > h->max) h->max = ns;
+  h->counts[wl_bucket(ns)]++;
+}
+
+/* One worker thread's common state. */
+typedef struct {
+  unsigned idx;
+  int harness;              /* 1: the calls are the no-op pool (region "harness") */
+  int failed;               /* EXIT_OOM or EXIT_CORRUPT */
+  uint64_t rng;
+  unsigned char *scratch;   /* the no-op pool's one block, as large as the largest request */
+  uint64_t mallocs, frees, reallocs, checksum;
+  wl_lat lat;
+} wl_thread;
+
+static inline void *wl_malloc(wl_thread *t, size_t n) {
+  if (t->harness) return t->scratch;
+  void *p;
+  if (wl_lat_due(&t->lat)) {
+    uint64_t t0 = wl_now_ns();
+    p = malloc(n);
+    wl_lat_add(&t->lat, WL_MALLOC, wl_now_ns() - t0);
+  } else {
+    p = malloc(n);
+  }
+  if (!p) t->failed = EXIT_OOM;
+  t->mallocs++;
+  return p;
+}
+
+static inline void wl_free(wl_thread *t, void *p) {
+  t->frees++;
+  if (t->harness) return;
+  if (wl_lat_due(&t->lat)) {
+    uint64_t t0 = wl_now_ns();
+    free(p);
+    wl_lat_add(&t->lat, WL_FREE, wl_now_ns() - t0);
+  } else {
+    free(p);
+  }
+}
+
+static inline void *wl_realloc(wl_thread *t, void *p, size_t n) {
+  t->reallocs++;
+  if (t->harness) return t->scratch;
+  void *q;
+  if (wl_lat_due(&t->lat)) {
+    uint64_t t0 = wl_now_ns();
+    q = realloc(p, n);
+    wl_lat_add(&t->lat, WL_REALLOC, wl_now_ns() - t0);
+  } else {
+    q = realloc(p, n);
+  }
+  if (!q) t->failed = EXIT_OOM;
+  return q;
+}
+
+/* A cookie at both ends of a block (blocks are at least 16 bytes): a changed one is heap
+ * corruption. In a harness phase every block is the same scratch area, so nothing is checked. */
+static inline uint64_t wl_cookie(uint64_t a, uint64_t b) { return 0x6d656d736c657574ull ^ (a << 40) ^ (b * 0x9e3779b97f4a7c15ull); }
+
+static inline void wl_mark(void *block, size_t size, uint64_t c) {
+  memcpy(block, &c, 8);
+  memcpy((unsigned char *)block + size - 8, &c, 8);
+}
+
+static inline int wl_check(wl_thread *t, const void *block, size_t size, uint64_t c) {
+  uint64_t head, tail;
+  memcpy(&head, block, 8);
+  memcpy(&tail, (const unsigned char *)block + size - 8, 8);
+  if (!t->harness && (head != c || tail != c)) { t->failed = EXIT_CORRUPT; return 0; }
+  return 1;
+}
+
+/* The cost of one timed call's two clock reads, measured: the smallest of 1000 back-to-back
+ * pairs. A sampled latency includes it once. */
+static inline uint64_t wl_timer_ns(void) {
+  uint64_t best = UINT64_MAX;
+  for (int i = 0; i < 1000; i++) {
+    uint64_t a = wl_now_ns(), b = wl_now_ns();
+    if (b - a < best) best = b - a;
+  }
+  return best;
+}
+
+/* Common setup of n threads: seeds, sampling, scratch areas of scratch_bytes each. */
+static inline int wl_threads_init(wl_thread *ts, size_t stride, unsigned n, uint64_t seed, uint64_t every,
+                                  size_t scratch_bytes) {
+  for (unsigned i = 0; i < n; i++) {
+    wl_thread *t = (wl_thread *)((char *)ts + i * stride);
+    t->idx = i;
+    t->rng = seed * 0x100000001b3ull + i + 1;
+    t->lat.every = every;
+    t->lat.rng = t->rng ^ 0x5851f42d4c957f2dull;
+    t->lat.countdown = every ? 1 + wl_rand(&t->lat.rng) % every : 0;
+    /* Cache-line aligned and rounded: the harness's blocks never share a line between threads. */
+    size_t bytes = (scratch_bytes + 63) & ~(size_t)63;
+    t->scratch = aligned_alloc(64, bytes ? bytes : 64);
+    if (!t->scratch) return -1;
+    memset(t->scratch, 0, bytes ? bytes : 64);
+  }
+  return 0;
+}
+
+/* Runs fn on n threads (one thread: on this one) and waits for them all. */
+static inline void wl_run_threads(unsigned n, void *(*fn)(void *), void *arr, size_t stride) {
+  if (n == 1) { fn(arr); return; }
+  pthread_t *tids = calloc(n, sizeof *tids);
+  for (unsigned i = 0; i < n; i++) pthread_create(&tids[i], NULL, fn, (char *)arr + i * stride);
+  for (unsigned i = 0; i < n; i++) pthread_join(tids[i], NULL);
+  free(tids);
+}
+
+/* The first failure of n threads, reported on stderr as the workload's exit code (0: none). */
+static inline int wl_failure(const char *prog, wl_thread *ts, size_t stride, unsigned n) {
+  for (unsigned i = 0; i < n; i++) {
+    wl_thread *t = (wl_thread *)((char *)ts + i * stride);
+    if (t->failed == EXIT_OOM) { fprintf(stderr, "%s: out of memory (an allocation returned NULL) in thread %u\n", prog, i); return EXIT_OOM; }
+    if (t->failed == EXIT_CORRUPT) { fprintf(stderr, "%s: heap corruption: a block's cookie changed in thread %u\n", prog, i); return EXIT_CORRUPT; }
+  }
+  return 0;
+}
+
+/* The latency histograms of n samplers merged, as the result's "latency" member: {"every": mean
+ * operations between samples, "timer_ns", "ops": {"malloc": {n, max, sum, "buckets": [[highest
+ * ns, count], ...]}}}, non-empty buckets only. */
+static inline void wl_latency_json(FILE *f, wl_lat *const *lats, unsigned n, uint64_t every, uint64_t timer_ns) {
+  static wl_hist all[WL_NOPS];
+  memset(all, 0, sizeof all);
+  for (unsigned i = 0; i < n; i++)
+    for (int op = 0; op < WL_NOPS; op++) {
+      const wl_hist *h = &lats[i]->h[op];
+      all[op].n += h->n;
+      all[op].sum += h->sum;
+      if (h->max > all[op].max) all[op].max = h->max;
+      for (unsigned b = 0; b < WL_LAT_BUCKETS; b++) all[op].counts[b] += h->counts[b];
+    }
+  fprintf(f, "\"latency\":{\"every\":%" PRIu64 ",\"timer_ns\":%" PRIu64 ",\"ops\":{", every, timer_ns);
+  int first = 1;
+  for (int op = 0; op < WL_NOPS; op++) {
+    if (!all[op].n) continue;
+    fprintf(f, "%s\"%s\":{\"n\":%" PRIu64 ",\"max\":%" PRIu64 ",\"sum\":%" PRIu64 ",\"buckets\":[", first ? "" : ",",
+            wl_op_names[op], all[op].n, all[op].max, all[op].sum);
+    first = 0;
+    int fb = 1;
+    for (unsigned b = 0; b < WL_LAT_BUCKETS; b++) {
+      if (!all[op].counts[b]) continue;
+      fprintf(f, "%s[%" PRIu64 ",%" PRIu64 "]", fb ? "" : ",", wl_bucket_high(b), all[op].counts[b]);
+      fb = 0;
+    }
+    fputs("]}", f);
+  }
+  fputs("}}", f);
+}
+
+/* The common part of the result: the calls made, the checksum, and the merged latency. */
+static inline void wl_result_common(FILE *f, wl_thread *ts, size_t stride, unsigned n, uint64_t every, uint64_t timer_ns) {
+  uint64_t mallocs = 0, frees = 0, reallocs = 0, checksum = 0;
+  wl_lat **lats = calloc(n, sizeof *lats);
+  for (unsigned i = 0; i < n; i++) {
+    wl_thread *t = (wl_thread *)((char *)ts + i * stride);
+    mallocs += t->mallocs;
+    frees += t->frees;
+    reallocs += t->reallocs;
+    checksum += t->checksum;
+    lats[i] = &t->lat;
+  }
+  fprintf(f, "\"mallocs\":%" PRIu64 ",\"frees\":%" PRIu64 ",\"reallocs\":%" PRIu64 ",\"checksum\":\"%016" PRIx64 "\",",
+          mallocs, frees, reallocs, checksum);
+  wl_latency_json(f, lats, n, every, timer_ns);
+  free(lats);
+}
+
+/* Sends the result built in a memstream (ms_result puts it on stdout and memsleuth's channel). */
+static inline void wl_send(char **buf, FILE *f) {
+  fclose(f);  /* sets *buf */
+  ms_result(*buf);
+  free(*buf);
+}
+#endif
