@@ -156,6 +156,7 @@ class Plan:
     syscall_args: bool = False       # record munmap/madvise/mmap/mremap/brk arguments (ms-run --syscall-args)
     where: bool = False              # one more run per cell under perf for call sites (where.py)
     metric: MetricSpec | None = None # the benchmark's own figure (compare --metric)
+    reference: Cell | None = None    # run once in every round, for diff to divide by (reference_cell)
 
     def label(self, i: int) -> str:
         """A cell as progress and reports name it: its allocator and the swept parameters."""
@@ -168,6 +169,22 @@ class Plan:
         for i, c in enumerate(self.cells):
             order.setdefault(tuple(c.params[k] for k in self.swept), []).append(i)
         return list(order.items())
+
+
+# The reference: a small, CPU-bound allocator loop under glibc, the same in every run of every
+# version of memsleuth. Run once per round, it measures how fast the machine is at that moment, so
+# `diff` can divide a shift of the whole machine between two runs out of their cells (regression.py).
+REFERENCE_WORKLOAD = "random-mixed"
+REFERENCE_PARAMS = {"iterations": 300_000, "ws": 400, "latency-every": 0, "harness-ops": 0}
+REFERENCE_LABEL = "reference: random-mixed ws=400 under glibc"
+
+
+def reference_cell() -> Cell:
+    from memsleuth import allocators, workloads
+    w = workloads.get(REFERENCE_WORKLOAD)
+    values = {k: v for k, v in w.defaults().items() if v is not None}
+    values.update(REFERENCE_PARAMS)
+    return Cell(allocators.glibc(), {"reference": REFERENCE_LABEL}, tuple(w.argv(values)), {})
 
 
 def parse_param_options(workload: Workload, options: list[str]) -> dict[str, list[Value]]:

@@ -5,6 +5,12 @@ Separate runs cannot be paired by round, so each change is the ratio of the two 
 seeded bootstrap CI. A change is called only when its whole CI lies beyond the threshold, so the
 same setup run twice reads "no difference resolved" on a noisy machine, and the gate fails only
 on a regression the data resolves beyond the threshold.
+
+A shift of the whole machine between two runs (another tenant, a host frequency change) moves every
+cell of B alike, and a ratio of two runs' medians cannot tell it from a regression. So each run
+measures a fixed reference cell once per round (plan.reference_cell), and when both runs have it,
+each round's cost is divided by that round's reference cost before the runs are compared: the
+normalised change, which decides the verdict. The raw change is shown beside it.
 """
 from __future__ import annotations
 
@@ -20,8 +26,9 @@ class Change:
     key: str
     before: CellSummary | None
     after: CellSummary | None
-    slowdown: stats.Estimate | None      # time_after / time_before (> 1: B is slower)
-    verdict: stats.Verdict
+    slowdown: stats.Estimate | None      # time_after / time_before (> 1: B is slower), raw
+    verdict: stats.Verdict               # from the normalised change when both runs have a reference
+    normalised: stats.Estimate | None = None   # the same, each round divided by its reference cost
 
     @property
     def regression(self) -> bool:
@@ -37,13 +44,38 @@ def _key(c: CellSummary) -> str:
 
 def _times(c: CellSummary) -> list[float]:
     """Per-run cost in seconds per op (or per run): lower is better for both metrics."""
-    values = [s.metric(c.metric) for _, s in c.ok_samples]
-    return [1.0 / v for v in values] if c.higher_is_better else values
+    return list(_times_by_round(c).values())
+
+
+def _times_by_round(c: CellSummary) -> dict[int, float]:
+    values = {r: s.metric(c.metric) for r, s in c.ok_samples}
+    return {r: 1.0 / v for r, v in values.items()} if c.higher_is_better else values
+
+
+def reference_cost(run: StoredRun) -> dict[int, float]:
+    """Per round, the reference cell's seconds per op; empty when the run has none."""
+    if run.reference is None:
+        return {}
+    return {r: 1.0 / s.ops_per_s for r, s in run.reference.measured() if s.ok and s.ops_per_s}
+
+
+def normalised_costs(c: CellSummary, reference: dict[int, float]) -> list[float]:
+    """Each round's cost in units of that round's reference cost (rounds without one are left out)."""
+    return [t / reference[r] for r, t in _times_by_round(c).items() if r in reference]
+
+
+def reference_change(a: StoredRun, b: StoredRun) -> stats.Estimate | None:
+    """How much slower the machine ran the reference in B than in A (> 1: slower)."""
+    ra, rb = reference_cost(a), reference_cost(b)
+    if not ra or not rb:
+        return None
+    return stats.bootstrap_ratio_of_medians(list(rb.values()), list(ra.values()))
 
 
 def compare_runs(a: StoredRun, b: StoredRun, threshold: float) -> list[Change]:
     before = {_key(c): c for g in analyse(a) for c in g.cells}
     after = {_key(c): c for g in analyse(b) for c in g.cells}
+    ref_a, ref_b = reference_cost(a), reference_cost(b)
     changes = []
     for key in list(before) + [k for k in after if k not in before]:
         x, y = before.get(key), after.get(key)
@@ -59,5 +91,10 @@ def compare_runs(a: StoredRun, b: StoredRun, threshold: float) -> list[Change]:
             changes.append(Change(key, x, y, None, stats.Verdict("unresolved", "measured differently in A and B")))
             continue
         slow = stats.bootstrap_ratio_of_medians(ty, tx)
-        changes.append(Change(key, x, y, slow, stats.verdict(slow, threshold, subject="B")))
+        norm = None
+        if ref_a and ref_b:
+            nx, ny = normalised_costs(x, ref_a), normalised_costs(y, ref_b)
+            if nx and ny:
+                norm = stats.bootstrap_ratio_of_medians(ny, nx)
+        changes.append(Change(key, x, y, slow, stats.verdict(norm or slow, threshold, subject="B"), norm))
     return changes

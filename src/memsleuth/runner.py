@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from memsleuth import launcher, native, stats
 from memsleuth.evidence import metric_kind
-from memsleuth.plan import Plan
+from memsleuth.plan import REFERENCE_LABEL, Plan
 from memsleuth.store import EXPLAIN_ROUND, Store
 
 # Without a terminal, a progress line every this many seconds (CI logs stay short).
@@ -136,15 +136,24 @@ class _Progress:
         self.bar.update(self.task, total=self.total)
 
 
-def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Console | None = None) -> Outcome:
+def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Console | None = None,
+        reference_id: int | None = None) -> Outcome:
     console = console or Console(stderr=True)
     rounds = plan.rounds
     groups = [idx for _, idx in plan.groups()]
     values: dict[int, list[float]] = {i: [] for i in range(len(plan.cells))}
     samples: dict[int, list] = {i: [] for i in range(len(plan.cells))}
     failed: set[int] = set()
-    total = len(plan.cells) * (plan.warmup + rounds.max_reps)
+    reference = plan.reference if reference_id is not None else None
+    total = (len(plan.cells) + (reference is not None)) * (plan.warmup + rounds.max_reps)
     progress = _Progress(console, total)
+
+    def measure_reference(round_: int) -> None:
+        """The reference cell, once per round (and once as warm-up): how fast the machine is now."""
+        progress.now(f"{REFERENCE_LABEL}: " + ("warm-up" if round_ < 0 else f"round {round_ + 1}"))
+        sample = launcher.run_cell(reference, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes)
+        store.add_sample(reference_id, round_, round_ < 0, sample)
+        progress.advance()
 
     def measure(i: int, round_: int, warmup: bool, what: str) -> None:
         cell = plan.cells[i]
@@ -161,6 +170,8 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
 
     try:
         with TracepointHolder(), progress:
+            if reference is not None:
+                measure_reference(-1)
             for idx in groups:
                 for i in idx:
                     cell = plan.cells[i]
@@ -177,6 +188,8 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
             for r in range(rounds.max_reps):
                 if not active:
                     break
+                if reference is not None:
+                    measure_reference(r)
                 for idx in active:
                     for i in rotated(idx, r):
                         if i not in failed:
@@ -188,7 +201,8 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                         still.append(idx)
                 active = still
                 # Shrink the bar to what can still run: finished groups and failed cells run no more.
-                progress.shrink(sum(1 for idx in active for i in idx if i not in failed) * (rounds.max_reps - r - 1))
+                progress.shrink((sum(1 for idx in active for i in idx if i not in failed) + bool(active and reference))
+                                * (rounds.max_reps - r - 1))
             for i, cell in enumerate(plan.cells):
                 if i in failed or not values[i]:
                     continue

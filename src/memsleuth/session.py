@@ -14,7 +14,7 @@ from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK
 from memsleuth.model import AllocatorInfo, RunSpec
 from memsleuth.output import say_written, write_text
 from memsleuth.plan import Plan
-from memsleuth.store import Store, StoredRun
+from memsleuth.store import REFERENCE_POSITION, Store, StoredRun
 
 
 def allocator_info(a: Allocator) -> AllocatorInfo:
@@ -30,9 +30,14 @@ def measure(store: Store, p: Plan, *, kind: str, name: str, spec: RunSpec, alloc
     try:
         cell_ids = [store.add_cell(run_id, i, allocator=allocator_info(c.allocator), params=c.params, env=c.env,
                                    command=list(c.command)) for i, c in enumerate(p.cells)]
+        reference_id = None
+        if p.reference is not None:
+            r = p.reference
+            reference_id = store.add_cell(run_id, REFERENCE_POSITION, allocator=allocator_info(r.allocator),
+                                          params=r.params, env=r.env, command=list(r.command))
         if announce:
             print(f"memsleuth: run {run_id}: {announce}; stored in {store.path}", file=sys.stderr, flush=True)
-        return runner.run(p, store, run_id, cell_ids, console=Console(stderr=True))
+        return runner.run(p, store, run_id, cell_ids, console=Console(stderr=True), reference_id=reference_id)
     except BaseException:
         try:
             store.finish_run(run_id, "failed")

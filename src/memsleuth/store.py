@@ -28,6 +28,9 @@ WARMUP_ROUND = -1
 # One more run per cell, after the measured ones, that records the syscalls' arguments (ms-run
 # --syscall-args): recording costs every such call a sample, so no measured run carries it.
 EXPLAIN_ROUND = -2
+# The position of the reference cell (plan.reference_cell): loaded as StoredRun.reference, never
+# among the compared cells.
+REFERENCE_POSITION = -1
 APP = "memsleuth"
 _TABLES = {"meta", "runs", "cells", "samples"}
 _SCHEMA = """
@@ -125,6 +128,7 @@ class StoredRun:
     machine: MachineInfo
     version: str
     cells: list[StoredCell]
+    reference: StoredCell | None = None       # the reference cell (plan.reference_cell), not compared
 
 
 @dataclass
@@ -191,6 +195,13 @@ class Store:
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
             return db
+        parent = self.path.parent if str(self.path.parent) else Path(".")
+        if os.access(self.path, os.W_OK) and os.access(parent, os.W_OK):
+            # A store we could write: an ordinary connection that refuses writes. It shares the WAL
+            # with a compare writing the store right now, so it always reads a consistent state.
+            db = sqlite3.connect(str(self.path), timeout=30)
+            db.execute("PRAGMA query_only=ON")
+            return db
         uri = self.path.resolve().as_uri()
         try:
             db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
@@ -198,7 +209,10 @@ class Store:
             return db
         except sqlite3.OperationalError:
             # A WAL database in a folder we cannot write (another user's): read it as it is on
-            # disk. Safe while no one writes it, which is the case for a store we may not write.
+            # disk. Safe while no one writes it, which is the case for a store we may not write
+            # (immutable=1 with a writer active reads a torn state: "database disk image is
+            # malformed", seen with a reader held open across compares, so it is never used on a
+            # store we could write).
             db = sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=30)
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return db
@@ -385,6 +399,9 @@ class Store:
                                       json.loads(env), json.loads(command), samples,
                                       json.loads(where) if where else None))
             return out
+        stored = self._do(cells)
+        reference = next((c for c in stored if c.position == REFERENCE_POSITION), None)
         return StoredRun(row[0], row[1], row[2], self._status(row[3], row[10], row[11], row[12]), row[4], row[5],
                          json.loads(row[6]), RunSpec.from_dict(json.loads(row[7])),
-                         MachineInfo.from_dict(json.loads(row[8])), row[9], self._do(cells))
+                         MachineInfo.from_dict(json.loads(row[8])), row[9],
+                         [c for c in stored if c.position != REFERENCE_POSITION], reference)

@@ -26,6 +26,7 @@ def add_arguments(cs) -> None:
                     help="comma-separated names or NAME=PATH.so (default: the case's own, those installed)")
     cs.add_argument("--reps", metavar="N", action=options.Once, help="interleaved rounds (default: the case's own)")
     options.add_limits(cs)
+    options.add_reference(cs)
     options.add_fail_on_error(cs)
     options.add_store(cs)
     options.add_outputs(cs)
@@ -59,6 +60,7 @@ def run(args, command, console: Console) -> int:
     facts = case.prepare(values)
     p = cases.case_plan(case, case.variants(values, facts), allocs, reps=reps, timeout_s=timeout,
                         mem_limit_bytes=mem_limit)
+    p = options.with_reference(p, args)
     store = Store(args.db)
     spec = RunSpec(rounds=p.rounds.describe(), reps=reps, warmup=p.warmup, swept=list(p.swept),
                    timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes, case=case.name,

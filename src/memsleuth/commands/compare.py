@@ -48,6 +48,7 @@ def add_arguments(c) -> None:
                         "and calls in one more run per cell under perf record")
     options.add_env(c)
     options.add_limits(c)
+    options.add_reference(c)
     options.add_fail_on_error(c)
     options.add_store(c)
     options.add_outputs(c)
@@ -89,6 +90,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
     cells, variant_report = planning.with_variants(list(p.cells), variants)
     if variants:
         p = dataclasses.replace(p, cells=tuple(cells))
+    p = options.with_reference(p, args)
     store = Store(args.db)
     spec = RunSpec(rounds=p.rounds.describe(), min_reps=p.rounds.min_reps, max_reps=p.rounds.max_reps,
                    target_ci=p.rounds.target_ci, noise=noise, env=env, warmup=p.warmup, swept=list(p.swept),

@@ -64,6 +64,18 @@ def add_limits(p: argparse.ArgumentParser) -> None:
                    help="resident-memory cap per run for the whole process tree, like 2G; past it: OOM")
 
 
+def add_reference(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-reference", action=OnceFlag,
+                   help="leave out the reference cell (a small fixed glibc loop run once per round, which `diff` "
+                        "divides by to cancel a shift of the whole machine between two runs)")
+
+
+def with_reference(p, args):
+    """The plan with the reference cell, unless --no-reference."""
+    import dataclasses
+    return p if getattr(args, "no_reference", False) else dataclasses.replace(p, reference=planning.reference_cell())
+
+
 def add_env(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", metavar="KEY=VALUE", action="append",
                    help="set in every measured process (tunables, allocator options); repeatable")

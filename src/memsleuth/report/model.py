@@ -482,30 +482,42 @@ def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float, argv: list
         text, ci = _metric_text(c)
         return text if c.estimate is None else f"{text} {ci}"
 
+    from memsleuth.regression import reference_change
+    ref = reference_change(a, b)
     rows = []
     for ch in changes:
-        s = ch.slowdown
+        s, n = ch.slowdown, ch.normalised
         rows.append([ch.key, value(ch.before), value(ch.after),
                      f"{(s.median - 1) * 100:+.1f}% time" if s else "-",
+                     (f"{(n.median - 1) * 100:+.1f}% time" + (f" [{(n.low - 1) * 100:+.1f}, {(n.high - 1) * 100:+.1f}]"
+                                                              if n.low is not None else "")) if n else "-",
                      ("REGRESSION: " if ch.regression else "") + ch.verdict.text])
     regressions = sum(ch.regression for ch in changes)
     header = [f"A: run {a.id} ({a.created_at}, {a.name}, {a.machine.hostname})",
               f"B: run {b.id} ({b.created_at}, {b.name}, {b.machine.hostname})",
-              f"threshold: a change is called only when its whole 95% CI lies beyond ±{threshold:.0%}",
-              "A and B ran at different times, so a shift of the whole machine between them is not cancelled (as it "
-              "is between interleaved rounds) and reads as a change: choose a threshold above your machine's "
-              "run-to-run shift (docs/statistics.md)"]
+              f"threshold: a change is called only when its whole 95% CI lies beyond ±{threshold:.0%}"]
+    if ref is not None:
+        header.append(f"reference cell (the same small glibc loop, once per round in both runs): B ran it "
+                      f"{(ref.median - 1) * 100:+.1f}% slower than A, a shift of the whole machine; the verdicts read "
+                      "the normalised change, each round divided by its reference")
+    else:
+        header.append("A and B ran at different times, and "
+                      + ("neither run" if a.reference is None and b.reference is None else "only one run")
+                      + " has the reference cell, so a shift of the whole machine between them is not cancelled and "
+                      "reads as a change: choose a threshold above your machine's run-to-run shift "
+                      "(docs/statistics.md)")
     if a.machine.cpu_model != b.machine.cpu_model or a.machine.kernel != b.machine.kernel:
         header.append("WARNING: the runs were made on different machines or kernels")
     header += setup_differences(a, b)
-    table = Table("Changes, B against A", ["cell", "A", "B", "median change", "verdict"], rows,
-                  ["Change = B's time per op (or per run) / A's, median ratio with a seeded bootstrap 95% CI "
-                   "(separate runs cannot be paired by round)."], align_right={3})
+    table = Table("Changes, B against A", ["cell", "A", "B", "raw change", "normalised change [95% CI]", "verdict"],
+                  rows, ["Change = B's time per op (or per run) / A's, median ratio with a seeded bootstrap 95% CI "
+                         "(separate runs cannot be paired by round). Normalised: each round's time divided by the "
+                         "same round's reference time first."], align_right={3, 4})
     footer = [f"{regressions} regression(s) resolved beyond the threshold." if regressions else
               "No regression resolved beyond the threshold."]
     fig = ChangeFigure([ch.key for ch in changes],
-                       [(ch.slowdown.median, ch.slowdown.low, ch.slowdown.high) if ch.slowdown else None
-                        for ch in changes], [ch.regression for ch in changes], threshold)
+                       [((e := ch.normalised or ch.slowdown).median, e.low, e.high) if (ch.normalised or ch.slowdown)
+                        else None for ch in changes], [ch.regression for ch in changes], threshold)
     return Report(f"memsleuth diff — run {a.id} vs run {b.id}", header, [table], footer, figures=[fig],
                   command=memsleuth_command(argv or []), run=b)
 
