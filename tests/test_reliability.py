@@ -444,3 +444,26 @@ def test_progress_without_a_terminal_names_the_cell(tmp_path, monkeypatch):
 def test_example_build_folder_is_ignored():
     out = subprocess.run(["git", "check-ignore", "examples/first_touch/build/x"], cwd=ROOT, capture_output=True)
     assert out.returncode == 0
+
+
+def test_a_reader_held_open_keeps_its_locks_while_other_stores_come_and_go(tmp_path):
+    """Closing any descriptor of a file drops all of this process's POSIX locks on it, SQLite's
+    too: a Store reading the header while another Store of this process was open made a later
+    writer take itself for the last user and delete the -shm under the reader ("malformed")."""
+    import subprocess
+    import sys
+    from memsleuth.store import Store
+    db = tmp_path / "s.db"
+    Store(db).close()
+    reader = Store(db, readonly=True)
+    for _ in range(3):
+        Store(db, readonly=True).latest_run_id()   # opened and dropped, as a script would
+    writer = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+              "[c.execute(\"INSERT OR REPLACE INTO meta VALUES (?, 'v')\", ('k%d' % i,)) for i in range(200)]; "
+              "c.commit(); c.close()")
+    subprocess.run([sys.executable, "-c", writer, str(db)], check=True)
+    assert (tmp_path / "s.db-shm").exists(), "the writer took itself for the last user of the store"
+    assert reader.db.execute("SELECT count(*) FROM meta").fetchone()[0] >= 200
+    reader.close()
+    import sqlite3
+    assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -145,15 +145,35 @@ class RunSummary:
     samples: int
 
 
+# Stores open in this process, by (device, inode). Closing any file descriptor of a file drops
+# every POSIX lock this process holds on it, including SQLite's on an open connection: a compare
+# writing the store at that moment then takes itself for the last user and removes the -shm file
+# under the open reader, which reads a torn database ("malformed", seen in bench/gate_power.py).
+# So the file's header is read directly only while no connection of this process has it open.
+_OPEN: dict[tuple[int, int], int] = {}
+
+
+def _file_key(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class Store:
     """`readonly` opens an existing store for reading only: nothing is created or changed."""
 
     def __init__(self, path: str | os.PathLike, *, readonly: bool = False):
         self.path = Path(path)
         self.readonly = readonly
+        self._key = None
         self._check_path()
         try:
             self.db = self._connect()
+            self._key = _file_key(self.path)
+            if self._key is not None:
+                _OPEN[self._key] = _OPEN.get(self._key, 0) + 1
             self._check_is_ours()
             if not readonly:
                 self._init_schema()
@@ -167,11 +187,14 @@ class Store:
         if p.exists():
             if p.is_dir():
                 raise UsageError(f"{p}: is a directory, not a database file")
-            try:
-                with open(p, "rb") as f:
-                    head = f.read(16)
-            except OSError as e:
-                raise StoreError(f"{p}: cannot read it: {e.strerror}") from None
+            if _OPEN.get(_file_key(p)):
+                head = b"SQLite format 3\x00"   # open in this process already: see _OPEN
+            else:
+                try:
+                    with open(p, "rb") as f:
+                        head = f.read(16)
+                except OSError as e:
+                    raise StoreError(f"{p}: cannot read it: {e.strerror}") from None
             if head and head != b"SQLite format 3\x00":
                 raise UsageError(f"{p}: not an SQLite database (damaged, or some other file)")
             if not self.readonly and not os.access(p, os.W_OK):
@@ -286,6 +309,18 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+        if self._key is not None and _OPEN.get(self._key):
+            _OPEN[self._key] -= 1
+        self._key = None
+
+    def __del__(self) -> None:
+        # The connection goes with the Store: one left open by a forgotten Store would lose its
+        # locks the next time this process reads the file's header (see _OPEN).
+        if getattr(self, "db", None) is not None:
+            try:
+                self.close()
+            except Exception:
+                pass
 
     # ---- writing ----
     def begin_run(self, *, kind: str, name: str, argv: list[str], spec: RunSpec, machine: MachineInfo,
