@@ -11,6 +11,7 @@ from memsleuth.errors import UsageError
 from memsleuth.model import RunSpec
 from memsleuth.session import finish, measure
 from memsleuth.store import Store
+from memsleuth.suite import SUITE_REPS
 from memsleuth.units import parse_fraction
 
 NAME = "compare"
@@ -20,6 +21,9 @@ HELP = "compare allocators on a workload or on any command"
 def add_arguments(c) -> None:
     c.description = "Compare allocators on a built-in workload, or on any command given after --."
     c.add_argument("--workload", metavar="NAME", action=options.Once, help="built-in workload (default: random-mixed)")
+    c.add_argument("--suite", action=options.OnceFlag,
+                   help=f"run every allocator workload ({len(workloads.SUITE)}, docs/workloads.md) with its suite "
+                        f"parameters, one stored run each, then one summary table (default {SUITE_REPS} rounds each)")
     c.add_argument("--alloc", metavar="LIST", action=options.Once,
                    help="comma-separated names or NAME=PATH.so (default: all found)")
     c.add_argument("--param", metavar="KEY=V1,V2,...", action="append",
@@ -64,6 +68,8 @@ def run(args, command: list[str] | None, console: Console) -> int:
     timeout = options.timeout(args.timeout)
     mem_limit = options.mem_limit(args.mem_limit)
     metric = planning.MetricSpec.parse(args.metric) if args.metric else None
+    if args.suite:
+        return _suite(args, command, console, noise, env, timeout, mem_limit)
     if command:
         if args.workload:
             raise UsageError("give either a workload (--workload) or a command after --, not both")
@@ -99,3 +105,48 @@ def run(args, command: list[str] | None, console: Console) -> int:
     outcome = measure(store, p, kind=p.kind, name=p.name, spec=spec, allocs=allocs,
                       announce=f"{len(p.cells)} cells, {p.rounds.describe()} + {p.warmup} warm-up each")
     return finish(store, outcome, args, console)
+
+
+def _suite(args, command, console: Console, noise: float, env: dict, timeout, mem_limit) -> int:
+    import sys
+    from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK
+    from memsleuth.report import json_export, model, terminal
+    from memsleuth.output import say_written, write_text
+    from memsleuth.suite import run_suite
+    for given, name in ((command, "a command"), (args.workload, "--workload"), (args.param, "--param"),
+                        (args.metric, "--metric"), (args.where, "--where")):
+        if given:
+            raise UsageError(f"--suite runs the built-in allocator workloads with their own parameters: leave out {name}")
+    if args.reps is None and args.target_ci is None and args.min_reps is None and args.max_reps is None:
+        rounds = planning.Rounds.fixed(SUITE_REPS)
+    else:
+        rounds = options.rounds(args)
+    variants = [planning.EnvVariant.parse(v) for v in args.variant or []]
+    if len({v.name for v in variants}) != len(variants):
+        raise UsageError("two --variant options have the same name")
+    allocs = allocators.resolve(args.alloc)
+    _, variant_report = planning.with_variants([], variants)
+    variant_report = [{"name": v.name, "env": v.env, "skipped": [a.name for a in allocs if not v.applies_to(a.name)]}
+                      for v in variants]
+    store = Store(args.db)
+    runs, interrupted = run_suite(store, allocs, rounds=rounds, noise=noise, env=env, timeout_s=timeout,
+                                  mem_limit=mem_limit, variants=variants, variant_report=variant_report,
+                                  reference=not args.no_reference, console=console)
+    if not runs:
+        return EXIT_INTERRUPTED if interrupted else EXIT_NO_RESULT
+    report = model.build_suite(runs, sys.argv, interrupted)
+    terminal.render(report, console)
+    from memsleuth.report import html, markdown
+    for path, fmt, what in ((args.md, markdown, "Markdown report"), (args.html, html, "HTML report")):
+        if path:
+            write_text(path, fmt.render(report), f"the {what}")
+            say_written(what, path)
+    if args.json:
+        import json
+        doc = {"schema": "memsleuth.suite/1", "runs": [json_export.to_dict(r) for r in runs],
+               "summary": {"columns": report.tables[0].columns, "rows": report.tables[0].rows}}
+        write_text(args.json, json.dumps(doc, indent=2) + "\n", "the JSON export")
+        say_written("JSON export", args.json)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK
