@@ -6,7 +6,8 @@ PY := $(VENV)/bin/python
 ALLOCATOR_PACKAGES := libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2
 # The HTML report's tests open it in a real browser.
 TEST_PACKAGES := chromium
-BUILD_PACKAGES := cmake gcc g++ make python3-venv linux-perf gzip
+# GNU time: bench/peer_agreement.py times programs the way mimalloc-bench does.
+BUILD_PACKAGES := cmake gcc g++ make python3-venv linux-perf gzip time
 SOURCES := $(shell find src native -type f -not -name '*.pyc') CMakeLists.txt pyproject.toml
 TEST_BUILD := build/test
 
@@ -69,6 +70,9 @@ bench: setup test-native
 	$(PY) bench/reproducibility.py
 	$(PY) bench/first_touch_vs_perf.py
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/where_overhead.py
+	$(PY) bench/latency_cost.py
+	$(PY) bench/peer_agreement.py
+	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/gate_power.py
 
 clean:
 	rm -rf build $(VENV) memsleuth.db memsleuth.db-wal memsleuth.db-shm

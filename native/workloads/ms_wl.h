@@ -9,7 +9,6 @@
 #define MS_WL_H
 #define _GNU_SOURCE
 #include <inttypes.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,15 +30,17 @@ static inline uint64_t wl_rand(uint64_t *s) {
 /* Multiply-shift maps 32 random bits onto [0, n) without a division. */
 static inline uint64_t wl_below(uint32_t r, uint64_t n) { return (uint64_t)(((uint64_t)r * n) >> 32); }
 
-/* A size in [lo, hi], log-uniform: as many blocks of 16..32 bytes as of 512..1024, the shape of
- * real programs' small allocations (most are small, a few are large). */
+/* A size in [lo, hi], log-uniform by octave: an octave [lo*2^k, lo*2^(k+1)) drawn uniformly, then a
+ * size uniformly inside it. As many blocks of 16..31 bytes as of 512..1023: the shape of real
+ * programs' small allocations. Integer arithmetic only (pow() cost ~20 ns, more than some
+ * allocators' malloc, and it would be the harness's largest part). */
 static inline uint64_t wl_log_size(uint64_t *rng, uint64_t lo, uint64_t hi) {
   if (lo >= hi) return lo;
   uint64_t r = wl_rand(rng);
-  double u = (double)(r >> 11) * 0x1.0p-53;
-  double x = (double)lo * pow((double)hi / (double)lo, u);
-  uint64_t v = (uint64_t)x;
-  return v < lo ? lo : v > hi ? hi : v;
+  unsigned octaves = 64u - (unsigned)__builtin_clzll(hi / lo);   /* lo << (octaves - 1) <= hi */
+  uint64_t base = lo << wl_below((uint32_t)r, octaves);
+  uint64_t top = 2 * base - 1 < hi ? 2 * base - 1 : hi;
+  return base + wl_below((uint32_t)(r >> 32), top - base + 1);
 }
 
 static inline uint64_t wl_now_ns(void) {

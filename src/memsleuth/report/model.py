@@ -177,6 +177,32 @@ def cost_table(groups: list[Group], swept: list[str]) -> Table | None:
     return Table("Cost per operation", cols, rows, notes, align_right={n - 4, n - 3, n - 2})
 
 
+def fragmentation_table(groups: list[Group], swept: list[str]) -> Table | None:
+    """Workloads that record live bytes and RSS per phase (fragmentation): RSS / live bytes."""
+    from statistics import median
+    rows = []
+    for g in groups:
+        for c in g.cells:
+            res = [s.result for _, s in c.ok_samples if s.result and "fragmentation" in s.result]
+            if not res:
+                continue
+            last = [r["phases"][-1] for r in res if r.get("phases")]
+            rows.append(([_params_text(c.cell.params, swept)] if swept else []) +
+                        [c.cell.contender, f"{median(r['fragmentation'] for r in res):.2f}",
+                         f"{median(r['fragmentation_worst'] for r in res):.2f}",
+                         fmt_bytes(median(p["live_bytes"] for p in last)) if last else "-",
+                         fmt_bytes(median(p["rss_bytes"] for p in last)) if last else "-"])
+    if not rows:
+        return None
+    cols = ([", ".join(swept)] if swept else []) + ["allocator", "RSS / live, end", "RSS / live, worst phase",
+                                                    "live at end", "RSS at end"]
+    n = len(cols)
+    return Table("Fragmentation", cols, rows,
+                 ["Measured by the workload after each phase (its frees done): the process's RSS over the bytes its "
+                  "blocks hold. 1.0 would be no overhead at all; the process's own few MiB count too. Medians over "
+                  "the runs."], align_right=set(range(n - 4, n)))
+
+
 def latency_table(groups: list[Group], swept: list[str]) -> Table | None:
     """Tail latency of the sampled allocator calls, per cell and operation."""
     cells = [c for g in groups for c in g.cells if c.latency]
@@ -459,7 +485,8 @@ def build(run: StoredRun) -> Report:
         header.append("parameters: " + ", ".join(f"{k}={v}" for k, v in fixed.items()))
     header += environment_lines(run.cells) + leftover_lines(run.cells) + variant_lines(run)
     tables = [throughput_table(run, groups, swept), memory_table(groups, swept)]
-    tables += [t for t in (cost_table(groups, swept), latency_table(groups, swept)) if t]
+    tables += [t for t in (fragmentation_table(groups, swept), cost_table(groups, swept),
+                           latency_table(groups, swept)) if t]
     tables.append(evidence_table(groups, swept))
     for extra in (failures_table(groups, swept), quality_table(a)):
         if extra:
