@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
             build_parser().print_help()
             return EXIT_USAGE
         if command is not None and args.command not in TAKES_COMMAND:
-            raise UsageError("a command after -- is only taken by `memsleuth compare` and `memsleuth check`")
+            raise UsageError("a command after -- is only taken by `memsleuth compare`, `memsleuth check` and "
+                             "`memsleuth fleet submit`")
         if command is not None and not command:
             raise UsageError("no command after --")
         module = next(m for m in COMMANDS if m.NAME == args.command)

@@ -53,8 +53,37 @@ def page_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE")
 
 
+# CPU flags that change memory behaviour or the operations memsleuth measures: cache-line
+# flushes (seed 004), wide stores, huge pages, memory tagging/encryption. The fingerprint keeps
+# these, not the hundred-odd others.
+MEMORY_FLAGS = ("clflush", "clflushopt", "clwb", "avx", "avx2", "avx512f", "erms", "fsrm", "pdpe1gb", "pse", "sse2",
+                "rdtscp", "invpcid", "pcid", "la57", "sme", "sev", "mte", "sve", "asimd")
+
+
+def cpu_flags() -> list[str]:
+    for line in (_read("/proc/cpuinfo") or "").splitlines():
+        if line.startswith(("flags", "Features")):
+            have = set(line.split(":", 1)[1].split())
+            return [f for f in MEMORY_FLAGS if f in have]
+    return []
+
+
+def numa_nodes() -> int | None:
+    try:
+        return sum(1 for p in Path("/sys/devices/system/node").iterdir() if p.name.startswith("node")
+                   and p.name[4:].isdigit()) or None
+    except OSError:
+        return None
+
+
+def label() -> str | None:
+    """--machine-label, passed on by the command line or a fleet task's environment."""
+    return os.environ.get("MEMSLEUTH_MACHINE_LABEL") or None
+
+
 def info(allocators: list[AllocatorInfo] | None = None) -> MachineInfo:
-    return MachineInfo(hostname=socket.gethostname(), cpu_model=cpu_model(), cpus=os.cpu_count(),
+    return MachineInfo(hostname=socket.gethostname(), label=label(), cpu_model=cpu_model(), cpus=os.cpu_count(),
                        kernel=platform.release(), arch=platform.machine(), glibc=glibc_version(), thp=thp_mode(),
                        governor=governor(), mem_total_kb=mem_total_kb(), page_bytes=page_bytes(),
-                       loadavg_1m=os.getloadavg()[0], python=platform.python_version(), allocators=allocators or [])
+                       loadavg_1m=os.getloadavg()[0], python=platform.python_version(), cpu_flags=cpu_flags(),
+                       numa_nodes=numa_nodes(), allocators=allocators or [])

@@ -58,6 +58,7 @@ class AllocatorInfo(Record):
 class MachineInfo(Record):
     """The machine a run was made on: numbers are only comparable on the same one."""
     hostname: str | None = None
+    label: str | None = None         # --machine-label (a fleet task: its partition), else None
     cpu_model: str | None = None
     cpus: int | None = None
     kernel: str | None = None
@@ -70,9 +71,16 @@ class MachineInfo(Record):
     loadavg_1m: float | None = None
     loadavg_1m_end: float | None = None
     python: str | None = None
+    cpu_flags: list[str] = field(default_factory=list)   # the flags that matter to memory (machine.MEMORY_FLAGS)
+    numa_nodes: int | None = None
     allocators: list[AllocatorInfo] = field(default_factory=list)
     extra: dict = field(default_factory=dict, compare=False)
     NESTED = {"allocators": AllocatorInfo}
+
+    @property
+    def name(self) -> str:
+        """How reports name the machine: its label, else its host name."""
+        return self.label or self.hostname or "unknown"
 
 
 @dataclass

@@ -17,6 +17,12 @@ from memsleuth.plan import Plan
 from memsleuth.store import REFERENCE_POSITION, Store, StoredRun
 
 
+def redacted(argv: list[str]) -> list[str]:
+    """The command line as stored and shown: a database URL's password never is."""
+    from memsleuth.store_pg import display
+    return [display(a) if a.startswith(("postgresql://", "postgres://")) else a for a in argv]
+
+
 def allocator_info(a: Allocator) -> AllocatorInfo:
     return AllocatorInfo.from_dict(a.to_dict())
 
@@ -25,7 +31,7 @@ def measure(store: Store, p: Plan, *, kind: str, name: str, spec: RunSpec, alloc
             announce: str | None = None) -> runner.Outcome:
     """A new run in the store with its cells, run to its end (or Ctrl-C); every sample is stored
     as it exists. Whatever ends the run early (an error, a full disk) marks it so."""
-    run_id = store.begin_run(kind=kind, name=name, argv=sys.argv, spec=spec,
+    run_id = store.begin_run(kind=kind, name=name, argv=redacted(sys.argv), spec=spec,
                              machine=machine.info([allocator_info(a) for a in allocs]), version=__version__)
     try:
         cell_ids = [store.add_cell(run_id, i, allocator=allocator_info(c.allocator), params=c.params, env=c.env,

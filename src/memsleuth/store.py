@@ -1,4 +1,6 @@
-"""The store: one SQLite file (WAL), runs -> cells -> samples.
+"""The store: one SQLite file (WAL) or a PostgreSQL database (`--db postgresql://...`), runs ->
+cells -> samples, the same tables and the same queries for both (store_pg.py adapts the few
+differences: placeholders, DDL, introspection).
 
 Every sample is committed as soon as it exists, so an interrupted run keeps what it finished.
 A run records the host and process that writes it: a run left "running" by a process that is
@@ -15,6 +17,7 @@ import json
 import os
 import socket
 import sqlite3
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,7 +26,8 @@ from memsleuth.errors import StoreError, UsageError
 from memsleuth.evidence import Sample
 from memsleuth.model import AllocatorInfo, MachineInfo, RunSpec, cell_label, contender
 
-SCHEMA_VERSION = 2
+# 3: runs.uuid (merge across stores is by it).
+SCHEMA_VERSION = 3
 WARMUP_ROUND = -1
 # One more run per cell, after the measured ones, that records the syscalls' arguments (ms-run
 # --syscall-args): recording costs every such call a sample, so no measured run carries it.
@@ -48,7 +52,8 @@ CREATE TABLE IF NOT EXISTS runs (
     version TEXT NOT NULL,
     owner_host TEXT,                 -- the host and process writing a running run
     owner_pid INTEGER,
-    owner_start TEXT                 -- that process's start time (pids are reused)
+    owner_start TEXT,                -- that process's start time (pids are reused)
+    uuid TEXT                        -- the run's identity across stores (merge)
 );
 CREATE TABLE IF NOT EXISTS cells (
     id INTEGER PRIMARY KEY,
@@ -72,6 +77,28 @@ CREATE TABLE IF NOT EXISTS samples (
 CREATE INDEX IF NOT EXISTS samples_cell ON samples(cell_id);
 CREATE INDEX IF NOT EXISTS cells_run ON cells(run_id);
 """
+# Created after the schema-2 -> 3 migration has added the column to an older store's runs.
+_UUID_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS runs_uuid ON runs(uuid)"
+
+
+def legacy_uuid(run_id: int, created_at: str, argv: str, machine: str) -> str:
+    """The identity of a run stored before runs had one (schema < 3): derived from what the row
+    holds, so the same old store read twice, or migrated, gives the same identity (a merge of it
+    stays idempotent)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"memsleuth-run:{run_id}|{created_at}|{argv}|{machine}").hex
+
+
+def is_url(db) -> bool:
+    """A PostgreSQL URL rather than a file path."""
+    return str(db).startswith(("postgresql://", "postgres://"))
+
+
+def _db_errors() -> tuple[type[BaseException], ...]:
+    try:
+        import psycopg
+        return (sqlite3.DatabaseError, psycopg.Error)
+    except ImportError:
+        return (sqlite3.DatabaseError,)
 
 
 def _now() -> str:
@@ -129,6 +156,7 @@ class StoredRun:
     version: str
     cells: list[StoredCell]
     reference: StoredCell | None = None       # the reference cell (plan.reference_cell), not compared
+    uuid: str = ""                             # identity across stores (merge)
 
 
 @dataclass
@@ -165,9 +193,23 @@ class Store:
     """`readonly` opens an existing store for reading only: nothing is created or changed."""
 
     def __init__(self, path: str | os.PathLike, *, readonly: bool = False):
-        self.path = Path(path)
         self.readonly = readonly
         self._key = None
+        self.pg = is_url(path)
+        if self.pg:
+            from memsleuth import store_pg
+            self.url = str(path)
+            self.path = store_pg.display(self.url)   # the URL without its password, for messages
+            self.db = store_pg.connect(self.url, readonly=readonly)
+            try:
+                self._check_is_ours()
+                if not readonly:
+                    self._init_schema()
+                self._check_schema()
+            except _db_errors() as e:
+                raise StoreError(self._explain(e)) from None
+            return
+        self.path = Path(path)
         self._check_path()
         try:
             self.db = self._connect()
@@ -178,7 +220,7 @@ class Store:
             if not readonly:
                 self._init_schema()
             self._check_schema()
-        except sqlite3.DatabaseError as e:
+        except _db_errors() as e:
             raise StoreError(self._explain(e)) from None
 
     # ---- opening ----
@@ -240,8 +282,21 @@ class Store:
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return db
 
+    def _tables(self) -> set[str]:
+        if self.pg:
+            return {r[0] for r in self.db.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")}
+        return {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    def _columns(self, table: str) -> set[str]:
+        if self.pg:
+            return {r[0] for r in self.db.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                "AND table_name = ?", (table,))}
+        return {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+
     def _check_is_ours(self) -> None:
-        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables = self._tables()
         if not tables:
             if self.readonly:
                 raise UsageError(f"{self.path}: an empty database, not a memsleuth store")
@@ -253,24 +308,34 @@ class Store:
             app = row[0] if row else (APP if ver and _TABLES <= tables else None)
         if app != APP:
             shown = ", ".join(sorted(tables)[:6])
-            raise UsageError(f"{self.path}: an SQLite database of another program (tables: {shown}), not a memsleuth "
+            raise UsageError(f"{self.path}: a database of another program (tables: {shown}), not a memsleuth "
                              "store; give another --db")
-        if not self.readonly:
+        if not self.readonly and not self.pg:
             bad = self.db.execute("PRAGMA quick_check").fetchone()[0]
             if bad != "ok":
                 raise StoreError(f"{self.path}: the database is damaged ({bad}); nothing was written to it. Recover "
                                  "what it holds with `sqlite3 FILE .recover`, or give another --db")
 
     def _init_schema(self) -> None:
-        self.db.executescript(_SCHEMA)
-        cols = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
-        for col in ("owner_host", "owner_pid", "owner_start"):   # schema 1 -> 2
+        if self.pg:
+            from memsleuth import store_pg
+            self.db.executescript(store_pg.SCHEMA)
+        else:
+            self.db.executescript(_SCHEMA)
+        cols = self._columns("runs")
+        for col in ("owner_host", "owner_pid", "owner_start", "uuid"):   # schema 1 -> 2 -> 3
             if col not in cols:
                 self.db.execute(f"ALTER TABLE runs ADD COLUMN {col} {'INTEGER' if col == 'owner_pid' else 'TEXT'}")
-        if "where_sites" not in {r[1] for r in self.db.execute("PRAGMA table_info(cells)")}:
+        if "where_sites" not in self._columns("cells"):
             self.db.execute("ALTER TABLE cells ADD COLUMN where_sites TEXT")
-        self.db.execute("INSERT OR IGNORE INTO meta VALUES ('app', ?)", (APP,))
-        self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        # Runs stored before schema 3 get their identity now, once.
+        for rid, created, argv, machine in self.db.execute(
+                "SELECT id, created_at, argv, machine FROM runs WHERE uuid IS NULL").fetchall():
+            self.db.execute("UPDATE runs SET uuid=? WHERE id=?", (legacy_uuid(rid, created, argv, machine), rid))
+        self.db.execute(_UUID_INDEX)
+        self.db.execute("INSERT INTO meta VALUES ('app', ?) ON CONFLICT (key) DO NOTHING", (APP,))
+        self.db.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING",
+                        (str(SCHEMA_VERSION),))
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row and int(row[0]) < SCHEMA_VERSION:
             self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
@@ -283,10 +348,12 @@ class Store:
             raise UsageError(f"{self.path}: made by a newer memsleuth (schema {row[0]}); upgrade memsleuth")
 
     def _has_table(self, name: str) -> bool:
-        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
+        return name in self._tables()
 
-    def _explain(self, e: sqlite3.DatabaseError) -> str:
-        text = str(e)
+    def _explain(self, e: BaseException) -> str:
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if self.pg:
+            return f"{self.path}: database error: {text}"
         if "full" in text:
             return f"{self.path}: cannot write: the disk is full ({text}); the runs stored before are kept"
         if "malformed" in text or "corrupt" in text or "not a database" in text:
@@ -300,10 +367,10 @@ class Store:
         """Runs a database operation; a failure becomes a StoreError that says what to do."""
         try:
             return fn()
-        except sqlite3.DatabaseError as e:
+        except _db_errors() as e:
             try:
                 self.db.rollback()
-            except sqlite3.DatabaseError:
+            except _db_errors():
                 pass
             raise StoreError(self._explain(e)) from None
 
@@ -324,26 +391,29 @@ class Store:
 
     # ---- writing ----
     def begin_run(self, *, kind: str, name: str, argv: list[str], spec: RunSpec, machine: MachineInfo,
-                  version: str) -> int:
+                  version: str, run_uuid: str | None = None) -> int:
         def go():
             cur = self.db.execute(
                 "INSERT INTO runs (created_at, status, kind, name, argv, spec, machine, version, owner_host, owner_pid, "
-                "owner_start) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                "owner_start, uuid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
                 (_now(), "running", kind, name, json.dumps(argv), json.dumps(spec.to_dict()),
-                 json.dumps(machine.to_dict()), version, socket.gethostname(), os.getpid(), _process_start(os.getpid())))
+                 json.dumps(machine.to_dict()), version, socket.gethostname(), os.getpid(), _process_start(os.getpid()),
+                 run_uuid or uuid.uuid4().hex))
+            rid = int(cur.fetchone()[0])
             self.db.commit()
-            return int(cur.lastrowid)
+            return rid
         return self._do(go)
 
     def add_cell(self, run_id: int, position: int, *, allocator: AllocatorInfo, params: dict, env: dict,
                  command: list) -> int:
         def go():
             cur = self.db.execute(
-                "INSERT INTO cells (run_id, position, allocator, params, env, command) VALUES (?,?,?,?,?,?)",
+                "INSERT INTO cells (run_id, position, allocator, params, env, command) VALUES (?,?,?,?,?,?) RETURNING id",
                 (run_id, position, json.dumps(allocator.to_dict()), json.dumps(params), json.dumps(env),
                  json.dumps(command)))
+            cid = int(cur.fetchone()[0])
             self.db.commit()
-            return int(cur.lastrowid)
+            return cid
         return self._do(go)
 
     def add_sample(self, cell_id: int, round_: int, warmup: bool, sample: Sample) -> None:
@@ -375,6 +445,62 @@ class Store:
             self.db.commit()
         self._do(go)
 
+    # ---- merging ----
+    RUN_COLUMNS = ("created_at", "finished_at", "status", "kind", "name", "argv", "spec", "machine", "version",
+                   "owner_host", "owner_pid", "owner_start")
+    CELL_COLUMNS = ("position", "allocator", "params", "env", "command", "where_sites")
+    SAMPLE_COLUMNS = ("round", "warmup", "status", "created_at", "evidence")
+
+    def run_rows(self, run_id: int) -> dict:
+        """A run as its raw rows (no ids): what merge copies into another store."""
+        def go():
+            cols = self._columns("runs")
+            sel = [c if c in cols else "NULL" for c in self.RUN_COLUMNS]
+            row = self.db.execute(f"SELECT {', '.join(sel)}, {'uuid' if 'uuid' in cols else 'NULL'}, id "
+                                  "FROM runs WHERE id=?", (run_id,)).fetchone()
+            run = dict(zip(self.RUN_COLUMNS, row[:-2]))
+            run["uuid"] = row[-2] or legacy_uuid(row[-1], run["created_at"], run["argv"], run["machine"])
+            ccols = self._columns("cells")
+            csel = [c if c in ccols else "NULL" for c in self.CELL_COLUMNS]
+            cells = []
+            for crow in self.db.execute(f"SELECT id, {', '.join(csel)} FROM cells WHERE run_id=? ORDER BY id",
+                                        (run_id,)).fetchall():
+                samples = [dict(zip(self.SAMPLE_COLUMNS, srow)) for srow in self.db.execute(
+                    f"SELECT {', '.join(self.SAMPLE_COLUMNS)} FROM samples WHERE cell_id=? ORDER BY id",
+                    (crow[0],)).fetchall()]
+                cells.append({**dict(zip(self.CELL_COLUMNS, crow[1:])), "samples": samples})
+            return {"run": run, "cells": cells}
+        return self._do(go)
+
+    def has_run_uuid(self, run_uuid: str) -> bool:
+        return self._do(lambda: self.db.execute("SELECT 1 FROM runs WHERE uuid=?", (run_uuid,)).fetchone()) is not None
+
+    def import_run(self, rows: dict) -> int:
+        """Adds a run from run_rows in one transaction: all of it, or nothing."""
+        def go():
+            run = rows["run"]
+            cols = (*self.RUN_COLUMNS, "uuid")
+            rid = int(self.db.execute(
+                f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) RETURNING id",
+                tuple(run[c] for c in cols)).fetchone()[0])
+            for cell in rows["cells"]:
+                cid = int(self.db.execute(
+                    f"INSERT INTO cells (run_id, {', '.join(self.CELL_COLUMNS)}) VALUES "
+                    f"({', '.join('?' * (len(self.CELL_COLUMNS) + 1))}) RETURNING id",
+                    (rid, *(cell[c] for c in self.CELL_COLUMNS))).fetchone()[0])
+                for smp in cell["samples"]:
+                    self.db.execute(f"INSERT INTO samples (cell_id, {', '.join(self.SAMPLE_COLUMNS)}) VALUES "
+                                    f"({', '.join('?' * (len(self.SAMPLE_COLUMNS) + 1))})",
+                                    (cid, *(smp[c] for c in self.SAMPLE_COLUMNS)))
+            self.db.commit()
+            return rid
+        return self._do(go)
+
+    def run_status(self, run_id: int) -> str:
+        row = self._do(lambda: self.db.execute("SELECT status, owner_host, owner_pid, owner_start FROM runs WHERE id=?",
+                                               (run_id,)).fetchone())
+        return self._status(*row)
+
     # ---- reading ----
     def _status(self, status: str, host: str | None, pid: int | None, start: str | None) -> str:
         """A run marked running whose process is gone reads as interrupted."""
@@ -391,7 +517,7 @@ class Store:
         def go():
             return self.db.execute(
                 "SELECT r.id, r.created_at, r.status, r.kind, r.name, r.argv, r.machine, r.owner_host, r.owner_pid, "
-                "r.owner_start, (SELECT count(*) FROM cells c WHERE c.run_id = r.id), "
+                "r.owner_start, (SELECT count(*) FROM cells c WHERE c.run_id = r.id AND c.position >= 0), "
                 "(SELECT count(*) FROM samples s JOIN cells c ON c.id = s.cell_id WHERE c.run_id = r.id) "
                 "FROM runs r ORDER BY r.id").fetchall()
         out = []
@@ -412,15 +538,16 @@ class Store:
             run_id = self.latest_run_id()
             if run_id is None:
                 raise UsageError(f"{self.path}: no runs stored yet (run `memsleuth compare` first)")
+        has_uuid = "uuid" in self._do(lambda: self._columns("runs"))
         row = self._do(lambda: self.db.execute(
             "SELECT id, created_at, finished_at, status, kind, name, argv, spec, machine, version, owner_host, "
-            "owner_pid, owner_start FROM runs WHERE id=?", (run_id,)).fetchone())
+            f"owner_pid, owner_start, {'uuid' if has_uuid else 'NULL'} FROM runs WHERE id=?", (run_id,)).fetchone())
         if row is None:
             raise UsageError(f"{self.path}: no run {run_id} (runs: {', '.join(map(str, self.run_ids())) or 'none'})")
 
         def cells():
             out = []
-            has_where = "where_sites" in {r[1] for r in self.db.execute("PRAGMA table_info(cells)")}
+            has_where = "where_sites" in self._columns("cells")
             for cid, pos, alloc, params, env, command, where in self.db.execute(
                     "SELECT id, position, allocator, params, env, command, "
                     f"{'where_sites' if has_where else 'NULL'} FROM cells WHERE run_id=? ORDER BY position",
@@ -439,4 +566,5 @@ class Store:
         return StoredRun(row[0], row[1], row[2], self._status(row[3], row[10], row[11], row[12]), row[4], row[5],
                          json.loads(row[6]), RunSpec.from_dict(json.loads(row[7])),
                          MachineInfo.from_dict(json.loads(row[8])), row[9],
-                         [c for c in stored if c.position != REFERENCE_POSITION], reference)
+                         [c for c in stored if c.position != REFERENCE_POSITION], reference,
+                         row[13] or legacy_uuid(row[0], row[1], row[6], row[8]))

@@ -29,6 +29,7 @@ def add_arguments(cs) -> None:
     options.add_reference(cs)
     options.add_fail_on_error(cs)
     options.add_store(cs)
+    options.add_machine_label(cs)
     options.add_outputs(cs)
 
 
@@ -45,6 +46,7 @@ def run(args, command, console: Console) -> int:
     if not args.name:
         raise UsageError("case needs a name: see `memsleuth case --list`")
     case = cases.get(args.name)
+    options.apply_machine_label(args)
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
     options.writable_output(args.html, "--html")

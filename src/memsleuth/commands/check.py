@@ -29,12 +29,14 @@ def add_arguments(k) -> None:
     options.add_limits(k)
     options.add_fail_on_error(k)
     options.add_store(k)
+    options.add_machine_label(k)
     options.add_outputs(k)
 
 
 def run(args, command: list[str] | None, console: Console) -> int:
     if not command:
         raise UsageError("check needs a command after --, like: memsleuth check -- ./my-benchmark")
+    options.apply_machine_label(args)
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
     options.writable_output(args.html, "--html")

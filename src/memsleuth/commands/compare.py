@@ -55,10 +55,12 @@ def add_arguments(c) -> None:
     options.add_reference(c)
     options.add_fail_on_error(c)
     options.add_store(c)
+    options.add_machine_label(c)
     options.add_outputs(c)
 
 
 def run(args, command: list[str] | None, console: Console) -> int:
+    options.apply_machine_label(args)
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
     options.writable_output(args.html, "--html")
@@ -134,7 +136,8 @@ def _suite(args, command, console: Console, noise: float, env: dict, timeout, me
                                   reference=not args.no_reference, console=console)
     if not runs:
         return EXIT_INTERRUPTED if interrupted else EXIT_NO_RESULT
-    report = model.build_suite(runs, sys.argv, interrupted)
+    from memsleuth.session import redacted
+    report = model.build_suite(runs, redacted(sys.argv), interrupted)
     terminal.render(report, console)
     from memsleuth.report import html, markdown
     for path, fmt, what in ((args.md, markdown, "Markdown report"), (args.html, html, "HTML report")):

@@ -8,7 +8,7 @@ from rich.console import Console
 from memsleuth import regression
 from memsleuth.commands import options
 from memsleuth.errors import EXIT_OK, EXIT_REGRESSION
-from memsleuth.session import write_formats
+from memsleuth.session import redacted, write_formats
 from memsleuth.store import Store
 from memsleuth.units import parse_fraction
 
@@ -36,7 +36,7 @@ def run(args, command, console: Console) -> int:
     store = Store(args.db, readonly=True)
     a, b = store.load_run(options.run_id(args.run_a)), store.load_run(options.run_id(args.run_b))
     changes = regression.compare_runs(a, b, threshold)
-    report = model.build_diff(a, b, changes, threshold, argv=sys.argv)
+    report = model.build_diff(a, b, changes, threshold, argv=redacted(sys.argv))
     terminal.render(report, console)
     write_formats(report, args)
     return EXIT_REGRESSION if any(ch.regression for ch in changes) else EXIT_OK

@@ -20,7 +20,7 @@ def add_arguments(h) -> None:
 
 def run(args, command, console: Console) -> int:
     store = Store(args.db, readonly=True)
-    table = Table(title=Text(f"runs in {args.db}"), title_justify="left")
+    table = Table(title=Text(f"runs in {store.path}"), title_justify="left")
     for col in ("id", "time (UTC)", "status", "command", "machine", "cells", "runs"):
         table.add_column(col, justify="right" if col in ("id", "cells", "runs") else "left", overflow="fold")
     for r in store.list_runs():

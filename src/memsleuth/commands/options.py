@@ -45,7 +45,8 @@ class OnceFlag(argparse.Action):
 
 
 def add_store(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", metavar="FILE", default=DEFAULT_DB, action=Once, help=f"SQLite store (default {DEFAULT_DB})")
+    p.add_argument("--db", metavar="FILE|URL", default=DEFAULT_DB, action=Once,
+                   help=f"the store: an SQLite file (default {DEFAULT_DB}) or postgresql://user:password@host/dbname")
 
 
 def add_outputs(p: argparse.ArgumentParser, *, json: bool = True) -> None:
@@ -62,6 +63,24 @@ def add_limits(p: argparse.ArgumentParser) -> None:
                         f"(default {DEFAULT_TIMEOUT_S:g}; 'none' for no limit)")
     p.add_argument("--mem-limit", metavar="SIZE", action=Once,
                    help="resident-memory cap per run for the whole process tree, like 2G; past it: OOM")
+
+
+def add_machine_label(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--machine-label", metavar="NAME", action=Once,
+                   help="name this machine in the stored run (default: its host name; `show RUN RUN` sets runs from "
+                        "different machines side by side)")
+
+
+def apply_machine_label(args) -> None:
+    """--machine-label reaches machine.info through the environment, as a fleet task's does."""
+    import os
+    import re
+    value = getattr(args, "machine_label", None)
+    if value is None:
+        return
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,63}", value):
+        raise UsageError(f"bad --machine-label {value!r}: letters, digits and . _ : @ + -, at most 64")
+    os.environ["MEMSLEUTH_MACHINE_LABEL"] = value
 
 
 def add_reference(p: argparse.ArgumentParser) -> None:

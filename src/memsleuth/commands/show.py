@@ -1,4 +1,5 @@
-"""`memsleuth show [RUN]`: reprint a stored run (the latest by default)."""
+"""`memsleuth show [RUN ...]`: reprint a stored run (the latest by default); several runs of the
+same spec from different machines are shown side by side, by machine."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -8,11 +9,11 @@ from memsleuth.session import emit
 from memsleuth.store import Store
 
 NAME = "show"
-HELP = "reprint a stored run (the latest by default)"
+HELP = "reprint a stored run (the latest by default), or several side by side by machine"
 
 
 def add_arguments(s) -> None:
-    s.add_argument("run", nargs="?", help="run id")
+    s.add_argument("run", nargs="*", help="run id; several: the same cells side by side by machine")
     options.add_store(s)
     options.add_outputs(s)
 
@@ -22,5 +23,24 @@ def run(args, command, console: Console) -> int:
     options.writable_output(args.json, "--json")
     options.writable_output(args.html, "--html")
     store = Store(args.db, readonly=True)
-    emit(store.load_run(options.run_id(args.run) if args.run is not None else None), args, console)
+    if len(args.run) <= 1:
+        emit(store.load_run(options.run_id(args.run[0]) if args.run else None), args, console)
+        return 0
+    import json
+    import sys
+    from memsleuth.output import say_written, write_text
+    from memsleuth.report import html, json_export, markdown, model, terminal
+    from memsleuth.session import redacted
+    runs = [store.load_run(options.run_id(r)) for r in args.run]
+    report = model.build_machines(runs, redacted(sys.argv))
+    terminal.render(report, console)
+    for path, fmt, what in ((args.md, markdown, "Markdown report"), (args.html, html, "HTML report")):
+        if path:
+            write_text(path, fmt.render(report), f"the {what}")
+            say_written(what, path)
+    if args.json:
+        doc = {"schema": "memsleuth.machines/1", "runs": [json_export.to_dict(r) for r in runs],
+               "by_machine": {"columns": report.tables[0].columns, "rows": report.tables[0].rows}}
+        write_text(args.json, json.dumps(doc, indent=2) + "\n", "the JSON export")
+        say_written("JSON export", args.json)
     return 0

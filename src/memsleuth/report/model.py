@@ -803,3 +803,72 @@ def build_suite(runs: list[StoredRun], argv: list[str] | None = None, interrupte
     return Report("memsleuth compare --suite", header,
                   [Table("Allocator suite", cols, rows, notes, align_right=set(range(1, len(cols))), failed=failed)],
                   footer, figures=[fig], command=memsleuth_command(argv or []), run=runs[-1] if runs else None)
+
+
+def machine_fingerprint(run: StoredRun) -> list[str]:
+    m = run.machine
+    return [str(run.id), m.name, m.hostname or "-", f"{m.cpu_model} x{m.cpus}", " ".join(m.cpu_flags) or "-",
+            m.kernel or "-", m.thp or "-", str(m.numa_nodes) if m.numa_nodes else "-", m.glibc or "-",
+            m.governor or "none visible",
+            "; ".join(f"{a.name} {a.version}" for a in m.allocators) or "-"]
+
+
+def build_machines(runs: list[StoredRun], argv: list[str] | None = None) -> Report:
+    """`show RUN RUN ...`: the same cells measured on different machines, side by side. Per cell and
+    machine: the metric, the ratio to the fastest allocator on that machine (paired by round, as
+    the run itself computed it), and the ratio to the fastest machine for that cell (separate runs:
+    bootstrap ratio of medians)."""
+    from memsleuth import stats
+    from memsleuth.regression import _key, _times
+    per_run = [{_key(c): c for g in analyse_run(r).groups for c in g.cells} for r in runs]
+    keys = list(dict.fromkeys(k for cells in per_run for k in cells))
+    names = [f"{r.machine.name} (run {r.id})" for r in runs]
+    rows, failed = [], set()
+    ratios: dict[str, list[float | None]] = {}
+    resolved: dict[str, list[bool]] = {}
+    noise = min(r.spec.noise for r in runs)
+    for key in keys:
+        have = [(i, cells[key]) for i, cells in enumerate(per_run) if key in cells and cells[key].estimate is not None]
+        best = None
+        if have:
+            hib = have[0][1].higher_is_better
+            best = (max if hib else min)(have, key=lambda t: t[1].estimate.median)
+        ratios[key], resolved[key] = [], []
+        for i, cells in enumerate(per_run):
+            c = cells.get(key)
+            if c is None or c.estimate is None:
+                rows.append([key, names[i], "-" if c is None else c.label, "-", "-"])
+                if c is not None:
+                    failed.add((len(rows) - 1, 2))
+                ratios[key].append(None)
+                resolved[key].append(False)
+                continue
+            text, ci = _metric_text(c)
+            within = "fastest" if c.is_best else (c.verdict.text if c.verdict else "-")
+            if best is not None and best[0] == i:
+                across, r_est, res = "fastest machine", None, True
+                ratios[key].append(1.0)
+            else:
+                r_est = stats.bootstrap_ratio_of_medians(_times(c), _times(best[1]))
+                v = stats.verdict(r_est, noise)
+                across = v.text
+                res = v.kind != "unresolved"
+                ratios[key].append(r_est.median)
+            resolved[key].append(res)
+            rows.append([key, names[i], f"{text} {ci}", within, across])
+    tables = [Table("By machine", ["cell", "machine", "metric [95% CI]", "vs the fastest allocator on this machine",
+                                   "vs the fastest machine for this cell"], rows,
+                    ["Within a machine, the paired per-round ratio its run computed; across machines, separate runs: "
+                     f"the ratio of medians with a seeded bootstrap 95% CI, called beyond ±{noise:.0%}."],
+                    failed=failed),
+              Table("Machines", ["run", "machine", "host", "CPU", "memory-relevant CPU flags", "kernel", "THP",
+                                 "NUMA nodes", "glibc", "governor", "allocators"],
+                    [machine_fingerprint(r) for r in runs])]
+    header = [f"{len(runs)} runs of {runs[0].kind} {runs[0].name}, by machine"]
+    specs = {(r.kind, r.name, tuple(sorted(_key(c) for g in analyse_run(r).groups for c in g.cells))) for r in runs}
+    if len(specs) > 1:
+        header.append("WARNING: the runs measured different cells or programs: only cells present in several runs "
+                      "compare across machines")
+    fig = RatioFigure(names, keys, [ratios[k] for k in keys], [resolved[k] for k in keys])
+    return Report("memsleuth show — by machine", header, tables, figures=[fig], command=memsleuth_command(argv or []),
+                  run=runs[-1])

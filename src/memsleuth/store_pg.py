@@ -1,0 +1,116 @@
+"""PostgreSQL for the store (`--db postgresql://user:password@host/db`), through psycopg 3.
+
+Why psycopg and not SQLAlchemy: the store is a handful of hand-written SQL statements over a
+DB-API connection; psycopg's `Connection.execute` has the shape of sqlite3's, so one Store class
+serves both with the differences kept here (placeholders, DDL, read-only sessions), and every
+statement stays readable SQL. SQLAlchemy Core would rewrite each query into its expression
+language for no difference in behaviour.
+"""
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit, urlunsplit
+
+from memsleuth.errors import UsageError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id BIGSERIAL PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    argv TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    version TEXT NOT NULL,
+    owner_host TEXT,
+    owner_pid INTEGER,
+    owner_start TEXT,
+    uuid TEXT
+);
+CREATE TABLE IF NOT EXISTS cells (
+    id BIGSERIAL PRIMARY KEY,
+    run_id BIGINT NOT NULL REFERENCES runs(id),
+    position INTEGER NOT NULL,
+    allocator TEXT NOT NULL,
+    params TEXT NOT NULL,
+    env TEXT NOT NULL,
+    command TEXT NOT NULL,
+    where_sites TEXT
+);
+CREATE TABLE IF NOT EXISTS samples (
+    id BIGSERIAL PRIMARY KEY,
+    cell_id BIGINT NOT NULL REFERENCES cells(id),
+    round INTEGER NOT NULL,
+    warmup INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    evidence TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS samples_cell ON samples(cell_id);
+CREATE INDEX IF NOT EXISTS cells_run ON cells(run_id);
+"""
+
+
+def display(url: str) -> str:
+    """The URL as messages show it: without its password."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class Connection:
+    """A psycopg connection with sqlite3's calling convention: `?` placeholders, executescript."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def execute(self, sql: str, params=()):
+        return self.conn.execute(sql.replace("?", "%s"), tuple(params))
+
+    def executescript(self, script: str) -> None:
+        for stmt in (s.strip() for s in script.split(";")):
+            if stmt:
+                self.conn.execute(stmt)
+
+    def commit(self) -> None:
+        self.conn.commit()
+
+    def rollback(self) -> None:
+        self.conn.rollback()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def connect(url: str, *, readonly: bool) -> Connection:
+    """One clear line (exit 2) for what stops the connection: no driver, unreachable, refused."""
+    try:
+        import psycopg
+    except ImportError:
+        raise UsageError("--db postgresql://... needs psycopg (pip install 'psycopg[binary]'); `make setup` "
+                         "installs it") from None
+    try:
+        conn = psycopg.connect(url, connect_timeout=10, application_name="memsleuth")
+    except psycopg.OperationalError as e:
+        raise UsageError(f"{display(url)}: cannot connect: {_reason(str(e))}") from None
+    except psycopg.ProgrammingError as e:   # a malformed URL
+        raise UsageError(f"{display(url)}: not a usable PostgreSQL URL: {_reason(str(e))}") from None
+    if readonly:
+        conn.execute("SET default_transaction_read_only = on")
+        conn.commit()
+    return Connection(conn)
+
+
+def _reason(text: str) -> str:
+    """libpq's message, one line, without the URL's password."""
+    lines = [re.sub(r"^connection failed: ", "", ln.strip()) for ln in text.strip().splitlines() if ln.strip()]
+    # libpq tries each address of the host and repeats the reason for each: say it once.
+    lines = [re.sub(r'^connection to server at "[^"]*"(, port \d+)? failed: ', "", ln) for ln in lines]
+    reason = "; ".join(dict.fromkeys(lines)) or "unknown error"
+    return re.sub(r"password=\S+", "password=***", reason)
