@@ -4,8 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 ALLOCATOR_PACKAGES := libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2
-# The HTML report's tests open it in a real browser.
-TEST_PACKAGES := chromium
+# The HTML report's tests open it in a real browser; the fleet's start a one-machine Slurm cluster;
+# the PostgreSQL store's a throw-away cluster (pg_virtualenv).
+TEST_PACKAGES := chromium slurm-wlm munge postgresql postgresql-common
 # GNU time: bench/peer_agreement.py times programs the way mimalloc-bench does.
 BUILD_PACKAGES := cmake gcc g++ make python3-venv linux-perf gzip time
 SOURCES := $(shell find src native -type f -not -name '*.pyc') CMakeLists.txt pyproject.toml
@@ -38,7 +39,7 @@ test-packages:
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "scikit-build-core>=0.8" "rich>=13" "numpy>=1.24" "scipy>=1.10" "pyperf>=2.6" "jinja2>=3.1" "matplotlib>=3.7" "pytest>=7" "hypothesis>=6"
+	$(PY) -m pip install -q "scikit-build-core>=0.8" "rich>=13" "numpy>=1.24" "scipy>=1.10" "pyperf>=2.6" "jinja2>=3.1" "matplotlib>=3.7" "psycopg[binary]>=3.1" "pytest>=7" "hypothesis>=6"
 	touch $@
 
 # The package with its native binaries, built by CMake through scikit-build-core.

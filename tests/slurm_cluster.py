@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-NEEDED = ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "munged")
+NEEDED = ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "sinfo", "scancel", "munged")
 
 
 def missing() -> list[str]:

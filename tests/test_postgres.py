@@ -1,0 +1,95 @@
+"""The store on a real PostgreSQL: a throw-away cluster from Debian's pg_virtualenv, and compare,
+show, diff, history, export and merge against it; unreachable and refused connections. Root only."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from conftest import memsleuth
+
+REASON = None
+if os.geteuid() != 0:
+    REASON = "not root: pg_virtualenv needs root to create a throw-away cluster (`make test` as root, as CI does)"
+elif shutil.which("pg_virtualenv") is None:
+    REASON = "PostgreSQL not installed (pg_virtualenv missing): `make test` as root installs postgresql"
+else:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        REASON = "psycopg not installed: `make setup` installs it"
+pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+
+SMALL = ["--alloc", "glibc", "--param", "ws=400", "--param", "iterations=20000", "--reps", "3"]
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    """pg_virtualenv runs a helper that prints the cluster's address and waits; closing its stdin
+    ends it, and pg_virtualenv drops the cluster."""
+    helper = ("import os, sys; e = os.environ; print('postgresql://%s:%s@%s:%s/%s' % (e['PGUSER'], e['PGPASSWORD'], "
+              "e['PGHOST'], e['PGPORT'], e['PGDATABASE']), flush=True); sys.stdin.read()")
+    proc = subprocess.Popen(["pg_virtualenv", "--", sys.executable, "-c", helper], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = ""
+    while proc.poll() is None:
+        line = proc.stdout.readline()
+        if line.startswith("postgresql://"):
+            url = line.strip()
+            break
+    if not url:
+        pytest.fail("pg_virtualenv did not start a cluster: " + proc.stderr.read()[-800:])
+    yield url
+    proc.stdin.close()
+    proc.wait(timeout=120)
+
+
+def test_compare_show_diff_history_export_on_postgres(pg_url, tmp_path):
+    for _ in range(2):
+        proc = memsleuth("compare", *SMALL, "--db", pg_url)
+        assert proc.returncode == 0, proc.stderr
+    password = pg_url.split(":")[2].split("@")[0]
+    hist = memsleuth("history", "--db", pg_url)
+    assert hist.returncode == 0 and password not in hist.stdout and "***" in hist.stdout
+    assert memsleuth("show", "1", "--db", pg_url).returncode == 0
+    diff = memsleuth("diff", "1", "2", "--db", pg_url)
+    assert diff.returncode in (0, 1) and "normalised change" in diff.stdout
+    js = tmp_path / "e.json"
+    exp = memsleuth("export", "2", "--format", "json", "-o", str(js), "--db", pg_url)
+    assert exp.returncode == 0, exp.stderr
+    doc = json.loads(js.read_text())
+    assert doc["run"]["id"] == 2 and password not in js.read_text()
+    side = memsleuth("show", "1", "2", "--db", pg_url)
+    assert side.returncode == 0 and "By machine" in side.stdout
+
+
+def test_merge_sqlite_into_postgres_and_back(pg_url, tmp_path):
+    local = tmp_path / "local.db"
+    proc = memsleuth("compare", *SMALL, "--machine-label", "laptop", "--db", str(local))
+    assert proc.returncode == 0, proc.stderr
+    first = memsleuth("merge", str(local), "--db", pg_url)
+    assert first.returncode == 0 and "1 run(s) added" in first.stdout, first.stderr
+    again = memsleuth("merge", str(local), "--db", pg_url)
+    assert "0 run(s) added" in again.stdout
+    back = tmp_path / "back.db"
+    out = memsleuth("merge", pg_url, "--db", str(back))
+    assert out.returncode == 0, out.stderr
+    labels = [json.loads(m).get("label") for (m,) in sqlite3.connect(back).execute("SELECT machine FROM runs")]
+    assert "laptop" in labels
+
+
+@pytest.mark.parametrize("mangle,message", [
+    (lambda u: u.replace(u.split(":")[2].split("@")[0], "wrong"), "password authentication failed"),
+    (lambda u: "postgresql://nobody@127.0.0.1:1/none", "cannot connect"),
+])
+def test_unusable_postgres_is_one_line_exit_2(pg_url, mangle, message):
+    url = mangle(pg_url)
+    proc = memsleuth("compare", *SMALL, "--db", url)
+    assert proc.returncode == 2 and message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "wrong@" not in proc.stderr   # the password is never printed
