@@ -50,23 +50,32 @@ def gate(db: str, a: int, b: int) -> tuple[bool, bool, float]:
 
 
 def calibrate(db: str) -> int:
-    """The spin count whose slowdown is closest to TARGET (paired runs of 5 rounds)."""
-    base = [compare(db, 0) for _ in range(2)]
-    from memsleuth.store import Store
-    st = Store(db, readonly=True)
+    """The spin count whose slowdown is closest to TARGET: one compare with every candidate as a
+    --variant of the same preload, interleaved, read as paired per-round ratios to no spin."""
+    js = db + ".calibrate.json"
+    spins = list(range(2, 13))
+    argv = [sys.executable, "-m", "memsleuth", "compare", "--alloc", f"spin={fixture('libfx-spin.so')}", *PARAMS,
+            "--reps", "8", "--db", db + ".calibrate", "--no-reference", "--json", js]
+    for n in spins:
+        argv += ["--variant", f"s{n}:MEMSLEUTH_FIXTURE_SPIN={n}"]
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    doc = json.load(open(js))
 
-    def cost(run_id: int) -> float:
-        c = st.load_run(run_id).cells[0]
-        return stats.median_ci([1 / s.ops_per_s for _, s in c.measured() if s.ok]).median
-    b = sorted(cost(r) for r in base)[0]
+    def per_round(cell) -> dict[int, float]:
+        out = {}
+        for s in cell["samples"]:
+            main = next((r for r in s["regions"] if r["name"] == "main"), None)
+            if not s["warmup"] and s["status"] == "ok" and main and main["ops"]:
+                out[s["round"]] = main["wall_ns"] / main["ops"]
+        return out
+    cells = {c["params"]["variant"]: per_round(c) for c in doc["cells"]}
+    base = cells["default"]
     best = None
-    for spin in (2, 4, 6, 8, 12, 16):
-        ratio = cost(compare(db, spin)) / b
-        print(f"  spin {spin:>2}: {ratio:.3f}x time per op", flush=True)
-        if best is None or abs(ratio - TARGET) < abs(best[1] - TARGET):
-            best = (spin, ratio)
-        if ratio > TARGET + 0.05:
-            break
+    for n in spins:
+        est = stats.paired_by_round(cells[f"s{n}"], base)
+        print(f"  spin {n:>2}: {est.median:.3f}x time per op (paired, 8 rounds)", flush=True)
+        if best is None or abs(est.median - TARGET) < abs(best[1] - TARGET):
+            best = (n, est.median)
     return best[0]
 
 

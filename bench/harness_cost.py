@@ -12,6 +12,7 @@ import tempfile
 
 from common import Holder, interleave
 from memsleuth import allocators, native, stats
+from memsleuth.launcher import normalise
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 
@@ -25,7 +26,7 @@ def ns_per_op(alloc, ws: int, harness_only: bool) -> float:
                  f"--harness-only={int(harness_only)}"]
         import subprocess
         subprocess.run(argv, check=True)
-        doc = json.load(open(out.name))
+        doc = normalise(json.load(open(out.name)))
     main = next(p for p in doc["probe"] if isinstance(p, dict) and p.get("name") == "main")
     return main["wall_ns"] / main["ops"]
 

@@ -72,6 +72,8 @@ def test_a_failed_task_is_recorded_with_its_state_and_log(cluster, tmp_path):
     facts = json.loads(row[2])["facts"]
     assert facts["slurm_state"] == "FAILED" and facts["exit_code"].startswith("3")
     assert "no cell produced a result" in facts["log_tail"]
+    shown = ms(cluster, "show", "1", "--db", str(db))
+    assert shown.returncode == 0 and "state FAILED" in shown.stdout and "Log tail" in shown.stdout
 
 
 @pytest.mark.parametrize("args,message", [

@@ -36,5 +36,5 @@ def test_summarise_merges_runs_and_keeps_the_exact_max():
 
 
 def test_sampling_cost_share():
-    assert latency.sampling_cost_share(1000, 20.0, 1e6) == pytest.approx(0.02)
+    assert latency.sampling_cost_share(1000, 20.0, 1e6) == pytest.approx(0.02 * latency.SAMPLE_COST_TIMERS)
     assert latency.sampling_cost_share(1, 20.0, 0) is None

@@ -102,7 +102,7 @@ static void phase(worker *ws, ring *rings, const params *p, int harness, uint64_
 }
 
 int main(int argc, char **argv) {
-  params p = {1000000, 1, 16, 256, 256, 1, 64, UINT64_MAX};
+  params p = {1000000, 1, 16, 256, 256, 1, WL_LATENCY_EVERY, UINT64_MAX};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (ms_arg_u64(PROG, a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) ||

@@ -81,7 +81,7 @@ static void phase(worker *ws, const params *p, int harness, uint64_t n) {
 }
 
 int main(int argc, char **argv) {
-  params p = {200000, 2, 8, 200, 1, 64, UINT64_MAX, 0};
+  params p = {200000, 2, 8, 200, 1, WL_LATENCY_EVERY, UINT64_MAX, 0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (ms_arg_u64(PROG, a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) ||

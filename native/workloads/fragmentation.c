@@ -89,7 +89,7 @@ static void run(wl_thread *t, const params *p, uint64_t phases, survivors *kept,
 }
 
 int main(int argc, char **argv) {
-  params p = {24, 50000, 32, 4096, 4, UINT64_C(64) << 20, 1, 64, 6};
+  params p = {24, 50000, 32, 4096, 4, UINT64_C(64) << 20, 1, WL_LATENCY_EVERY, 6};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (ms_arg_u64(PROG, a, "phases", &p.phases, 1, 1 << 20) ||

@@ -14,7 +14,7 @@
  * --harness-only=1 runs the same loop with the same random numbers and slot choices but no
  * malloc or free, to measure the harness's own cost per operation (docs/workloads.md).
  *
- * Latency: a random 1 in --latency-every (default 64) of main's mallocs and frees is timed into
+ * Latency: a random 1 in --latency-every (default 256) of main's mallocs and frees is timed into
  * a histogram (ms_wl.h); --harness-ops (default iterations / 4) runs the loop once more after
  * main, in region "harness", with no malloc or free: the harness's own cost in every run.
  *
@@ -135,7 +135,7 @@ static void *run_worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  params p = {1000000, 400, 1, 16, 1024, 1, 0, UINT64_MAX, 64, UINT64_MAX};
+  params p = {1000000, 400, 1, 16, 1024, 1, 0, UINT64_MAX, WL_LATENCY_EVERY, UINT64_MAX};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *w = "random-mixed";

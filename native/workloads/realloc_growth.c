@@ -100,7 +100,7 @@ static uint64_t calls(worker *ws, const params *p) {
 }
 
 int main(int argc, char **argv) {
-  params p = {200, 64, 16, UINT64_C(256) << 10, 4, 1, 1, 64, UINT64_MAX, 0};
+  params p = {200, 64, 16, UINT64_C(256) << 10, 4, 1, 1, WL_LATENCY_EVERY, UINT64_MAX, 0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (ms_arg_u64(PROG, a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) ||

@@ -84,7 +84,7 @@ static void phase(worker *ws, const params *p, void **table, int harness, uint64
 }
 
 int main(int argc, char **argv) {
-  params p = {500000, 2, 4000, 32, 512, 1, 64, UINT64_MAX};
+  params p = {500000, 2, 4000, 32, 512, 1, WL_LATENCY_EVERY, UINT64_MAX};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (ms_arg_u64(PROG, a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) ||

@@ -93,7 +93,7 @@ static uint64_t calls(worker *ws, const params *p) {
 }
 
 int main(int argc, char **argv) {
-  params p = {200000, 8, 16, 4096, 64, 4096, 1, 64, UINT64_MAX};
+  params p = {200000, 8, 16, 4096, 64, 4096, 1, WL_LATENCY_EVERY, UINT64_MAX};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (ms_arg_u64(PROG, a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) ||

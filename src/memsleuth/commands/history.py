@@ -28,6 +28,7 @@ def run(args, command, console: Console) -> int:
         m = r.machine
         # Every cell is Text: a command line or host name is data, never markup.
         table.add_row(Text(str(r.id)), Text(r.created_at), Text(r.status), Text(shown),
-                      Text(f"{m.hostname} ({m.cpu_model}, {m.kernel})"), Text(str(r.cells)), Text(str(r.samples)))
+                      Text(m.name + (f" ({m.cpu_model}, {m.kernel})" if m.cpu_model else "")), Text(str(r.cells)),
+                      Text(str(r.samples)))
     console.print(table)
     return 0

@@ -410,7 +410,19 @@ def failures_table(groups: list[Group], swept: list[str]) -> Table | None:
 
 def build_for(run: StoredRun) -> Report:
     """The report of a stored run, by its kind."""
-    return {"check": build_check, "case": build_case}.get(run.kind, build)(run)
+    return {"check": build_check, "case": build_case, "fleet-task": build_fleet_task}.get(run.kind, build)(run)
+
+
+def build_fleet_task(run: StoredRun) -> Report:
+    """A fleet task Slurm did not complete (`fleet collect` records it): its state and log tail."""
+    f = run.spec.facts
+    header = [f"Slurm task {f.get('slurm_job', '?')} for target {run.name}: state {f.get('slurm_state', '?')}, "
+              f"exit code {f.get('exit_code') or '?'}, partition {f.get('partition') or '?'}, node {f.get('node') or '?'}",
+              f"its command: {command_text(run.argv)}"]
+    tail = [line for line in str(f.get("log_tail", "")).splitlines()]
+    return Report(f"memsleuth fleet task — run {run.id} ({run.status})", header,
+                  [Table("Log tail", ["line"], [[line] for line in tail] or [["(empty)"]])],
+                  command=memsleuth_command(run.argv), run=run)
 
 
 def command_text(argv) -> str:

@@ -114,7 +114,12 @@ class Workload:
         return [str(native.native_path(self.program))] + [f"--{k}={v}" for k, v in values.items() if v is not None]
 
 
-def sampling_params(every: int = 64) -> tuple[Param, ...]:
+# The default sampling rate (native/workloads/ms_wl.h WL_LATENCY_EVERY): 1 in 64 cost 7% of
+# random-mixed's operations (bench/latency_cost.py), 1 in 256 about 2%.
+LATENCY_EVERY = 256
+
+
+def sampling_params(every: int = LATENCY_EVERY) -> tuple[Param, ...]:
     """The parameters every allocator workload shares: latency sampling and the harness phase."""
     return (
         Param("latency-every", every, 0, 1 << 30, "time a random 1 in N allocator calls (0: none)"),

@@ -1,7 +1,7 @@
 """fragmentation: phases of changing size classes that keep a scattered few alive."""
 from __future__ import annotations
 
-from memsleuth.workloads.base import Param, Workload, size_order
+from memsleuth.workloads.base import LATENCY_EVERY, Param, Workload, size_order
 
 WORKLOAD = Workload(
     name="fragmentation",
@@ -16,7 +16,7 @@ WORKLOAD = Workload(
         Param("live-max", 64 << 20, 0, 1 << 40, "live bytes beyond which the oldest survivors are freed",
               kind="size"),
         Param("seed", 1, 0, (1 << 63) - 1, "random seed"),
-        Param("latency-every", 64, 0, 1 << 30, "time a random 1 in N allocator calls (0: none)"),
+        Param("latency-every", LATENCY_EVERY, 0, 1 << 30, "time a random 1 in N allocator calls (0: none)"),
         Param("harness-phases", 6, 0, 1 << 20, "phases of the harness phase (0: none)"),
     ),
     oom_exit_code=3,
