@@ -67,12 +67,12 @@ def test_a_failed_task_is_recorded_with_its_state_and_log(cluster, tmp_path):
     col = ms(cluster, "fleet", "collect", str(res), "--wait", "--timeout", "240", "--db", str(db))
     assert col.returncode == 0, col.stdout + col.stderr
     assert "Slurm state FAILED" in col.stdout
-    row = sqlite3.connect(db).execute("SELECT status, kind, spec FROM runs WHERE kind='fleet-task'").fetchone()
+    row = sqlite3.connect(db).execute("SELECT status, kind, spec, id FROM runs WHERE kind='fleet-task'").fetchone()
     assert row[0] == "failed"
     facts = json.loads(row[2])["facts"]
     assert facts["slurm_state"] == "FAILED" and facts["exit_code"].startswith("3")
     assert "no cell produced a result" in facts["log_tail"]
-    shown = ms(cluster, "show", "1", "--db", str(db))
+    shown = ms(cluster, "show", str(row[3]), "--db", str(db))
     assert shown.returncode == 0 and "state FAILED" in shown.stdout and "Log tail" in shown.stdout
 
 

@@ -222,9 +222,9 @@ def latency_table(groups: list[Group], swept: list[str]) -> Table | None:
     notes = ["Calls timed at random (" + (f"1 in {info[0]} on average" if info else "sampled") + ") in region main of "
              "every measured run, merged; percentiles are the upper edge of a log-linear bucket (at most 12.5% above "
              "the true value), the max is exact."
-             + (f" Each includes one clock-read pair ({info[1]:.0f} ns here)." if info else "")
-             + (f" Estimated sampling cost: {min(shares):.2%}-{max(shares):.2%} of region main "
-                "(timed calls x clock-read pair; bench/latency_cost.py measures it directly)." if shares else "")]
+             + (f" Each includes about one clock read ({info[1]:.0f} ns here)." if info else "")
+             + (f" Estimated sampling cost: {min(shares):.1%}-{max(shares):.1%} of region main "
+                "(about 4 clock reads per timed call; bench/latency_cost.py measures it directly)." if shares else "")]
     n = len(cols)
     return Table("Latency", cols, rows, notes, align_right=set(range(n - 5, n)))
 
