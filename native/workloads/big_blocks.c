@@ -29,14 +29,13 @@ typedef struct {
   const params *p;
   unsigned char **slots;
   uint64_t *sizes;
-  uint64_t n;
 } worker;
 
 static void *run_worker(void *arg) {
   worker *w = arg;
   wl_thread *t = &w->t;
   const params *p = w->p;
-  for (uint64_t i = 0; i < w->n && !t->failed; i++) {
+  for (uint64_t i = 0; i < t->phase_ops && !t->failed; i++) {
     uint64_t r = wl_rand(&t->rng);
     uint64_t s = wl_below((uint32_t)(r >> 32), p->ws);
     if (w->sizes[s]) {
@@ -59,14 +58,6 @@ static void *run_worker(void *arg) {
   return NULL;
 }
 
-static void phase(worker *ws, const params *p, int harness, uint64_t n) {
-  for (unsigned i = 0; i < p->threads; i++) {
-    ws[i].t.harness = harness;
-    ws[i].n = n;
-  }
-  wl_run_threads((unsigned)p->threads, run_worker, ws, sizeof *ws);
-}
-
 static void release_all(worker *ws, const params *p) {
   for (unsigned i = 0; i < p->threads; i++)
     for (uint64_t s = 0; s < p->ws; s++) {
@@ -85,15 +76,12 @@ int main(int argc, char **argv) {
         ms_arg_u64(PROG, a, "min-size", &p.min_size, 16, UINT64_C(1) << 36) ||
         ms_arg_u64(PROG, a, "max-size", &p.max_size, 16, UINT64_C(1) << 36) ||
         ms_arg_u64(PROG, a, "threads", &p.threads, 1, 1024) ||
-        ms_arg_u64(PROG, a, "seed", &p.seed, 0, UINT64_MAX) ||
-        ms_arg_u64(PROG, a, "latency-every", &p.every, 0, UINT64_C(1) << 30) ||
-        ms_arg_u64(PROG, a, "harness-ops", &p.harness_ops, 0, UINT64_C(1) << 40) ||
+        wl_common_arg(PROG, a, &p.seed, &p.every, &p.harness_ops) ||
         ms_arg_choice(PROG, a, "touch", TOUCH, &p.touch))
       continue;
-    fprintf(stderr, "%s: unknown argument '%s'\n", PROG, a);
-    return 2;
+    return wl_unknown_arg(PROG, a);
   }
-  if (p.min_size > p.max_size) { fprintf(stderr, "%s: --min-size must not exceed --max-size\n", PROG); return 2; }
+  if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
   if (p.harness_ops == UINT64_MAX) p.harness_ops = p.iterations / 4;
   uint64_t timer_ns = wl_timer_ns();
   unsigned n = (unsigned)p.threads;
@@ -111,28 +99,23 @@ int main(int argc, char **argv) {
   if (bad) { fprintf(stderr, "%s: out of memory in setup\n", PROG); return EXIT_OOM; }
 
   ms_region_begin("main");
-  phase(ws, &p, 0, p.iterations);
+  wl_phase(ws, sizeof *ws, n, 0, p.iterations, run_worker);
   ms_region_end(p.iterations * p.threads);
   int rc = wl_failure(PROG, &ws[0].t, sizeof *ws, n);
   if (rc) return rc;
 
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  fprintf(f, "{\"workload\":\"%s\",\"ops\":%" PRIu64 ",", PROG, p.iterations * p.threads);
-  wl_result_common(f, &ws[0].t, sizeof *ws, n, p.every, timer_ns);
-  fputs("}", f);
+  char *result = wl_result_json(PROG, p.iterations * p.threads, "", &ws[0].t, sizeof *ws, n, p.every, timer_ns);
 
   ms_region_begin("teardown");
   release_all(ws, &p);
   ms_region_end(0);
   if (p.harness_ops) {
     ms_region_begin("harness");
-    phase(ws, &p, 1, p.harness_ops);
+    wl_phase(ws, sizeof *ws, n, 1, p.harness_ops, run_worker);
     ms_region_end(p.harness_ops * p.threads);
     release_all(ws, &p);
   }
   for (unsigned i = 0; i < n; i++) free(ws[i].t.scratch);
-  wl_send(&buf, f);
+  wl_send(result);
   return 0;
 }

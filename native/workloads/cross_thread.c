@@ -37,7 +37,6 @@ typedef struct {
   const params *p;
   ring *q;
   int producer;
-  uint64_t n;              /* blocks in this phase */
 } worker;
 
 static void wait_a_little(unsigned *spins) {
@@ -47,7 +46,7 @@ static void wait_a_little(unsigned *spins) {
 static void *produce(worker *w) {
   wl_thread *t = &w->t;
   ring *q = w->q;
-  for (uint64_t i = 0; i < w->n && !t->failed; i++) {
+  for (uint64_t i = 0; i < t->phase_ops && !t->failed; i++) {
     uint64_t size = wl_log_size(&t->rng, w->p->min_size, w->p->max_size);
     unsigned char *b = wl_malloc(t, size);
     if (!b) break;
@@ -74,7 +73,7 @@ static void *consume(worker *w) {
   wl_thread *t = &w->t;
   ring *q = w->q;
   unsigned pair = t->idx - (unsigned)w->p->threads;
-  for (uint64_t i = 0; i < w->n; i++) {
+  for (uint64_t i = 0; i < t->phase_ops; i++) {
     uint64_t tl = atomic_load_explicit(&q->tail, memory_order_relaxed);
     unsigned spins = 0;
     while (atomic_load_explicit(&q->head, memory_order_acquire) == tl) wait_a_little(&spins);
@@ -93,12 +92,8 @@ static void *run_worker(void *arg) {
 }
 
 static void phase(worker *ws, ring *rings, const params *p, int harness, uint64_t n) {
-  for (unsigned i = 0; i < 2 * p->threads; i++) {
-    ws[i].t.harness = harness;
-    ws[i].n = n;
-  }
   for (unsigned k = 0; k < p->threads; k++) rings[k].head = rings[k].tail = 0;
-  wl_run_threads((unsigned)(2 * p->threads), run_worker, ws, sizeof *ws);
+  wl_phase(ws, sizeof *ws, (unsigned)(2 * p->threads), harness, n, run_worker);
 }
 
 int main(int argc, char **argv) {
@@ -110,14 +105,11 @@ int main(int argc, char **argv) {
         ms_arg_u64(PROG, a, "min-size", &p.min_size, 16, UINT64_C(1) << 30) ||
         ms_arg_u64(PROG, a, "max-size", &p.max_size, 16, UINT64_C(1) << 30) ||
         ms_arg_u64(PROG, a, "queue", &p.queue, 1, UINT64_C(1) << 24) ||
-        ms_arg_u64(PROG, a, "seed", &p.seed, 0, UINT64_MAX) ||
-        ms_arg_u64(PROG, a, "latency-every", &p.every, 0, UINT64_C(1) << 30) ||
-        ms_arg_u64(PROG, a, "harness-ops", &p.harness_ops, 0, UINT64_C(1) << 40))
+        wl_common_arg(PROG, a, &p.seed, &p.every, &p.harness_ops))
       continue;
-    fprintf(stderr, "%s: unknown argument '%s'\n", PROG, a);
-    return 2;
+    return wl_unknown_arg(PROG, a);
   }
-  if (p.min_size > p.max_size) { fprintf(stderr, "%s: --min-size must not exceed --max-size\n", PROG); return 2; }
+  if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
   if (p.harness_ops == UINT64_MAX) p.harness_ops = p.iterations / 4;
   uint64_t timer_ns = wl_timer_ns();
   unsigned n = (unsigned)(2 * p.threads);
@@ -148,12 +140,7 @@ int main(int argc, char **argv) {
   if (rc) return rc;
 
   /* The counts and checksum are main's: the harness phase adds to neither. */
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  fprintf(f, "{\"workload\":\"%s\",\"ops\":%" PRIu64 ",", PROG, 2 * p.iterations * p.threads);
-  wl_result_common(f, &ws[0].t, sizeof *ws, n, p.every, timer_ns);
-  fputs("}", f);
+  char *result = wl_result_json(PROG, 2 * p.iterations * p.threads, "", &ws[0].t, sizeof *ws, n, p.every, timer_ns);
 
   if (p.harness_ops) {
     ms_region_begin("harness");
@@ -164,6 +151,6 @@ int main(int argc, char **argv) {
   for (unsigned i = 0; i < n; i++) free(ws[i].t.scratch);
   for (unsigned k = 0; k < p.threads; k++) free(rings[k].slots);
   ms_region_end(0);
-  wl_send(&buf, f);
+  wl_send(result);
   return 0;
 }

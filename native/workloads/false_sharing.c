@@ -31,7 +31,6 @@ typedef struct {
   wl_thread t;
   const params *p;
   unsigned char *handed;   /* passive: the block the main thread allocated for this thread */
-  uint64_t n;
 } worker;
 
 /* Writes each byte of b in turn `writes` times, then checks every byte holds what this thread
@@ -61,7 +60,7 @@ static void *run_worker(void *arg) {
     wl_free(t, w->handed);
     w->handed = NULL;
   }
-  for (uint64_t i = 0; i < w->n && !t->failed; i++) {
+  for (uint64_t i = 0; i < t->phase_ops && !t->failed; i++) {
     unsigned char *b = wl_malloc(t, p->size);
     if (!b) break;
     uint64_t s = hammer(b, p->size, p->writes);
@@ -72,14 +71,6 @@ static void *run_worker(void *arg) {
   return NULL;
 }
 
-static void phase(worker *ws, const params *p, int harness, uint64_t n) {
-  for (unsigned i = 0; i < p->threads; i++) {
-    ws[i].t.harness = harness;
-    ws[i].n = n;
-  }
-  wl_run_threads((unsigned)p->threads, run_worker, ws, sizeof *ws);
-}
-
 int main(int argc, char **argv) {
   params p = {200000, 2, 8, 200, 1, WL_LATENCY_EVERY, UINT64_MAX, 0};
   for (int i = 1; i < argc; i++) {
@@ -88,13 +79,10 @@ int main(int argc, char **argv) {
         ms_arg_u64(PROG, a, "threads", &p.threads, 1, 1024) ||
         ms_arg_u64(PROG, a, "size", &p.size, 1, 4096) ||
         ms_arg_u64(PROG, a, "writes", &p.writes, 1, UINT64_C(1) << 20) ||
-        ms_arg_u64(PROG, a, "seed", &p.seed, 0, UINT64_MAX) ||
-        ms_arg_u64(PROG, a, "latency-every", &p.every, 0, UINT64_C(1) << 30) ||
-        ms_arg_u64(PROG, a, "harness-ops", &p.harness_ops, 0, UINT64_C(1) << 40) ||
+        wl_common_arg(PROG, a, &p.seed, &p.every, &p.harness_ops) ||
         ms_arg_choice(PROG, a, "mode", MODES, &p.mode))
       continue;
-    fprintf(stderr, "%s: unknown argument '%s'\n", PROG, a);
-    return 2;
+    return wl_unknown_arg(PROG, a);
   }
   if (p.harness_ops == UINT64_MAX) p.harness_ops = p.iterations / 4;
   uint64_t timer_ns = wl_timer_ns();
@@ -112,26 +100,23 @@ int main(int argc, char **argv) {
   if (bad) { fprintf(stderr, "%s: out of memory in setup\n", PROG); return EXIT_OOM; }
 
   ms_region_begin("main");
-  phase(ws, &p, 0, p.iterations);
+  wl_phase(ws, sizeof *ws, n, 0, p.iterations, run_worker);
   ms_region_end(p.iterations * p.threads);
   int rc = wl_failure(PROG, &ws[0].t, sizeof *ws, n);
   if (rc) return rc;
 
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  fprintf(f, "{\"workload\":\"%s\",\"mode\":\"%s\",\"ops\":%" PRIu64 ",", PROG, MODES[p.mode], p.iterations * p.threads);
-  wl_result_common(f, &ws[0].t, sizeof *ws, n, p.every, timer_ns);
-  fputs("}", f);
+  char extra[64];
+  snprintf(extra, sizeof extra, "\"mode\":\"%s\"", MODES[p.mode]);
+  char *result = wl_result_json(PROG, p.iterations * p.threads, extra, &ws[0].t, sizeof *ws, n, p.every, timer_ns);
 
   if (p.harness_ops) {
     ms_region_begin("harness");
-    phase(ws, &p, 1, p.harness_ops);
+    wl_phase(ws, sizeof *ws, n, 1, p.harness_ops, run_worker);
     ms_region_end(p.harness_ops * p.threads);
   }
   ms_region_begin("teardown");
   for (unsigned i = 0; i < n; i++) free(ws[i].t.scratch);
   ms_region_end(0);
-  wl_send(&buf, f);
+  wl_send(result);
   return 0;
 }

@@ -98,14 +98,12 @@ int main(int argc, char **argv) {
         ms_arg_u64(PROG, a, "max-size", &p.max_size, 16, UINT64_C(1) << 24) ||
         ms_arg_u64(PROG, a, "keep", &p.keep, 1, UINT64_C(1) << 20) ||
         ms_arg_u64(PROG, a, "live-max", &p.live_max, 0, UINT64_C(1) << 40) ||
-        ms_arg_u64(PROG, a, "seed", &p.seed, 0, UINT64_MAX) ||
-        ms_arg_u64(PROG, a, "latency-every", &p.every, 0, UINT64_C(1) << 30) ||
+        wl_common_arg(PROG, a, &p.seed, &p.every, NULL) ||
         ms_arg_u64(PROG, a, "harness-phases", &p.harness_phases, 0, 1 << 20))
       continue;
-    fprintf(stderr, "%s: unknown argument '%s'\n", PROG, a);
-    return 2;
+    return wl_unknown_arg(PROG, a);
   }
-  if (p.min_size > p.max_size) { fprintf(stderr, "%s: --min-size must not exceed --max-size\n", PROG); return 2; }
+  if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
   uint64_t timer_ns = wl_timer_ns();
   uint64_t per_phase = (p.count + p.keep - 1) / p.keep;
   uint64_t most = p.phases > p.harness_phases ? p.phases : p.harness_phases;
@@ -131,22 +129,24 @@ int main(int argc, char **argv) {
   int rc = wl_failure(PROG, &t, sizeof t, 1);
   if (rc) return rc;
 
-  char *buf = NULL;
+  /* The per-phase record, as members of the result. */
+  char *extra = NULL;
   size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
+  FILE *f = open_memstream(&extra, &len);
   uint64_t ops = t.mallocs + t.frees, peak_live = 0;
   double worst = 0;
-  fprintf(f, "{\"workload\":\"%s\",\"ops\":%" PRIu64 ",\"phases\":[", PROG, ops);
+  fputs("\"phases\":[", f);
   for (uint64_t k = 0; k < p.phases; k++) {
     fprintf(f, "%s{\"live_bytes\":%" PRIu64 ",\"rss_bytes\":%" PRIu64 "}", k ? "," : "", marks[k].live, marks[k].rss);
     if (marks[k].live > peak_live) peak_live = marks[k].live;
     if (marks[k].live && (double)marks[k].rss / (double)marks[k].live > worst) worst = (double)marks[k].rss / (double)marks[k].live;
   }
   phase_mark last = marks[p.phases - 1];
-  fprintf(f, "],\"peak_live_bytes\":%" PRIu64 ",\"fragmentation\":%.4f,\"fragmentation_worst\":%.4f,", peak_live,
+  fprintf(f, "],\"peak_live_bytes\":%" PRIu64 ",\"fragmentation\":%.4f,\"fragmentation_worst\":%.4f", peak_live,
           last.live ? (double)last.rss / (double)last.live : 0.0, worst);
-  wl_result_common(f, &t, sizeof t, 1, p.every, timer_ns);
-  fputs("}", f);
+  fclose(f);   /* sets extra */
+  char *result = wl_result_json(PROG, ops, extra, &t, sizeof t, 1, p.every, timer_ns);
+  free(extra);
 
   if (p.harness_phases) {
     uint64_t before = t.mallocs + t.frees;
@@ -159,6 +159,6 @@ int main(int argc, char **argv) {
   for (uint64_t k = 0; k < most; k++) free(kept[k].blocks), free(kept[k].sizes);
   free(t.scratch);
   ms_region_end(0);
-  wl_send(&buf, f);
+  wl_send(result);
   return 0;
 }

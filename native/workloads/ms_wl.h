@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 #include "memsleuth/probe.h"
+#include "ms_args.h"
 
 /* Time 1 in this many allocator calls by default. Each timed call costs about 60 ns here (two
  * clock reads, the histogram, a mispredicted branch): 1 in 64 added 7% to random-mixed's 14 ns
@@ -107,6 +108,7 @@ typedef struct {
   int failed;               /* EXIT_OOM or EXIT_CORRUPT */
   uint64_t rng;
   unsigned char *scratch;   /* the no-op pool's one block, as large as the largest request */
+  uint64_t phase_ops;        /* operations (or blocks, buffers) each thread does in this phase */
   uint64_t mallocs, frees, reallocs, checksum;
   wl_lat lat;
 } wl_thread;
@@ -209,6 +211,37 @@ static inline void wl_run_threads(unsigned n, void *(*fn)(void *), void *arr, si
   free(tids);
 }
 
+/* One phase (main or harness) on n threads whose wl_thread is the first member of a stride-byte
+ * worker: each does `ops`, with the allocator (harness 0) or the no-op pool (1). The call
+ * counters restart; the checksum and the latency do not (main's result is read before the
+ * harness phase). */
+static inline void wl_phase(void *workers, size_t stride, unsigned n, int harness, uint64_t ops, void *(*fn)(void *)) {
+  for (unsigned i = 0; i < n; i++) {
+    wl_thread *t = (wl_thread *)((char *)workers + i * stride);
+    t->harness = harness;
+    t->phase_ops = ops;
+    t->mallocs = t->frees = t->reallocs = 0;
+  }
+  wl_run_threads(n, fn, workers, stride);
+}
+
+/* The allocator calls n threads made in the last phase: the ops of workloads that count calls. */
+static inline uint64_t wl_calls(void *workers, size_t stride, unsigned n) {
+  uint64_t c = 0;
+  for (unsigned i = 0; i < n; i++) {
+    wl_thread *t = (wl_thread *)((char *)workers + i * stride);
+    c += t->mallocs + t->frees + t->reallocs;
+  }
+  return c;
+}
+
+/* lo must not exceed hi: else one line and exit code 2 (for main to return). */
+static inline int wl_order(const char *prog, const char *lo_name, uint64_t lo, const char *hi_name, uint64_t hi) {
+  if (lo <= hi) return 0;
+  fprintf(stderr, "%s: --%s must not exceed --%s\n", prog, lo_name, hi_name);
+  return 2;
+}
+
 /* The first failure of n threads, reported on stderr as the workload's exit code (0: none). */
 static inline int wl_failure(const char *prog, wl_thread *ts, size_t stride, unsigned n) {
   for (unsigned i = 0; i < n; i++) {
@@ -269,10 +302,36 @@ static inline void wl_result_common(FILE *f, wl_thread *ts, size_t stride, unsig
   free(lats);
 }
 
-/* Sends the result built in a memstream (ms_result puts it on stdout and memsleuth's channel). */
-static inline void wl_send(char **buf, FILE *f) {
-  fclose(f);  /* sets *buf */
-  ms_result(*buf);
-  free(*buf);
+/* Region main's result, built before the harness phase (which moves the counters) and sent at
+ * the end: {"workload", "ops", extra members (JSON, may be ""), the calls, checksum, latency}. */
+static inline char *wl_result_json(const char *prog, uint64_t ops, const char *extra, wl_thread *ts, size_t stride,
+                                   unsigned n, uint64_t every, uint64_t timer_ns) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return NULL;
+  fprintf(f, "{\"workload\":\"%s\",\"ops\":%" PRIu64 ",%s%s", prog, ops, extra, *extra ? "," : "");
+  wl_result_common(f, ts, stride, n, every, timer_ns);
+  fputs("}", f);
+  fclose(f);   /* sets buf */
+  return buf;
+}
+
+/* Sends a result (ms_result puts it on stdout and on memsleuth's channel) and frees it. */
+static inline void wl_send(char *json) {
+  if (json) ms_result(json);
+  free(json);
+}
+
+/* The options every allocator workload shares; 1 when `a` was one of them. */
+static inline int wl_common_arg(const char *prog, const char *a, uint64_t *seed, uint64_t *every, uint64_t *harness) {
+  return ms_arg_u64(prog, a, "seed", seed, 0, UINT64_MAX) ||
+         ms_arg_u64(prog, a, "latency-every", every, 0, UINT64_C(1) << 30) ||
+         (harness && ms_arg_u64(prog, a, "harness-ops", harness, 0, UINT64_C(1) << 40));
+}
+
+static inline int wl_unknown_arg(const char *prog, const char *a) {
+  fprintf(stderr, "%s: unknown argument '%s'\n", prog, a);
+  return 2;
 }
 #endif

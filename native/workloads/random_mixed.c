@@ -221,6 +221,7 @@ int main(int argc, char **argv) {
   for (unsigned t = 0; t < p.threads; t++) lats[t] = &ws[t].lat;
   wl_latency_json(f, lats, (unsigned)p.threads, p.every, timer_ns);
   fputs("}", f);
+  fclose(f);   /* sets buf */
 
   /* The harness phase: the same loop, same kind of slot choices, no malloc or free, on the
    * slots as main left them (their blocks stay where they are, freed in teardown). */
@@ -237,6 +238,6 @@ int main(int argc, char **argv) {
       for (uint64_t s = 0; s < p.ws; s++) free(ws[t].slots[s]);
   }
   ms_region_end(0);
-  wl_send(&buf, f);
+  wl_send(buf);
   return 0;
 }

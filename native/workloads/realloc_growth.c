@@ -30,7 +30,6 @@ typedef struct {
   const params *p;
   unsigned char **bufs;
   uint64_t *sizes;
-  uint64_t n;
 } worker;
 
 /* Bytes [from, to) of buffer b get a pattern that depends on the position: realloc must keep it. */
@@ -51,10 +50,10 @@ static void *run_worker(void *arg) {
   const params *p = w->p;
   uint64_t started = 0, done = 0;
   for (uint64_t k = 0; k < p->live; k++) w->sizes[k] = 0;
-  while (done < w->n && !t->failed) {
-    for (uint64_t k = 0; k < p->live && done < w->n && !t->failed; k++) {
+  while (done < t->phase_ops && !t->failed) {
+    for (uint64_t k = 0; k < p->live && done < t->phase_ops && !t->failed; k++) {
       if (!w->sizes[k]) {
-        if (started == w->n) continue;
+        if (started == t->phase_ops) continue;
         started++;
         unsigned char *b = wl_malloc(t, p->start_size);
         if (!b) return NULL;
@@ -84,21 +83,6 @@ static void *run_worker(void *arg) {
   return NULL;
 }
 
-static void phase(worker *ws, const params *p, int harness, uint64_t n) {
-  for (unsigned i = 0; i < p->threads; i++) {
-    ws[i].t.harness = harness;
-    ws[i].n = n;
-    ws[i].t.mallocs = ws[i].t.frees = ws[i].t.reallocs = 0;
-  }
-  wl_run_threads((unsigned)p->threads, run_worker, ws, sizeof *ws);
-}
-
-static uint64_t calls(worker *ws, const params *p) {
-  uint64_t c = 0;
-  for (unsigned i = 0; i < p->threads; i++) c += ws[i].t.mallocs + ws[i].t.frees + ws[i].t.reallocs;
-  return c;
-}
-
 int main(int argc, char **argv) {
   params p = {200, 64, 16, UINT64_C(256) << 10, 4, 1, 1, WL_LATENCY_EVERY, UINT64_MAX, 0};
   for (int i = 1; i < argc; i++) {
@@ -109,15 +93,12 @@ int main(int argc, char **argv) {
         ms_arg_u64(PROG, a, "final-size", &p.final_size, 1, UINT64_C(1) << 34) ||
         ms_arg_u64(PROG, a, "live", &p.live, 1, 1 << 20) ||
         ms_arg_u64(PROG, a, "threads", &p.threads, 1, 1024) ||
-        ms_arg_u64(PROG, a, "seed", &p.seed, 0, UINT64_MAX) ||
-        ms_arg_u64(PROG, a, "latency-every", &p.every, 0, UINT64_C(1) << 30) ||
-        ms_arg_u64(PROG, a, "harness-ops", &p.harness_ops, 0, UINT64_C(1) << 40) ||
+        wl_common_arg(PROG, a, &p.seed, &p.every, &p.harness_ops) ||
         ms_arg_choice(PROG, a, "growth", GROWTH, &p.growth))
       continue;
-    fprintf(stderr, "%s: unknown argument '%s'\n", PROG, a);
-    return 2;
+    return wl_unknown_arg(PROG, a);
   }
-  if (p.start_size > p.final_size) { fprintf(stderr, "%s: --start-size must not exceed --final-size\n", PROG); return 2; }
+  if (wl_order(PROG, "start-size", p.start_size, "final-size", p.final_size)) return 2;
   if (p.harness_ops == UINT64_MAX) p.harness_ops = (p.iterations + 3) / 4;
   uint64_t timer_ns = wl_timer_ns();
   unsigned n = (unsigned)p.threads;
@@ -135,27 +116,22 @@ int main(int argc, char **argv) {
   if (bad) { fprintf(stderr, "%s: out of memory in setup\n", PROG); return EXIT_OOM; }
 
   ms_region_begin("main");
-  phase(ws, &p, 0, p.iterations);
-  uint64_t ops = calls(ws, &p);
+  wl_phase(ws, sizeof *ws, n, 0, p.iterations, run_worker);
+  uint64_t ops = wl_calls(ws, sizeof *ws, n);
   ms_region_end(ops);
   int rc = wl_failure(PROG, &ws[0].t, sizeof *ws, n);
   if (rc) return rc;
 
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  fprintf(f, "{\"workload\":\"%s\",\"ops\":%" PRIu64 ",", PROG, ops);
-  wl_result_common(f, &ws[0].t, sizeof *ws, n, p.every, timer_ns);
-  fputs("}", f);
+  char *result = wl_result_json(PROG, ops, "", &ws[0].t, sizeof *ws, n, p.every, timer_ns);
 
   if (p.harness_ops) {
     ms_region_begin("harness");
-    phase(ws, &p, 1, p.harness_ops);
-    ms_region_end(calls(ws, &p));
+    wl_phase(ws, sizeof *ws, n, 1, p.harness_ops, run_worker);
+    ms_region_end(wl_calls(ws, sizeof *ws, n));
   }
   ms_region_begin("teardown");
   for (unsigned i = 0; i < n; i++) free(ws[i].t.scratch), free(ws[i].bufs), free(ws[i].sizes);
   ms_region_end(0);
-  wl_send(&buf, f);
+  wl_send(result);
   return 0;
 }

@@ -26,7 +26,6 @@ typedef struct {
   wl_thread t;
   const params *p;
   void **table;
-  uint64_t n;
 } worker;
 
 static uint64_t block_cookie(uint64_t size) { return wl_cookie(size, size ^ 0x5e77e4); }
@@ -49,7 +48,7 @@ static void *run_worker(void *arg) {
   worker *w = arg;
   wl_thread *t = &w->t;
   const params *p = w->p;
-  for (uint64_t i = 0; i < w->n && !t->failed; i++) {
+  for (uint64_t i = 0; i < t->phase_ops && !t->failed; i++) {
     uint64_t r = wl_rand(&t->rng);
     uint64_t slot = wl_below((uint32_t)(r >> 32), p->slots);
     uint64_t size = wl_log_size(&t->rng, p->min_size, p->max_size);
@@ -75,12 +74,8 @@ static void *run_worker(void *arg) {
 }
 
 static void phase(worker *ws, const params *p, void **table, int harness, uint64_t n) {
-  for (unsigned i = 0; i < p->threads; i++) {
-    ws[i].t.harness = harness;
-    ws[i].table = table;
-    ws[i].n = n;
-  }
-  wl_run_threads((unsigned)p->threads, run_worker, ws, sizeof *ws);
+  for (unsigned i = 0; i < p->threads; i++) ws[i].table = table;
+  wl_phase(ws, sizeof *ws, (unsigned)p->threads, harness, n, run_worker);
 }
 
 int main(int argc, char **argv) {
@@ -92,14 +87,11 @@ int main(int argc, char **argv) {
         ms_arg_u64(PROG, a, "slots", &p.slots, 1, UINT64_C(1) << 28) ||
         ms_arg_u64(PROG, a, "min-size", &p.min_size, 24, UINT64_C(1) << 30) ||
         ms_arg_u64(PROG, a, "max-size", &p.max_size, 24, UINT64_C(1) << 30) ||
-        ms_arg_u64(PROG, a, "seed", &p.seed, 0, UINT64_MAX) ||
-        ms_arg_u64(PROG, a, "latency-every", &p.every, 0, UINT64_C(1) << 30) ||
-        ms_arg_u64(PROG, a, "harness-ops", &p.harness_ops, 0, UINT64_C(1) << 40))
+        wl_common_arg(PROG, a, &p.seed, &p.every, &p.harness_ops))
       continue;
-    fprintf(stderr, "%s: unknown argument '%s'\n", PROG, a);
-    return 2;
+    return wl_unknown_arg(PROG, a);
   }
-  if (p.min_size > p.max_size) { fprintf(stderr, "%s: --min-size must not exceed --max-size\n", PROG); return 2; }
+  if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
   if (p.harness_ops == UINT64_MAX) p.harness_ops = p.iterations / 4;
   uint64_t timer_ns = wl_timer_ns();
   unsigned n = (unsigned)p.threads;
@@ -126,12 +118,7 @@ int main(int argc, char **argv) {
   int rc = wl_failure(PROG, &ws[0].t, sizeof *ws, n);
   if (rc) return rc;
 
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  fprintf(f, "{\"workload\":\"%s\",\"ops\":%" PRIu64 ",", PROG, 2 * p.iterations * p.threads);
-  wl_result_common(f, &ws[0].t, sizeof *ws, n, p.every, timer_ns);
-  fputs("}", f);
+  char *result = wl_result_json(PROG, 2 * p.iterations * p.threads, "", &ws[0].t, sizeof *ws, n, p.every, timer_ns);
 
   if (p.harness_ops) {
     for (uint64_t s = 0; s < p.slots; s++) pool_table[s] = ws[s % n].t.scratch;
@@ -143,6 +130,6 @@ int main(int argc, char **argv) {
   for (uint64_t s = 0; s < p.slots; s++) free(table[s]);
   for (unsigned i = 0; i < n; i++) free(ws[i].t.scratch);
   ms_region_end(0);
-  wl_send(&buf, f);
+  wl_send(result);
   return 0;
 }

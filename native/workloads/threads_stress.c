@@ -30,7 +30,6 @@ typedef struct {
   block *fifo;          /* medium lifetimes, a ring */
   uint64_t fifo_head;
   block *slots;         /* long lifetimes */
-  uint64_t n;
 } worker;
 
 static int drop(wl_thread *t, block *x) {
@@ -45,7 +44,7 @@ static void *run_worker(void *arg) {
   worker *w = arg;
   wl_thread *t = &w->t;
   const params *p = w->p;
-  for (uint64_t i = 0; i < w->n && !t->failed; i++) {
+  for (uint64_t i = 0; i < t->phase_ops && !t->failed; i++) {
     if (!drop(t, &w->shortlived)) break;
     uint64_t size = wl_log_size(&t->rng, p->min_size, p->max_size);
     unsigned char *b = wl_malloc(t, size);
@@ -77,21 +76,6 @@ static void release_all(worker *w, const params *p) {
   for (uint64_t k = 0; k < p->lng; k++) drop(&w->t, &w->slots[k]);
 }
 
-static void phase(worker *ws, const params *p, int harness, uint64_t n) {
-  for (unsigned i = 0; i < p->threads; i++) {
-    ws[i].t.harness = harness;
-    ws[i].n = n;
-    ws[i].t.mallocs = ws[i].t.frees = 0;
-  }
-  wl_run_threads((unsigned)p->threads, run_worker, ws, sizeof *ws);
-}
-
-static uint64_t calls(worker *ws, const params *p) {
-  uint64_t c = 0;
-  for (unsigned i = 0; i < p->threads; i++) c += ws[i].t.mallocs + ws[i].t.frees;
-  return c;
-}
-
 int main(int argc, char **argv) {
   params p = {200000, 8, 16, 4096, 64, 4096, 1, WL_LATENCY_EVERY, UINT64_MAX};
   for (int i = 1; i < argc; i++) {
@@ -102,14 +86,11 @@ int main(int argc, char **argv) {
         ms_arg_u64(PROG, a, "max-size", &p.max_size, 16, UINT64_C(1) << 30) ||
         ms_arg_u64(PROG, a, "medium", &p.medium, 1, 1 << 24) ||
         ms_arg_u64(PROG, a, "long", &p.lng, 1, 1 << 24) ||
-        ms_arg_u64(PROG, a, "seed", &p.seed, 0, UINT64_MAX) ||
-        ms_arg_u64(PROG, a, "latency-every", &p.every, 0, UINT64_C(1) << 30) ||
-        ms_arg_u64(PROG, a, "harness-ops", &p.harness_ops, 0, UINT64_C(1) << 40))
+        wl_common_arg(PROG, a, &p.seed, &p.every, &p.harness_ops))
       continue;
-    fprintf(stderr, "%s: unknown argument '%s'\n", PROG, a);
-    return 2;
+    return wl_unknown_arg(PROG, a);
   }
-  if (p.min_size > p.max_size) { fprintf(stderr, "%s: --min-size must not exceed --max-size\n", PROG); return 2; }
+  if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
   if (p.harness_ops == UINT64_MAX) p.harness_ops = p.iterations / 4;
   uint64_t timer_ns = wl_timer_ns();
   unsigned n = (unsigned)p.threads;
@@ -127,29 +108,24 @@ int main(int argc, char **argv) {
   if (bad) { fprintf(stderr, "%s: out of memory in setup\n", PROG); return EXIT_OOM; }
 
   ms_region_begin("main");
-  phase(ws, &p, 0, p.iterations);
-  uint64_t ops = calls(ws, &p);
+  wl_phase(ws, sizeof *ws, n, 0, p.iterations, run_worker);
+  uint64_t ops = wl_calls(ws, sizeof *ws, n);
   ms_region_end(ops);
   int rc = wl_failure(PROG, &ws[0].t, sizeof *ws, n);
   if (rc) return rc;
 
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  fprintf(f, "{\"workload\":\"%s\",\"ops\":%" PRIu64 ",", PROG, ops);
-  wl_result_common(f, &ws[0].t, sizeof *ws, n, p.every, timer_ns);
-  fputs("}", f);
+  char *result = wl_result_json(PROG, ops, "", &ws[0].t, sizeof *ws, n, p.every, timer_ns);
 
   ms_region_begin("teardown");
   for (unsigned i = 0; i < n; i++) release_all(&ws[i], &p);
   ms_region_end(0);
   if (p.harness_ops) {
     ms_region_begin("harness");
-    phase(ws, &p, 1, p.harness_ops);
-    ms_region_end(calls(ws, &p));
+    wl_phase(ws, sizeof *ws, n, 1, p.harness_ops, run_worker);
+    ms_region_end(wl_calls(ws, sizeof *ws, n));
     for (unsigned i = 0; i < n; i++) release_all(&ws[i], &p);
   }
   for (unsigned i = 0; i < n; i++) free(ws[i].t.scratch);
-  wl_send(&buf, f);
+  wl_send(result);
   return 0;
 }

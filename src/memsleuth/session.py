@@ -71,6 +71,21 @@ def write_formats(report, args) -> None:
             say_written(what, path)
 
 
+def write_report_files(report, args, json_doc: dict) -> None:
+    """--md and --html of a report that is not one stored run (the suite, machines side by side),
+    and --json as the given document."""
+    import json
+    from memsleuth.report import html, markdown
+    for attr, fmt, what in (("md", markdown, "Markdown report"), ("html", html, "HTML report")):
+        path = getattr(args, attr, None)
+        if path:
+            write_text(path, fmt.render(report), f"the {what}")
+            say_written(what, path)
+    if getattr(args, "json", None):
+        write_text(args.json, json.dumps(json_doc, indent=2) + "\n", "the JSON export")
+        say_written("JSON export", args.json)
+
+
 def finish(store: Store, outcome: runner.Outcome, args, console: Console) -> int:
     """Prints the stored run and returns the exit code the README documents."""
     run = store.load_run(outcome.run_id)

@@ -92,9 +92,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
                                    mem_limit_bytes=mem_limit, env=env)
     if args.where:
         p = dataclasses.replace(p, syscall_args=True, where=True)
-    variants = [planning.EnvVariant.parse(v) for v in args.variant or []]
-    if len({v.name for v in variants}) != len(variants):
-        raise UsageError("two --variant options have the same name")
+    variants = _variants(args)
     cells, variant_report = planning.with_variants(list(p.cells), variants)
     if variants:
         p = dataclasses.replace(p, cells=tuple(cells))
@@ -109,11 +107,17 @@ def run(args, command: list[str] | None, console: Console) -> int:
     return finish(store, outcome, args, console)
 
 
+def _variants(args) -> list[planning.EnvVariant]:
+    variants = [planning.EnvVariant.parse(v) for v in args.variant or []]
+    if len({v.name for v in variants}) != len(variants):
+        raise UsageError("two --variant options have the same name")
+    return variants
+
+
 def _suite(args, command, console: Console, noise: float, env: dict, timeout, mem_limit) -> int:
     import sys
     from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK
     from memsleuth.report import json_export, model, terminal
-    from memsleuth.output import say_written, write_text
     from memsleuth.suite import run_suite
     for given, name in ((command, "a command"), (args.workload, "--workload"), (args.param, "--param"),
                         (args.metric, "--metric"), (args.where, "--where")):
@@ -123,11 +127,8 @@ def _suite(args, command, console: Console, noise: float, env: dict, timeout, me
         rounds = planning.Rounds.fixed(SUITE_REPS)
     else:
         rounds = options.rounds(args)
-    variants = [planning.EnvVariant.parse(v) for v in args.variant or []]
-    if len({v.name for v in variants}) != len(variants):
-        raise UsageError("two --variant options have the same name")
+    variants = _variants(args)
     allocs = allocators.resolve(args.alloc)
-    _, variant_report = planning.with_variants([], variants)
     variant_report = [{"name": v.name, "env": v.env, "skipped": [a.name for a in allocs if not v.applies_to(a.name)]}
                       for v in variants]
     store = Store(args.db)
@@ -136,20 +137,12 @@ def _suite(args, command, console: Console, noise: float, env: dict, timeout, me
                                   reference=not args.no_reference, console=console)
     if not runs:
         return EXIT_INTERRUPTED if interrupted else EXIT_NO_RESULT
-    from memsleuth.session import redacted
+    from memsleuth.session import redacted, write_report_files
     report = model.build_suite(runs, redacted(sys.argv), interrupted)
     terminal.render(report, console)
-    from memsleuth.report import html, markdown
-    for path, fmt, what in ((args.md, markdown, "Markdown report"), (args.html, html, "HTML report")):
-        if path:
-            write_text(path, fmt.render(report), f"the {what}")
-            say_written(what, path)
-    if args.json:
-        import json
-        doc = {"schema": "memsleuth.suite/1", "runs": [json_export.to_dict(r) for r in runs],
-               "summary": {"columns": report.tables[0].columns, "rows": report.tables[0].rows}}
-        write_text(args.json, json.dumps(doc, indent=2) + "\n", "the JSON export")
-        say_written("JSON export", args.json)
+    write_report_files(report, args, {"schema": "memsleuth.suite/1", "runs": [json_export.to_dict(r) for r in runs],
+                                      "summary": {"columns": report.tables[0].columns,
+                                                  "rows": report.tables[0].rows}})
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_OK

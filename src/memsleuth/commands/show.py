@@ -26,21 +26,13 @@ def run(args, command, console: Console) -> int:
     if len(args.run) <= 1:
         emit(store.load_run(options.run_id(args.run[0]) if args.run else None), args, console)
         return 0
-    import json
     import sys
-    from memsleuth.output import say_written, write_text
-    from memsleuth.report import html, json_export, markdown, model, terminal
-    from memsleuth.session import redacted
+    from memsleuth.report import json_export, model, terminal
+    from memsleuth.session import redacted, write_report_files
     runs = [store.load_run(options.run_id(r)) for r in args.run]
     report = model.build_machines(runs, redacted(sys.argv))
     terminal.render(report, console)
-    for path, fmt, what in ((args.md, markdown, "Markdown report"), (args.html, html, "HTML report")):
-        if path:
-            write_text(path, fmt.render(report), f"the {what}")
-            say_written(what, path)
-    if args.json:
-        doc = {"schema": "memsleuth.machines/1", "runs": [json_export.to_dict(r) for r in runs],
-               "by_machine": {"columns": report.tables[0].columns, "rows": report.tables[0].rows}}
-        write_text(args.json, json.dumps(doc, indent=2) + "\n", "the JSON export")
-        say_written("JSON export", args.json)
+    write_report_files(report, args, {"schema": "memsleuth.machines/1", "runs": [json_export.to_dict(r) for r in runs],
+                                      "by_machine": {"columns": report.tables[0].columns,
+                                                     "rows": report.tables[0].rows}})
     return 0
