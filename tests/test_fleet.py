@@ -88,3 +88,25 @@ def test_bad_targets_are_refused_before_anything_runs(cluster, tmp_path, args, m
     assert not (res / "fleet.json").exists()
     assert "memsleuth-fleet" not in subprocess.run(["squeue", "-h", "-o", "%j"], env=cluster.env, capture_output=True,
                                                    text=True).stdout
+
+
+def test_a_task_slurm_kills_is_recorded_and_what_it_stored_kept(cluster, tmp_path):
+    """Slurm ending a task early (here scancel; a time limit takes the same path with state TIMEOUT,
+    but Slurm's shortest limit is a minute): collect records its state and log tail."""
+    import time
+    res, db = tmp_path / "res", tmp_path / "k.db"
+    sub = ms(cluster, "fleet", "submit", "--partition", "slow", "--results", str(res), "check", "--reps", "3",
+             "--no-where", "--", "sleep", "300")
+    assert sub.returncode == 0, sub.stderr
+    job = json.loads((res / "fleet.json").read_text())["job"]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (res / "task-0.db").exists():
+        time.sleep(0.5)
+    time.sleep(2)
+    subprocess.run(["scancel", job], env=cluster.env, check=True)
+    col = ms(cluster, "fleet", "collect", job, "--wait", "--timeout", "120", "--db", str(db))
+    assert col.returncode == 0, col.stdout + col.stderr
+    rows = sqlite3.connect(db).execute("SELECT kind, status, spec FROM runs ORDER BY id").fetchall()
+    task = next(json.loads(spec)["facts"] for kind, _, spec in rows if kind == "fleet-task")
+    assert task["slurm_state"] == "CANCELLED" and task["partition"] == "slow"
+    assert any(kind == "check" for kind, _, _ in rows), "what the task stored before it was killed is kept"
