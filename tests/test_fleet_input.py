@@ -30,6 +30,7 @@ def test_no_slurm_on_this_machine(tmp_path):
     (["compare"], "needs the target machine types"),
     (["--partition", "a", "--constraint", "x,y", "--nodelist", "n1", "compare"], "as one list"),
     (["--partition", "a", "--db", "file.db", "compare"], "takes a postgresql:// URL"),
+    (["--partition", "a", "check"], "check needs the program"),
 ])
 def test_bad_submissions_are_one_line(tmp_path, args, message):
     proc = ms("fleet", "submit", "--results", str(tmp_path / "r"), *args)

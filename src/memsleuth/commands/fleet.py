@@ -84,6 +84,8 @@ def _submit(args, command, console: Console) -> int:
         raise UsageError(f"the task's command does not parse: {' '.join(what)}") from None
     if command is not None and what[0] == "case":
         raise UsageError("a case takes no command after --")
+    if command is None and what[0] == "check":
+        raise UsageError("check needs the program to explain after --, like: ... check -- ./my-benchmark")
     if args.db and not is_url(args.db):
         raise UsageError("fleet submit --db takes a postgresql:// URL (SQLite files are written per task and merged "
                          "by `fleet collect --db FILE`)")
