@@ -81,7 +81,9 @@ def _ratio(plt, fig: RatioFigure):
     f, ax = plt.subplots(figsize=(1.6 + 1.1 * len(fig.groups), 0.6 + 0.45 * len(fig.allocators)))
     im = ax.imshow(data, cmap="RdYlGn_r", vmin=1.0, vmax=max(1.5, float(np.nanmax(data)) if np.isfinite(data).any()
                                                                  else 1.5), aspect="auto")
-    ax.set_xticks(range(len(fig.groups)), fig.groups)
+    # Long column names (the suite's workloads, machines) would overlap level: slant them.
+    slant = max((len(g) for g in fig.groups), default=0) * 6 > 1.1 * 72
+    ax.set_xticks(range(len(fig.groups)), fig.groups, rotation=30 if slant else 0, ha="right" if slant else "center")
     ax.set_yticks(range(len(fig.allocators)), fig.allocators)
     for a in range(len(fig.allocators)):
         for g in range(len(fig.groups)):
@@ -89,6 +91,7 @@ def _ratio(plt, fig: RatioFigure):
             text = "n/a" if v is None else (f"{v:.2f}" + ("" if fig.resolved[a][g] else "\nn.r."))
             ax.text(g, a, text, ha="center", va="center", fontsize=8)
     f.colorbar(im, ax=ax, label="x slower than the fastest")
+    f.tight_layout()
     return f
 
 
