@@ -146,11 +146,20 @@ def submit(targets: list[Target], shared_partition: str | None, memsleuth_args: 
         check_partitions(parts)
     if results.exists() and (results / MANIFEST).exists():
         raise UsageError(f"{results} already holds a fleet ({results / MANIFEST}): give another --results folder")
+    created = not results.exists()
     try:
         results.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"{results}: cannot create the results folder: {e.strerror}") from None
     results = results.resolve()
+
+    def undo() -> None:
+        """A refused submission leaves nothing behind, not even the folder it made."""
+        if created:
+            try:
+                results.rmdir()
+            except OSError:
+                pass
     argv = [sys.executable, "-m", "memsleuth", *memsleuth_args]
     text = script(targets, shared_partition, argv, command, results, db_url, sbatch_options)
     tmp = results / f".{SCRIPT}.{os.getpid()}"
@@ -159,6 +168,7 @@ def submit(targets: list[Target], shared_partition: str | None, memsleuth_args: 
     out = _slurm("sbatch", "--parsable", "--hold", str(tmp))
     if out.returncode != 0:
         tmp.unlink()
+        undo()
         raise UsageError(f"sbatch refused the job: {_first_line(out.stderr)}")
     job = out.stdout.strip().split(";")[0]
     try:
@@ -174,6 +184,7 @@ def submit(targets: list[Target], shared_partition: str | None, memsleuth_args: 
     except BaseException:
         _slurm("scancel", job)
         tmp.unlink(missing_ok=True)
+        undo()
         raise
     os.replace(tmp, results / SCRIPT)
     manifest = {"job": job, "targets": [t.__dict__ for t in targets], "shared_partition": shared_partition,
