@@ -134,12 +134,15 @@ def test_mmap_churn_with_a_fixed_mmap_threshold(tmp_path):
 
 
 def test_first_touch_and_zero_page_on_their_regions(tmp_path):
-    _, out = _check(tmp_path, fixture("fx-regions"), "4096")
+    # 32768 pages (128 MiB, ~50 ms of faults): long enough that getrusage's tick-granular user/sys
+    # split is meaningful (a 6 ms region was sometimes put mostly in user time, and the rule, which
+    # needs the kernel's share, stayed silent).
+    _, out = _check(tmp_path, fixture("fx-regions"), "32768")
     lines = _finding_lines(out)
-    # 4096 pages touched: 4,096 faults, give or take a page the kernel or libc faults in beside them.
+    # 32,768 faults, give or take a page the kernel or libc faults in beside them.
     touched = [int(m.group(1).replace(",", "")) for line in lines if "/ touch" in line
-               for m in [re.search(r"took ([\d,]+) page faults \(1[56]\.\d MiB first-touched\)", line)] if m]
-    assert touched and 4000 <= touched[0] <= 4200, lines
+               for m in [re.search(r"took ([\d,]+) page faults \(12[78]\.\d MiB first-touched\)", line)] if m]
+    assert touched and 32700 <= touched[0] <= 33000, lines
     assert any("/ zero-read" in line and "zero page" in line for line in lines)
     assert not any("/ quiet" in line for line in lines)
     assert not any("/ touch" in line and "zero page" in line for line in lines)
@@ -154,7 +157,7 @@ def test_counters_unavailable_names_the_missing_evidence(tmp_path):
 
 
 def test_check_on_a_crash_keeps_status_stderr_and_the_evidence_before_it(tmp_path):
-    doc, out = _check(tmp_path, fixture("fx-regions"), "4096", "crash", code=3)
+    doc, out = _check(tmp_path, fixture("fx-regions"), "32768", "crash", code=3)
     assert "SEGFAULT" in out and "crashing on purpose" in out
     assert any("/ touch" in line and "page faults" in line for line in _finding_lines(out))
     assert doc["cells"][0]["samples"][0]["status"] == "crashed"
