@@ -38,9 +38,8 @@ def compare(db: str, spin: int) -> int:
 
 def gate(db: str, a: int, b: int) -> tuple[bool, bool, float]:
     """(normalised gate flagged, raw gate would have flagged, raw change)."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        rc = subprocess.run([sys.executable, "-m", "memsleuth", "diff", str(a), str(b), "--db", db],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    rc = subprocess.run([sys.executable, "-m", "memsleuth", "diff", str(a), str(b), "--db", db],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
     from memsleuth.regression import compare_runs
     from memsleuth.store import Store
     st = Store(db, readonly=True)

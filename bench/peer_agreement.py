@@ -79,7 +79,7 @@ def main() -> None:
                         continue
                     why = [f"time outside region main (start, setup, harness, teardown, exit) {a} {outside[a]:.0f} ms, "
                            f"{b} {outside[b]:.0f} ms"]
-                    (alo, ahi), (blo, bhi) = ci[a], ci[b]
+                    (alo, _), (blo, bhi) = ci[a], ci[b]
                     if alo is not None and blo is not None and alo <= bhi:
                         why.append("memsleuth's 95% CIs of the two overlap: its order of the two is not resolved")
                     if abs(theirs[a] - theirs[b]) <= 0.011:

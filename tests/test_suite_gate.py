@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from memsleuth import allocators, regression, workloads
+from memsleuth import regression, workloads
 from conftest import fixture, memsleuth
 
 

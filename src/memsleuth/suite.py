@@ -12,8 +12,6 @@ import math
 import sys
 import time
 
-from rich.console import Console
-
 from memsleuth import plan as planning, workloads
 from memsleuth.analysis import analyse_run
 from memsleuth.model import RunSpec
@@ -25,7 +23,7 @@ SUITE_REPS = 6
 
 
 def run_suite(store: Store, allocs, *, rounds: planning.Rounds, noise: float, env: dict, timeout_s, mem_limit,
-              variants: list, variant_report: list, reference: bool, console: Console):
+              variants: list, variant_report: list, reference: bool):
     """Runs every suite workload; returns (the finished runs, whether Ctrl-C stopped the suite)."""
     from memsleuth.session import measure
     runs: list[StoredRun] = []

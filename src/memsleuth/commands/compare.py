@@ -134,7 +134,7 @@ def _suite(args, command, console: Console, noise: float, env: dict, timeout, me
     store = Store(args.db)
     runs, interrupted = run_suite(store, allocs, rounds=rounds, noise=noise, env=env, timeout_s=timeout,
                                   mem_limit=mem_limit, variants=variants, variant_report=variant_report,
-                                  reference=not args.no_reference, console=console)
+                                  reference=not args.no_reference)
     if not runs:
         return EXIT_INTERRUPTED if interrupted else EXIT_NO_RESULT
     from memsleuth.session import redacted, write_report_files
