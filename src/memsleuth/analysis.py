@@ -74,6 +74,7 @@ class CellSummary:
     harness_ns: stats.Estimate | None = None    # region harness's ns per op: the workload's loop alone
     own_ns: stats.Estimate | None = None        # per run, main minus harness: the allocator's own cost per op
     own_ratio: stats.Estimate | None = None     # own cost vs the group's least own cost, paired by round
+    fragmentation: dict | None = None           # workloads reporting RSS / live bytes per phase: medians
 
     def view(self) -> findings.CellView:
         samples = [s for _, s in self.ok_samples]
@@ -119,6 +120,7 @@ class CellSummary:
             "latency_sampling_share": self.sampling_share,
             "ns_per_op": _estimate_dict(self.main_ns), "harness_ns_per_op": _estimate_dict(self.harness_ns),
             "own_ns_per_op": _estimate_dict(self.own_ns), "own_cost_vs_least": _estimate_dict(self.own_ratio),
+            "fragmentation": self.fragmentation,
         }
 
 
@@ -154,6 +156,20 @@ def _sampling_share(ok: list[Sample]) -> float | None:
         if share is not None:
             shares.append(share)
     return float(sorted(shares)[len(shares) // 2]) if shares else None
+
+
+def _fragmentation(results: list[dict]) -> dict | None:
+    """Medians over the runs of what a fragmentation workload reports: RSS / live bytes at the end
+    and at its worst phase end, and the live bytes and RSS after the last phase."""
+    from statistics import median
+    res = [r for r in results if r and "fragmentation" in r]
+    if not res:
+        return None
+    last = [r["phases"][-1] for r in res if r.get("phases")]
+    return {"rss_over_live_end": median(r["fragmentation"] for r in res),
+            "rss_over_live_worst": median(r["fragmentation_worst"] for r in res),
+            "live_bytes_end": median(p["live_bytes"] for p in last) if last else None,
+            "rss_bytes_end": median(p["rss_bytes"] for p in last) if last else None}
 
 
 def _evidence(samples: list[Sample]) -> Evidence:
@@ -206,7 +222,8 @@ def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list
                        sampling_share=_sampling_share([s for _, s in ok if s.result]),
                        main_ns=stats.median_ci(main_ns) if main_ns else None,
                        harness_ns=stats.median_ci(harness_ns) if len(harness_ns) == len(ok) and harness_ns else None,
-                       own_ns=stats.median_ci(own) if own and len(own) == len(ok) else None)
+                       own_ns=stats.median_ci(own) if own and len(own) == len(ok) else None,
+                       fragmentation=_fragmentation([s.result for _, s in ok]))
 
 
 @dataclass

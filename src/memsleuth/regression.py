@@ -35,14 +35,14 @@ class Change:
         return self.verdict.kind == "slower"
 
 
-def _key(c: CellSummary) -> str:
+def cell_key(c: CellSummary) -> str:
     cell = c.cell
     if cell.params:
         return f"{cell.allocator.name} [" + ", ".join(f"{k}={v}" for k, v in sorted(cell.params.items())) + "]"
     return f"{cell.allocator.name} [{' '.join(cell.command)}]"
 
 
-def _times(c: CellSummary) -> list[float]:
+def costs(c: CellSummary) -> list[float]:
     """Per-run cost in seconds per op (or per run): lower is better for both metrics."""
     return list(_times_by_round(c).values())
 
@@ -73,8 +73,8 @@ def reference_change(a: StoredRun, b: StoredRun) -> stats.Estimate | None:
 
 
 def compare_runs(a: StoredRun, b: StoredRun, threshold: float) -> list[Change]:
-    before = {_key(c): c for g in analyse(a) for c in g.cells}
-    after = {_key(c): c for g in analyse(b) for c in g.cells}
+    before = {cell_key(c): c for g in analyse(a) for c in g.cells}
+    after = {cell_key(c): c for g in analyse(b) for c in g.cells}
     ref_a, ref_b = reference_cost(a), reference_cost(b)
     changes = []
     for key in list(before) + [k for k in after if k not in before]:
@@ -82,7 +82,7 @@ def compare_runs(a: StoredRun, b: StoredRun, threshold: float) -> list[Change]:
         if x is None or y is None:
             changes.append(Change(key, x, y, None, stats.Verdict("unresolved", "only in run " + ("B" if x is None else "A"))))
             continue
-        tx, ty = _times(x), _times(y)
+        tx, ty = costs(x), costs(y)
         if not tx or not ty:
             state = f"A {x.label}, B {y.label}"
             changes.append(Change(key, x, y, None, stats.Verdict("unresolved", f"no ok runs to compare ({state})")))
@@ -98,3 +98,42 @@ def compare_runs(a: StoredRun, b: StoredRun, threshold: float) -> list[Change]:
                 norm = stats.bootstrap_ratio_of_medians(ny, nx)
         changes.append(Change(key, x, y, slow, stats.verdict(norm or slow, threshold, subject="B"), norm))
     return changes
+
+
+@dataclass
+class MachineCell:
+    """One cell (allocator and parameters) of one run in `show RUN RUN ...`."""
+    key: str
+    run: int                               # index into the runs given
+    summary: CellSummary | None            # None: the cell is not in that run
+    fastest_machine: bool = False
+    vs_fastest: stats.Estimate | None = None   # time / the fastest machine's time for this cell
+    verdict: stats.Verdict | None = None
+
+
+def compare_machines(runs: list[StoredRun]) -> tuple[list[str], list[list[MachineCell]]]:
+    """The same cells measured in several runs (machines), matched by cell_key: per cell, each run's
+    summary and its ratio to the run (machine) that was fastest for that cell. Separate runs, so a
+    seeded bootstrap ratio of medians, called beyond the smallest noise threshold of the runs."""
+    per_run = [{cell_key(c): c for g in analyse(r) for c in g.cells} for r in runs]
+    keys = list(dict.fromkeys(k for cells in per_run for k in cells))
+    noise = min(r.spec.noise for r in runs)
+    out = []
+    for key in keys:
+        have = [(i, cells[key]) for i, cells in enumerate(per_run) if key in cells and cells[key].estimate is not None]
+        best = None
+        if have:
+            best = (max if have[0][1].higher_is_better else min)(have, key=lambda t: t[1].estimate.median)
+        row = []
+        for i, cells in enumerate(per_run):
+            c = cells.get(key)
+            mc = MachineCell(key, i, c)
+            if c is not None and c.estimate is not None and best is not None:
+                if best[0] == i:
+                    mc.fastest_machine = True
+                else:
+                    mc.vs_fastest = stats.bootstrap_ratio_of_medians(costs(c), costs(best[1]))
+                    mc.verdict = stats.verdict(mc.vs_fastest, noise)
+            row.append(mc)
+        out.append(row)
+    return keys, out

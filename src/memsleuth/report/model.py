@@ -179,19 +179,16 @@ def cost_table(groups: list[Group], swept: list[str]) -> Table | None:
 
 def fragmentation_table(groups: list[Group], swept: list[str]) -> Table | None:
     """Workloads that record live bytes and RSS per phase (fragmentation): RSS / live bytes."""
-    from statistics import median
     rows = []
     for g in groups:
         for c in g.cells:
-            res = [s.result for _, s in c.ok_samples if s.result and "fragmentation" in s.result]
-            if not res:
+            f = c.fragmentation
+            if f is None:
                 continue
-            last = [r["phases"][-1] for r in res if r.get("phases")]
             rows.append(([_params_text(c.cell.params, swept)] if swept else []) +
-                        [c.cell.contender, f"{median(r['fragmentation'] for r in res):.2f}",
-                         f"{median(r['fragmentation_worst'] for r in res):.2f}",
-                         fmt_bytes(median(p["live_bytes"] for p in last)) if last else "-",
-                         fmt_bytes(median(p["rss_bytes"] for p in last)) if last else "-"])
+                        [c.cell.contender, f"{f['rss_over_live_end']:.2f}", f"{f['rss_over_live_worst']:.2f}",
+                         fmt_bytes(f["live_bytes_end"]) if f["live_bytes_end"] is not None else "-",
+                         fmt_bytes(f["rss_bytes_end"]) if f["rss_bytes_end"] is not None else "-"])
     if not rows:
         return None
     cols = ([", ".join(swept)] if swept else []) + ["allocator", "RSS / live, end", "RSS / live, worst phase",
@@ -536,9 +533,11 @@ def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float, argv: list
               f"B: run {b.id} ({b.created_at}, {b.name}, {b.machine.hostname})",
               f"threshold: a change is called only when its whole 95% CI lies beyond ±{threshold:.0%}"]
     if ref is not None:
+        way = "slower" if ref.median >= 1 else "faster"
         header.append(f"reference cell (the same small glibc loop, once per round in both runs): B ran it "
-                      f"{(ref.median - 1) * 100:+.1f}% slower than A, a shift of the whole machine; the verdicts read "
-                      "the normalised change, each round divided by its reference")
+                      f"{abs(ref.median - 1) * 100:.1f}% {way} than A; the same code on the same allocator, so that "
+                      "change is the machine's. The verdicts read the normalised change, each round divided by its "
+                      "reference")
     else:
         header.append("A and B ran at different times, and "
                       + ("neither run" if a.reference is None and b.reference is None else "only one run")
@@ -830,26 +829,18 @@ def build_machines(runs: list[StoredRun], argv: list[str] | None = None) -> Repo
     machine: the metric, the ratio to the fastest allocator on that machine (paired by round, as
     the run itself computed it), and the ratio to the fastest machine for that cell (separate runs:
     bootstrap ratio of medians)."""
-    from memsleuth import stats
-    from memsleuth.regression import _key, _times
-    per_run = [{_key(c): c for g in analyse_run(r).groups for c in g.cells} for r in runs]
-    keys = list(dict.fromkeys(k for cells in per_run for k in cells))
+    from memsleuth.regression import cell_key, compare_machines
+    keys, matrix = compare_machines(runs)
     names = [f"{r.machine.name} (run {r.id})" for r in runs]
-    rows, failed = [], set()
-    ratios: dict[str, list[float | None]] = {}
-    resolved: dict[str, list[bool]] = {}
     noise = min(r.spec.noise for r in runs)
-    for key in keys:
-        have = [(i, cells[key]) for i, cells in enumerate(per_run) if key in cells and cells[key].estimate is not None]
-        best = None
-        if have:
-            hib = have[0][1].higher_is_better
-            best = (max if hib else min)(have, key=lambda t: t[1].estimate.median)
-        ratios[key], resolved[key] = [], []
-        for i, cells in enumerate(per_run):
-            c = cells.get(key)
+    rows, failed = [], set()
+    ratios: dict[str, list[float | None]] = {k: [] for k in keys}
+    resolved: dict[str, list[bool]] = {k: [] for k in keys}
+    for key, row in zip(keys, matrix):
+        for mc in row:
+            c = mc.summary
             if c is None or c.estimate is None:
-                rows.append([key, names[i], "-" if c is None else c.label, "-", "-"])
+                rows.append([key, names[mc.run], "-" if c is None else c.label, "-", "-"])
                 if c is not None:
                     failed.add((len(rows) - 1, 2))
                 ratios[key].append(None)
@@ -857,17 +848,10 @@ def build_machines(runs: list[StoredRun], argv: list[str] | None = None) -> Repo
                 continue
             text, ci = _metric_text(c)
             within = "fastest" if c.is_best else (c.verdict.text if c.verdict else "-")
-            if best is not None and best[0] == i:
-                across, r_est, res = "fastest machine", None, True
-                ratios[key].append(1.0)
-            else:
-                r_est = stats.bootstrap_ratio_of_medians(_times(c), _times(best[1]))
-                v = stats.verdict(r_est, noise)
-                across = v.text
-                res = v.kind != "unresolved"
-                ratios[key].append(r_est.median)
-            resolved[key].append(res)
-            rows.append([key, names[i], f"{text} {ci}", within, across])
+            across = "fastest machine" if mc.fastest_machine else (mc.verdict.text if mc.verdict else "-")
+            ratios[key].append(1.0 if mc.fastest_machine else (mc.vs_fastest.median if mc.vs_fastest else None))
+            resolved[key].append(mc.fastest_machine or bool(mc.verdict and mc.verdict.kind != "unresolved"))
+            rows.append([key, names[mc.run], f"{text} {ci}", within, across])
     tables = [Table("By machine", ["cell", "machine", "metric [95% CI]", "vs the fastest allocator on this machine",
                                    "vs the fastest machine for this cell"], rows,
                     ["Within a machine, the paired per-round ratio its run computed; across machines, separate runs: "
@@ -877,7 +861,7 @@ def build_machines(runs: list[StoredRun], argv: list[str] | None = None) -> Repo
                                  "NUMA nodes", "glibc", "governor", "allocators"],
                     [machine_fingerprint(r) for r in runs])]
     header = [f"{len(runs)} runs of {runs[0].kind} {runs[0].name}, by machine"]
-    specs = {(r.kind, r.name, tuple(sorted(_key(c) for g in analyse_run(r).groups for c in g.cells))) for r in runs}
+    specs = {(r.kind, r.name, tuple(sorted(cell_key(c) for g in analyse_run(r).groups for c in g.cells))) for r in runs}
     if len(specs) > 1:
         header.append("WARNING: the runs measured different cells or programs: only cells present in several runs "
                       "compare across machines")
