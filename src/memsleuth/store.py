@@ -201,21 +201,15 @@ class Store:
             self.url = str(path)
             self.path = store_pg.display(self.url)   # the URL without its password, for messages
             self.db = store_pg.connect(self.url, readonly=readonly)
-            try:
-                self._check_is_ours()
-                if not readonly:
-                    self._init_schema()
-                self._check_schema()
-            except _db_errors() as e:
-                raise StoreError(self._explain(e)) from None
-            return
-        self.path = Path(path)
-        self._check_path()
+        else:
+            self.path = Path(path)
+            self._check_path()
         try:
-            self.db = self._connect()
-            self._key = _file_key(self.path)
-            if self._key is not None:
-                _OPEN[self._key] = _OPEN.get(self._key, 0) + 1
+            if not self.pg:
+                self.db = self._connect()
+                self._key = _file_key(self.path)
+                if self._key is not None:
+                    _OPEN[self._key] = _OPEN.get(self._key, 0) + 1
             self._check_is_ours()
             if not readonly:
                 self._init_schema()
