@@ -12,7 +12,7 @@ BUILD_PACKAGES := cmake gcc g++ make python3-venv linux-perf gzip time
 SOURCES := $(shell find src native -type f -not -name '*.pyc') CMakeLists.txt pyproject.toml
 TEST_BUILD := build/test
 
-.PHONY: all setup system-packages test-packages demo test test-native test-python bench clean
+.PHONY: all setup system-packages test-packages demo test test-native test-python test-unit lint bench clean
 
 all: setup
 
@@ -59,8 +59,13 @@ test-native: setup $(TEST_BUILD)/Makefile
 	cmake --build $(TEST_BUILD) -j2 >/dev/null
 	cd $(TEST_BUILD) && ctest --output-on-failure
 
+# The unit tests: rules, statistics, cost split and report builders on stored evidence; no
+# process, no native build, no install (they read src/ directly). What to run while working.
+test-unit: $(VENV)/.deps
+	PYTHONPATH=src $(PY) -m pytest -q -p no:cacheprovider tests/unit
+
 test-python: setup test-packages test-native
-	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) -m pytest -q
+	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) -m pytest -q tests/unit tests/e2e
 
 test: test-native test-python
 

@@ -25,8 +25,9 @@ static const struct {
   [MSR_A_MMAP] = {"sys_enter_mmap", {"len", "flags", NULL}},
   [MSR_A_MREMAP] = {"sys_enter_mremap", {"old_len", "new_len", NULL}},
   [MSR_A_BRK] = {"sys_exit_brk", {"ret", NULL}},
+  [MSR_A_BRKQ] = {"sys_enter_brk", {"brk", NULL}},
 };
-static const char *const k_names[MSR_A_N] = {"munmap", "madvise", "mmap", "mremap", "brk"};
+static const char *const k_names[MSR_A_N] = {"munmap", "madvise", "mmap", "mremap", "brk", "brk_enter"};
 
 /* The tracepoint's id and the offsets of its fields, from its format file. */
 static int read_format(const char *tp, const char *const *fields, int *off, long *id, char *why, size_t wlen) {
@@ -77,7 +78,9 @@ int msr_args_open(msr_args *a, pid_t pid) {
       attr.type = PERF_TYPE_TRACEPOINT;
       attr.config = (uint64_t)a->ev[i].id;
       attr.sample_period = 1;
-      attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_RAW;
+      /* TIME: the per-CPU buffers are merged in time order, so that a process's break moves are
+       * read in the order they happened even when it migrates between CPUs. */
+      attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
       attr.disabled = 1;
       attr.enable_on_exec = 1;
       attr.inherit = 1;
@@ -159,7 +162,8 @@ static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw
       if (new_len > old_len) { a->mremap_grow_calls++; a->mremap_grow_bytes += new_len - old_len; }
       break;
     }
-    case MSR_A_BRK: {
+    case MSR_A_BRK:
+    case MSR_A_BRKQ: {
       /* The break after the call, per process: the difference from the last one is a move. */
       uint64_t now = u64_at(raw, size, off[0]);
       int slot = -1, free_slot = -1;
@@ -169,11 +173,16 @@ static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw
       }
       if (slot < 0) {
         if (free_slot < 0) break;
-        a->brk_pid[free_slot] = (pid_t)pid;
-        a->brk_last[free_slot] = now;
+        slot = free_slot;
+        a->brk_pid[slot] = (pid_t)pid;
+        a->brk_query[slot] = 1;       /* its first break is a baseline */
+      }
+      if (i == MSR_A_BRKQ) {          /* entry: brk(0) asks for the break and moves nothing */
+        if (now == 0) a->brk_query[slot] = 1;
         break;
       }
       uint64_t last = a->brk_last[slot];
+      if (a->brk_query[slot]) { a->brk_query[slot] = 0; a->brk_last[slot] = now; break; }
       if (now > last) { a->brk_up_moves++; a->brk_up_bytes += now - last; a->hist[i][bucket(now - last)]++; }
       else if (now < last) { a->brk_down_moves++; a->brk_down_bytes += last - now; }
       a->brk_last[slot] = now;
@@ -182,42 +191,74 @@ static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw
   }
 }
 
-static void drain_one(msr_args *a, msr_argbuf *b) {
-  struct perf_event_mmap_page *meta = b->base;
-  unsigned char *data = (unsigned char *)b->base + meta->data_offset;
-  size_t size = meta->data_size;
-  uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-  uint64_t tail = meta->data_tail;
+/* One buffer's reading position: the record at `tail` (copied, as it may wrap) and its time. */
+typedef struct {
+  unsigned char *data;
+  size_t size;
+  uint64_t head, tail;
+  struct perf_event_header h;
+  uint64_t time;
+  int ready;
+} cursor;
+
+static void peek(cursor *c) {
+  c->ready = 0;
+  if (c->tail + sizeof(struct perf_event_header) > c->head) return;
+  for (size_t k = 0; k < sizeof c->h; k++) ((unsigned char *)&c->h)[k] = c->data[(c->tail + k) % c->size];
+  if (c->h.size < sizeof c->h || c->tail + c->h.size > c->head) return;
+  c->time = 0;
+  if (c->h.type == PERF_RECORD_SAMPLE && c->h.size >= sizeof c->h + 16)  /* { header, pid, tid, time, ... } */
+    for (size_t k = 0; k < 8; k++) ((unsigned char *)&c->time)[k] = c->data[(c->tail + sizeof c->h + 8 + k) % c->size];
+  c->ready = 1;
+}
+
+static void consume(msr_args *a, cursor *c) {
   unsigned char rec[4096];
-  while (tail + sizeof(struct perf_event_header) <= head) {
-    struct perf_event_header h;
-    for (size_t k = 0; k < sizeof h; k++) ((unsigned char *)&h)[k] = data[(tail + k) % size];
-    if (h.size < sizeof h || tail + h.size > head) break;
-    size_t n = h.size < sizeof rec ? h.size : sizeof rec;
-    for (size_t k = 0; k < n; k++) rec[k] = data[(tail + k) % size];  /* a record may wrap */
-    if (h.type == PERF_RECORD_SAMPLE && n >= sizeof h + 12) {
-      /* { header, u32 pid, u32 tid, u32 raw size, raw[] }; raw starts with u16 common_type */
-      uint32_t pid, rsize;
-      uint16_t type;
-      memcpy(&pid, rec + sizeof h, 4);
-      memcpy(&rsize, rec + sizeof h + 8, 4);
-      if (sizeof h + 12 + rsize <= n && rsize >= 2) {
-        memcpy(&type, rec + sizeof h + 12, 2);
-        for (int i = 0; i < MSR_A_N; i++)
-          if (a->ev[i].opened && a->ev[i].id == type) { on_record(a, i, pid, rec + sizeof h + 12, rsize); break; }
-      }
-    } else if (h.type == PERF_RECORD_LOST && n >= sizeof h + 16) {
-      uint64_t lost;
-      memcpy(&lost, rec + sizeof h + 8, 8);
-      a->lost += lost;
+  size_t n = c->h.size < sizeof rec ? c->h.size : sizeof rec;
+  for (size_t k = 0; k < n; k++) rec[k] = c->data[(c->tail + k) % c->size];  /* a record may wrap */
+  size_t hs = sizeof c->h;
+  if (c->h.type == PERF_RECORD_SAMPLE && n >= hs + 20) {
+    /* { header, u32 pid, u32 tid, u64 time, u32 raw size, raw[] }; raw starts with u16 common_type */
+    uint32_t pid, rsize;
+    uint16_t type;
+    memcpy(&pid, rec + hs, 4);
+    memcpy(&rsize, rec + hs + 16, 4);
+    if (hs + 20 + rsize <= n && rsize >= 2) {
+      memcpy(&type, rec + hs + 20, 2);
+      for (int i = 0; i < MSR_A_N; i++)
+        if (a->ev[i].opened && a->ev[i].id == type) { on_record(a, i, pid, rec + hs + 20, rsize); break; }
     }
-    tail += h.size;
+  } else if (c->h.type == PERF_RECORD_LOST && n >= hs + 16) {
+    uint64_t lost;
+    memcpy(&lost, rec + hs + 8, 8);
+    a->lost += lost;
   }
-  __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+  c->tail += c->h.size;
 }
 
 void msr_args_drain(msr_args *a) {
-  for (int k = 0; k < a->nbuf; k++) drain_one(a, &a->buf[k]);
+  cursor cur[MSR_MAX_CPUS];
+  for (int k = 0; k < a->nbuf; k++) {
+    struct perf_event_mmap_page *meta = a->buf[k].base;
+    cur[k].data = (unsigned char *)a->buf[k].base + meta->data_offset;
+    cur[k].size = meta->data_size;
+    cur[k].head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+    cur[k].tail = meta->data_tail;
+    peek(&cur[k]);
+  }
+  /* Merge the per-CPU buffers: always the oldest record next (records without a time first). */
+  for (;;) {
+    int best = -1;
+    for (int k = 0; k < a->nbuf; k++)
+      if (cur[k].ready && (best < 0 || cur[k].time < cur[best].time)) best = k;
+    if (best < 0) break;
+    consume(a, &cur[best]);
+    peek(&cur[best]);
+  }
+  for (int k = 0; k < a->nbuf; k++) {
+    struct perf_event_mmap_page *meta = a->buf[k].base;
+    __atomic_store_n(&meta->data_tail, cur[k].tail, __ATOMIC_RELEASE);
+  }
 }
 
 void msr_args_close(msr_args *a) {
@@ -242,7 +283,7 @@ static void hist_json(ms_json *j, const char *key, const uint64_t *h) {
 void msr_args_json(ms_json *j, const msr_args *a) {
   msj_obj_begin(j, "syscall_args");
   for (int i = 0; i < MSR_A_N; i++) {
-    if (!a->ev[i].opened && !a->calls[i]) continue;
+    if (i == MSR_A_BRKQ || (!a->ev[i].opened && !a->calls[i])) continue;
     msj_obj_begin(j, k_names[i]);
     msj_u64(j, "calls", a->calls[i]);
     switch (i) {

@@ -10,7 +10,9 @@
 #include <sys/types.h>
 #include "ms_json.h"
 
-enum { MSR_A_MUNMAP, MSR_A_MADVISE, MSR_A_MMAP, MSR_A_MREMAP, MSR_A_BRK, MSR_A_N };
+/* MSR_A_BRKQ (brk's entry) only marks queries, brk(0): the break they return starts a new
+ * baseline (a new program image after exec, whose randomised break says nothing of a move). */
+enum { MSR_A_MUNMAP, MSR_A_MADVISE, MSR_A_MMAP, MSR_A_MREMAP, MSR_A_BRK, MSR_A_BRKQ, MSR_A_N };
 #define MSR_HIST 48          /* log2 size buckets: bucket k holds sizes in [2^k, 2^(k+1)) */
 #define MSR_ADVICE 32
 #define MSR_BRK_PIDS 64
@@ -45,6 +47,7 @@ typedef struct {
   uint64_t brk_up_moves, brk_up_bytes, brk_down_moves, brk_down_bytes;
   pid_t brk_pid[MSR_BRK_PIDS];
   uint64_t brk_last[MSR_BRK_PIDS];
+  int brk_query[MSR_BRK_PIDS];                /* the next exit of this process's brk is a query */
   uint64_t lost;                              /* records the kernel dropped (buffer full) */
 } msr_args;
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from memsleuth import findings, latency as latency_mod, quality, stats
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALLS
 from memsleuth.evidence import Sample, higher_is_better, metric_kind
+from memsleuth.findings.cost import UnitCosts
 from memsleuth.model import cell_label
 from memsleuth.store import StoredCell, StoredRun
 
@@ -75,13 +76,14 @@ class CellSummary:
     own_ns: stats.Estimate | None = None        # per run, main minus harness: the allocator's own cost per op
     own_ratio: stats.Estimate | None = None     # own cost vs the group's least own cost, paired by round
     fragmentation: dict | None = None           # workloads reporting RSS / live bytes per phase: medians
+    units: UnitCosts | None = None              # the run's machine's unit costs (findings/cost.py)
 
     def view(self) -> findings.CellView:
         samples = [s for _, s in self.ok_samples]
         timed = ("main",) if samples and all(s.main for s in samples) else None
         return findings.CellView(self.short_label or self.cell.label, self.cell.allocator.name, samples,
                                  self.failures, self.estimate.half_width_rel if self.estimate else None,
-                                 self.warnings, timed, explain=self.cell.explain_samples)
+                                 self.warnings, timed, explain=self.cell.explain_samples, units=self.units)
 
     @property
     def status(self) -> str:
@@ -185,11 +187,17 @@ def _evidence(samples: list[Sample]) -> Evidence:
                     context_switches=sc.context_switches, unsupported=view.unsupported)
 
 
-def cell_view(cell: StoredCell, label: str = "") -> findings.CellView:
+def units_of(run: StoredRun) -> UnitCosts | None:
+    """The unit costs measured on the run's machine when it began; None for runs stored before."""
+    return UnitCosts.from_dict(run.machine.unit_costs) if run.machine.unit_costs else None
+
+
+def cell_view(cell: StoredCell, label: str = "", units: UnitCosts | None = None) -> findings.CellView:
     """A stored cell as the findings and the cases read it: its ok measured runs and its failures."""
     ok = [s for _, s in cell.measured() if s.ok]
     failed = [s for _, w, s in cell.samples if not s.ok]
-    return findings.CellView(label or cell.label, cell.allocator.name, ok, failed, explain=cell.explain_samples)
+    return findings.CellView(label or cell.label, cell.allocator.name, ok, failed, explain=cell.explain_samples,
+                             units=units)
 
 
 def short_label(cell: StoredCell, swept: list[str]) -> str:
@@ -197,7 +205,8 @@ def short_label(cell: StoredCell, swept: list[str]) -> str:
     return cell_label(cell.allocator.name, cell.params, swept)
 
 
-def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list[str] | None = None) -> CellSummary:
+def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list[str] | None = None,
+                   units: UnitCosts | None = None) -> CellSummary:
     measured = cell.measured()
     ok = [(r, s) for r, s in measured if s.ok]
     failures = [s for _, s in measured if not s.ok]
@@ -223,7 +232,7 @@ def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list
                        main_ns=stats.median_ci(main_ns) if main_ns else None,
                        harness_ns=stats.median_ci(harness_ns) if len(harness_ns) == len(ok) and harness_ns else None,
                        own_ns=stats.median_ci(own) if own and len(own) == len(ok) else None,
-                       fragmentation=_fragmentation([s.result for _, s in ok]))
+                       fragmentation=_fragmentation([s.result for _, s in ok]), units=units)
 
 
 @dataclass
@@ -287,47 +296,88 @@ def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) 
     return group
 
 
-# Who makes the calls: a syscall count that stays within 10% under every allocator of a group is
-# the program's (the allocator changed and the calls did not); one that changes 2x or more with
-# the allocator is the allocator's. In between, the counts do not decide it.
+# Who makes the calls, from their counts across the allocators of one group (the same
+# parameters, interleaved): each count's run-to-run spread under one allocator is measured, and
+# only a difference between allocators beyond it says anything (issue 20, item 4).
+# - "program": every allocator's runs overlap every other's range, and the medians lie within
+#   SAME_COUNT of each other: the allocator changed and the calls did not;
+# - "allocator": the ranges are disjoint and the gap between the medians is larger than the widest
+#   range under one allocator, for a work-fixed measure (region main's ops, or a command that does
+#   the same work each run); never for futex, whose count follows the threads' timing, which any
+#   allocator changes, and never for a fixed-duration benchmark (--metric), where a faster
+#   allocator pushes more of the program's own calls through in the same time.
+# Anything else: the counts do not decide; call sites (where.py) decide whenever they exist.
 SAME_COUNT = 0.9
-ALLOCATOR_COUNT = 0.5
+TIMING_DEPENDENT = ("futex",)
 PROGRAM_ADVICE = ("the program itself makes these calls, whatever the allocator: change the program (its own pool, "
                   "lock or buffer handling); tuning or replacing the allocator will not remove them")
 
 
+def _run_counts(c: CellSummary, call: str) -> list[float]:
+    """The call's count in each ok run of a cell, from the scope its evidence reads."""
+    out = []
+    for _, s in c.ok_samples:
+        src = s.main.syscalls if c.evidence.scope == "region main" and s.main is not None else s.syscalls
+        if call in src:
+            out.append(float(src[call]))
+    return out
+
+
+def count_attribution(per_cell: dict[str, list[float]], work_fixed: bool, call: str) -> tuple[str, str] | None:
+    """(who, evidence line) from per-run counts under each allocator, or None when they decide
+    nothing. Pure: tested on stored counts (tests/unit)."""
+    per = {k: sorted(v) for k, v in per_cell.items() if v}
+    if len(per) < 2 or any(len(v) < 2 for v in per.values()):
+        return None
+    med = {k: stats.median_of(v) for k, v in per.items()}
+    widest = max(v[-1] - v[0] for v in per.values())
+    shown = ", ".join(f"{k} {med[k]:,.0f} [{v[0]:,.0f}-{v[-1]:,.0f}]" for k, v in per.items())
+    lo, hi = min(med, key=med.get), max(med, key=med.get)
+    if not med[hi]:
+        return None
+    overlap = max(v[0] for v in per.values()) <= min(v[-1] for v in per.values())
+    if overlap and med[lo] >= SAME_COUNT * med[hi]:
+        return "program", (f"{call} calls per run under each allocator (median [range]): {shown}: the same within "
+                           "their run-to-run spread, so the program makes them")
+    disjoint = per[hi][0] > per[lo][-1] and med[hi] - med[lo] > widest
+    if not disjoint:
+        return None
+    if call in TIMING_DEPENDENT or not work_fixed:
+        why = ("futex counts follow the threads' timing, which every allocator changes" if call in TIMING_DEPENDENT
+               else "the benchmark runs for a fixed time, so a faster allocator also pushes more of the program's own "
+                    "calls through")
+        return "undetermined", (f"{call} calls per run under each allocator (median [range]): {shown}: they change "
+                                f"with the allocator beyond their spread, but {why}: the call sites decide (--where)")
+    return "allocator", (f"{call} calls per run under each allocator (median [range]): {shown}: they change with the "
+                         "allocator by more than their run-to-run spread, so the allocator makes them")
+
+
 def attribute(cells: list[CellSummary]) -> None:
-    """Marks each finding that names a syscall with who makes those calls, from their counts across
-    the allocators of one group (the same parameters, interleaved)."""
+    """Marks each finding that names a syscall with who makes those calls (count_attribution)."""
     if len({c.cell.allocator.name for c in cells}) < 2:
         return
     for c in cells:
         for i, f in enumerate(c.findings):
             if not f.calls:
                 continue
-            counts = {x.cell.contender: x.evidence.syscalls.get(f.calls) for x in cells}
-            if any(v is None for v in counts.values()) or not max(counts.values()):
+            got = count_attribution({x.cell.contender: _run_counts(x, f.calls) for x in cells},
+                                    c.metric != "output", f.calls)
+            if got is None:
                 continue
-            lo, hi = min(counts.values()), max(counts.values())
-            shown = ", ".join(f"{name} {n:,.0f}" for name, n in counts.items())
-            if lo >= SAME_COUNT * hi:
-                c.findings[i] = replace(f, who="program", advice=PROGRAM_ADVICE, evidence=[
-                    *f.evidence, f"{f.calls} calls per run under each allocator: {shown}: the same within "
-                                 f"{1 - SAME_COUNT:.0%}, so the program makes them"])
-            elif lo <= ALLOCATOR_COUNT * hi:
-                c.findings[i] = replace(f, who="allocator", evidence=[
-                    *f.evidence, f"{f.calls} calls per run under each allocator: {shown}: they change with the "
-                                 "allocator, so the allocator makes them"])
+            who, line = got
+            c.findings[i] = replace(f, who=who, advice=PROGRAM_ADVICE if who == "program" else f.advice,
+                                    evidence=[*f.evidence, line])
 
 
 # The events whose call sites explain each finding: its system call, and the faults it causes.
 SITE_EVENTS = {"heap-trim-churn": ("brk", "page-faults"), "mmap-churn": ("munmap", "page-faults"),
                "mremap-churn": ("mremap", "page-faults"), "madvise-storm": ("madvise",),
                "lock-contention": ("futex",), "first-touch": ("page-faults",), "rss-growth": ("page-faults",),
-               "zero-page-read": ("page-faults",), "kernel-time": ("page-faults",)}
+               "zero-page-read": ("page-faults",), "kernel-time": ("page-faults",), "madvise-calls": ("madvise",)}
 def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[findings.Finding]:
-    """Each finding with the call sites of its events; and, where no comparison across allocators
-    decided it, who makes the calls from the stacks: through malloc/free (the allocator) or not."""
+    """Each finding with the call sites of its events; and who makes the calls from the stacks,
+    through malloc/free (the allocator) or not: the strongest evidence, so it decides over the
+    counts across allocators (attribute) whenever enough stacks reached the program's code."""
     if not where:
         return found
     from memsleuth import where as where_mod
@@ -337,20 +387,24 @@ def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[f
         lines = [line for e in events for line in where_mod.lines_for(where, e)]
         who, extra = f.who, []
         e = (where.get("events") or {}).get(f.calls or "")
-        if who == "undetermined" and e and e.get("internal_paths") is not None and \
-                where_mod.unwound_share(e) >= where_mod.MIN_UNWOUND:
+        if e and e.get("internal_paths") is not None and where_mod.unwound_share(e) >= where_mod.MIN_UNWOUND:
             through = e.get("through_allocator")
             if through is None:  # stored before the share was recorded: read it from the top paths
                 through = sum(share for path, share in e["internal_paths"]
                               if any(k in path for k in where_mod.ALLOCATOR_FRAMES))
-            if through >= 0.8:
-                who = "allocator"
-                extra = [f"{through:.0%} of the sampled {f.calls} calls come through the allocator (malloc/free)"]
-            elif through <= 0.2:
-                who = "program"
-                extra = [f"{1 - through:.0%} of the sampled {f.calls} calls come straight from the program's code, not "
-                         "through malloc/free"]
-        advice = PROGRAM_ADVICE if who == "program" and f.who != "program" else f.advice
+            decided = "allocator" if through >= 0.8 else "program" if through <= 0.2 else None
+            if decided is not None:
+                share = through if decided == "allocator" else 1 - through
+                extra = [f"{share:.0%} of the sampled {f.calls} calls come "
+                         + ("through the allocator (malloc/free)" if decided == "allocator"
+                            else "straight from the program's code, not through malloc/free")
+                         + ("" if f.who in ("undetermined", decided) else
+                            f": the call sites decide, over the counts across allocators (which said {f.who})")]
+                who = decided
+        advice = PROGRAM_ADVICE if who == "program" else f.advice
+        if who != "program" and f.advice == PROGRAM_ADVICE:   # the counts said program, the stacks do not
+            advice = ("the allocator makes these calls: its options that delay returning memory to the kernel, or "
+                      "another allocator (compare them with `memsleuth compare`)")
         out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=advice))
     return out
 
@@ -360,9 +414,33 @@ def analyse(run: StoredRun) -> list[Group]:
     by_params: dict[tuple, list[CellSummary]] = {}
     for cell in run.cells:
         key = tuple(cell.params.get(k) for k in swept)
-        by_params.setdefault(key, []).append(summarise_cell(cell, run.spec.target_ci, swept))
+        by_params.setdefault(key, []).append(summarise_cell(cell, run.spec.target_ci, swept, units_of(run)))
     noise = run.spec.noise
     return [compare_group(cells, noise) for cells in by_params.values()]
+
+
+# Findings about the measurement, not about a mechanism that costs the program something.
+MEASUREMENT_FINDINGS = ("unstable-measurement", "counters-unavailable")
+
+
+def quiet_line(views: list[findings.CellView], found: list[findings.Finding]) -> str | None:
+    """The one line for a run in which no mechanism finding fired: what the largest part of the
+    kernel time was (findings.quiet_line, for the cell where it is largest)."""
+    if any(f.id not in MEASUREMENT_FINDINGS for f in found):
+        return None
+    lines = []
+    for v in views:
+        sc = v.scope
+        if sc is None:
+            continue
+        split = v.kernel_split(sc, upper_bound=False)
+        lines.append((max((split.share(x) for x in split.parts.values()), default=0.0), v))
+    if not lines:
+        return None
+    share, view = max(lines, key=lambda t: t[0])
+    line = findings.quiet_line(view)
+    return line if len(lines) == 1 or line is None else line.replace("this run's", "any cell's", 1) + \
+        f" (largest in {view.label})"
 
 
 @dataclass
@@ -371,6 +449,7 @@ class RunAnalysis:
     groups: list[Group]
     findings: list[findings.Finding]          # about the run as a whole (what could not be measured)
     machine_warnings: list[quality.QualityWarning]
+    quiet: str | None = None                  # no mechanism is material: the line that says so
 
     @property
     def all_findings(self) -> list[findings.Finding]:
@@ -379,10 +458,13 @@ class RunAnalysis:
 
 def analyse_run(run: StoredRun) -> RunAnalysis:
     groups = analyse(run)
-    return RunAnalysis(groups, findings.for_run([c.view() for g in groups for c in g.cells]),
-                       quality.machine_warnings(run.machine) + quality.fixed_wall_time(
-                           [(c.metric, c.estimate.median, [s for _, s in c.ok_samples])
-                            for g in groups for c in g.cells if c.estimate is not None]))
+    views = [c.view() for g in groups for c in g.cells]
+    a = RunAnalysis(groups, findings.for_run(views),
+                    quality.machine_warnings(run.machine) + quality.fixed_wall_time(
+                        [(c.metric, c.estimate.median, [s for _, s in c.ok_samples])
+                         for g in groups for c in g.cells if c.estimate is not None]))
+    a.quiet = quiet_line([v for v in views if v.samples], a.all_findings)
+    return a
 
 
 @dataclass
@@ -394,6 +476,7 @@ class CheckAnalysis:
     view: findings.CellView
     regions: list[tuple[findings.view.Scope, int]]   # medians per occurrence, occurrences per run
     findings: list[findings.Finding]
+    quiet: str | None = None                          # no mechanism is material: the line that says so
 
 
 def analyse_check(run: StoredRun) -> CheckAnalysis:
@@ -403,7 +486,8 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     failed = [s for s in measured if not s.ok]
     # A crashed run's regions and counters up to the crash are evidence too.
     view = findings.CellView(cell.allocator.name, cell.allocator.name, ok or measured, failed,
-                             explain=cell.explain_samples)
+                             explain=cell.explain_samples, units=units_of(run))
     names = list(dict.fromkeys(r.name for s in view.samples for r in s.regions))
-    return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names],
-                         with_call_sites(findings.for_cell(view), cell.where) + findings.for_run([view]))
+    found = with_call_sites(findings.for_cell(view), cell.where) + findings.for_run([view])
+    return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names], found,
+                         quiet_line([view] if view.samples else [], found))

@@ -16,3 +16,9 @@ HARDWARE_SHORT = {"cycles": "cycles", "instructions": "instr", "cache-references
                   "cache-misses": "cache-miss", "branch-misses": "br-miss", "L1-dcache-load-misses": "L1d-miss",
                   "dTLB-load-misses": "dTLB-miss"}
 FAULT_EVENTS = ("page-faults-minor", "page-faults-major", "context-switches")
+
+# Below these counts in a run, a system call is housekeeping (the loader, the runtime, a final
+# trim) whatever it costs: the floor of each mechanism rule (findings/), and the counts at which a
+# measured cell gets an explaining run that records the calls' arguments (runner), since the
+# words of those findings come from the arguments (advice, sizes, the break's moves).
+MECHANISM_FLOORS = {"madvise": 10, "munmap": 100, "brk": 50, "mremap": 50}

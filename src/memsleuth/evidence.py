@@ -140,17 +140,22 @@ class Sample:
             result = doc["result"]
         regions = tuple(Region.from_line(p) for p in doc.get("probe", [])
                         if isinstance(p, dict) and p.get("type") == "region")
+        rss = _rss_pairs(doc)
+        # One definition of a run's peak resident memory: the larger of ru_maxrss (the largest
+        # single process) and the timeline's highest sum over the process tree, so that the
+        # time-averaged RSS (the same timeline) can never exceed it.
+        peak_kb = max([int(doc.get("maxrss_kb", 0) or 0), *(r for _, r in rss)])
         return cls(
             status=doc.get("status", "error"), detail=doc.get("detail"), exit_code=doc.get("exit_code"),
             signal=doc.get("signal"), signal_name=doc.get("signal_name"),
             wall_ns=int(doc.get("wall_ns", 0)), user_ns=int(doc.get("user_ns", 0)), sys_ns=int(doc.get("sys_ns", 0)),
             minflt=int(doc.get("minflt", 0)), majflt=int(doc.get("majflt", 0)),
             nvcsw=int(doc.get("nvcsw", 0)), nivcsw=int(doc.get("nivcsw", 0)),
-            maxrss_kb=int(doc.get("maxrss_kb", 0)), counters=dict(doc.get("counters") or {}),
+            maxrss_kb=peak_kb, counters=dict(doc.get("counters") or {}),
             syscalls={k: int(v) for k, v in (doc.get("syscalls") or {}).items()},
             unsupported=dict(doc.get("unsupported") or {}), regions=regions,
             malloc_object=doc.get("malloc_object"),
-            rss_kb=_rss_pairs(doc),
+            rss_kb=rss,
             stdout_tail=doc.get("stdout_tail", ""), stderr_tail=doc.get("stderr_tail", ""),
             leftover_processes=tuple(p for p in doc.get("leftover_processes") or () if isinstance(p, dict)),
             user_only=tuple(str(x) for x in doc.get("user_only") or ()),

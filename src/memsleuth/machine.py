@@ -81,9 +81,24 @@ def label() -> str | None:
     return os.environ.get("MEMSLEUTH_MACHINE_LABEL") or None
 
 
+def unit_costs() -> dict:
+    """What one page fault and one call of each memory system call cost here now (ms-calibrate,
+    about 40 ms); {} when it cannot run (the findings then use findings.cost.DEFAULT)."""
+    import json
+    import subprocess
+    from memsleuth import native
+    try:
+        out = subprocess.run([str(native.native_path("ms-calibrate"))], capture_output=True, text=True, timeout=10,
+                             check=True).stdout
+        doc = json.loads(out)
+    except Exception:   # noqa: BLE001 - a missing or failing calibration only costs precision
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def info(allocators: list[AllocatorInfo] | None = None) -> MachineInfo:
     return MachineInfo(hostname=socket.gethostname(), label=label(), cpu_model=cpu_model(), cpus=os.cpu_count(),
                        kernel=platform.release(), arch=platform.machine(), glibc=glibc_version(), thp=thp_mode(),
                        governor=governor(), mem_total_kb=mem_total_kb(), page_bytes=page_bytes(),
                        loadavg_1m=os.getloadavg()[0], python=platform.python_version(), cpu_flags=cpu_flags(),
-                       numa_nodes=numa_nodes(), allocators=allocators or [])
+                       numa_nodes=numa_nodes(), allocators=allocators or [], unit_costs=unit_costs())

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from memsleuth.events import MECHANISM_FLOORS
 from memsleuth import launcher, native, stats
 from memsleuth.evidence import metric_kind
 from memsleuth.plan import REFERENCE_LABEL, Plan
@@ -73,6 +74,16 @@ def cell_settled(values: list[float], target: float | None, min_reps: int) -> bo
         return False
     hw = stats.median_ci(values).half_width_rel
     return hw is not None and hw <= target
+
+
+def needs_arguments(samples: list) -> bool:
+    """Whether a cell's measured runs make enough of a call whose finding is worded from its
+    arguments (events.MECHANISM_FLOORS) to deserve one explaining run that records them."""
+    ok = [s for s in samples if s.ok]
+    if not ok:
+        return False
+    return any(sorted(s.syscalls.get(name, 0) for s in ok)[len(ok) // 2] >= floor
+               for name, floor in MECHANISM_FLOORS.items())
 
 
 def _call_sites(plan: Plan, cell, ok: list) -> dict:
@@ -207,7 +218,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                 if i in failed or not values[i]:
                     continue
                 # Explaining runs, after the measured ones and never mixed into them.
-                if plan.syscall_args or cell.where:
+                if plan.syscall_args or cell.where or needs_arguments(samples[i]):
                     progress.now(f"{plan.label(i)}: syscall arguments (one more run)")
                     explain = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
                                                 syscall_args=True)

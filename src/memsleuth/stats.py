@@ -7,10 +7,9 @@ fewer than 6 samples no pair of order statistics reaches 95%, so no CI is given.
 """
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass
-
-import numpy as np
-from scipy import stats as _st
 
 MIN_SAMPLES_FOR_CI = 6  # smallest n whose [min, max] covers the median with >= 95% (1 - 2/64 = 96.9%)
 
@@ -35,7 +34,7 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int, float] | Non
     """1-based ranks (k, n-k+1) and exact coverage of the narrowest symmetric order-statistic CI."""
     best = None
     for k in range(1, n // 2 + 1):
-        coverage = 1 - 2 * _st.binom.cdf(k - 1, n, 0.5)
+        coverage = 1 - 2 * binom_half_cdf(k - 1, n)
         if coverage >= level:
             best = (k, n - k + 1, float(coverage))
         else:
@@ -43,12 +42,19 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int, float] | Non
     return best
 
 
-def median_ci(values: list[float] | np.ndarray, level: float = 0.95) -> Estimate:
-    x = np.sort(np.asarray(values, dtype=float))
+def binom_half_cdf(k: int, n: int) -> float:
+    """P(Binomial(n, 1/2) <= k), exactly: the sum of C(n, i) for i <= k over 2^n."""
+    if k < 0:
+        return 0.0
+    return sum(math.comb(n, i) for i in range(min(k, n) + 1)) / (1 << n)  # exact integers, one division
+
+
+def median_ci(values, level: float = 0.95) -> Estimate:
+    x = sorted(float(v) for v in values)
     n = len(x)
     if n == 0:
         raise ValueError("no values")
-    med = float(np.median(x))
+    med = float(statistics.median(x))
     ranks = median_ci_ranks(n, level)
     if ranks is None:
         return Estimate(med, None, None, None, n)
@@ -62,17 +68,18 @@ def paired_ratio(numerators: list[float], denominators: list[float], level: floa
     Pairing by round cancels drift that hits both alternatives of a round alike (a noisy
     neighbour, frequency changes), which a ratio of medians would keep.
     """
-    a = np.asarray(numerators, dtype=float)
-    b = np.asarray(denominators, dtype=float)
+    a = [float(v) for v in numerators]
+    b = [float(v) for v in denominators]
     if len(a) != len(b) or len(a) == 0:
         raise ValueError("paired series must be non-empty and of equal length")
-    return median_ci(a / b, level)
+    return median_ci([x / y if y else (math.inf if x > 0 else math.nan if x == 0 else -math.inf)
+                      for x, y in zip(a, b)], level)
 
 
 def median_of(values) -> float | None:
     """The median of the values that are not None, or None when there are none."""
     v = [x for x in values if x is not None]
-    return float(np.median(v)) if v else None
+    return float(statistics.median(v)) if v else None
 
 
 def paired_by_round(numerators: dict[int, float], denominators: dict[int, float],
@@ -86,10 +93,10 @@ def paired_by_round(numerators: dict[int, float], denominators: dict[int, float]
 
 def cv(values: list[float]) -> float | None:
     """Coefficient of variation (sample standard deviation / mean)."""
-    x = np.asarray(values, dtype=float)
-    if len(x) < 2 or x.mean() == 0:
+    x = [float(v) for v in values]
+    if len(x) < 2 or statistics.fmean(x) == 0:
         return None
-    return float(x.std(ddof=1) / x.mean())
+    return statistics.stdev(x) / statistics.fmean(x)
 
 
 # ---- verdicts -------------------------------------------------------------------------------
@@ -127,6 +134,8 @@ def bootstrap_ratio_of_medians(a: list[float], b: list[float], level: float = 0.
     Separate runs cannot be paired by round, so this resamples each side on its own. Seeded, so
     the same data always gives the same interval.
     """
+    import numpy as np  # only here: the CLI starts without numpy
+
     x = np.asarray(a, dtype=float)
     y = np.asarray(b, dtype=float)
     if len(x) == 0 or len(y) == 0:
@@ -149,15 +158,15 @@ def bootstrap_ratio_of_medians(a: list[float], b: list[float], level: float = 0.
 OUTLIER_Z = 3.5
 
 
-def modified_z(values: list[float] | np.ndarray) -> np.ndarray:
-    x = np.asarray(values, dtype=float)
-    med = np.median(x)
-    mad = np.median(np.abs(x - med))
+def modified_z(values) -> list[float]:
+    x = [float(v) for v in values]
+    med = statistics.median(x)
+    mad = statistics.median([abs(v - med) for v in x])
     if mad == 0:
-        return np.zeros_like(x)
-    return 0.6745 * (x - med) / mad
+        return [0.0] * len(x)
+    return [0.6745 * (v - med) / mad for v in x]
 
 
 def outliers(values: list[float], z: float = OUTLIER_Z) -> list[int]:
     """Indexes of the values whose modified z-score exceeds z."""
-    return [int(i) for i in np.nonzero(np.abs(modified_z(values)) > z)[0]]
+    return [i for i, v in enumerate(modified_z(values)) if abs(v) > z]

@@ -17,9 +17,7 @@ from memsleuth.analysis import analyse_run
 from memsleuth.model import RunSpec
 from memsleuth.store import Store, StoredRun
 
-# Without --reps or --target-ci, each workload runs this many interleaved rounds: enough for a
-# 95% CI of the median (6 or more) and for the suite to stay under 10 minutes on 2 cores.
-SUITE_REPS = 6
+from memsleuth.workloads import SUITE_REPS  # noqa: E402,F401 (declared beside the suite)
 
 
 def run_suite(store: Store, allocs, *, rounds: planning.Rounds, noise: float, env: dict, timeout_s, mem_limit,

@@ -8,8 +8,6 @@ from memsleuth import allocators
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
 from memsleuth.model import RunSpec
-from memsleuth.session import finish, measure
-from memsleuth.store import Store
 
 NAME = "case"
 HELP = "run a case study (the seed field reports), explained from its evidence"
@@ -34,6 +32,8 @@ def add_arguments(cs) -> None:
 
 
 def run(args, command, console: Console) -> int:
+    from memsleuth.session import finish, measure
+    from memsleuth.store import Store
     from memsleuth import cases
     if args.list:
         table = Table(title="memsleuth cases", title_justify="left")

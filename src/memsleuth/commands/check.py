@@ -9,8 +9,6 @@ from memsleuth import allocators, plan as planning
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
 from memsleuth.model import RunSpec
-from memsleuth.session import finish, measure
-from memsleuth.store import Store
 
 NAME = "check"
 HELP = "measure any program, its probe regions, and say what the evidence shows"
@@ -34,6 +32,8 @@ def add_arguments(k) -> None:
 
 
 def run(args, command: list[str] | None, console: Console) -> int:
+    from memsleuth.session import finish, measure
+    from memsleuth.store import Store
     if not command:
         raise UsageError("check needs a command after --, like: memsleuth check -- ./my-benchmark")
     options.apply_machine_label(args)

@@ -9,9 +9,7 @@ from memsleuth import allocators, plan as planning, workloads
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
 from memsleuth.model import RunSpec
-from memsleuth.session import finish, measure
-from memsleuth.store import Store
-from memsleuth.suite import SUITE_REPS
+from memsleuth.workloads import SUITE_REPS
 from memsleuth.units import parse_fraction
 
 NAME = "compare"
@@ -60,6 +58,8 @@ def add_arguments(c) -> None:
 
 
 def run(args, command: list[str] | None, console: Console) -> int:
+    from memsleuth.session import finish, measure
+    from memsleuth.store import Store
     options.apply_machine_label(args)
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
@@ -115,6 +115,7 @@ def _variants(args) -> list[planning.EnvVariant]:
 
 
 def _suite(args, command, console: Console, noise: float, env: dict, timeout, mem_limit) -> int:
+    from memsleuth.store import Store
     import sys
     from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK
     from memsleuth.report import json_export, model, terminal

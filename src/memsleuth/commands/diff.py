@@ -5,11 +5,9 @@ import sys
 
 from rich.console import Console
 
-from memsleuth import regression
+
 from memsleuth.commands import options
 from memsleuth.errors import EXIT_OK, EXIT_REGRESSION
-from memsleuth.session import redacted, write_formats
-from memsleuth.store import Store
 from memsleuth.units import parse_fraction
 
 NAME = "diff"
@@ -29,12 +27,15 @@ def add_arguments(d) -> None:
 
 
 def run(args, command, console: Console) -> int:
+    from memsleuth.session import redacted, write_formats
+    from memsleuth.store import Store
     from memsleuth.report import model, terminal
     options.writable_output(args.md, "--md")
     options.writable_output(args.html, "--html")
     threshold = parse_fraction(args.threshold, "--threshold")
     store = Store(args.db, readonly=True)
     a, b = store.load_run(options.run_id(args.run_a)), store.load_run(options.run_id(args.run_b))
+    from memsleuth import regression
     changes = regression.compare_runs(a, b, threshold)
     report = model.build_diff(a, b, changes, threshold, argv=redacted(sys.argv))
     terminal.render(report, console)

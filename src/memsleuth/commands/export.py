@@ -8,7 +8,6 @@ from rich.console import Console
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
 from memsleuth.output import say_written, write_text
-from memsleuth.store import Store
 
 NAME = "export"
 HELP = "export a stored run as json, csv or pyperf"
@@ -23,6 +22,7 @@ def add_arguments(e) -> None:
 
 
 def run(args, command, console: Console) -> int:
+    from memsleuth.store import Store
     from memsleuth.report import csv_export, json_export, model, pyperf_export
     store = Store(args.db, readonly=True)
     run_ = store.load_run(options.run_id(args.run))

@@ -13,7 +13,6 @@ from rich.text import Text
 from memsleuth import fleet
 from memsleuth.commands import options
 from memsleuth.errors import EXIT_NO_RESULT, EXIT_OK, UsageError
-from memsleuth.store import Store, is_url
 
 NAME = "fleet"
 HELP = "run a compare or case on several Slurm machine types; status; collect the results"
@@ -64,6 +63,7 @@ def run(args, command, console: Console) -> int:
 
 
 def _submit(args, command, console: Console) -> int:
+    from memsleuth.store import Store, is_url
     from memsleuth.cli import build_parser
     what = list(args.what)
     if not what or what[0] not in MEASURING:
@@ -122,6 +122,7 @@ def _status(args, console: Console) -> int:
 
 
 def _collect(args, console: Console) -> int:
+    from memsleuth.store import Store
     from memsleuth import __version__
     from memsleuth.model import MachineInfo, RunSpec
     manifest = fleet.load(args.job)

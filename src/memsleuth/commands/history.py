@@ -8,7 +8,6 @@ from rich.table import Table
 from rich.text import Text
 
 from memsleuth.commands import options
-from memsleuth.store import Store
 
 NAME = "history"
 HELP = "list the stored runs"
@@ -19,6 +18,7 @@ def add_arguments(h) -> None:
 
 
 def run(args, command, console: Console) -> int:
+    from memsleuth.store import Store
     store = Store(args.db, readonly=True)
     table = Table(title=Text(f"runs in {store.path}"), title_justify="left")
     for col in ("id", "time (UTC)", "status", "command", "machine", "cells", "runs"):

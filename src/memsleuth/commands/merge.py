@@ -9,7 +9,6 @@ from rich.console import Console
 
 from memsleuth.commands import options
 from memsleuth.errors import EXIT_OK, UsageError
-from memsleuth.store import Store, is_url
 
 NAME = "merge"
 HELP = "import the runs of other stores into this one (idempotent: by run UUID)"
@@ -21,6 +20,7 @@ def add_arguments(m) -> None:
 
 
 def _same(a: str, b: str) -> bool:
+    from memsleuth.store import is_url
     if is_url(a) or is_url(b):
         return a == b
     try:
@@ -30,6 +30,7 @@ def _same(a: str, b: str) -> bool:
 
 
 def run(args, command, console: Console) -> int:
+    from memsleuth.store import Store, is_url
     for src in args.sources:
         if not is_url(src) and not os.path.exists(src):
             raise UsageError(f"{src}: no such store")

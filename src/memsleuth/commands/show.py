@@ -5,8 +5,6 @@ from __future__ import annotations
 from rich.console import Console
 
 from memsleuth.commands import options
-from memsleuth.session import emit
-from memsleuth.store import Store
 
 NAME = "show"
 HELP = "reprint a stored run (the latest by default), or several side by side by machine"
@@ -19,6 +17,8 @@ def add_arguments(s) -> None:
 
 
 def run(args, command, console: Console) -> int:
+    from memsleuth.session import emit
+    from memsleuth.store import Store
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
     options.writable_output(args.html, "--html")

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from memsleuth.findings.base import CellRule, Finding, PairRule, RunRule
 from memsleuth.findings.view import CellView
-from memsleuth.findings import (counters_unavailable, first_touch, heap_trim, kernel_gap, kernel_time,
+from memsleuth.findings import (cost, counters_unavailable, first_touch, heap_trim, kernel_gap, kernel_time,
                                 lock_contention, madvise_storm, mmap_churn, mremap_churn, rss_blowup, rss_growth,
                                 unstable, zero_page)
 
 # Mechanism rules first; kernel_time (where the kernel time went) only speaks when none of them
 # explains a cell (for_cell).
 CELL_RULES: tuple[CellRule, ...] = (madvise_storm, heap_trim, mmap_churn, mremap_churn, first_touch, zero_page,
-                                    lock_contention, rss_blowup, rss_growth, unstable)
+                                    lock_contention, rss_blowup, rss_growth)
 FALLBACK_RULES: tuple[CellRule, ...] = (kernel_time,)
 PAIR_RULES: tuple[PairRule, ...] = (kernel_gap,)
-RUN_RULES: tuple[RunRule, ...] = (counters_unavailable,)
+RUN_RULES: tuple[RunRule, ...] = (counters_unavailable, unstable)
 
 
 # Findings about the measurement, not a mechanism: they do not silence kernel_time.
@@ -30,10 +30,29 @@ NOT_MECHANISMS = ("unstable-measurement", "rss-growth")
 
 
 def for_cell(view: CellView) -> list[Finding]:
+    """The cell's findings, the costliest first (findings/cost.py)."""
     found = [f for rule in CELL_RULES for f in rule.check(view)]
     if not any(f.id not in NOT_MECHANISMS for f in found):
         found += [f for rule in FALLBACK_RULES for f in rule.check(view)]
-    return found
+    return sorted(found, key=lambda f: -f.weight)
+
+
+def quiet_line(view: CellView) -> str | None:
+    """When no time mechanism is material: the one line that says so, with the largest part of the
+    kernel time and its share (so a clean program gets an answer, not silence). None without runs."""
+    sc = view.scope
+    if sc is None:
+        return None
+    split = view.kernel_split(sc, upper_bound=False)
+    parts = {k: v for k, v in split.parts.items() if v > 0}
+    where = "" if sc.name == "process" else f" (region {sc.name})"
+    head = (f"No memory mechanism costs more than {cost.MATERIAL_SHARE:.0%} of this run's CPU time{where} "
+            f"(or {cost.MIN_COST_NS / 1e6:.0f} ms)")
+    if not parts:
+        return head + f": kernel time {sc.sys_ns / 1e6:,.0f} ms, no page faults or memory system calls counted."
+    top = max(parts, key=parts.get)
+    return head + (f": the largest counted part is {top}, about {split.describe(parts[top])}; all kernel time "
+                   f"{sc.sys_ns / 1e6:,.0f} ms = {(sc.sys_share or 0):.0%}.")
 
 
 def for_pair(slower: CellView, faster: CellView) -> list[Finding]:
@@ -44,4 +63,4 @@ def for_run(views: list[CellView]) -> list[Finding]:
     return [f for rule in RUN_RULES for f in rule.check_run(views)]
 
 
-__all__ = ["Finding", "CellView", "for_cell", "for_pair", "for_run"]
+__all__ = ["Finding", "CellView", "for_cell", "for_pair", "for_run", "quiet_line"]

@@ -8,8 +8,6 @@ if TYPE_CHECKING:
     from memsleuth.findings.view import CellView
 
 
-
-
 @dataclass(frozen=True)
 class Finding:
     id: str                     # stable rule id, e.g. "madvise-storm"
@@ -25,11 +23,25 @@ class Finding:
     who: str = "undetermined"
     calls: str | None = None
     call_sites: list[str] = field(default_factory=list)   # where the faults and calls come from (where.py)
+    # What the mechanism costs in this run (findings/cost.py): kernel time in ns and its share of
+    # the scope's CPU time for the time mechanisms, bytes for the memory ones; findings are
+    # ordered by it. `phase`: when in the run the cost arises (findings/phase.py), if known.
+    cost_ns: float | None = None
+    cost_share: float | None = None
+    cost_bytes: float | None = None
+    phase: str | None = None
+
+    @property
+    def weight(self) -> float:
+        """How findings are ordered: by time share, memory mechanisms by their bytes' share."""
+        return self.cost_share if self.cost_share is not None else 0.0
 
     def to_dict(self) -> dict:
         return {"id": self.id, "title": self.title, "mechanism": self.mechanism, "evidence": self.evidence,
                 "advice": self.advice, "confidence": self.confidence, "subject": self.subject,
-                "numbers": self.numbers, "who": self.who, "calls": self.calls, "call_sites": self.call_sites}
+                "numbers": self.numbers, "who": self.who, "calls": self.calls, "call_sites": self.call_sites,
+                "cost_ns": self.cost_ns, "cost_share": self.cost_share, "cost_bytes": self.cost_bytes,
+                "phase": self.phase}
 
 
 def confidence(margin: float) -> str:

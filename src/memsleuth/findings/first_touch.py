@@ -3,14 +3,14 @@ first written, so the region pays one page fault per page inside its own timing.
 from __future__ import annotations
 
 from memsleuth.units import PAGE_BYTES
-from memsleuth.findings.base import Finding, confidence, mib
+from memsleuth.findings.base import Finding, mib
+from memsleuth.findings.cost import confidence
 from memsleuth.findings.view import CellView
 
 # At least 1 MiB first-touched: below that the faults cost well under a millisecond.
 MIN_FAULT_BYTES = 1 << 20
-# The faults must show in the region's time: 30% of its CPU time in the kernel (seed 001's cold
-# copy spent ~87%; an allocator benchmark growing its heap spends 0-25%).
-SYS_SHARE = 0.30
+# The faults' cost (count x this machine's fault cost, findings/cost.py) must be material: the one
+# threshold of every finding (cost.MATERIAL_SHARE of the CPU time, cost.MIN_COST_NS).
 # The faults must add resident memory (else they mapped the zero page: zero_page.py).
 MIN_RSS_PER_FAULT = 0.5
 # The kernel time must be the faults', not system calls': more counted syscalls than faults in
@@ -32,29 +32,40 @@ def _process(view: CellView) -> list[Finding]:
     fault_bytes = sc.minflt * PAGE_BYTES
     share = sc.sys_share or 0.0
     resident = view.maxrss_kb * 1024
-    if fault_bytes < MIN_PROCESS_FAULT_BYTES or share < SYS_SHARE or resident < MIN_RESIDENT_SHARE * fault_bytes:
+    if fault_bytes < MIN_PROCESS_FAULT_BYTES or resident < MIN_RESIDENT_SHARE * fault_bytes:
         return []
-    evidence = [f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)} faulted in (threshold {mib(MIN_PROCESS_FAULT_BYTES)})",
+    split = view.kernel_split(sc)
+    spent = split.cost("page-faults")
+    if not split.material(spent):
+        return []
+    evidence = [f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)} faulted in, costing about {split.describe(spent)} "
+                f"({split.units.fault_ns:,.0f} ns per fault on this machine; findings/cost.py)",
                 f"peak RSS {mib(resident)} = {resident / fault_bytes:.0%} of the faulted bytes (threshold "
                 f"{MIN_RESIDENT_SHARE:.0%}): most of the faulted memory stayed resident, so most faults were first "
                 "touches rather than memory given back and touched again",
                 f"{share:.0%} of the CPU time was in the kernel ({sc.sys_ns / 1e6:,.0f} of "
-                f"{(sc.user_ns + sc.sys_ns) / 1e6:,.0f} ms; threshold {SYS_SHARE:.0%})"]
+                f"{(sc.user_ns + sc.sys_ns) / 1e6:,.0f} ms)"]
     t = view.median_sample.timeline if view.median_sample else None
     rss, times = (t.column("rss_kb"), t.times_ms) if t else (None, None)
     if rss and len(rss) >= 3:
         half = next((i for i, v in enumerate(rss) if v >= max(rss) / 2), 0)
         evidence.append(f"RSS reached half its peak at {times[half] / 1000:.2f} s of {times[-1] / 1000:.2f} s (timeline)")
+    phase = view.phase("page-faults-minor")
+    if phase:
+        evidence.append(phase.text)
+    cost_share = split.share(spent)
     return [Finding(
-        id="first-touch", title=f"First-touch faults: {mib(fault_bytes)} of fresh memory faulted in",
+        id="first-touch", title=f"First-touch faults: {mib(fault_bytes)} of fresh memory faulted in: "
+                                f"{split.describe(spent)}",
         mechanism="memory fresh from malloc/mmap is not backed by pages until first written, so the program pays "
                   f"a page fault per {PAGE_BYTES // 1024} KiB page as it first touches it, and {share:.0%} of its time "
                   "is the kernel's",
         evidence=evidence,
         advice="if that time is inside what you measure, touch the memory first (memset, MADV_POPULATE_WRITE, "
                "MAP_POPULATE) or use huge pages (MADV_HUGEPAGE); if it is the program's preparation, it belongs there",
-        subject=view.label, confidence=confidence(min(fault_bytes / MIN_PROCESS_FAULT_BYTES, share / SYS_SHARE)),
-        numbers={"faults": sc.minflt, "fault_bytes": fault_bytes, "peak_rss_bytes": resident, "sys_share": share})]
+        subject=view.label, confidence=confidence(cost_share),
+        numbers={"faults": sc.minflt, "fault_bytes": fault_bytes, "peak_rss_bytes": resident, "sys_share": share},
+        cost_ns=spent, cost_share=cost_share, phase=phase.name if phase else None)]
 
 
 def check(view: CellView) -> list[Finding]:
@@ -64,8 +75,10 @@ def check(view: CellView) -> list[Finding]:
     for sc in view.top_regions():
         if sc.minflt is None or sc.minflt * PAGE_BYTES < MIN_FAULT_BYTES:
             continue
-        share = sc.sys_share
-        if share is None or share < SYS_SHARE:
+        share = sc.sys_share or 0.0
+        split = view.kernel_split(sc)
+        spent = split.cost("page-faults")
+        if not split.material(spent):
             continue
         fault_bytes = sc.minflt * PAGE_BYTES
         if sc.rss_growth_kb is not None and sc.rss_growth_kb * 1024 < MIN_RSS_PER_FAULT * fault_bytes:
@@ -73,9 +86,10 @@ def check(view: CellView) -> list[Finding]:
         if sum(sc.syscalls.values()) > MAX_SYSCALLS_PER_FAULT * sc.minflt:
             continue
         evidence = [f"region '{sc.name}' took {sc.minflt:,.0f} page faults = {mib(fault_bytes)} first-touched "
-                    f"(threshold {mib(MIN_FAULT_BYTES)})",
+                    f"(threshold {mib(MIN_FAULT_BYTES)}), costing about {split.describe(spent)} "
+                    f"({split.units.fault_ns:,.0f} ns per fault on this machine)",
                     f"{share:.0%} of its CPU time was in the kernel ({sc.sys_ns / 1e6:.1f} of "
-                    f"{(sc.user_ns + sc.sys_ns) / 1e6:.1f} ms; threshold {SYS_SHARE:.0%})"]
+                    f"{(sc.user_ns + sc.sys_ns) / 1e6:.1f} ms)"]
         if sc.rss_growth_kb is not None:
             evidence.append(f"resident memory grew {mib(sc.rss_growth_kb * 1024)} during the region")
         if sc.ops and 0.8 <= fault_bytes / sc.ops <= 1.25:
@@ -90,7 +104,7 @@ def check(view: CellView) -> list[Finding]:
             advice="if this region's time is your result: touch the memory before it (memset, MADV_POPULATE_WRITE "
                    "or MAP_POPULATE) in a region of its own, or use huge pages (MADV_HUGEPAGE) to fault 512x fewer "
                    "times; if the region is that preparation, this is where the faults belong",
-            subject=f"{view.label} / {sc.name}",
-            confidence=confidence(min(fault_bytes / MIN_FAULT_BYTES, share / SYS_SHARE)),
-            numbers={"region": sc.name, "faults": sc.minflt, "fault_bytes": fault_bytes, "sys_share": share}))
+            subject=f"{view.label} / {sc.name}", confidence=confidence(split.share(spent)),
+            numbers={"region": sc.name, "faults": sc.minflt, "fault_bytes": fault_bytes, "sys_share": share},
+            cost_ns=spent, cost_share=split.share(spent)))
     return found

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from memsleuth.units import PAGE_BYTES
-from memsleuth.findings.base import Finding, confidence, kernel_share, mib
+from memsleuth.findings.base import Finding, kernel_share, mib
+from memsleuth.findings import cost as cost_mod
+from memsleuth.findings.cost import confidence
+from memsleuth.events import MECHANISM_FLOORS
 from memsleuth.findings.view import CellView
 
 # glibc trims when the top chunk exceeds trim_threshold (128 KiB by default), so smaller moves
@@ -18,11 +21,12 @@ MIN_REFAULT_RATIO = 0.5
 # top was trimmed and grown again; fewer than 50 calls in all is not a churn.
 GROWTH_STEP_BYTES = 128 * 1024
 CALLS_PER_GROWTH_STEP = 4.0
-MIN_BRK_CALLS = 50
+MIN_BRK_CALLS = MECHANISM_FLOORS["brk"]
 
 
-# Whole process (no regions): the break must move down at least this many times, by at least
-# MIN_SHRINK_PER_STEP on average, and the faults must account for MIN_REFAULT_RATIO of the bytes.
+# Whole process (no regions): the break moving down at least this many times is trimming (any
+# size: CPython's teardown trims page by page); the cost of the calls and of the re-faults decides
+# whether it is worth a finding (findings/cost.py).
 MIN_DOWN_MOVES = 10
 # Without the brk arguments: drops of the heap seen in the timeline (sampled, so a lower bound).
 MIN_HEAP_DROPS = 5
@@ -45,45 +49,96 @@ def _advice() -> str:
 
 def _process(view: CellView) -> list[Finding]:
     sc = view.process
-    if sc is None or sc.minflt is None:
+    if sc is None or sc.minflt is None or sc.syscalls.get("brk", 0) < MIN_BRK_CALLS:
         return []
-    fault_bytes = sc.minflt * PAGE_BYTES
+    brk = sc.syscalls["brk"]
+    split = view.kernel_split(sc)
     down_moves, down_bytes = view.args("brk", "down_moves"), view.args("brk", "down_bytes")
-    if down_moves is not None:
-        if down_moves < MIN_DOWN_MOVES or not down_bytes or down_bytes / down_moves < MIN_SHRINK_PER_STEP:
-            return []
-        ratio = fault_bytes / down_bytes
-        if ratio < MIN_REFAULT_RATIO:
-            return []
-        up_moves, up_bytes = view.args("brk", "up_moves") or 0, view.args("brk", "up_bytes") or 0
-        evidence = [f"the program break moved down {down_moves:,.0f} times by {mib(down_bytes)} in all "
-                    f"({mib(down_bytes / down_moves)} per move), and up {up_moves:,.0f} times by {mib(up_bytes)} "
-                    "(the results of the brk calls, from the kernel)",
-                    f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)}, {ratio:.2f}x the memory the trims returned",
-                    kernel_share(sc)]
-        margin = min(down_moves / MIN_DOWN_MOVES, 2 * ratio)
-        numbers = {"brk_down_moves": down_moves, "brk_down_bytes": down_bytes, "minflt": sc.minflt}
+    if down_moves is None:
+        return _timeline(view, sc, split)
+    up_moves, up_bytes = view.args("brk", "up_moves") or 0, view.args("brk", "up_bytes") or 0
+    # Pages the break took back after giving them away are faulted in again: at most the smaller
+    # of the bytes given and taken back, and never more than the faults beyond the peak's pages.
+    refault_pages = min(view.refault_bound(sc), min(up_bytes, down_bytes or 0) / PAGE_BYTES)
+    refault_ns = min(refault_pages * split.units.fault_ns * split.scale, split.cost("page-faults"))
+    spent = split.cost("brk") + refault_ns
+    if not split.material(spent):
+        return []
+    moves = (f"the program break moved down {down_moves:,.0f} times by {mib(down_bytes or 0)} in all"
+             + (f" ({_size(down_bytes / down_moves)} per move)" if down_moves else "")
+             + f", and up {up_moves:,.0f} times by {mib(up_bytes)}"
+             + (f" ({_size(up_bytes / up_moves)} per move)" if up_moves else "")
+             + " (the results of the brk calls, from the kernel)")
+    evidence = [f"{brk:,.0f} brk calls and the page faults of the memory they took back cost about "
+                f"{split.describe(spent)} (brk {split.cost('brk') / 1e6:,.0f} ms, re-faults at most "
+                f"{refault_ns / 1e6:,.0f} ms; findings/cost.py)", moves]
+    if down_moves >= MIN_DOWN_MOVES:
+        step = down_bytes / down_moves
+        small = step <= 2 * PAGE_BYTES
+        title = "Heap top given back and taken again: the program break keeps moving down and up"
+        mechanism = ("the top of the heap is given back to the kernel by moving the program break down "
+                     + ("a page or two at a time" if small else f"{_size(step)} at a time")
+                     + " and taken again by moving it up")
+        if up_bytes and refault_pages >= MIN_REFAULT_RATIO * min(up_bytes, down_bytes) / PAGE_BYTES:
+            mechanism += ", and the memory taken again is faulted in again"
+        mechanism += (" (glibc's free() trims the heap top this way when it exceeds the trim threshold; a program "
+                      "that manages the break itself does it too: who makes the calls says which)")
+        advice = _advice()
     else:
-        t = view.median_sample.timeline if view.median_sample else None
-        heap = t.column("heap_kb") if t else None
-        if not heap or sc.syscalls.get("brk", 0) < MIN_BRK_CALLS:
+        if up_moves < MIN_DOWN_MOVES:
             return []
-        drops = [a - b for a, b in zip(heap, heap[1:]) if (a - b) * 1024 >= MIN_SHRINK_PER_STEP]
-        dropped = sum(drops) * 1024
-        if len(drops) < MIN_HEAP_DROPS or fault_bytes < MIN_REFAULT_RATIO * dropped:
-            return []
-        evidence = [f"the heap shrank {len(drops)} times by {mib(dropped)} in all between the timeline's samples "
-                    f"(every {t.interval_ms} ms, so at least that often), with {sc.syscalls['brk']:,.0f} brk calls",
-                    f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)}, {fault_bytes / dropped:.2f}x what it gave back",
-                    kernel_share(sc)]
-        margin = len(drops) / MIN_HEAP_DROPS
-        numbers = {"heap_drops": len(drops), "heap_dropped_bytes": dropped, "minflt": sc.minflt}
+        step = up_bytes / up_moves
+        title = f"Heap grown in small steps: the program break moved up {up_moves:,.0f} times"
+        mechanism = (f"the program break is moved up {up_moves:,.0f} times by {_size(step)} on average: the heap "
+                     "grows a little at a time, one system call per step")
+        advice = ("grow in larger steps: GLIBC_TUNABLES=glibc.malloc.top_pad=<bytes> for glibc's heap; a program "
+                  "that calls sbrk itself should reserve its memory once")
+    evidence.append(f"{sc.minflt:,.0f} page faults in the process = {mib(sc.minflt * PAGE_BYTES)}")
+    phase = view.phase("brk")
+    if phase:
+        evidence.append(phase.text)
+    share = split.share(spent)
     return [Finding(
-        id="heap-trim-churn", title="Heap-top trimming: the heap gives its memory back and faults it in again",
+        id="heap-trim-churn", title=f"{title}: {split.describe(spent)}", mechanism=mechanism,
+        evidence=evidence, advice=advice, subject=view.label, confidence=confidence(share),
+        numbers={"brk": brk, "brk_down_moves": down_moves, "brk_down_bytes": down_bytes, "brk_up_moves": up_moves,
+                 "brk_up_bytes": up_bytes, "minflt": sc.minflt},
+        calls="brk", cost_ns=spent, cost_share=share, phase=phase.name if phase else None)]
+
+
+def _size(n_bytes: float) -> str:
+    return f"{n_bytes / 1024:,.0f} KiB" if n_bytes < (1 << 20) else mib(n_bytes)
+
+
+def _timeline(view: CellView, sc, split) -> list[Finding]:
+    """Without the brk calls' arguments: drops of the heap seen in the timeline (sampled, so a
+    lower bound of the trims)."""
+    t = view.median_sample.timeline if view.median_sample else None
+    heap = t.column("heap_kb") if t else None
+    if not heap:
+        return []
+    drops = [a - b for a, b in zip(heap, heap[1:]) if (a - b) * 1024 >= MIN_SHRINK_PER_STEP]
+    dropped = sum(drops) * 1024
+    fault_bytes = sc.minflt * PAGE_BYTES
+    if len(drops) < MIN_HEAP_DROPS or fault_bytes < MIN_REFAULT_RATIO * dropped:
+        return []
+    refault_ns = min(dropped / PAGE_BYTES * split.units.fault_ns * split.scale, split.cost("page-faults"))
+    spent = split.cost("brk") + refault_ns
+    if not split.material(spent):
+        return []
+    share = split.share(spent)
+    return [Finding(
+        id="heap-trim-churn", title=f"Heap-top trimming: the heap gives its memory back and faults it in again: "
+                                    f"{split.describe(spent)}",
         mechanism="frees leave free memory at the top of the heap, free() trims it (the program break moves "
                   "down), and the next allocations move the break up and fault those pages in again",
-        evidence=evidence, advice=_advice(), subject=view.label, confidence=confidence(margin),
-        numbers=numbers, calls="brk")]
+        evidence=[f"the heap shrank {len(drops)} times by {mib(dropped)} in all between the timeline's samples "
+                  f"(every {t.interval_ms} ms, so at least that often), with {sc.syscalls['brk']:,.0f} brk calls",
+                  f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)}, {fault_bytes / dropped:.2f}x what it gave back",
+                  kernel_share(sc)],
+        advice=_advice(), subject=view.label, confidence=confidence(share, confirmed=False),
+        numbers={"heap_drops": len(drops), "heap_dropped_bytes": dropped, "minflt": sc.minflt}, calls="brk",
+        cost_ns=spent, cost_share=share)]
 
 
 def _steps(view: CellView, steps) -> list[Finding]:
@@ -105,8 +160,18 @@ def _steps(view: CellView, steps) -> list[Finding]:
     ]
     if brk_calls:
         evidence.append(f"{brk_calls:.1f} brk calls per step inside the regions")
+    # The cost per step: the re-faults and the trims, at this machine's unit costs.
+    u = view.units or cost_mod.DEFAULT
+    per_step = (min(faulting.minflt_per_step, returned_pages) * u.fault_ns + brk_calls * u.syscall("brk")
+                + returned_pages * u.release_page_ns)
+    share = per_step / faulting.wall_ns_per_step if faulting.wall_ns_per_step else 0.0
+    if share < cost_mod.MATERIAL_SHARE:
+        return []
+    evidence.insert(0, f"the trims and re-faults cost about {per_step / 1e6:.2f} ms per step = {share:.0%} of region "
+                       f"'{faulting.name}' (counts x this machine's unit costs; findings/cost.py)")
     return [Finding(
-        id="heap-trim-churn", title="Heap-top trimming: every step gives its memory back and faults it in again",
+        id="heap-trim-churn", title=f"Heap-top trimming: every step gives its memory back and faults it in again: "
+                                    f"{per_step / 1e6:.2f} ms per step = {share:.0%} of the step",
         mechanism="the step's frees leave free memory at the top of the heap, free() trims it (the program break "
                   "moves down), and the next step faults that memory in again",
         evidence=evidence,
@@ -114,10 +179,10 @@ def _steps(view: CellView, steps) -> list[Finding]:
                "GLIBC_TUNABLES=glibc.malloc.trim_threshold=<more than the step's bytes> (or top_pad), "
                "or a fixed glibc.malloc.mmap_threshold so big buffers are mmapped instead; "
                "or an allocator that does not trim eagerly",
-        subject=view.label,
-        confidence=confidence(min(shrink.brk_shrink_per_step / MIN_SHRINK_PER_STEP, 2 * ratio)),
+        subject=view.label, confidence=confidence(share),
         numbers={"shrink_bytes_per_step": shrink.brk_shrink_per_step, "faults_per_step": faulting.minflt_per_step,
-                 "steps": shrink.steps, "trim_region": shrink.name, "fault_region": faulting.name})]
+                 "steps": shrink.steps, "trim_region": shrink.name, "fault_region": faulting.name},
+        calls="brk", cost_ns=per_step * shrink.steps, cost_share=share)]
 
 
 def _rate(view: CellView) -> list[Finding]:
@@ -130,14 +195,23 @@ def _rate(view: CellView) -> list[Finding]:
     if brk < MIN_BRK_CALLS or excess < CALLS_PER_GROWTH_STEP or sc.minflt < brk / 2:
         return []
     rate = f" = {sc.per_kop(brk):.2f} per 1000 ops" if sc.ops else ""
+    split = view.kernel_split(sc)
+    spent = split.cost("brk", "page-faults")
+    if not split.material(spent):
+        return []
+    share = split.share(spent)
     return [Finding(
-        id="heap-trim-churn", title="Heap-top trimming: the program break keeps moving down and up",
+        id="heap-trim-churn", title=f"Heap-top trimming: the program break keeps moving down and up: "
+                                    f"{split.describe(spent)}",
         mechanism="free() trims the heap top and malloc grows it again, and the regrown pages are faulted in again",
         evidence=[f"{brk:,.0f} brk calls in region main{rate}, for a net growth of the break of "
                   f"{mib(max(0.0, sc.brk_delta_bytes))}: {excess:.0f}x the calls that growth needs "
                   f"(threshold {CALLS_PER_GROWTH_STEP:.0f}x)",
-                  f"{sc.minflt:,.0f} page faults in region main"],
+                  f"{sc.minflt:,.0f} page faults in region main",
+                  f"the brk calls and the region's page faults cost {split.describe(spent)} (counts x this machine's "
+                  "unit costs; findings/cost.py)"],
         advice="keep the top: GLIBC_TUNABLES=glibc.malloc.trim_threshold=<larger> and/or glibc.malloc.top_pad; "
                "or reuse buffers instead of freeing them",
-        subject=view.label, confidence=confidence(excess / CALLS_PER_GROWTH_STEP),
-        numbers={"brk": brk, "net_brk_growth_bytes": sc.brk_delta_bytes, "minflt": sc.minflt})]
+        subject=view.label, confidence=confidence(share, confirmed=False),
+        numbers={"brk": brk, "net_brk_growth_bytes": sc.brk_delta_bytes, "minflt": sc.minflt},
+        calls="brk", cost_ns=spent, cost_share=share)]

@@ -70,7 +70,8 @@ def check_pair(slower: CellView, faster: CellView) -> list[Finding]:
         advice="look at the syscall and fault columns of the evidence table and at this cell's other findings for "
                "which kernel path it is",
         subject=f"{slower.label} vs {faster.label}", confidence=confidence(share / GAP_SHARE),
-        numbers={"gap_ns_per_op": gap, "sys_share_of_gap": share})]
+        numbers={"gap_ns_per_op": gap, "sys_share_of_gap": share},
+        cost_ns=sys_gap * a.ops, cost_share=sys_gap / t_a if t_a else None)]
 
 
 def _per_run(sc):

@@ -12,8 +12,6 @@ from memsleuth.units import PAGE_BYTES
 SYS_SHARE = 0.30
 # System time is sampled per scheduler tick (4 ms at HZ=250): below a dozen ticks it is noise.
 MIN_SYS_NS = 50_000_000
-# Faults "dominate" when they outnumber every counted system call together by this factor.
-FAULTS_DOMINATE = 10.0
 
 
 def check(view: CellView) -> list[Finding]:
@@ -23,31 +21,36 @@ def check(view: CellView) -> list[Finding]:
     where = "the process" if sc.name == "process" else f"region {sc.name}"
     faults = (sc.minflt or 0) + (sc.majflt or 0)
     calls = {k: sc.syscalls[k] for k in SYSCALL_COLUMNS if sc.syscalls.get(k)}
-    counted = sum(calls.values())
+    split = view.kernel_split(sc)
     evidence = [f"kernel time {sc.sys_ns / 1e6:,.0f} ms = {sc.sys_share:.0%} of {(sc.user_ns + sc.sys_ns) / 1e6:,.0f} ms "
                 f"CPU time in {where} (threshold {SYS_SHARE:.0%})",
-                f"page faults: {faults:,.0f} ({rate_per_s(faults, sc.wall_ns):,.0f}/s) = {mib(faults * PAGE_BYTES)}"]
+                f"page faults: {faults:,.0f} ({rate_per_s(faults, sc.wall_ns):,.0f}/s) = {mib(faults * PAGE_BYTES)}, "
+                f"about {split.cost('page-faults') / 1e6:,.0f} ms"]
     for name, n in sorted(calls.items(), key=lambda kv: -kv[1]):
-        evidence.append(f"{name}: {n:,.0f} calls ({rate_per_s(n, sc.wall_ns):,.0f}/s)")
+        evidence.append(f"{name}: {n:,.0f} calls ({rate_per_s(n, sc.wall_ns):,.0f}/s), about {split.cost(name) / 1e6:,.0f} ms")
+    evidence.append(f"not explained by these counts: {split.other_ns / 1e6:,.0f} ms (system calls memsleuth does not "
+                    "count, such as read, write or exit's teardown, and faults' costs above this machine's average)")
     if not sc.syscalls:
         evidence.append("system calls by name were not counted here (no tracepoints: see `memsleuth doctor`)")
-    if faults and faults >= FAULTS_DOMINATE * max(counted, 1):
-        culprit, mechanism = "page faults", (f"the kernel entries are mostly page faults ({faults:,.0f}, "
-                                             f"{faults / max(counted, 1):,.0f}x the counted system calls): memory "
-                                             "is being faulted in, first touched or touched again after it was "
-                                             "given back")
-    elif calls:
-        top = max(calls, key=calls.get)
-        culprit, mechanism = top, (f"the most frequent counted system call is {top} ({calls[top]:,.0f}); page "
-                                   f"faults number {faults:,.0f}")
+    parts = dict(split.parts, other=split.other_ns)
+    culprit = max(parts, key=parts.get)
+    if culprit == "other":
+        mechanism = ("most of the kernel time is not in the page faults or the memory system calls memsleuth counts: "
+                     "it is another kernel path (I/O, other system calls)")
+    elif culprit == "page-faults":
+        mechanism = (f"the largest part of the kernel time is page faults ({faults:,.0f}, about "
+                     f"{split.cost('page-faults') / 1e6:,.0f} ms): memory is being faulted in, first touched or "
+                     "touched again after it was given back")
     else:
-        culprit, mechanism = "unknown", "neither page faults nor the counted system calls account for it"
+        mechanism = (f"the largest counted part of the kernel time is {culprit} ({calls[culprit]:,.0f} calls, about "
+                     f"{split.cost(culprit) / 1e6:,.0f} ms)")
+    mechanism += " (each part is its count times this machine's unit cost: findings/cost.py)"
     return [Finding(
         id="kernel-time", title=f"{sc.sys_share:.0%} of the CPU time is in the kernel",
-        mechanism=mechanism + " (counts, not timings: each kind's cost per entry is not measured)",
-        evidence=evidence,
-        advice="see the findings above for the mechanism where one is named; otherwise the fault and system call "
-               "counts say which kernel path to look at (perf record -g on the program shows the call sites)",
+        mechanism=mechanism, evidence=evidence,
+        advice="the counts above say which kernel path to look at (perf record -g on the program shows the call "
+               "sites); no named mechanism explains this time",
         subject=view.label, confidence=confidence(sc.sys_share / SYS_SHARE),
-        numbers={"sys_share": sc.sys_share, "faults": faults, "syscalls": calls, "culprit": culprit},
-        calls=culprit if culprit in SYSCALL_COLUMNS else None)]
+        numbers={"sys_share": sc.sys_share, "faults": faults, "syscalls": calls, "culprit": culprit,
+                 "parts_ns": parts},
+        calls=culprit if culprit in SYSCALL_COLUMNS else None, cost_ns=sc.sys_ns, cost_share=sc.sys_share)]

@@ -28,7 +28,11 @@ def _process(view: CellView) -> list[Finding]:
     if per_s < FUTEX_PER_S:
         return []
     cpu = sc.user_ns + sc.sys_ns
-    evidence = [f"{futex:,.0f} futex calls = {per_s:,.0f} per second (threshold {FUTEX_PER_S:,.0f})",
+    split = view.kernel_split(sc)
+    spent = split.cost("futex")
+    evidence = [f"{futex:,.0f} futex calls = {per_s:,.0f} per second (threshold {FUTEX_PER_S:,.0f}); the calls "
+                f"themselves cost about {split.describe(spent)}, the time threads spend waiting is not CPU time and "
+                "is not measured",
                 f"CPU time {cpu / 1e6:,.0f} ms in {sc.wall_ns / 1e6:,.0f} ms of wall time, "
                 f"{(sc.sys_share or 0):.0%} of it in the kernel"]
     if sc.context_switches is not None:
@@ -42,7 +46,7 @@ def _process(view: CellView) -> list[Finding]:
                "thread_local); if the allocator's: an allocator with thread-local caches (mimalloc, jemalloc, "
                "tcmalloc), or glibc.malloc.arena_max raised",
         subject=view.label, confidence=confidence(per_s / FUTEX_PER_S),
-        numbers={"futex": futex, "futex_per_s": per_s}, calls="futex")]
+        numbers={"futex": futex, "futex_per_s": per_s}, calls="futex", cost_ns=spent, cost_share=split.share(spent))]
 
 
 def check(view: CellView) -> list[Finding]:
@@ -56,6 +60,7 @@ def check(view: CellView) -> list[Finding]:
         return []
     csw = sc.per_kop(sc.context_switches) if sc.context_switches is not None else None
     share = sc.sys_share
+    split = view.kernel_split(sc)
     return [Finding(
         id="lock-contention", title="Lock contention: threads wait for each other in the kernel (futex)",
         mechanism="threads collide on a lock and enter the kernel (futex) to wait for it or to wake a waiter: an "
@@ -68,4 +73,5 @@ def check(view: CellView) -> list[Finding]:
                "glibc.malloc.arena_max, keep glibc.malloc.tcache_count up; in the program reuse per-thread buffers "
                "(thread_local) instead of allocating in the hot loop",
         subject=view.label, confidence=confidence(futex / FUTEX_PER_KOP),
-        numbers={"futex_per_kop": futex, "csw_per_kop": csw}, calls="futex")]
+        numbers={"futex_per_kop": futex, "csw_per_kop": csw}, calls="futex",
+        cost_ns=split.cost("futex"), cost_share=split.share(split.cost("futex")))]

@@ -2,8 +2,11 @@
 every allocation, are unmapped on free, and are faulted in again on first touch."""
 from __future__ import annotations
 
-from memsleuth.findings.base import Finding, confidence, kernel_share, mib
+from memsleuth.findings.base import Finding, kernel_share, mib
+from memsleuth.findings import cost as cost_mod
+from memsleuth.findings.cost import confidence
 from memsleuth.units import PAGE_BYTES
+from memsleuth.events import MECHANISM_FLOORS
 from memsleuth.findings.view import CellView
 
 # At least this many munmap calls per step (or per 1000 ops): each is a whole mapping torn down.
@@ -13,11 +16,14 @@ MUNMAP_PER_KOP = 1.0
 FAULTS_PER_MAPPING = 8.0
 
 
-# Whole process: at least this many munmap calls, of blocks of at least this size on average
-# (small unmaps are the loader's and the runtime's housekeeping).
-MIN_MUNMAPS = 100
-MIN_BLOCK_BYTES = 64 << 10
-# The faults must account for this share of the bytes unmapped: the memory comes back.
+# Whole process: at least this many munmap calls (fewer are the loader's and the runtime's
+# housekeeping whatever they cost); the cost of the calls, of the pages they released and of the
+# faults of the memory mapped again decides (findings/cost.py), with or without re-faults.
+MIN_MUNMAPS = MECHANISM_FLOORS["munmap"]
+# Blocks of at least this size on average are "large blocks" (an allocator's mmap threshold is
+# 128 KiB to a few MiB); smaller ones are a program's own small mappings.
+LARGE_BLOCK_BYTES = 64 << 10
+# The faults account for at least this share of the bytes unmapped: the memory comes back.
 MIN_REFAULT_SHARE = 0.5
 
 
@@ -26,31 +32,50 @@ def _process(view: CellView) -> list[Finding]:
     if sc is None or sc.minflt is None or sc.syscalls.get("munmap", 0) < MIN_MUNMAPS:
         return []
     munmaps, mmaps = sc.syscalls["munmap"], sc.syscalls.get("mmap", 0)
-    fault_bytes = sc.minflt * PAGE_BYTES
+    split = view.kernel_split(sc)
     unmapped = view.args("munmap", "bytes")
+    fault_bytes = sc.minflt * PAGE_BYTES
+    refault_pages = min(view.refault_bound(sc), unmapped / PAGE_BYTES) if unmapped else 0.0
+    refault_ns = min(refault_pages * split.units.fault_ns * split.scale, split.cost("page-faults"))
+    spent = split.cost("mmap", "munmap") + refault_ns
+    if not split.material(spent):
+        return []
+    evidence = [f"{mmaps:,.0f} mmap and {munmaps:,.0f} munmap calls cost about {split.describe(spent)} (the calls "
+                f"{split.cost('mmap', 'munmap') / 1e6:,.0f} ms with the pages they released, the faults of the memory "
+                f"mapped again at most {refault_ns / 1e6:,.0f} ms; findings/cost.py)"]
     if unmapped is not None:
-        if unmapped / munmaps < MIN_BLOCK_BYTES or fault_bytes < MIN_REFAULT_SHARE * unmapped:
-            return []
-        evidence = [f"{munmaps:,.0f} munmap calls returned {mib(unmapped)} ({mib(unmapped / munmaps)} per call), "
-                    f"with {mmaps:,.0f} mmap calls (the calls' arguments, from the kernel)",
-                    f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)}, {fault_bytes / unmapped:.2f}x the bytes unmapped"]
-        margin = fault_bytes / unmapped / MIN_REFAULT_SHARE
+        per = unmapped / munmaps
+        large = per >= LARGE_BLOCK_BYTES
+        refaults = refault_pages * PAGE_BYTES >= MIN_REFAULT_SHARE * unmapped
+        evidence.append(f"munmap returned {mib(unmapped)} ({mib(per)} per call; the calls' arguments, from the kernel)")
+        evidence.append(f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)}, {fault_bytes / unmapped:.2f}x the bytes "
+                        "unmapped")
+        what = "large blocks" if large else f"small mappings ({per / 1024:,.0f} KiB each on average)"
+        mechanism = (f"{what} get a fresh mapping when allocated and are unmapped when freed: every cycle pays an "
+                     "mmap and a munmap")
+        mechanism += (", and the fresh memory is faulted in again on its first use" if refaults else
+                      "; the faults are fewer than the unmapped bytes, so most of the cost is the calls themselves")
+        confirmed = True
     else:
-        per_mapping = sc.minflt / munmaps
-        if per_mapping < FAULTS_PER_MAPPING:
-            return []
-        evidence = [f"{munmaps:,.0f} munmap and {mmaps:,.0f} mmap calls",
-                    f"{sc.minflt:,.0f} page faults = {per_mapping:,.0f} per unmapped block"]
-        margin = per_mapping / FAULTS_PER_MAPPING
+        large = True
+        mechanism = ("memory is mapped and unmapped again and again (the sizes were not recorded: `memsleuth check` "
+                     "records them)")
+        confirmed = False
+    phase = view.phase("mmap", "munmap")
+    if phase:
+        evidence.append(phase.text)
     evidence.append(kernel_share(sc))
+    share = split.share(spent)
     return [Finding(
-        id="mmap-churn", title="mmap/munmap churn of large blocks",
-        mechanism="large blocks get a fresh mapping when allocated and are unmapped when freed, so every use "
-                  "faults its pages in again",
-        evidence=evidence, advice=ADVICE, subject=view.label, confidence=confidence(margin),
-        numbers={"munmap": munmaps, "mmap": mmaps, "minflt": sc.minflt, "unmapped_bytes": unmapped}, calls="munmap")]
+        id="mmap-churn", title=f"mmap/munmap churn{' of large blocks' if large else ''}: {split.describe(spent)}",
+        mechanism=mechanism, evidence=evidence, advice=ADVICE if large else SMALL_ADVICE, subject=view.label,
+        confidence=confidence(share, confirmed),
+        numbers={"munmap": munmaps, "mmap": mmaps, "minflt": sc.minflt, "unmapped_bytes": unmapped},
+        calls="munmap", cost_ns=spent, cost_share=share, phase=phase.name if phase else None)]
 
 
+SMALL_ADVICE = ("keep the mappings and reuse them (a pool) instead of mapping and unmapping per use; for memory "
+                "from malloc, an allocator that caches freed blocks")
 ADVICE = ("reuse the buffers (allocate once outside the loop); or raise the mmap threshold "
           "(GLIBC_TUNABLES=glibc.malloc.mmap_threshold=<bytes above the block size>) so freed blocks stay in "
           "the heap; or an allocator that caches large blocks")
@@ -77,11 +102,18 @@ def check(view: CellView) -> list[Finding]:
     per_mapping = faults / munmaps
     if per_mapping < FAULTS_PER_MAPPING:
         return []
+    u = view.units or cost_mod.DEFAULT
+    spent = faults * u.fault_ns + munmaps * u.syscall("munmap") + mmaps * u.syscall("mmap")
+    wall = max(s.wall_ns_per_step for s in steps) if steps else view.main.wall_ns
+    share = spent / wall if wall else 0.0
+    if share < cost_mod.MATERIAL_SHARE:
+        return []
     return [Finding(
-        id="mmap-churn", title="mmap/munmap churn of large blocks",
+        id="mmap-churn", title=f"mmap/munmap churn of large blocks: {spent / 1e6:.2f} ms {where} = {share:.0%}",
         mechanism="blocks are unmapped when freed (in glibc: blocks above the mmap threshold), so their next use "
                   "gets fresh memory and faults its pages in again",
         evidence=[f"{munmaps:.1f} munmap and {mmaps:.1f} mmap calls {where} inside the regions (threshold {threshold} per {unit})",
                   f"{faults:,.0f} page faults {where} in region '{faulting}' = {per_mapping:,.0f} per unmapped block"],
-        advice=ADVICE, subject=view.label, calls="munmap", confidence=confidence(min(rate / threshold, per_mapping / FAULTS_PER_MAPPING)),
-        numbers={"munmap": munmaps, "mmap": mmaps, "faults": faults, "faults_per_mapping": per_mapping})]
+        advice=ADVICE, subject=view.label, calls="munmap", confidence=confidence(share),
+        numbers={"munmap": munmaps, "mmap": mmaps, "faults": faults, "faults_per_mapping": per_mapping},
+        cost_ns=spent, cost_share=share)]

@@ -3,16 +3,15 @@ moved by mremap each time it outgrows its mapping, and its new pages are faulted
 grown again, it pays it all again."""
 from __future__ import annotations
 
-from memsleuth.findings.base import Finding, confidence, kernel_share, mib, rate_per_s
+from memsleuth.findings.base import Finding, kernel_share, mib, rate_per_s
+from memsleuth.findings.cost import confidence
+from memsleuth.events import MECHANISM_FLOORS
 from memsleuth.findings.view import CellView
 from memsleuth.units import PAGE_BYTES
 
-# At least this many mremap calls in the run: a few are a program's normal growth.
-MIN_MREMAP = 50
-# The faults must be worth it: a quarter of the CPU time in the kernel.
-SYS_SHARE = 0.25
-# And the faults must be many per call: each growth brings new pages.
-FAULTS_PER_CALL = 8.0
+# At least this many mremap calls in the run: a few are a program's normal growth. Beyond that,
+# the cost of the calls and of the faults of the pages they added decides (findings/cost.py).
+MIN_MREMAP = MECHANISM_FLOORS["mremap"]
 
 
 def check(view: CellView) -> list[Finding]:
@@ -20,25 +19,38 @@ def check(view: CellView) -> list[Finding]:
     if sc is None or sc.minflt is None or sc.syscalls.get("mremap", 0) < MIN_MREMAP:
         return []
     calls = sc.syscalls["mremap"]
-    share = sc.sys_share or 0.0
-    per_call = sc.minflt / calls
-    if share < SYS_SHARE or per_call < FAULTS_PER_CALL:
+    split = view.kernel_split(sc)
+    grown = view.args("mremap", "grow_bytes") if sc.name == "process" else None
+    # The pages growth adds are faulted in when first written: at most the bytes grown, never
+    # more than the faults counted (without the arguments: one fault per call at most a page each
+    # is not assumed; all faults up to the calls' count).
+    grow_pages = grown / PAGE_BYTES if grown else calls
+    fault_ns = min(min(sc.minflt, grow_pages) * split.units.fault_ns * split.scale, split.cost("page-faults"))
+    spent = split.cost("mremap") + fault_ns
+    if not split.material(spent):
         return []
     where = "the process" if sc.name == "process" else f"region {sc.name}"
-    evidence = [f"{calls:,.0f} mremap calls in {where} ({rate_per_s(calls, sc.wall_ns):,.0f} per second)",
-                f"{sc.minflt:,.0f} page faults = {mib(sc.minflt * PAGE_BYTES)}, {per_call:,.0f} per mremap call",
-                kernel_share(sc, SYS_SHARE)]
-    grown = view.args("mremap", "grow_bytes") if sc.name == "process" else None
+    evidence = [f"{calls:,.0f} mremap calls in {where} ({rate_per_s(calls, sc.wall_ns):,.0f} per second) and the "
+                f"faults of the pages they added cost about {split.describe(spent)} (mremap "
+                f"{split.cost('mremap') / 1e6:,.0f} ms, faults at most {fault_ns / 1e6:,.0f} ms; findings/cost.py)",
+                f"{sc.minflt:,.0f} page faults = {mib(sc.minflt * PAGE_BYTES)}, {sc.minflt / calls:,.1f} per mremap call",
+                kernel_share(sc)]
     if grown:
         grows = view.args("mremap", "grow_calls") or 0
-        evidence.append(f"{grows:,.0f} of them grew a mapping, by {mib(grown)} in all (the calls' arguments, "
-                        "from the kernel)")
+        evidence.append(f"{grows:,.0f} of them grew a mapping, by {mib(grown)} in all ({grown / max(grows, 1) / 1024:,.1f}"
+                        " KiB per growth; the calls' arguments, from the kernel)")
+    phase = view.phase("mremap") if sc.name == "process" else None
+    if phase:
+        evidence.append(phase.text)
+    share = split.share(spent)
     return [Finding(
-        id="mremap-churn", title="Realloc growth churn: buffers grown by mremap and faulted in again",
+        id="mremap-churn", title=f"Realloc growth churn: buffers grown by mremap: {split.describe(spent)}",
         mechanism="a buffer that outgrows its mapping is moved to a larger one (realloc -> mremap) and its new "
-                  "pages are faulted in; freeing it and growing it again repeats the whole cost",
+                  "pages are faulted in; growing it in small steps pays a system call per step, and freeing it and "
+                  "growing it again repeats the whole cost",
         evidence=evidence,
         advice="reserve the final size up front (vector::reserve, a size hint) or keep the buffer and reuse it "
                "instead of freeing and growing it again; grow geometrically rather than by a fixed step",
-        subject=view.label, confidence=confidence(min(share / SYS_SHARE, per_call / FAULTS_PER_CALL)),
-        numbers={"mremap": calls, "minflt": sc.minflt, "sys_share": share}, calls="mremap")]
+        subject=view.label, confidence=confidence(share, confirmed=grown is not None),
+        numbers={"mremap": calls, "minflt": sc.minflt, "sys_share": sc.sys_share, "grow_bytes": grown},
+        calls="mremap", cost_ns=spent, cost_share=share, phase=phase.name if phase else None)]

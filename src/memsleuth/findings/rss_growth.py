@@ -16,6 +16,8 @@ MIN_FACTOR = 1.5
 # of the growth: a heap that is freed and regrown (churn) is not a leak.
 RISING_SHARE = 0.8
 MAX_FALL_SHARE = 0.1
+# Growth that goes on this long is more than a program building its working data.
+LONG_RUN_S = 10.0
 
 
 def check(view: CellView) -> list[Finding]:
@@ -39,15 +41,21 @@ def check(view: CellView) -> list[Finding]:
     if rising < RISING_SHARE or biggest_fall > MAX_FALL_SHARE * growth:
         return []
     seconds = (times[-1] - times[start]) / 1000
+    # From outside, a program that builds its data until it exits and a leak look the same: the
+    # finding says so, and stays at low confidence unless the growth goes on for LONG_RUN_S.
+    long_run = seconds >= LONG_RUN_S
     return [Finding(
-        id="rss-growth", title="Resident memory grows through the whole run",
-        mechanism="memory is allocated and kept to the end (a leak, or a cache or queue without a bound): "
-                  "resident memory rises steadily and never comes back down",
+        id="rss-growth", title=f"Resident memory grows to the end of the run: +{mib(growth)}",
+        mechanism="memory is allocated and kept to the end: resident memory rises steadily and never comes back "
+                  "down. From outside, data a program keeps on purpose until it exits and memory it never frees look "
+                  "the same: this run does not show which",
         evidence=[f"RSS of the process tree grew from {mib(a * 1024)} at {times[start] / 1000:.2f} s to "
                   f"{mib(b * 1024)} at the end ({times[-1] / 1000:.2f} s): {mib(growth / seconds)}/s",
                   f"it rose or held in {rising:.0%} of the {t.interval_ms} ms intervals (threshold {RISING_SHARE:.0%}); "
                   f"the largest fall was {mib(biggest_fall)}"],
         advice="find what is allocated and never freed (valgrind --leak-check, heaptrack) or bound the cache; "
                "if the memory is meant to be kept, nothing to change",
-        subject=view.label, confidence=confidence(min(growth / MIN_GROWTH_BYTES, rising / RISING_SHARE * 1.5)),
-        numbers={"rss_start_kb": a, "rss_end_kb": b, "rising_share": rising})]
+        subject=view.label,
+        confidence=confidence(min(growth / MIN_GROWTH_BYTES, rising / RISING_SHARE * 1.5)) if long_run else "low",
+        numbers={"rss_start_kb": a, "rss_end_kb": b, "rising_share": rising}, cost_bytes=growth,
+        cost_share=growth / (b * 1024) if b else None)]

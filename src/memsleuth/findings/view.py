@@ -7,6 +7,8 @@ from statistics import median
 from typing import Callable
 
 from memsleuth.evidence import CounterReadings, Region, Sample
+from memsleuth.findings import cost as cost_mod, phase as phase_mod
+from memsleuth.units import PAGE_BYTES
 
 
 @dataclass
@@ -73,6 +75,56 @@ class CellView:
     # The explaining run(s) of the cell (store.EXPLAIN_ROUND): not measured, they carry the
     # syscalls' arguments that `args` reads.
     explain: list[Sample] = field(default_factory=list)
+    # What each kind of kernel entry costs on the run's machine (ms-calibrate); None: the defaults.
+    units: cost_mod.UnitCosts | None = None
+
+    def released_bytes(self, sc: Scope) -> dict[str, float]:
+        """Per syscall, the bytes it gave back to the kernel in the whole process (the calls'
+        arguments: munmap's lengths, madvise's purging advice, the break's moves down); empty for
+        a region (the arguments are the whole process's) or where they were not recorded."""
+        if sc.name != "process":
+            return {}
+        out = {"munmap": self.args("munmap", "bytes"), "brk": self.args("brk", "down_bytes"),
+               "madvise": sum(b for fam, (_, b) in self.advice_families().items() if fam in cost_mod.RELEASING)}
+        return {k: v for k, v in out.items() if v}
+
+    def kernel_split(self, sc: Scope, upper_bound: bool = True) -> cost_mod.Split:
+        """The scope's kernel time split across its faults and system calls (findings/cost.py).
+        Without the calls' sizes, `upper_bound` gives the sized calls the time no count explains
+        (what a rule may blame at most); False keeps to the counts' own estimates."""
+        populated = sum(b for fam, (_, b) in self.advice_families().items() if fam == "prefault") \
+            if sc.name == "process" else 0.0
+        known = not upper_bound or (sc.name == "process" and any(s.syscall_args for s in self.explain + self.samples))
+        return cost_mod.split(sc, self.units, self.released_bytes(sc), populated, sizes_known=known)
+
+    def advice_families(self) -> dict[str, tuple[float, float]]:
+        """madvise's calls and bytes by family of advice (cost_mod.ADVICE_FAMILY), from the calls'
+        arguments of the explaining run (empty where they were not recorded)."""
+        s = self.explain_sample
+        by = ((s.syscall_args.get("madvise") or {}).get("by_advice") or {}) if s else {}
+        out: dict[str, tuple[float, float]] = {}
+        for k, v in by.items():
+            try:
+                fam = cost_mod.ADVICE_FAMILY.get(int(k), "other")
+                calls, nbytes = float(v[0]), float(v[1])
+            except (TypeError, ValueError, IndexError):
+                continue
+            c0, b0 = out.get(fam, (0.0, 0.0))
+            out[fam] = (c0 + calls, b0 + nbytes)
+        return out
+
+    def refault_bound(self, sc: Scope) -> float:
+        """At most how many of the process's page faults can be re-faults: every page resident at
+        the peak was faulted in at least once, so the faults beyond the peak's pages. (A region:
+        all its faults; its resident memory is read only at its borders.)"""
+        faults = sc.minflt or 0.0
+        if sc.name != "process" or self.maxrss_kb is None:
+            return faults
+        return max(0.0, faults - self.maxrss_kb * 1024 / PAGE_BYTES)
+
+    def phase(self, *columns: str) -> phase_mod.Phase | None:
+        """When in the median run the events of these timeline columns arise (findings/phase.py)."""
+        return phase_mod.of_events(self.median_sample, columns)
 
     @property
     def main(self) -> Scope | None:

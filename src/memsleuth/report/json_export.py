@@ -33,6 +33,7 @@ def to_dict(run: StoredRun) -> dict:
                 "memsleuth_version": run.version},
         "cells": cells,
         "findings": [f.to_dict() for f in a.findings],
+        "no_material_cost": a.quiet,
         **({"case": _case(run)} if run.kind == "case" else {}),
     }
 

@@ -46,8 +46,11 @@ def render(report: Report) -> str:
     if report.statements:
         out += ["", "## What the evidence shows", ""]
         out += [f"- {escape(line)}" for line in report.statements]
-    if report.findings:
+    if report.findings or report.quiet:
         out += ["", "## Findings"]
+    if report.quiet:
+        out += ["", escape(report.quiet)]
+    if report.findings:
         for f in report.findings:
             out += ["", f"### {escape(f.subject)}: {escape(f.title)} ({escape(f.confidence)} confidence)", "",
                     f"**Mechanism:** {escape(f.mechanism)}", "", "**Evidence:**", ""]

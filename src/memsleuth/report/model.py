@@ -69,6 +69,7 @@ class Report:
     tables: list[Table]
     footer: list[str] = field(default_factory=list)
     findings: list = field(default_factory=list)   # memsleuth.findings.Finding, rendered as blocks
+    quiet: str | None = None                       # no mechanism finding: the one line that says what was found
     question: str | None = None                    # a case study's question, shown before the tables
     statements: list[str] = field(default_factory=list)   # a case's "what the evidence shows"
     figures: list = field(default_factory=list)    # ThroughputFigure, RatioFigure, TimelineFigure, ChangeFigure
@@ -506,7 +507,7 @@ def build(run: StoredRun) -> Report:
     figures = [throughput_figure(groups, swept, metric_title(run, groups)), ratio_figure(groups, swept)]
     figures += [f for g in groups for c in g.cells if (f := timeline_figure(c.short_label or c.cell.label,
                                                                            [s for _, s in c.ok_samples]))]
-    return Report(f"memsleuth compare — run {run.id}", header, tables, footer, a.all_findings,
+    return Report(f"memsleuth compare — run {run.id}", header, tables, footer, a.all_findings, quiet=a.quiet,
                   figures=[f for f in figures if f], command=memsleuth_command(run.argv), run=run)
 
 
@@ -637,7 +638,8 @@ def build_check(run: StoredRun) -> Report:
         tables.append(Table("Failures", ["status", "detail", "stderr tail"], rows,
                             failed={(r, 0) for r in range(len(rows))}))
     fig = timeline_figure(cell.label, a.view.samples)
-    return Report(f"memsleuth check — run {run.id}", header, tables, [], a.findings, figures=[fig] if fig else [],
+    return Report(f"memsleuth check — run {run.id}", header, tables, [], a.findings, quiet=a.quiet,
+                  figures=[fig] if fig else [],
                   command=memsleuth_command(run.argv), run=run)
 
 

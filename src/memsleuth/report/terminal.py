@@ -47,9 +47,12 @@ def _draw(report: Report, console: Console) -> None:
         console.print(Text("What the evidence shows", style="bold"))
         for line in report.statements:
             console.print(Text.assemble(("● ", "bold cyan"), line))
-    if report.findings:
+    if report.findings or report.quiet:
         console.print()
         console.print(Text("Findings", style="bold"))
+    if report.quiet:
+        console.print(Text.assemble(("● ", "bold cyan"), report.quiet))
+    if report.findings:
         for f in report.findings:
             console.print(Text.assemble(("● ", "bold cyan"), (f.subject, "bold"), " — ", (f.title, "bold"),
                                         (f"  ({f.confidence} confidence)", "dim")))

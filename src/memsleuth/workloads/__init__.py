@@ -17,6 +17,9 @@ from memsleuth.workloads.realloc_growth import WORKLOAD as REALLOC_GROWTH
 from memsleuth.workloads.threads_stress import WORKLOAD as THREADS_STRESS
 
 # The allocator suite (compare --suite runs these, in this order), then the case studies' workloads.
+# Without --reps or --target-ci, each workload runs this many interleaved rounds: enough for a
+# 95% CI of the median (6 or more) and for the suite to stay under 10 minutes on 2 cores.
+SUITE_REPS = 6
 SUITE: tuple[Workload, ...] = (RANDOM_MIXED, CROSS_THREAD, SERVER, FALSE_SHARING, FRAGMENTATION, BIG_BLOCKS,
                                REALLOC_GROWTH, THREADS_STRESS)
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (*SUITE, ALLOC_CHURN, FIRST_TOUCH, THREAD_HEAP, CACHE_FLUSH)}

@@ -50,3 +50,23 @@ def test_paired_ratio_rejects_unequal_series():
 def test_cv():
     assert stats.cv([1.0]) is None
     assert stats.cv([2.0, 2.0, 2.0]) == 0.0
+
+
+def test_adaptive_rounds_stop_exactly_when_the_target_is_met():
+    from memsleuth.runner import cell_settled
+    tight = [100.0, 101, 99, 100, 100.5, 99.5]
+    assert cell_settled(tight, 0.02, 6)                    # a CI exists and is within +-2%
+    assert not cell_settled(tight[:5], 0.02, 6)            # fewer than the minimum: go on
+    assert not cell_settled(tight, 0.02, 8)                # a higher minimum: go on
+    assert not cell_settled(tight, None, 6)                # fixed rounds: never settled early
+    wild = [100.0, 180, 60, 140, 75, 120]
+    assert not cell_settled(wild, 0.5, 6) and cell_settled(wild, 0.6, 6)   # CI [60, 180]: ±55%
+
+
+def test_time_averaged_rss_never_exceeds_the_peak_of_the_same_run():
+    from memsleuth.evidence import Sample
+    # ru_maxrss (one process) below the tree's timeline (two processes): one definition of peak.
+    doc = {"status": "ok", "maxrss_kb": 2086,
+           "timeline": {"columns": ["t_ms", "rss_kb"], "rows": [[0, 1900], [10, 2150], [20, 2120], [30, 2100]]}}
+    s = Sample.from_msrun(doc)
+    assert s.maxrss_kb == 2150 and s.mean_rss_kb <= s.maxrss_kb

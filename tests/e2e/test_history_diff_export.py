@@ -94,8 +94,11 @@ def test_adaptive_rounds_stop_at_the_target_or_the_maximum(tmp_path):
                      "--param", "iterations=50000", "--target-ci", "50%", "--min-reps", "6", "--max-reps", "12")
     assert proc.returncode == 0, proc.stderr
     cell = json.loads(js.read_text())["cells"][0]
-    # A +-50% target is met as soon as a CI exists: exactly the minimum.
-    assert cell["summary"]["n"] == 6 and cell["summary"]["ci_half_width"] <= 0.5
+    # Between the minimum and the maximum, and stopped only once the target was met (a loaded machine
+    # may need more than the minimum: the stopping rule itself is tested on stored values in
+    # tests/unit/test_stats.py).
+    n, hw = cell["summary"]["n"], cell["summary"]["ci_half_width"]
+    assert 6 <= n <= 12 and (n == 12 or hw <= 0.5), (n, hw)
     proc = memsleuth("compare", "--db", str(db), "--json", str(js), "--alloc", "glibc", "--param", "ws=100",
                      "--param", "iterations=50000", "--target-ci", "0.0001%", "--max-reps", "8")
     cell = json.loads(js.read_text())["cells"][0]

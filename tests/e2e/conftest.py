@@ -11,7 +11,7 @@ import pytest
 
 from memsleuth import native
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(os.environ.get("MEMSLEUTH_TEST_FIXTURES", ROOT / "build" / "test")).resolve()
 
 

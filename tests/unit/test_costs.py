@@ -1,0 +1,223 @@
+"""Cost-first findings on stored whole-process evidence (issue 20): the kernel-time split, the
+materiality threshold, the words from the calls' arguments, phases from the timeline, who makes the
+calls from the counts' spread, the one line for a clean run, and a check that no finding says
+what its own evidence contradicts. No process, no native build: documents of ms-run's shape."""
+from __future__ import annotations
+
+import pytest
+
+from memsleuth import analysis, findings
+from memsleuth.evidence import Sample
+from memsleuth.findings import cost, heap_trim, madvise_storm, mmap_churn, mremap_churn, zero_page
+from memsleuth.findings.view import CellView
+from memsleuth.units import PAGE_BYTES
+
+MS = 1_000_000
+UNITS = cost.UnitCosts(fault_ns=1000.0, release_page_ns=200.0,
+                       syscall_ns={"mmap": 2000.0, "munmap": 2000.0, "brk": 2000.0, "madvise": 500.0,
+                                   "mremap": 2000.0, "futex": 250.0, "mprotect": 1500.0})
+COLUMNS = ["t_ms", "rss_kb", "anon_kb", "procs", "heap_kb", "page-faults-minor", "page-faults-major",
+           "context-switches", "mmap", "munmap", "madvise", "brk", "mprotect", "mremap", "futex"]
+
+
+def timeline(rows: list[dict]) -> dict:
+    return {"columns": COLUMNS, "interval_ms": 10,
+            "rows": [[int(r.get(c, 0)) for c in COLUMNS] for r in rows]}
+
+
+def process(wall_ms=1000, user_ms=500, sys_ms=500, minflt=0, maxrss_kb=10_000, syscalls=None, args=None,
+            rows=None) -> Sample:
+    doc = {"status": "ok", "wall_ns": wall_ms * MS, "user_ns": user_ms * MS, "sys_ns": sys_ms * MS, "minflt": minflt,
+           "maxrss_kb": maxrss_kb, "counters": {"page-faults-minor": minflt, "page-faults-major": 0},
+           "syscalls": {"mmap": 0, "munmap": 0, "madvise": 0, "brk": 0, "mremap": 0, "futex": 0, **(syscalls or {})},
+           "unsupported": {}, "probe": [], "syscall_args": args or {}}
+    if rows:
+        doc["timeline"] = timeline(rows)
+    return Sample.from_msrun(doc)
+
+
+def view(*samples: Sample, allocator="glibc", units=UNITS) -> CellView:
+    return CellView("cell", allocator, list(samples), units=units)
+
+
+def consistent(f) -> None:
+    """What any finding must satisfy: its headline cost is its numbers', within the CPU time; its
+    words follow from its arguments; who makes the calls and the advice agree."""
+    if f.cost_share is not None and f.id not in ("rss-growth", "rss-blowup", "kernel-gap"):
+        assert 0 <= f.cost_share <= 1.0, f
+        assert f"{f.cost_share:.0%}" in f.title, f.title
+    text = (f.title + " " + f.mechanism).lower()
+    if "purg" in text:
+        assert f.numbers.get("family") == "purge", f
+    if f.id == "madvise-calls" and f.numbers.get("family"):
+        assert "storm" not in text and "purg" not in text
+    if f.who == "program":
+        assert f.advice == analysis.PROGRAM_ADVICE
+    assert f.confidence in ("low", "medium", "high")
+
+
+# ---- the split --------------------------------------------------------------------------------
+
+def test_the_split_never_claims_more_than_the_kernel_time():
+    v = view(process(sys_ms=100, user_ms=900, minflt=1_000_000))   # 1 s of faults at 1 us against 100 ms
+    split = v.kernel_split(v.process)
+    assert split.cost("page-faults") <= 100 * MS + cost.TICK_SLACK_NS and split.scale < 0.2
+    small = view(process(sys_ms=100, minflt=10_000))                  # 10 ms of faults: not scaled
+    s2 = small.kernel_split(small.process)
+    assert s2.scale == 1.0 and s2.cost("page-faults") == pytest.approx(10 * MS)
+    assert s2.other_ns == pytest.approx(90 * MS)
+
+
+def test_released_pages_count_with_the_calls_that_released_them():
+    args = {"munmap": {"calls": 100, "bytes": 100 * (1 << 20)}}
+    v = view(process(syscalls={"munmap": 100, "mmap": 100}, args=args))
+    split = v.kernel_split(v.process)
+    pages = 100 * (1 << 20) / PAGE_BYTES
+    assert split.cost("munmap") == pytest.approx(100 * 2000 + pages * 200)
+
+
+def test_unit_costs_from_a_store_are_validated():
+    assert cost.UnitCosts.from_dict({"fault_ns": "x"}) is None
+    assert cost.UnitCosts.from_dict({"fault_ns": -1, "release_page_ns": 1}) is None
+    assert cost.UnitCosts.from_dict({"fault_ns": 900, "release_page_ns": 150, "syscall_ns": {"brk": 1500}}).fault_ns == 900
+
+
+def test_materiality_is_one_threshold_for_every_time_finding():
+    # 40 madvise(DONTNEED) calls of 4 KiB: microseconds, whatever the rate.
+    args = {"madvise": {"calls": 40, "bytes": 40 * 4096, "by_advice": {"4": [40, 40 * 4096]}}}
+    assert madvise_storm.check(view(process(syscalls={"madvise": 40}, args=args))) == []
+    # 121 munmap calls in a 13 s multi-threaded run: immaterial, silent (issue 20's table).
+    args = {"munmap": {"calls": 121, "bytes": 121 * (8 << 20)}}
+    quiet = process(wall_ms=13_000, user_ms=20_000, sys_ms=600, syscalls={"munmap": 121, "mmap": 130}, args=args)
+    assert mmap_churn.check(view(quiet)) == []
+
+
+# ---- words from the arguments -----------------------------------------------------------------
+
+def _madvise(by_advice: dict, calls: int, faults=0) -> CellView:
+    nbytes = sum(v[1] for v in by_advice.values())
+    return view(process(sys_ms=600, user_ms=400, minflt=faults, syscalls={"madvise": calls},
+                        args={"madvise": {"calls": calls, "bytes": nbytes, "by_advice": by_advice}}))
+
+
+@pytest.mark.parametrize("advice,family,title", [
+    ({"4": [100_000, 100_000 * 65536]}, "purge", "Madvise storm"),
+    ({"23": [20_000, 20_000 * 262144], "0": [20_000, 20_000 * 262144]}, "prefault", "Prefaulting"),
+    ({"12": [400_000, 400_000 * 4096]}, "merge", "Same-page merging"),
+    ({"21": [50_000, 50_000 * 65536]}, "reclaim", "Reclaim hints"),
+    ({"0": [900_000, 900_000 * 4096]}, "hint", "Access hints"),
+    ({"14": [900_000, 900_000 * 4096]}, "huge pages", "Huge-page hints"),
+])
+def test_madvise_is_worded_from_its_advice(advice, family, title):
+    calls = sum(v[0] for v in advice.values())
+    found = madvise_storm.check(_madvise(advice, calls, faults=calls // 2))
+    assert len(found) == 1
+    f = found[0]
+    assert f.numbers["family"] == family and f.title.startswith(title), f.title
+    assert f.id == ("madvise-storm" if family == "purge" else "madvise-calls")
+    consistent(f)
+
+
+def test_a_trim_page_by_page_at_teardown_is_named_with_its_phase():
+    # CPython's teardown (issue 20's table): the heap grows to 300 MiB in 1.6 s, then the break
+    # moves down a page at a time, 200k times, in the last second while RSS falls.
+    rows = []
+    for i in range(266):
+        t = i * 10
+        if t <= 1600:
+            rss, brk = 1000 + t * 190, 50
+        else:
+            rss, brk = max(2000, 305_000 - (t - 1600) * 300), 50 + (t - 1600) * 200
+        rows.append({"t_ms": t, "rss_kb": rss, "brk": brk})
+    args = {"brk": {"calls": 200_050, "up_moves": 40, "up_bytes": 300 << 20, "down_moves": 200_000,
+                    "down_bytes": 200_000 * 4096}}
+    s = process(wall_ms=2650, user_ms=1300, sys_ms=1300, minflt=77_000, maxrss_kb=305_000,
+                syscalls={"brk": 200_050}, args=args, rows=rows)
+    found = heap_trim.check(view(s))
+    assert [f.id for f in found] == ["heap-trim-churn"]
+    f = found[0]
+    assert "a page or two at a time" in f.mechanism and f.phase == "teardown"
+    assert any(e.startswith("teardown:") and "long-running server pays it once" in e for e in f.evidence)
+    consistent(f)
+
+
+def test_mmap_churn_is_costed_by_its_calls_without_refaults():
+    args = {"munmap": {"calls": 3000, "bytes": 3000 << 20}, "mmap": {"calls": 3000, "bytes": 3000 << 20}}
+    s = process(wall_ms=40, user_ms=1, sys_ms=30, minflt=3000, maxrss_kb=2000,
+                syscalls={"mmap": 3000, "munmap": 3000}, args=args)
+    found = mmap_churn.check(view(s))
+    assert [f.id for f in found] == ["mmap-churn"]
+    assert "the calls themselves" in found[0].mechanism and "faulted in again" not in found[0].mechanism
+    consistent(found[0])
+
+
+def test_mremap_growth_churn_from_outside():
+    args = {"mremap": {"calls": 16_352, "grow_calls": 16_352, "grow_bytes": 64 << 20}}
+    s = process(wall_ms=400, user_ms=300, sys_ms=90, minflt=16_400, maxrss_kb=66_000,
+                syscalls={"mremap": 16_352}, args=args)
+    found = mremap_churn.check(view(s))
+    assert [f.id for f in found] == ["mremap-churn"] and found[0].cost_share >= cost.MATERIAL_SHARE
+    consistent(found[0])
+
+
+def test_zero_page_reads_from_outside_need_the_arguments():
+    s = process(wall_ms=150, user_ms=30, sys_ms=110, minflt=131_132, maxrss_kb=1400,
+                args={"munmap": {"calls": 1, "bytes": 4096}})
+    found = zero_page.check(view(s))
+    assert [f.id for f in found] == ["zero-page-read"]
+    consistent(found[0])
+    # Memory given back and faulted again also leaves RSS below the faults: not the zero page.
+    churn = process(wall_ms=150, user_ms=30, sys_ms=110, minflt=131_132, maxrss_kb=1400,
+                    args={"munmap": {"calls": 500, "bytes": 500 << 20}})
+    assert zero_page.check(view(churn)) == []
+    assert zero_page.check(view(process(minflt=131_132, maxrss_kb=1400))) == []   # no arguments recorded
+
+
+def test_findings_come_ordered_by_cost():
+    args = {"munmap": {"calls": 3000, "bytes": 3000 << 20}, "brk": {"calls": 5000, "up_moves": 2500,
+            "up_bytes": 2500 * 4096, "down_moves": 2500, "down_bytes": 2500 * 4096}}
+    s = process(wall_ms=200, user_ms=50, sys_ms=150, minflt=10_000, maxrss_kb=4000,
+                syscalls={"mmap": 3000, "munmap": 3000, "brk": 5000}, args=args)
+    found = findings.for_cell(view(s))
+    shares = [f.cost_share for f in found]
+    assert len(found) >= 2 and shares == sorted(shares, reverse=True)
+    for f in found:
+        consistent(f)
+
+
+# ---- nothing material ---------------------------------------------------------------------------
+
+def test_a_clean_run_gets_one_line_with_its_largest_part():
+    v = view(process(wall_ms=1000, user_ms=980, sys_ms=20, minflt=2000, syscalls={"brk": 30}))
+    assert findings.for_cell(v) == []
+    line = analysis.quiet_line([v], [])
+    assert line.startswith("No memory mechanism costs more than 5% of this run's CPU time")
+    assert "page-faults" in line and "= 0%" in line
+
+
+# ---- who makes the calls -------------------------------------------------------------------------
+
+def test_counts_inside_their_spread_are_the_programs():
+    got = analysis.count_attribution({"glibc": [1000, 1010, 990], "mimalloc": [1002, 995, 1008]}, True, "madvise")
+    assert got[0] == "program"
+
+
+def test_counts_beyond_their_spread_are_the_allocators_for_fixed_work():
+    got = analysis.count_attribution({"glibc": [0, 1, 0], "jemalloc": [1100, 1150, 1090]}, True, "madvise")
+    assert got[0] == "allocator"
+
+
+def test_futex_counts_never_blame_the_allocator_by_themselves():
+    # Issue 20: a program's own mutex, 19/11/18 futex calls under one allocator, 14,577-23,892 under
+    # another (scheduling): disjoint, but the counts cannot say who makes them.
+    got = analysis.count_attribution({"glibc": [19, 11, 18], "tcmalloc": [14_577, 23_892, 18_000]}, True, "futex")
+    assert got[0] == "undetermined" and "call sites decide" in got[1]
+
+
+def test_a_fixed_duration_benchmark_cannot_blame_the_allocator_from_counts():
+    got = analysis.count_attribution({"a": [100, 110, 105], "b": [300, 310, 305]}, False, "madvise")
+    assert got[0] == "undetermined"
+
+
+def test_overlapping_but_different_counts_decide_nothing():
+    assert analysis.count_attribution({"a": [100, 200, 150], "b": [180, 260, 220]}, True, "munmap") is None
