@@ -68,7 +68,7 @@ def check(view: CellView) -> list[Finding]:
     if not split.material(spent):
         return []
     where = "the process" if sc.name == "process" else f"region {sc.name}"
-    families = view.advice_families() if sc.name == "process" else {}
+    families = view.advice_families() if view.describes(sc, "madvise") else {}
     evidence = [f"{calls:,.0f} madvise calls in {where} cost about {split.describe(spent)} "
                 f"(calls x their unit cost on this machine, plus the pages they released; findings/cost.py)"]
     if not families:
@@ -83,7 +83,9 @@ def check(view: CellView) -> list[Finding]:
         names = _advice_names(view, family)
         title, words, advice = WORDS.get(family, WORDS["other"])
         mechanism = words.format(advice=names, n=f"{fam_calls:,.0f}", mib=mib(fam_bytes))
-        evidence.append("advice by family (the calls' arguments, from the kernel): " + "; ".join(
+        whose = "" if sc.name == "process" else \
+            f" of the whole process, {view.args_cover(sc, 'madvise'):.0%} of whose calls are in {where}"
+        evidence.append(f"advice by family (the calls' arguments{whose}, from the kernel): " + "; ".join(
             f"{fam} {c:,.0f} calls ({_advice_names(view, fam)}), {mib(b)}"
             for fam, (c, b) in sorted(families.items(), key=lambda kv: -kv[1][0])))
         if family == "purge":

@@ -11,6 +11,11 @@ from memsleuth.findings import cost as cost_mod, phase as phase_mod
 from memsleuth.units import PAGE_BYTES
 
 
+# The process's recorded syscall arguments describe a region's calls when the region made at
+# least this share of them (compare's region main makes nearly all of an allocator's calls).
+ARGS_COVER = 0.5
+
+
 @dataclass
 class Scope(CounterReadings):
     """Medians of one region (or of the whole process) over the runs."""
@@ -78,23 +83,39 @@ class CellView:
     # What each kind of kernel entry costs on the run's machine (ms-calibrate); None: the defaults.
     units: cost_mod.UnitCosts | None = None
 
+    def args_cover(self, sc: Scope, syscall: str) -> float | None:
+        """How much of the process's recorded calls of a syscall (their arguments are the whole
+        process's) the scope made: 1 for the process; None where nothing was recorded."""
+        calls = self.args(syscall, "calls")
+        if calls is None:
+            return None
+        if sc.name == "process":
+            return 1.0
+        return min(1.0, sc.syscalls.get(syscall, 0) / calls) if calls else 0.0
+
+    def describes(self, sc: Scope, syscall: str) -> bool:
+        """Whether the recorded arguments describe the scope's calls: the scope made at least
+        ARGS_COVER of them (a region that makes most of the process's madvise calls)."""
+        cover = self.args_cover(sc, syscall)
+        return cover is not None and cover >= ARGS_COVER
+
     def released_bytes(self, sc: Scope) -> dict[str, float]:
-        """Per syscall, the bytes it gave back to the kernel in the whole process (the calls'
-        arguments: munmap's lengths, madvise's purging advice, the break's moves down); empty for
-        a region (the arguments are the whole process's) or where they were not recorded."""
-        if sc.name != "process":
-            return {}
+        """Per syscall, the bytes it gave back to the kernel in the scope (the calls' arguments:
+        munmap's lengths, madvise's purging advice, the break's moves down), in proportion to the
+        scope's share of the recorded calls; empty where they do not describe the scope."""
         out = {"munmap": self.args("munmap", "bytes"), "brk": self.args("brk", "down_bytes"),
                "madvise": sum(b for fam, (_, b) in self.advice_families().items() if fam in cost_mod.RELEASING)}
-        return {k: v for k, v in out.items() if v}
+        return {k: v * self.args_cover(sc, k) for k, v in out.items() if v and self.describes(sc, k)}
 
     def kernel_split(self, sc: Scope, upper_bound: bool = True) -> cost_mod.Split:
         """The scope's kernel time split across its faults and system calls (findings/cost.py).
         Without the calls' sizes, `upper_bound` gives the sized calls the time no count explains
         (what a rule may blame at most); False keeps to the counts' own estimates."""
         populated = sum(b for fam, (_, b) in self.advice_families().items() if fam == "prefault") \
-            if sc.name == "process" else 0.0
-        known = not upper_bound or (sc.name == "process" and any(s.syscall_args for s in self.explain + self.samples))
+            * self.args_cover(sc, "madvise") if self.describes(sc, "madvise") else 0.0
+        sized = [k for k in cost_mod.SIZED_CALLS if sc.syscalls.get(k)]
+        known = not upper_bound or (bool(sized) and all(self.describes(sc, k) for k in sized)) or \
+            (sc.name == "process" and any(s.syscall_args for s in self.explain + self.samples))
         return cost_mod.split(sc, self.units, self.released_bytes(sc), populated, sizes_known=known)
 
     def advice_families(self) -> dict[str, tuple[float, float]]:
