@@ -61,6 +61,7 @@ class CellSummary:
     ratio: stats.Estimate | None = None        # vs the best cell of its group (>= 1: how much slower)
     verdict: stats.Verdict | None = None       # that ratio read against the noise threshold
     is_best: bool = False
+    best_resolved: bool = False                 # the best, and at least one other cell resolved slower than it
     warnings: list[quality.QualityWarning] = field(default_factory=list)
     findings: list[findings.Finding] = field(default_factory=list)             # from this cell's evidence
     pair_findings: list[findings.Finding] = field(default_factory=list)        # from it against the fastest
@@ -114,7 +115,8 @@ class CellSummary:
             "warnings": [w.text for w in self.warnings],
             "findings": [f.to_dict() for f in self.findings],
             "comparison_findings": [f.to_dict() for f in self.pair_findings],
-            "is_best": self.is_best, "checksum_mismatch": self.checksum_mismatch,
+            "is_best": self.is_best, "best_resolved": self.best_resolved,
+            "checksum_mismatch": self.checksum_mismatch,
             "evidence": self.evidence.to_dict(),
             "peak_rss_kb": _estimate_dict(self.peak_rss), "mean_rss_kb": _estimate_dict(self.mean_rss),
             "peak_rss_vs_smallest": _estimate_dict(self.rss_ratio),
@@ -268,6 +270,11 @@ def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) 
                 c.verdict = stats.verdict(c.ratio, noise)
                 if c.verdict.kind == "slower":
                     c.pair_findings = findings.for_pair(c.view(), best.view())
+    if ok:
+        best = next((c for c in ok if c.is_best), None)
+        if best is not None:
+            # "fastest" only when the data resolve it: some other cell slower beyond the noise.
+            best.best_resolved = any(c.verdict is not None and c.verdict.kind == "slower" for c in ok)
     smallest = min((c for c in ok if c.peak_rss), key=lambda c: c.peak_rss.median, default=None)
     if smallest is not None:
         small_rounds = {r: s.maxrss_kb for r, s in smallest.ok_samples if s.maxrss_kb}

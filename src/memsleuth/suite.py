@@ -78,7 +78,7 @@ def summarise(runs: list[StoredRun]) -> tuple[list[str], list[str], dict[tuple[s
                     continue
                 r = c.ratio
                 entries[(who, run.name)] = SuiteEntry(
-                    r.median if r else None, bool(c.is_best or (c.verdict and c.verdict.kind == "slower")),
+                    r.median if r else None, bool(c.best_resolved or (c.verdict and c.verdict.kind == "slower")),
                     c.peak_rss.median if c.peak_rss else None, "ok")
     return contenders, names, entries
 

@@ -45,9 +45,9 @@ def quiet_line(view: CellView) -> str | None:
         return None
     split = view.kernel_split(sc, upper_bound=False)
     parts = {k: v for k, v in split.parts.items() if v > 0}
-    where = "" if sc.name == "process" else f" (region {sc.name})"
-    head = (f"No memory mechanism costs more than {cost.MATERIAL_SHARE:.0%} of this run's CPU time{where} "
-            f"(or {cost.MIN_COST_NS / 1e6:.0f} ms)")
+    where = "" if sc.name == "process" else f" in region {sc.name}"
+    head = (f"No memory mechanism costs {cost.MATERIAL_SHARE:.0%} of this run's CPU time{where} "
+            f"(and {cost.MIN_COST_NS / 1e6:.0f} ms) or more")
     if not parts:
         return head + f": kernel time {sc.sys_ns / 1e6:,.0f} ms, no page faults or memory system calls counted."
     top = max(parts, key=parts.get)

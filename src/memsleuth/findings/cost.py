@@ -110,7 +110,8 @@ class Split:
 
     def describe(self, ns: float) -> str:
         """'310 ms = 12% of the CPU time' (the headline every time finding carries)."""
-        return f"{'up to ' if self.upper_bound else ''}{ns / 1e6:,.0f} ms = {self.share(ns):.0%} of the CPU time"
+        ms = f"{ns / 1e6:,.0f}" if ns >= 10e6 else f"{ns / 1e6:.1f}"
+        return f"{'up to ' if self.upper_bound else ''}{ms} ms = {self.share(ns):.0%} of the CPU time"
 
 
 # The calls whose cost grows with the pages they touch: where their sizes were not recorded, the

@@ -3,7 +3,7 @@ of the CPU time and no mechanism rule explains it, this says what entered the ke
 faults against each counted system call), with the numbers."""
 from __future__ import annotations
 
-from memsleuth.events import SYSCALL_COLUMNS
+from memsleuth.events import SYSCALL_COLUMNS, SYSCALLS
 from memsleuth.findings.base import Finding, confidence, mib, rate_per_s
 from memsleuth.findings.view import CellView
 from memsleuth.units import PAGE_BYTES
@@ -20,7 +20,7 @@ def check(view: CellView) -> list[Finding]:
         return []
     where = "the process" if sc.name == "process" else f"region {sc.name}"
     faults = (sc.minflt or 0) + (sc.majflt or 0)
-    calls = {k: sc.syscalls[k] for k in SYSCALL_COLUMNS if sc.syscalls.get(k)}
+    calls = {k: sc.syscalls[k] for k in SYSCALLS if sc.syscalls.get(k)}   # mprotect too
     split = view.kernel_split(sc)
     evidence = [f"kernel time {sc.sys_ns / 1e6:,.0f} ms = {sc.sys_share:.0%} of {(sc.user_ns + sc.sys_ns) / 1e6:,.0f} ms "
                 f"CPU time in {where} (threshold {SYS_SHARE:.0%})",

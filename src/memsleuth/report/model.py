@@ -96,7 +96,7 @@ def _verdict_text(c: CellSummary) -> str:
     if c.estimate is None:
         return "-"
     if c.is_best:
-        return "fastest"
+        return "fastest" if c.best_resolved else "no winner resolved"
     return c.verdict.text if c.verdict else "-"
 
 
@@ -742,7 +742,7 @@ def ratio_figure(groups: list[Group], swept: list[str]) -> RatioFigure | None:
             ai = allocs.index(c.cell.contender)
             if c.ratio is not None:
                 ratio[ai][gi] = c.ratio.median
-                resolved[ai][gi] = c.is_best or (c.verdict is not None and c.verdict.kind != "unresolved")
+                resolved[ai][gi] = c.best_resolved or (c.verdict is not None and c.verdict.kind != "unresolved")
     return RatioFigure(labels, allocs, ratio, resolved)
 
 
