@@ -32,7 +32,15 @@
 #define MAX_LEFTOVERS 32
 
 static volatile sig_atomic_t g_interrupted;
-static void on_signal(int sig) { g_interrupted = sig; }
+static volatile pid_t g_command_pgid;   /* the measured command's process group (its own) */
+/* A signal stops the run unless the measured command (its process group) sent it: a program that
+ * signals its parent is measured as it is, and cannot end the comparison. */
+static void on_signal(int sig, siginfo_t *si, void *ctx) {
+  (void)ctx;
+  if (si && si->si_code == SI_USER && si->si_pid > 0 && g_command_pgid > 0 && getpgid(si->si_pid) == g_command_pgid)
+    return;
+  g_interrupted = sig;
+}
 
 /* ---- modes that measure nothing ---- */
 
@@ -475,10 +483,14 @@ static int run_mode(const msr_options *o) {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO;
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
+  /* If memsleuth dies (even SIGKILL), ms-run is told with SIGTERM and ends the command's whole
+   * tree as on Ctrl-C, rather than leaving it running. */
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
 
   run_result r;
   memset(&r, 0, sizeof r);
@@ -488,6 +500,7 @@ static int run_mode(const msr_options *o) {
   if (!r.tl.pt) { perror("ms-run: out of memory"); return 2; }
 
   r.pid = spawn(o, out_fd, err_fd, probe_pipe[1], go_pipe[0], exec_pipe[1]);
+  if (r.pid > 0) g_command_pgid = r.pid;   /* spawn's child makes itself a group leader */
   if (r.pid < 0) { perror("ms-run: fork"); return 2; }
   r.reaper.main = r.pid;
   setpgid(r.pid, r.pid);  /* also from the parent: no race with a kill of the group */

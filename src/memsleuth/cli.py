@@ -7,6 +7,7 @@ interrupted. An error is one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from rich.console import Console
@@ -14,6 +15,7 @@ from rich.console import Console
 from memsleuth import __version__
 from memsleuth.commands import COMMANDS, TAKES_COMMAND
 from memsleuth.errors import EXIT_INTERRUPTED, EXIT_STORE, EXIT_USAGE, StoreError, UsageError
+from memsleuth.textsafe import visible
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,8 +32,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: the run in progress keeps what finished, the measured
+    process tree is ended, temporary files are removed."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     command = None
     if "--" in argv:
         i = argv.index("--")
@@ -51,8 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         module = next(m for m in COMMANDS if m.NAME == args.command)
         return module.run(args, command, console)
     except (UsageError, StoreError) as e:
-        print(f"memsleuth: error: {e}", file=sys.stderr)
+        print(f"memsleuth: error: {visible(str(e))}", file=sys.stderr)
         return e.exit_code
+    except Terminated:
+        print("memsleuth: terminated (SIGTERM): what finished is kept", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("memsleuth: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -60,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         # A file the checks above did not foresee (permissions on a parent folder, a full disk
         # while printing): still one line.
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""
-        print(f"memsleuth: error: {where}{e.strerror or e}", file=sys.stderr)
+        print(f"memsleuth: error: {visible(where)}{visible(e.strerror or e)}", file=sys.stderr)
         return EXIT_STORE
     except BrokenPipeError:
         return 0

@@ -138,8 +138,10 @@ class Sample:
     def from_msrun(cls, doc: dict, result: dict | None = None) -> "Sample":
         if result is None and isinstance(doc.get("result"), dict):
             result = doc["result"]
-        regions = tuple(Region.from_line(p) for p in doc.get("probe", [])
-                        if isinstance(p, dict) and p.get("type") == "region")
+        regions = tuple(r for p in doc.get("probe", []) or []
+                        if isinstance(p, dict) and p.get("type") == "region" and (r := _region_or_none(p)) is not None)
+        if isinstance(result, dict) and "metric" in result and not _finite(result["metric"]):
+            result = {k: v for k, v in result.items() if k != "metric"}   # a figure that is not a number
         rss = _rss_pairs(doc)
         # One definition of a run's peak resident memory: the larger of ru_maxrss (the largest
         # single process) and the timeline's highest sum over the process tree, so that the
@@ -210,6 +212,34 @@ class Sample:
         out["timeline"] = self.timeline.to_dict() if self.timeline else None
         out["user_only"] = list(self.user_only)
         return out
+
+
+def _finite(v) -> bool:
+    import math
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _region_or_none(line: dict) -> "Region | None":
+    """A region line from the probe channel, or None when it is malformed: a program may write
+    anything to MEMSLEUTH_FD ("wall_ns": "abc", null, 1e400, a list for syscalls), and one bad
+    line must not end the comparison. Numbers must be finite; counters and syscalls objects."""
+    try:
+        for key in ("depth", "ops", "wall_ns", "user_ns", "sys_ns"):
+            if key in line and not _finite(line[key]):
+                return None
+        for key in ("counters", "syscalls"):
+            if line.get(key) is not None and not isinstance(line[key], dict):
+                return None
+        if any(not _finite(v) for v in (line.get("syscalls") or {}).values()):
+            return None
+        if any(v is not None and not _finite(v) for v in (line.get("counters") or {}).values()):
+            return None
+        for key in ("brk_delta_bytes", "rss_start_kb", "rss_end_kb", "rusage_minflt", "rusage_majflt"):
+            if line.get(key) is not None and not _finite(line[key]):
+                return None
+        return Region.from_line(line)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def metric_kind(samples: list[Sample]) -> str:

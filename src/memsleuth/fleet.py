@@ -164,6 +164,7 @@ def submit(targets: list[Target], shared_partition: str | None, memsleuth_args: 
     text = script(targets, shared_partition, argv, command, results, db_url, sbatch_options)
     tmp = results / f".{SCRIPT}.{os.getpid()}"
     tmp.write_text(text)
+    os.chmod(tmp, 0o600)   # the script holds the task's command line, a database URL's password included
     tmp.chmod(0o600)   # it may hold a database URL with its password
     out = _slurm("sbatch", "--parsable", "--hold", str(tmp))
     if out.returncode != 0:
@@ -190,7 +191,11 @@ def submit(targets: list[Target], shared_partition: str | None, memsleuth_args: 
     manifest = {"job": job, "targets": [t.__dict__ for t in targets], "shared_partition": shared_partition,
                 "results": str(results), "db": _display(db_url) if db_url else None, "argv": memsleuth_args,
                 "command": command, "submitted_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    (results / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    # Private: the task's arguments may hold a database URL (shown here without its password).
+    manifest["argv"] = [_display(a) if "postgres" in a.lower() else a for a in memsleuth_args]
+    fd = os.open(results / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(manifest, indent=2) + "\n")
     try:
         REGISTRY.mkdir(parents=True, exist_ok=True)
         (REGISTRY / job).write_text(str(results) + "\n")

@@ -80,6 +80,26 @@ def preload_failure(cell: Cell, check: dict) -> Sample | None:
 METRIC_TAIL_BYTES = 1 << 20
 
 
+# On Ctrl-C or SIGTERM, ms-run is asked to end the command's tree (SIGTERM) and given this long
+# before it is killed: subprocess.run would SIGKILL it at once and orphan the tree.
+_STOP_GRACE_S = 5.0
+
+
+def _run_msrun(argv: list[str], timeout: float | None) -> subprocess.CompletedProcess:
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, errors="replace") as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except BaseException:   # KeyboardInterrupt (Ctrl-C, SIGTERM), a timeout: stop the tree first
+            p.terminate()
+            try:
+                p.communicate(timeout=_STOP_GRACE_S)
+            except BaseException:
+                p.kill()
+            raise
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
 def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None, counters: bool = True,
              syscall_args: bool = False, metric=None) -> Sample:
     with tempfile.TemporaryDirectory(prefix="memsleuth-") as tmp:
@@ -89,8 +109,7 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
         if metric is not None:
             argv[1:1] = ["--tail", str(METRIC_TAIL_BYTES)]
         try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
-                                  timeout=(timeout_s + _GRACE_S) if timeout_s else None)
+            proc = _run_msrun(argv, (timeout_s + _GRACE_S) if timeout_s else None)
         except subprocess.TimeoutExpired:
             return _failed(f"ms-run did not return within {timeout_s}s + {_GRACE_S}s")
         if proc.returncode == 130:
@@ -111,13 +130,18 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
 def read_metric(doc: dict, metric) -> None:
     """The benchmark's own figure from its output, as the sample's result; an ok run whose output
     does not match is a recorded error, never a crash."""
-    value = metric.read(doc.get("stdout_tail", "")) if doc.get("status") == "ok" else None
+    from memsleuth.plan import MetricTimeout
+    try:
+        value = metric.read(doc.get("stdout_tail", "")) if doc.get("status") == "ok" else None
+    except MetricTimeout as e:
+        doc["status"], doc["detail"] = "error", str(e)
+        value = None
     if value is not None:
         doc["result"] = {**(doc.get("result") or {}), "metric": value, "metric_name": metric.name,
                          "higher_is_better": metric.higher_is_better}
     elif doc.get("status") == "ok":
         doc["status"] = "error"
-        doc["detail"] = f"the output has no match for --metric {metric.name}={metric.regex}"
+        doc["detail"] = f"the output has no match for --metric {metric.name}={metric.regex} that is a finite number"
     # Only the end of the output goes into the store.
     doc["stdout_tail"] = doc.get("stdout_tail", "")[-4096:]
 

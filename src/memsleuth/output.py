@@ -15,11 +15,43 @@ from typing import Callable
 from memsleuth.errors import StoreError
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def unsafe_destination(path: str) -> str | None:
+    """Why a report or export must not be written at `path`, or None: an existing file that is not
+    a regular file (a FIFO would hang, a device would be written to) or that is a SQLite database
+    (the store: `--md memsleuth.db` would replace every run with a report)."""
+    import stat
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    if stat.S_ISDIR(st.st_mode):
+        return None   # said as "is a directory" by the caller's own checks
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file (a FIFO, a device or a socket): refused"
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
+                return "is a SQLite database (a store?): refused, it would be replaced by the report"
+    except OSError:
+        pass
+    return None
+
+
 def write_text(path: str, text: str, what: str) -> None:
-    write_with(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), what)
+    # Bytes that were not UTF-8 (an argv or a program's output kept with surrogateescape) are
+    # written as U+FFFD rather than failing the whole file.
+    write_with(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8", errors="replace"), what)
 
 
 def write_with(path: str, writer: Callable[[str], None], what: str) -> None:
+    why = unsafe_destination(path)
+    if why:
+        raise StoreError(f"cannot write {what} {path}: {why}; nothing was written there")
     dest = Path(path)
     parent = dest.parent if str(dest.parent) else Path(".")
     tmp = None

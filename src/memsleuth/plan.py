@@ -26,6 +26,14 @@ class Cell:
         return cell_label(self.allocator.name, self.params)
 
 
+# How long the user's --metric expression may take on one run's output.
+METRIC_TIMEOUT_S = 2.0
+
+
+class MetricTimeout(Exception):
+    """A --metric expression that did not finish within METRIC_TIMEOUT_S on a run's output."""
+
+
 @dataclass(frozen=True)
 class MetricSpec:
     """compare --metric NAME=REGEX[:higher|lower]: the figure a benchmark prints, as the cell's metric."""
@@ -53,13 +61,23 @@ class MetricSpec:
         return cls(name.strip(), rest, higher)
 
     def read(self, output: str) -> float | None:
-        """The last match's first group as a number, or None."""
+        """The last match's first group as a finite number, or None. The user's expression runs
+        with a time bound (the `regex` module's timeout): a pattern that backtracks without end on
+        some output, like '(a+)+$', ends in a recorded error, not a hang."""
+        import math
+        import regex
         found = None
-        for m in re.finditer(self.regex, output):
-            try:
-                found = float(m.group(1).replace(",", ""))
-            except (TypeError, ValueError):
-                continue
+        try:
+            for m in regex.finditer(self.regex, output, timeout=METRIC_TIMEOUT_S):
+                try:
+                    value = float(m.group(1).replace(",", ""))
+                except (TypeError, ValueError, IndexError):
+                    continue
+                if math.isfinite(value):
+                    found = value
+        except TimeoutError:
+            raise MetricTimeout(f"--metric {self.name}: the regular expression ran over {METRIC_TIMEOUT_S:g} s on "
+                                "the program's output (catastrophic backtracking?)") from None
         return found
 
     def to_dict(self) -> dict:
@@ -202,8 +220,20 @@ def parse_param_options(workload: Workload, options: list[str]) -> dict[str, lis
             raise UsageError(f"{workload.name}: parameter {key} cannot be swept")
         if key in sweep:
             raise UsageError(f"--param {key} given twice")
-        sweep[key] = [p.parse(v, workload.name) for v in items]
+        parsed = [p.parse(v, workload.name) for v in items]
+        _no_repeats(key, items, parsed)
+        sweep[key] = parsed
     return sweep
+
+
+def _no_repeats(key: str, items: list[str], parsed: list) -> None:
+    """The same value twice (ws=400,400, or 1k,1000) would compare two identical cells."""
+    seen: dict = {}
+    for text, value in zip(items, parsed):
+        k = repr(value)
+        if k in seen:
+            raise UsageError(f"--param {key}: {seen[k]!r} and {text!r} are the same value: each value once")
+        seen[k] = text
 
 
 def workload_plan(workload: Workload, allocators: list[Allocator], param_options: list[str], *, rounds: Rounds,
@@ -263,6 +293,7 @@ def parse_command_params(command: list[str], options: list[str]) -> dict[str, li
         if not any("{" + key + "}" in arg for arg in command):
             raise UsageError(f"--param {key} is not used in the command: put {{{key}}} where its value goes, "
                              f"like -- ./bench --threads {{{key}}}")
+        _no_repeats(key, items, items)
         sweep[key] = items
     return sweep
 

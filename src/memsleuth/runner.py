@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from memsleuth.events import MECHANISM_FLOORS
+from memsleuth.textsafe import visible
 from memsleuth import launcher, native, stats
 from memsleuth.evidence import metric_kind
 from memsleuth.plan import REFERENCE_LABEL, Plan
@@ -128,6 +129,7 @@ class _Progress:
         return self.bar.__exit__(*exc)
 
     def now(self, what: str) -> None:
+        what = visible(what)   # cell labels hold user text (allocator names, parameter values)
         self.bar.update(self.task, description=what)
         t = time.monotonic()
         if not self.console.is_terminal and t - self.last_line >= PLAIN_PROGRESS_EVERY_S:

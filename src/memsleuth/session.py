@@ -18,9 +18,11 @@ from memsleuth.store import REFERENCE_POSITION, Store, StoredRun
 
 
 def redacted(argv: list[str]) -> list[str]:
-    """The command line as stored and shown: a database URL's password never is."""
+    """The command line as stored and shown: a database URL's password never is, and bytes that
+    were not UTF-8 are shown as U+FFFD."""
     from memsleuth.store_pg import display
-    return [display(a) if a.startswith(("postgresql://", "postgres://")) else a for a in argv]
+    from memsleuth.textsafe import clean_bytes
+    return [clean_bytes(display(a) if "postgres" in a.lower() else a) for a in argv]
 
 
 def allocator_info(a: Allocator) -> AllocatorInfo:

@@ -223,6 +223,8 @@ class Store:
         if p.exists():
             if p.is_dir():
                 raise UsageError(f"{p}: is a directory, not a database file")
+            if not p.is_file():   # opening a FIFO would hang; a device is no database
+                raise UsageError(f"{p}: not a regular file (a FIFO, a device or a socket), not a database file")
             if _OPEN.get(_file_key(p)):
                 head = b"SQLite format 3\x00"   # open in this process already: see _OPEN
             else:

@@ -9,7 +9,6 @@ language for no difference in behaviour.
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit, urlunsplit
 
 from memsleuth.errors import UsageError
 
@@ -55,13 +54,16 @@ CREATE INDEX IF NOT EXISTS cells_run ON cells(run_id);
 """
 
 
+# A password in a connection URL: in the userinfo (user:PW@host) or as a query parameter
+# (?password=PW, &sslpassword=PW). Matched as text, so a URL too malformed to parse is redacted too.
+_USERINFO_PW = re.compile(r"(postgres(?:ql)?://[^/@?#\s]*?:)([^@/?#\s]*)@", re.IGNORECASE)
+_QUERY_PW = re.compile(r"([?&](?:ssl)?password=)([^&#\s]*)", re.IGNORECASE)
+
+
 def display(url: str) -> str:
-    """The URL as messages show it: without its password."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    """The URL (or any text holding one: `--db=URL`) as messages, the store and reports show it:
+    every password replaced by ***, whichever form it takes."""
+    return _QUERY_PW.sub(r"\1***", _USERINFO_PW.sub(r"\1***@", url))
 
 
 class Connection:
@@ -98,9 +100,9 @@ def connect(url: str, *, readonly: bool) -> Connection:
     try:
         conn = psycopg.connect(url, connect_timeout=10, application_name="memsleuth")
     except psycopg.OperationalError as e:
-        raise UsageError(f"{display(url)}: cannot connect: {_reason(str(e))}") from None
-    except psycopg.ProgrammingError as e:   # a malformed URL
-        raise UsageError(f"{display(url)}: not a usable PostgreSQL URL: {_reason(str(e))}") from None
+        raise UsageError(f"{display(url)}: cannot connect: {_reason(display(str(e)))}") from None
+    except (psycopg.ProgrammingError, psycopg.InterfaceError, ValueError) as e:   # a malformed URL
+        raise UsageError(f"{display(url)}: not a usable PostgreSQL URL: {_reason(display(str(e)))}") from None
     if readonly:
         conn.execute("SET default_transaction_read_only = on")
         conn.commit()

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
+
+from memsleuth.textsafe import safe_text
 
 NAME = "doctor"
 HELP = "what this machine can measure and what makes numbers noisy"
@@ -20,6 +21,6 @@ def run(args, command, console: Console) -> int:
     table.add_column("value")
     table.add_column("what it means for the numbers", overflow="fold")
     for c in doctor.checks():
-        table.add_row(Text(c.name), Text(c.value, style="" if c.ok else "yellow"), Text(c.meaning))
+        table.add_row(safe_text(c.name), safe_text(c.value, style="" if c.ok else "yellow"), safe_text(c.meaning))
     console.print(table)
     return 0

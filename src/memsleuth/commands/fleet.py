@@ -8,7 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
+
+from memsleuth.textsafe import safe_text
 
 from memsleuth import fleet
 from memsleuth.commands import options
@@ -99,19 +100,19 @@ def _submit(args, command, console: Console) -> int:
         sbatch.append(opt)
     results = Path(args.results or f"memsleuth-fleet-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
     m = fleet.submit(targets, shared, what, command, results, args.db, sbatch)
-    console.print(Text(f"submitted job {m['job']}: {len(targets)} task(s), one per target: "
+    console.print(safe_text(f"submitted job {m['job']}: {len(targets)} task(s), one per target: "
                        + ", ".join(f"{i}={t.value}" for i, t in enumerate(targets))))
-    console.print(Text(f"results land in {m['results']}" + (f" and in {m['db']}" if m["db"] else "")
+    console.print(safe_text(f"results land in {m['results']}" + (f" and in {m['db']}" if m["db"] else "")
                        + f"; then: memsleuth fleet status {m['job']}; memsleuth fleet collect {m['job']} --wait"))
     return EXIT_OK
 
 
 def _table(manifest: dict, st: list[fleet.TaskState]) -> Table:
-    t = Table(title=Text(f"fleet job {manifest['job']} ({manifest['results']})"), title_justify="left")
+    t = Table(title=safe_text(f"fleet job {manifest['job']} ({manifest['results']})"), title_justify="left")
     for col in ("task", "target", "state", "partition", "node", "exit code", "from"):
         t.add_column(col)
     for s in st:
-        t.add_row(*(Text(str(x)) for x in (s.index, s.target, s.state, s.partition, s.node, s.exit_code, s.source)))
+        t.add_row(*(safe_text(str(x)) for x in (s.index, s.target, s.state, s.partition, s.node, s.exit_code, s.source)))
     return t
 
 
@@ -154,15 +155,15 @@ def _collect(args, console: Console) -> int:
                                                                                       label=s.target),
                                        version=__version__, run_uuid=u)
                 target.finish_run(rid, "failed")
-                console.print(Text(f"task {s.index} ({s.target}): Slurm state {s.state}, exit {s.exit_code}; recorded "
+                console.print(safe_text(f"task {s.index} ({s.target}): Slurm state {s.state}, exit {s.exit_code}; recorded "
                                    f"as failed run {rid}. Log tail:\n{facts['log_tail']}"))
     console.print(_table(manifest, st))
     if merged:
-        console.print(Text(f"merged {len(merged)} run(s) into {target.path}: " + ", ".join(map(str, merged))
+        console.print(safe_text(f"merged {len(merged)} run(s) into {target.path}: " + ", ".join(map(str, merged))
                            + f". Side by side: memsleuth show {' '.join(map(str, merged))} --db {target.path}"))
     else:
-        console.print(Text(f"no new runs for {target.path}"))
+        console.print(safe_text(f"no new runs for {target.path}"))
     if pending:
-        console.print(Text(f"{len(pending)} task(s) not ended yet: collect again later (or with --wait)"))
+        console.print(safe_text(f"{len(pending)} task(s) not ended yet: collect again later (or with --wait)"))
         return EXIT_NO_RESULT
     return EXIT_OK

@@ -164,6 +164,10 @@ def writable_output(path: str | None, what: str) -> None:
     from pathlib import Path
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
+    from memsleuth.output import unsafe_destination
+    why = unsafe_destination(path)
+    if why:
+        raise UsageError(f"{what} {path}: {why}")
     try:
         if p.is_dir():
             raise UsageError(f"{what} {path}: is a directory")
@@ -187,6 +191,6 @@ def run_id(text: str) -> int:
         v = int(text)
     except ValueError:
         raise UsageError(f"run must be a number, got {text!r}") from None
-    if v < 1:
-        raise UsageError(f"run must be a positive number, got {text!r}")
+    if v < 1 or v >= 1 << 63:
+        raise UsageError(f"run must be a positive number below 2^63, got {text!r}")
     return v

@@ -6,6 +6,7 @@ import io
 
 from memsleuth.events import HARDWARE, SOFTWARE, SYSCALLS
 from memsleuth.store import StoredRun
+from memsleuth.textsafe import clean_bytes
 
 CSV_COLUMNS = (["run_id", "cell_id", "allocator", "allocator_path", "params", "round", "warmup", "status",
                 "detail", "exit_code", "signal", "wall_ns", "user_ns", "sys_ns", "minflt", "majflt", "maxrss_kb",
@@ -18,6 +19,19 @@ def _num(v) -> str:
     if v is None:
         return ""
     return str(int(v)) if isinstance(v, float) and v.is_integer() and abs(v) < 2**53 else repr(v)
+
+
+# A text field that a spreadsheet would read as a formula (=, +, -, @, tab, carriage return first)
+# gets a leading apostrophe (OWASP's CSV injection advice); numbers are written as numbers.
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def cell_text(v):
+    """A CSV field: text neutralised against formula injection, bytes that were not UTF-8 replaced."""
+    if isinstance(v, str):
+        v = clean_bytes(v)
+        return "'" + v if v.startswith(_FORMULA) else v
+    return v
 
 
 def render(report) -> str:
@@ -37,5 +51,5 @@ def render(report) -> str:
             row += [s.syscalls.get(n, "") for n in SYSCALLS]
             row += [_num(s.counters.get(n)) for n in SOFTWARE]
             row += [_num(s.counters.get(n)) for n in HARDWARE]
-            w.writerow(row)
+            w.writerow([cell_text(v) for v in row])
     return out.getvalue()

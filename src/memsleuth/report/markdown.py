@@ -16,7 +16,7 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~])")
 
 def escape(text: str) -> str:
     """Text that renders as itself in Markdown and in the HTML a renderer makes of it."""
-    t = html.escape(str(text), quote=True)
+    t = html.escape(str(text), quote=False)   # quotes need no escaping outside attributes
     t = _MD_SPECIAL.sub(r"\\\1", t)
     return t.replace("\r", " ").replace("\n", "<br>")
 

@@ -10,6 +10,15 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from memsleuth.report.model import Report
+from memsleuth.textsafe import visible
+
+
+def _t(text, style: str = "") -> Text:
+    return Text(visible(text), style=style)
+
+
+def _assemble(*parts) -> Text:
+    return Text.assemble(*[(visible(p[0]), p[1]) if isinstance(p, tuple) else visible(p) for p in parts])
 
 
 def render(report: Report, console: Console | None = None) -> str:
@@ -23,50 +32,50 @@ def render(report: Report, console: Console | None = None) -> str:
 
 
 def _draw(report: Report, console: Console) -> None:
-    console.print(Text(report.title, style="bold"))
+    console.print(_t(report.title, style="bold"))
     for line in report.header:
-        console.print(Text(line, style="dim"))
+        console.print(_t(line, style="dim"))
     if report.question:
         console.print()
-        console.print(Text.assemble(("Question: ", "bold"), report.question))
+        console.print(_assemble(("Question: ", "bold"), report.question))
     for t in report.tables:
-        rt = RichTable(title=Text(t.title, style="bold"), title_justify="left", show_lines=False)
+        rt = RichTable(title=_t(t.title, style="bold"), title_justify="left", show_lines=False)
         for i, col in enumerate(t.columns):
-            rt.add_column(Text(col), justify="right" if i in t.align_right else "left", overflow="fold")
+            rt.add_column(_t(col), justify="right" if i in t.align_right else "left", overflow="fold")
         for r, row in enumerate(t.rows):
             # A failure is painted because the model says the cell is one, never because of how
             # its text looks (an allocator may well be called HAKMEM).
-            rt.add_row(*[Text(cell, style="bold red" if (r, c) in t.failed else "bold yellow" if (r, c) in t.differs
+            rt.add_row(*[_t(cell, style="bold red" if (r, c) in t.failed else "bold yellow" if (r, c) in t.differs
                               else "") for c, cell in enumerate(row)])
         console.print()
         console.print(rt)
         for n in t.notes:
-            console.print(Text(n, style="dim"))
+            console.print(_t(n, style="dim"))
     if report.statements:
         console.print()
-        console.print(Text("What the evidence shows", style="bold"))
+        console.print(_t("What the evidence shows", style="bold"))
         for line in report.statements:
-            console.print(Text.assemble(("● ", "bold cyan"), line))
+            console.print(_assemble(("● ", "bold cyan"), line))
     if report.findings or report.quiet:
         console.print()
-        console.print(Text("Findings", style="bold"))
+        console.print(_t("Findings", style="bold"))
     if report.quiet:
-        console.print(Text.assemble(("● ", "bold cyan"), report.quiet))
+        console.print(_assemble(("● ", "bold cyan"), report.quiet))
     if report.findings:
         for f in report.findings:
-            console.print(Text.assemble(("● ", "bold cyan"), (f.subject, "bold"), " — ", (f.title, "bold"),
+            console.print(_assemble(("● ", "bold cyan"), (f.subject, "bold"), " — ", (f.title, "bold"),
                                         (f"  ({f.confidence} confidence)", "dim")))
-            console.print(Text(f"  mechanism: {f.mechanism}"))
+            console.print(_t(f"  mechanism: {f.mechanism}"))
             for e in f.evidence:
-                console.print(Text(f"    - {e}"))
+                console.print(_t(f"    - {e}"))
             for line in getattr(f, "call_sites", []):
-                console.print(Text(f"  where: {line}", style="cyan"))
+                console.print(_t(f"  where: {line}", style="cyan"))
             who = _who(f)
             if who:
-                console.print(Text(f"  who makes the calls: {who}"))
-            console.print(Text(f"  change: {f.advice}", style="green"))
+                console.print(_t(f"  who makes the calls: {who}"))
+            console.print(_t(f"  change: {f.advice}", style="green"))
     for line in report.footer:
-        console.print(Text(line, style="yellow"))
+        console.print(_t(line, style="yellow"))
 
 
 def _who(f) -> str | None:

@@ -1,0 +1,97 @@
+"""Hostile programs, paths and signals against real processes (issue 19): a program's stderr full of
+terminal escapes, a report path naming the store, SIGTERM to memsleuth mid-run, a program that
+signals its parent, a malformed probe line, a regular expression that backtracks."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+from conftest import memsleuth
+
+
+def test_a_programs_escape_sequences_reach_no_terminal(tmp_path):
+    db = str(tmp_path / "h.db")
+    evil = r'printf "\033[2J\033]8;;http://evil.example/\033\\link\033]8;;\033\\ \007bell" >&2; exit 3'
+    proc = memsleuth("check", "--db", db, "--reps", "1", "--no-where", "--", "sh", "-c", evil)
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
+    assert "\\x1b[2J" in proc.stdout          # shown, as data
+    shown = memsleuth("show", "--db", db)
+    assert "\x1b" not in shown.stdout and "\\x1b[2J" in shown.stdout
+    hist = memsleuth("history", "--db", db)
+    assert "\x1b" not in hist.stdout
+
+
+def test_a_report_path_naming_the_store_is_refused_and_the_store_kept(tmp_path):
+    db = tmp_path / "s.db"
+    assert memsleuth("check", "--db", str(db), "--reps", "1", "--no-where", "--", "true").returncode == 0
+    before = db.read_bytes()
+    for flag in ("--md", "--html", "--json"):
+        proc = memsleuth("show", "--db", str(db), flag, str(db))
+        assert proc.returncode in (2, 4) and "SQLite database" in proc.stderr and "Traceback" not in proc.stderr
+    proc = memsleuth("export", "1", "--db", str(db), "--format", "csv", "--output", str(db))
+    assert proc.returncode in (2, 4) and "Traceback" not in proc.stderr
+    assert sqlite3.connect(db).execute("select count(*) from runs").fetchone()[0] == 1
+    assert db.read_bytes()[:16] == before[:16]
+
+
+def test_a_fifo_as_the_store_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "f.db"
+    os.mkfifo(fifo)
+    proc = memsleuth("history", "--db", str(fifo), timeout=30)
+    assert proc.returncode == 2 and "not a regular file" in proc.stderr
+
+
+def _alive(marker: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    return [p for p in out if p != str(os.getpid())]
+
+
+def test_sigterm_ends_the_measured_tree_and_keeps_what_finished(tmp_path):
+    db = tmp_path / "t.db"
+    marker = f"memsleuth-sigterm-{os.getpid()}"
+    p = subprocess.Popen([sys.executable, "-m", "memsleuth", "check", "--db", str(db), "--reps", "3", "--no-where",
+                          "--", "sh", "-c", f"sleep 30; : {marker}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    deadline = time.monotonic() + 60
+    while not _alive(f"sleep 30; : {marker}") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode != 0 and "Traceback" not in err, err
+    time.sleep(0.5)
+    assert not _alive(marker), "the measured program outlived memsleuth"
+    status = sqlite3.connect(db).execute("select status from runs").fetchone()[0]
+    assert status in ("interrupted", "failed"), status
+
+
+def test_a_program_that_signals_its_parent_is_measured_not_obeyed(tmp_path):
+    js = tmp_path / "k.json"
+    proc = memsleuth("check", "--db", str(tmp_path / "k.db"), "--reps", "2", "--no-where", "--json", str(js), "--",
+                     "sh", "-c", "kill -TERM $PPID; kill -INT $PPID; sleep 0.2")
+    assert proc.returncode == 0, proc.stderr
+    samples = json.loads(js.read_text())["cells"][0]["samples"]
+    assert [s["status"] for s in samples if not s["warmup"]] == ["ok", "ok"]
+
+
+def test_a_malformed_probe_line_and_a_bad_figure_do_not_end_the_comparison(tmp_path):
+    script = ("import os; fd = int(os.environ['MEMSLEUTH_FD']); "
+              "os.write(fd, b'{\"type\":\"region\",\"name\":\"x\",\"wall_ns\":\"abc\"}\\n'); "
+              "os.write(fd, b'{\"type\":\"region\",\"name\":\"y\",\"wall_ns\":1e400}\\n'); "
+              "os.write(fd, b'{\"type\":\"result\",\"result\":{\"metric\":\"fast\"}}\\n'); print('t: 5')")
+    proc = memsleuth("compare", "--db", str(tmp_path / "p.db"), "--alloc", "glibc", "--reps", "2", "--no-reference",
+                     "--", sys.executable, "-c", script)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_backtracking_metric_regex_ends_in_a_recorded_error_not_a_hang(tmp_path):
+    proc = memsleuth("compare", "--db", str(tmp_path / "r.db"), "--alloc", "glibc", "--reps", "1", "--no-reference",
+                     "--metric", "m=(x+x+)+y([0-9]):higher", "--", "sh", "-c", "printf 'x%.0s' $(seq 1 5000)",
+                     timeout=120)
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode in (0, 3)

@@ -1,0 +1,125 @@
+"""Hostile input by class (issue 19), without processes: terminal control sequences, Markdown and
+CSV escaping, passwords in every URL form, bytes that are not UTF-8, malformed probe lines and
+figures, repeated parameter values, output paths that are not report files, absurd run ids."""
+from __future__ import annotations
+
+import io
+import os
+import sqlite3
+
+import pytest
+from rich.console import Console
+
+from memsleuth.commands import options
+from memsleuth.errors import UsageError
+from memsleuth.evidence import Sample
+from memsleuth.output import unsafe_destination
+from memsleuth.plan import MetricSpec, parse_command_params
+from memsleuth.report import markdown, terminal
+from memsleuth.report.csv_export import cell_text
+from memsleuth.report.model import Report, Table
+from memsleuth.session import redacted
+from memsleuth.store_pg import display
+from memsleuth.textsafe import visible
+
+HOSTILE = [
+    "\x1b[2J\x1b[H",                                   # clear the screen
+    "\x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\",   # OSC 8 hyperlink
+    "bell\x07 and backspace\x08",
+    "c1 \x9b31m csi",
+    "bidi \u202eexe.txt",
+    "bytes \udcff\udcfe",                               # argv bytes that were not UTF-8 (surrogateescape)
+    "[bold red]markup[/] [link=http://x]y[/link]",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_terminal_text_never_carries_a_control_character(text):
+    shown = visible(text)
+    assert not any(ord(c) < 0x20 and c not in "\t\n" or 0x7f <= ord(c) <= 0x9f for c in shown)
+    assert not any(0xD800 <= ord(c) <= 0xDFFF or 0x202A <= ord(c) <= 0x202E for c in shown)
+
+
+def test_a_report_full_of_hostile_text_prints_no_escape_sequence():
+    t = Table("t " + HOSTILE[0], ["col" + HOSTILE[1]], [[h] for h in HOSTILE], notes=[HOSTILE[2]])
+    report = Report("title " + HOSTILE[0], ["header " + h for h in HOSTILE], [t], footer=[HOSTILE[3]],
+                    statements=[HOSTILE[4]], quiet=HOSTILE[5])
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=False, color_system=None)
+    terminal.render(report, console)
+    text = out.getvalue()
+    assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text
+    assert "\\x1b[2J" in text and "[bold red]markup[/]" in text   # shown, as data
+
+
+def test_markdown_escapes_once_and_keeps_quotes():
+    assert markdown.escape("it's") == "it's"
+    assert "&lt;script&gt;" in markdown.escape("<script>alert(1)</script>")
+    assert "\\[x\\]\\(javascript:1\\)" in markdown.escape("[x](javascript:1)")
+
+
+@pytest.mark.parametrize("field,expected", [("=cmd|' /C calc'!A0", "'=cmd|' /C calc'!A0"), ("+1", "'+1"),
+                                            ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"), ("\tx", "'\tx"),
+                                            ("glibc", "glibc"), (42, 42), ("a\udcffb", "a\ufffdb")])
+def test_csv_fields_cannot_become_formulas(field, expected):
+    assert cell_text(field) == expected
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:PW@host/db", "--db=postgresql://u:PW@host/db",
+                                 "postgresql://u@host/db?password=PW&sslmode=require",
+                                 "postgres://host/db?sslmode=require&PassWord=PW", "postgresql://u:PW@[::1:5432/db",
+                                 "postgresql://u:PW@h/db?sslpassword=PW"])
+def test_passwords_are_redacted_in_every_url_form(url):
+    assert "PW" not in display(url)
+    assert all("PW" not in a for a in redacted(["memsleuth", url]))
+
+
+def test_argv_bytes_that_are_not_utf8_are_stored_as_replacement():
+    (shown,) = redacted(["x\udcff\udcfe"])
+    assert shown.encode("utf-8") and "\ufffd" in shown
+
+
+@pytest.mark.parametrize("line", [{"wall_ns": "abc"}, {"wall_ns": None}, {"wall_ns": 1e400}, {"syscalls": [1, 2]},
+                                  {"counters": "x"}, {"syscalls": {"brk": "many"}}, {"ops": float("nan")},
+                                  {"rss_start_kb": "big"}])
+def test_a_malformed_region_line_is_skipped_not_fatal(line):
+    good = {"type": "region", "name": "ok", "wall_ns": 5, "ops": 1}
+    s = Sample.from_msrun({"status": "ok", "probe": [{"type": "region", "name": "bad", **line}, good]})
+    assert [r.name for r in s.regions] == ["ok"]
+
+
+@pytest.mark.parametrize("metric", ["fast", None, float("inf"), [1], True])
+def test_a_result_figure_that_is_not_a_finite_number_is_dropped(metric):
+    s = Sample.from_msrun({"status": "ok"}, {"metric": metric, "ops": 3})
+    assert "metric" not in s.result and s.result["ops"] == 3
+
+
+def test_metric_regex_reads_only_finite_numbers():
+    m = MetricSpec.parse("x=value: ([0-9e.]+)")
+    assert m.read("value: 1e999\nvalue: 2.5\n") == 2.5
+    assert m.read("value: 1e999\n") is None
+
+
+def test_the_same_parameter_value_twice_is_refused():
+    with pytest.raises(UsageError, match="same value"):
+        parse_command_params(["./b", "{ws}"], ["ws=400,400"])
+
+
+def test_output_paths_that_are_not_report_files_are_refused(tmp_path):
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    assert "not a regular file" in unsafe_destination(str(fifo))
+    db = tmp_path / "m.db"
+    sqlite3.connect(db).execute("create table t(x)").connection.commit()
+    assert "SQLite database" in unsafe_destination(str(db))
+    with pytest.raises(UsageError):
+        options.writable_output(str(db), "--md")
+    assert unsafe_destination(str(tmp_path / "new.md")) is None
+    (tmp_path / "old.md").write_text("x")
+    assert unsafe_destination(str(tmp_path / "old.md")) is None
+
+
+@pytest.mark.parametrize("text", ["100000000000000000000000", "9223372036854775808", "0", "-1", "1e3", "abc"])
+def test_absurd_run_ids_are_one_line_errors(text):
+    with pytest.raises(UsageError):
+        options.run_id(text)
