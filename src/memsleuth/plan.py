@@ -173,6 +173,7 @@ class Plan:
     mem_limit_bytes: int | None
     syscall_args: bool = False       # record munmap/madvise/mmap/mremap/brk arguments (ms-run --syscall-args)
     where: bool = False              # one more run per cell under perf for call sites (where.py)
+    explain_if_needed: bool = False  # check: the explaining runs only when the measured runs show a candidate
     metric: MetricSpec | None = None # the benchmark's own figure (compare --metric)
     reference: Cell | None = None    # run once in every round, for diff to divide by (reference_cell)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from memsleuth.events import MECHANISM_FLOORS
+from memsleuth.events import FAULT_FLOOR, FUTEX_FLOOR, MECHANISM_FLOORS
 from memsleuth.textsafe import visible
 from memsleuth import launcher, native, stats
 from memsleuth.evidence import metric_kind
@@ -75,6 +75,21 @@ def cell_settled(values: list[float], target: float | None, min_reps: int) -> bo
         return False
     hw = stats.median_ci(values).half_width_rel
     return hw is not None and hw <= target
+
+
+SKIPPED_WHY = (f"no explaining run: the measured runs showed no mechanism candidate (under {FAULT_FLOOR:,} faults, "
+               f"{FUTEX_FLOOR:,} futex calls and every memory syscall's floor), so there was nothing for call "
+               "sites to explain")
+
+
+def needs_call_sites(samples: list) -> bool:
+    """Whether anything in a cell's measured runs could be a material mechanism whose call sites
+    would explain it: a syscall above its floor, or enough faults or futex calls to cost."""
+    ok = [s for s in samples if s.ok]
+    if not ok:
+        return False
+    mid = sorted(ok, key=lambda s: s.wall_ns)[len(ok) // 2]
+    return needs_arguments(samples) or mid.minflt >= FAULT_FLOOR or mid.syscalls.get("futex", 0) >= FUTEX_FLOOR
 
 
 def needs_arguments(samples: list) -> bool:
@@ -220,14 +235,18 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                 if i in failed or not values[i]:
                     continue
                 # Explaining runs, after the measured ones and never mixed into them.
-                if plan.syscall_args or cell.where or needs_arguments(samples[i]):
+                # `check` (plan.explain_if_needed) explains only what its measured runs call for.
+                wanted = needs_call_sites(samples[i]) if plan.explain_if_needed else True
+                if cell.where or (plan.syscall_args and wanted) or needs_arguments(samples[i]):
                     progress.now(f"{plan.label(i)}: syscall arguments (one more run)")
                     explain = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
                                                 syscall_args=True)
                     store.add_sample(cell_ids[i], EXPLAIN_ROUND, True, explain)
-                if plan.where or cell.where:
+                if cell.where or (plan.where and wanted):
                     progress.now(f"{plan.label(i)}: call sites (perf record)")
                     store.set_where(cell_ids[i], _call_sites(plan, cell, samples[i]))
+                elif plan.where:
+                    store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted", {"loadavg_1m_end": os.getloadavg()[0]})
         return Outcome(run_id, True, progress.done)

@@ -602,6 +602,8 @@ def build_check(run: StoredRun) -> Report:
               f"status {', '.join(sorted({s.status for s in measured})) or 'none'}; {run.created_at}",
               f"machine: {run.machine.cpu_model}, kernel {run.machine.kernel}, THP {run.machine.thp}",
               *environment_lines(run.cells), *leftover_lines(run.cells)]
+    if (cell.where or {}).get("skipped"):
+        header.append(str(cell.where["skipped"]))
     if measured and measured[-1].stdout_tail.strip():
         header.append("program output (last run, tail): " +
                       " | ".join(measured[-1].stdout_tail.strip().splitlines()[-3:]))
