@@ -29,6 +29,8 @@ def _line(text: str) -> str:
 
 def render(report: Report) -> str:
     out = [f"# {escape(report.title)}", ""]
+    if report.answer:
+        out += [f"**{escape(line)}**  " for line in report.answer] + [""]
     out += [f"- {escape(line)}" for line in report.header]
     if report.question:
         out += ["", f"**Question:** {escape(report.question)}"]

@@ -70,6 +70,7 @@ class Report:
     footer: list[str] = field(default_factory=list)
     findings: list = field(default_factory=list)   # memsleuth.findings.Finding, rendered as blocks
     quiet: str | None = None                       # no mechanism finding: the one line that says what was found
+    answer: list[str] = field(default_factory=list)   # the answer in one to three lines, first after the title
     question: str | None = None                    # a case study's question, shown before the tables
     statements: list[str] = field(default_factory=list)   # a case's "what the evidence shows"
     figures: list = field(default_factory=list)    # ThroughputFigure, RatioFigure, TimelineFigure, ChangeFigure
@@ -508,6 +509,7 @@ def build(run: StoredRun) -> Report:
     figures += [f for g in groups for c in g.cells if (f := timeline_figure(c.short_label or c.cell.label,
                                                                            [s for _, s in c.ok_samples]))]
     return Report(f"memsleuth compare — run {run.id}", header, tables, footer, a.all_findings, quiet=a.quiet,
+                  answer=a.answer,
                   figures=[f for f in figures if f], command=memsleuth_command(run.argv), run=run)
 
 

@@ -33,6 +33,8 @@ def render(report: Report, console: Console | None = None) -> str:
 
 def _draw(report: Report, console: Console) -> None:
     console.print(_t(report.title, style="bold"))
+    for line in report.answer:
+        console.print(_t(line, style="bold"))
     for line in report.header:
         console.print(_t(line, style="dim"))
     if report.question:

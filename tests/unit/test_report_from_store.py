@@ -1,0 +1,61 @@
+"""Report builders on a stored run (pyperf's way: tests read a stored result file, no process):
+tests/data/compare-random-mixed.db is a real `memsleuth compare --reps 6 --param ws=400,40000` of
+the five allocators on this project's VM (2026-11-23), with no mechanism finding."""
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from memsleuth.analysis import analyse_run
+from memsleuth.report import markdown, model, terminal
+from memsleuth.store import Store
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "compare-random-mixed.db"
+
+
+@pytest.fixture()
+def run(tmp_path):
+    db = tmp_path / "r.db"
+    shutil.copy(DATA, db)        # the store may write its WAL files beside it: never in tests/data
+    st = Store(str(db), readonly=True)
+    yield st.load_run(1)
+    st.close()
+
+
+def test_the_answer_comes_first_and_says_only_what_is_resolved(run):
+    a = analyse_run(run)
+    assert a.answer and a.answer[0].startswith("Fastest, resolved by paired rounds: ")
+    for g in a.groups:
+        best = next(c for c in g.cells if c.is_best)
+        named = f"{best.cell.contender} at ws={g.params['ws']}"
+        assert (named in " ".join(a.answer)) == best.best_resolved
+        if not best.best_resolved:
+            continue
+        part = a.answer[0][a.answer[0].index(best.cell.contender + " at "):]
+        part = part[:part.index(")")]
+        for c in g.cells:   # an allocator not resolved slower than the best is named as such
+            if c is not best and c.verdict.kind != "slower":
+                assert c.cell.contender in part.split("not resolved from")[-1], part
+    out = io.StringIO()
+    terminal.render(model.build(run), Console(file=out, width=1000, color_system=None))
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("memsleuth compare") and lines[1] == a.answer[0]
+    assert markdown.render(model.build(run)).splitlines()[2] == "**" + markdown.escape(a.answer[0]) + "**  "
+
+
+def test_a_run_without_a_material_mechanism_gets_one_line(run):
+    a = analyse_run(run)
+    assert a.quiet and a.quiet.startswith("No memory mechanism costs 5% of any cell's CPU time in region main")
+    mechanisms = [f for f in a.all_findings if f.id not in ("counters-unavailable", "unstable-measurement")]
+    assert mechanisms == []
+
+
+def test_noise_speaks_once(run):
+    a = analyse_run(run)
+    unstable = [f for f in a.all_findings if f.id == "unstable-measurement"]
+    assert len(unstable) <= 1
+    assert not any(f.id == "unstable-measurement" for g in a.groups for c in g.cells for f in c.findings)
