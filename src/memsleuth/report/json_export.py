@@ -34,6 +34,7 @@ def to_dict(run: StoredRun) -> dict:
         "cells": cells,
         "findings": [f.to_dict() for f in a.findings],
         "no_material_cost": a.quiet,
+        "answer": a.answer,
         **({"case": _case(run)} if run.kind == "case" else {}),
     }
 
