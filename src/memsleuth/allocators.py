@@ -146,9 +146,9 @@ def check_preload(path: str) -> dict:
     it preloaded, up to its first instruction, and reports which object malloc binds to. This is
     what LD_PRELOAD can load, not what dlopen can (a library with initial-exec TLS, like jemalloc,
     preloads fine and fails dlopen), and a constructor that crashes does so in that process."""
-    from memsleuth import launcher
     ms_run = str(native.ms_run())
-    return launcher.run_check([ms_run, "--preload-check", "--preload", path, "--expect-malloc", path, "--", ms_run])
+    return native.run_preload_check([ms_run, "--preload-check", "--preload", path, "--expect-malloc", path, "--",
+                                     ms_run])
 
 
 def user_allocator(name: str, path: str) -> Allocator:

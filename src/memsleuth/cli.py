@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         if command is not None and not command:
             raise UsageError("no command after --")
         module = next(m for m in COMMANDS if m.NAME == args.command)
+        # A command that checks a command line of its own (fleet submit) gets the parser handed
+        # down rather than importing the CLI back (no import circle).
+        args.build_parser = build_parser
         return module.run(args, command, console)
     except (UsageError, StoreError) as e:
         print(f"memsleuth: error: {visible(str(e))}", file=sys.stderr)

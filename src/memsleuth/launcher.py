@@ -18,7 +18,6 @@ from memsleuth.plan import Cell
 # ms-run's own limit is the timeout; this margin only guards against ms-run itself hanging.
 _GRACE_S = 30.0
 # The preload check stops the command at its first instruction; ms-run gives it 30 s.
-_CHECK_TIMEOUT_S = 60.0
 
 
 def _env_args(cell: Cell) -> list[str]:
@@ -53,15 +52,7 @@ def check_preload(cell: Cell) -> dict:
     if cell.allocator.preload:
         argv += ["--preload", cell.allocator.preload]
     argv += _env_args(cell) + ["--", *cell.command]
-    return run_check(argv)
-
-
-def run_check(argv: list[str]) -> dict:
-    try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=_CHECK_TIMEOUT_S)
-        return json.loads(proc.stdout.decode("utf-8", errors="replace"))
-    except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as e:
-        return {"checked": False, "preload_ok": None, "why": f"the preload check could not run: {e}"}
+    return native.run_preload_check(argv)
 
 
 def preload_failure(cell: Cell, check: dict) -> Sample | None:

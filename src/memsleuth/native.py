@@ -29,3 +29,19 @@ def native_path(name: str) -> Path:
 
 def ms_run() -> Path:
     return native_path("ms-run")
+
+
+# How long ms-run's preload check may take: it stops the command at its first instruction.
+CHECK_TIMEOUT_S = 60.0
+
+
+def run_preload_check(argv: list[str]) -> dict:
+    """Runs `ms-run --preload-check ...` and returns its JSON document; a check that could not run
+    is a document saying so (preload_ok None), never an exception."""
+    import json
+    import subprocess
+    try:
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=CHECK_TIMEOUT_S)
+        return json.loads(proc.stdout.decode("utf-8", errors="replace"))
+    except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as e:
+        return {"checked": False, "preload_ok": None, "why": f"the preload check could not run: {e}"}

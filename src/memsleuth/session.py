@@ -4,11 +4,13 @@ through `measure`; every command that prints a stored run goes through `emit`.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
+import time
 
 from rich.console import Console
 
-from memsleuth import __version__, machine, runner
+from memsleuth import __version__, machine, plan as planning, runner, workloads
 from memsleuth.allocators import Allocator
 from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK
 from memsleuth.model import AllocatorInfo, RunSpec
@@ -111,3 +113,34 @@ def result_code(run: StoredRun, fail_on_error: bool) -> int:
         print(f"memsleuth: {bad} run(s) failed, and --fail-on-error was given (exit 3)", file=sys.stderr)
         return EXIT_NO_RESULT
     return EXIT_OK
+
+
+def run_suite(store: Store, allocs, *, rounds: planning.Rounds, noise: float, env: dict, timeout_s, mem_limit,
+              variants: list, variant_report: list, reference: bool):
+    """Runs every suite workload; returns (the finished runs, whether Ctrl-C stopped the suite)."""
+    runs: list[StoredRun] = []
+    t0 = time.monotonic()
+    for k, w in enumerate(workloads.SUITE):
+        options = [f"{name}={value}" for name, value in (w.suite or {}).items()]
+        p = planning.workload_plan(w, allocs, options, rounds=rounds, timeout_s=timeout_s,
+                                   mem_limit_bytes=mem_limit, env=env)
+        # One group per workload: nothing is swept (a default sweep, like random-mixed's ws, is fixed
+        # by the suite's parameters).
+        p = dataclasses.replace(p, swept=())
+        if variants:
+            cells, _ = planning.with_variants(list(p.cells), variants)
+            p = dataclasses.replace(p, cells=tuple(cells))
+        if reference:
+            p = dataclasses.replace(p, reference=planning.reference_cell())
+        spec = RunSpec(rounds=p.rounds.describe(), min_reps=p.rounds.min_reps, max_reps=p.rounds.max_reps,
+                       target_ci=p.rounds.target_ci, noise=noise, env=env, warmup=p.warmup, swept=list(p.swept),
+                       timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes, variants=variant_report)
+        print(f"memsleuth: suite {k + 1}/{len(workloads.SUITE)}: {w.name} "
+              f"({', '.join(options) or 'defaults'}), {time.monotonic() - t0:.0f} s elapsed", file=sys.stderr,
+              flush=True)
+        outcome = measure(store, p, kind="workload", name=w.name, spec=spec, allocs=allocs,
+                          announce=f"{len(p.cells)} cells, {p.rounds.describe()}")
+        runs.append(store.load_run(outcome.run_id))
+        if outcome.interrupted:
+            return runs, True
+    return runs, False

@@ -119,7 +119,7 @@ def _suite(args, command, console: Console, noise: float, env: dict, timeout, me
     import sys
     from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK
     from memsleuth.report import json_export, model, terminal
-    from memsleuth.suite import run_suite
+    from memsleuth.session import run_suite
     for given, name in ((command, "a command"), (args.workload, "--workload"), (args.param, "--param"),
                         (args.metric, "--metric"), (args.where, "--where")):
         if given:

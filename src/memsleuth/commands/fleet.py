@@ -65,7 +65,6 @@ def run(args, command, console: Console) -> int:
 
 def _submit(args, command, console: Console) -> int:
     from memsleuth.store import Store, is_url
-    from memsleuth.cli import build_parser
     what = list(args.what)
     if not what or what[0] not in MEASURING:
         raise UsageError("fleet submit needs the memsleuth command the tasks run after its own options: compare, "
@@ -76,7 +75,7 @@ def _submit(args, command, console: Console) -> int:
                              + ("(give fleet submit --db for PostgreSQL)" if banned == "--db" else "(the target's name)"))
     # The task's command must parse here: a typo is refused now, not in every task an hour later.
     try:
-        build_parser().parse_args(what)
+        args.build_parser().parse_args(what)
     except UsageError as e:
         raise UsageError(f"the task's command does not parse: {str(e).split(' (see ')[0]}") from None
     except SystemExit:
