@@ -39,7 +39,7 @@ test-packages:
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "scikit-build-core>=0.8" "rich>=13" "numpy>=1.24" "regex>=2023.0" "scipy>=1.10" "pyperf>=2.6" "jinja2>=3.1" "matplotlib>=3.7" "psycopg[binary]>=3.1" "pytest>=7" "hypothesis>=6"
+	$(PY) -m pip install -q "scikit-build-core>=0.8" "rich>=13" "numpy>=1.24" "regex>=2023.0" "scipy>=1.10" "pyperf>=2.6" "jinja2>=3.1" "matplotlib>=3.7" "psycopg[binary]>=3.1" "pytest>=7" "hypothesis>=6" "ruff>=0.4"
 	touch $@
 
 # The package with its native binaries, built by CMake through scikit-build-core.
@@ -64,7 +64,11 @@ test-native: setup $(TEST_BUILD)/Makefile
 test-unit: $(VENV)/.deps
 	PYTHONPATH=src $(PY) -m pytest -q -p no:cacheprovider tests/unit
 
-test-python: setup test-packages test-native
+# The linter the code keeps (pyproject.toml [tool.ruff]: pyflakes, pycodestyle, 125 columns).
+lint: $(VENV)/.deps
+	$(VENV)/bin/ruff check src tests bench
+
+test-python: setup test-packages test-native lint
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) -m pytest -q tests/unit tests/e2e
 
 test: test-native test-python

@@ -42,7 +42,8 @@ def main() -> None:
             for alloc in chosen:
                 v = interleave({"sampled": lambda: ns_per_op(alloc, name, EVERY),
                                 "none": lambda: ns_per_op(alloc, name, 0)}, ROUNDS)
-                print(ratio_line(f"{name:15} {alloc.name:9} sampled (1 in {EVERY}) / none, time per op", v["sampled"], v["none"]),
+                label = f"{name:15} {alloc.name:9} sampled (1 in {EVERY}) / none, time per op"
+                print(ratio_line(label, v["sampled"], v["none"]),
                       flush=True)
 
 

@@ -80,7 +80,8 @@ def compare_runs(a: StoredRun, b: StoredRun, threshold: float) -> list[Change]:
     for key in list(before) + [k for k in after if k not in before]:
         x, y = before.get(key), after.get(key)
         if x is None or y is None:
-            changes.append(Change(key, x, y, None, stats.Verdict("unresolved", "only in run " + ("B" if x is None else "A"))))
+            only = "only in run " + ("B" if x is None else "A")
+            changes.append(Change(key, x, y, None, stats.Verdict("unresolved", only)))
             continue
         tx, ty = costs(x), costs(y)
         if not tx or not ty:

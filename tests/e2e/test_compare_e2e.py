@@ -113,7 +113,8 @@ def test_failures_are_results_in_the_table(tmp_path):
 
 def test_timeout_reads_timeout(tmp_path):
     db, md = tmp_path / "t.db", tmp_path / "t.md"
-    proc = memsleuth("compare", "--alloc", "glibc", "--param", "iterations=1000000000000", "--param", "ws=100", "--timeout", "0.5",
+    proc = memsleuth("compare", "--alloc", "glibc", "--param", "iterations=1000000000000", "--param", "ws=100",
+                     "--timeout", "0.5",
                      "--reps", "3", "--db", str(db), "--md", str(md))
     assert proc.returncode == 3, proc.stderr  # no cell produced a result
     assert "TIMEOUT" in md.read_text()

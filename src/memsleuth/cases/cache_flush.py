@@ -65,7 +65,8 @@ def _evidence(cell: StoredCell) -> OpEvidence:
             by_round[r] = med(n / x.wall_ns for x in passes if x.wall_ns)
             faults.append(med(x.minflt for x in passes))
             shares.append(med(x.sys_ns / (x.user_ns + x.sys_ns) for x in passes if x.user_ns + x.sys_ns))
-    refused = next((s.result.get("reason") for s in cell_view(cell).samples if s.result and s.result.get("supported") is False),
+    refused = next((s.result.get("reason") for s in cell_view(cell).samples
+                    if s.result and s.result.get("supported") is False),
                    None)
     return OpEvidence(cell, str(cell.params.get("op")), cell.allocator.name, n, by_round, med(faults), med(shares),
                       refused, status_text(cell))

@@ -3,10 +3,11 @@
 One rule per module. A rule gets a `CellView` (the evidence of one cell: its successful runs,
 medians of region `main` or of the whole process, repeated step regions), a pair of them, or all
 of a run's, and returns a list of findings (empty when its mechanism is not shown); the three
-interfaces are `CellRule`, `PairRule` and `RunRule` in base.py. Rules fire on numbers only, never on the name of a workload or an
-allocator; an allocator's name may only choose which option to suggest. Every finding quotes
-the numbers it rests on. Thresholds live in each module, with the reason for their value, and
-in docs/findings.md.
+interfaces are `CellRule`, `PairRule` and `RunRule` in base.py. Rules fire on numbers only, never
+on the name of a workload or an allocator; an allocator's name may only choose which option to
+suggest. Every finding quotes the numbers it rests on and is headed by its cost (findings/cost.py:
+one materiality threshold for all). Thresholds live in each module, with the reason for their
+value, and in docs/findings.md.
 """
 from __future__ import annotations
 

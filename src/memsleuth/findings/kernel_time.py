@@ -27,7 +27,8 @@ def check(view: CellView) -> list[Finding]:
                 f"page faults: {faults:,.0f} ({rate_per_s(faults, sc.wall_ns):,.0f}/s) = {mib(faults * PAGE_BYTES)}, "
                 f"about {split.cost('page-faults') / 1e6:,.0f} ms"]
     for name, n in sorted(calls.items(), key=lambda kv: -kv[1]):
-        evidence.append(f"{name}: {n:,.0f} calls ({rate_per_s(n, sc.wall_ns):,.0f}/s), about {split.cost(name) / 1e6:,.0f} ms")
+        evidence.append(f"{name}: {n:,.0f} calls ({rate_per_s(n, sc.wall_ns):,.0f}/s), "
+                        f"about {split.cost(name) / 1e6:,.0f} ms")
     evidence.append(f"not explained by these counts: {split.other_ns / 1e6:,.0f} ms (system calls memsleuth does not "
                     "count, such as read, write or exit's teardown, and faults' costs above this machine's average)")
     if not sc.syscalls:

@@ -112,7 +112,8 @@ def check(view: CellView) -> list[Finding]:
         id="mmap-churn", title=f"mmap/munmap churn of large blocks: {spent / 1e6:.2f} ms {where} = {share:.0%}",
         mechanism="blocks are unmapped when freed (in glibc: blocks above the mmap threshold), so their next use "
                   "gets fresh memory and faults its pages in again",
-        evidence=[f"{munmaps:.1f} munmap and {mmaps:.1f} mmap calls {where} inside the regions (threshold {threshold} per {unit})",
+        evidence=[f"{munmaps:.1f} munmap and {mmaps:.1f} mmap calls {where} inside the regions "
+                  f"(threshold {threshold} per {unit})",
                   f"{faults:,.0f} page faults {where} in region '{faulting}' = {per_mapping:,.0f} per unmapped block"],
         advice=ADVICE, subject=view.label, calls="munmap", confidence=confidence(share),
         numbers={"munmap": munmaps, "mmap": mmaps, "faults": faults, "faults_per_mapping": per_mapping},
