@@ -112,8 +112,9 @@ def script(targets: list[Target], shared_partition: str | None, memsleuth_argv: 
              "#SBATCH --job-name=memsleuth-fleet",
              f"#SBATCH --array=0-{len(targets) - 1}",
              "#SBATCH --nodes=1",
-             "#SBATCH --exclusive",
-             f"#SBATCH --output={results}/task-%a.log"]
+             "#SBATCH --exclusive"]
+    # The results folder is user text: it reaches bash once, shell-quoted, as $RESULTS (never inside
+    # double quotes, where $(...) would run), and sbatch's --output as an argument of its own (submit).
     if shared_partition:
         lines.append(f"#SBATCH --partition={shared_partition}")
     elif targets[0].kind == "partition":
@@ -121,18 +122,19 @@ def script(targets: list[Target], shared_partition: str | None, memsleuth_argv: 
     for opt in sbatch_options:
         lines.append(f"#SBATCH {opt}")
     labels = " ".join(shlex.quote(t.value) for t in targets)
-    db = shlex.quote(db_url) if db_url else f'"{results}/task-$SLURM_ARRAY_TASK_ID.db"'
+    db = shlex.quote(db_url) if db_url else '"$RESULTS/task-$SLURM_ARRAY_TASK_ID.db"'
     cmd = " ".join(shlex.quote(a) for a in memsleuth_argv)
     # The program a compare or check measures comes last, after --db.
     tail = (" -- " + " ".join(shlex.quote(a) for a in command)) if command else ""
     lines += ["set -u",
+              f"RESULTS={shlex.quote(str(results))}",
               f"TARGETS=({labels})",
               'LABEL="${TARGETS[$SLURM_ARRAY_TASK_ID]}"',
               'export MEMSLEUTH_MACHINE_LABEL="$LABEL"',
-              f'echo "$SLURM_JOB_ID ${{SLURM_JOB_PARTITION:-}} $(hostname)" > "{results}/task-$SLURM_ARRAY_TASK_ID.started"',
+              'echo "$SLURM_JOB_ID ${SLURM_JOB_PARTITION:-} $(hostname)" > "$RESULTS/task-$SLURM_ARRAY_TASK_ID.started"',
               f'{cmd} --db {db}{tail}',
               "rc=$?",
-              f'echo "$rc" > "{results}/task-$SLURM_ARRAY_TASK_ID.exit"',
+              'echo "$rc" > "$RESULTS/task-$SLURM_ARRAY_TASK_ID.exit"',
               "exit $rc", ""]
     return "\n".join(lines)
 
@@ -146,6 +148,10 @@ def submit(targets: list[Target], shared_partition: str | None, memsleuth_args: 
         check_partitions(parts)
     if results.exists() and (results / MANIFEST).exists():
         raise UsageError(f"{results} already holds a fleet ({results / MANIFEST}): give another --results folder")
+    if any(c in str(results) for c in "%\n\r"):
+        # Slurm reads % in --output as a filename pattern; a newline would end a line of the script.
+        raise UsageError(f"--results {str(results)!r}: a folder whose path holds % or a newline cannot be given to "
+                         "Slurm: choose another")
     created = not results.exists()
     try:
         results.mkdir(parents=True, exist_ok=True)
@@ -164,9 +170,8 @@ def submit(targets: list[Target], shared_partition: str | None, memsleuth_args: 
     text = script(targets, shared_partition, argv, command, results, db_url, sbatch_options)
     tmp = results / f".{SCRIPT}.{os.getpid()}"
     tmp.write_text(text)
-    os.chmod(tmp, 0o600)   # the script holds the task's command line, a database URL's password included
     tmp.chmod(0o600)   # it may hold a database URL with its password
-    out = _slurm("sbatch", "--parsable", "--hold", str(tmp))
+    out = _slurm("sbatch", "--parsable", "--hold", f"--output={results}/task-%a.log", str(tmp))
     if out.returncode != 0:
         tmp.unlink()
         undo()

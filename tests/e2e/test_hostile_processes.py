@@ -95,3 +95,17 @@ def test_a_backtracking_metric_regex_ends_in_a_recorded_error_not_a_hang(tmp_pat
                      timeout=120)
     assert "Traceback" not in proc.stderr
     assert proc.returncode in (0, 3)
+
+
+def test_the_fleet_script_quotes_every_path_and_runs_nothing_from_it(tmp_path):
+    from memsleuth.fleet import Target, script
+    marker = tmp_path / "INJECTED"
+    results = tmp_path / "a b 'q' \"d\" fl$(touch INJECTED) `touch INJECTED` ${HOME}"
+    results.mkdir()
+    text = script([Target("partition", "p1")], None, ["true"], ["prog", "$(touch x)"], results, None, [])
+    env = {**os.environ, "SLURM_ARRAY_TASK_ID": "0", "SLURM_JOB_ID": "7"}
+    proc = subprocess.run(["bash", "-c", text], env=env, capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not marker.exists() and not (tmp_path / "x").exists()
+    assert (results / "task-0.started").read_text().startswith("7 ")
+    assert (results / "task-0.exit").read_text().strip() == "0"
