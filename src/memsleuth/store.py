@@ -212,6 +212,8 @@ class Store:
                     _OPEN[self._key] = _OPEN.get(self._key, 0) + 1
             self._check_is_ours()
             if not readonly:
+                if not self.pg:
+                    self._set_up_writer()
                 self._init_schema()
             self._check_schema()
         except _db_errors() as e:
@@ -249,13 +251,9 @@ class Store:
 
     def _connect(self) -> sqlite3.Connection:
         if not self.readonly:
-            db = sqlite3.connect(str(self.path), timeout=30)
-            db.execute("PRAGMA journal_mode=WAL")
-            # In WAL mode NORMAL still survives a crash of memsleuth (only a power loss can drop
-            # the last commits), and saves an fsync per sample.
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA foreign_keys=ON")
-            return db
+            # WAL is switched on only once the file is known to be ours (_set_up_writer): refusing
+            # another program's database must leave it byte for byte as it was.
+            return sqlite3.connect(str(self.path), timeout=30)
         parent = self.path.parent if str(self.path.parent) else Path(".")
         if os.access(self.path, os.W_OK) and os.access(parent, os.W_OK):
             # A store we could write: an ordinary connection that refuses writes. It shares the WAL
@@ -277,6 +275,13 @@ class Store:
             db = sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=30)
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return db
+
+    def _set_up_writer(self) -> None:
+        self.db.execute("PRAGMA journal_mode=WAL")
+        # In WAL mode NORMAL still survives a crash of memsleuth (only a power loss can drop the
+        # last commits), and saves an fsync per sample.
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
 
     def _tables(self) -> set[str]:
         if self.pg:

@@ -123,3 +123,18 @@ def test_output_paths_that_are_not_report_files_are_refused(tmp_path):
 def test_absurd_run_ids_are_one_line_errors(text):
     with pytest.raises(UsageError):
         options.run_id(text)
+
+
+def test_refusing_another_programs_sqlite_file_leaves_it_byte_for_byte(tmp_path):
+    from memsleuth.store import Store
+    other = tmp_path / "other.db"
+    con = sqlite3.connect(other)
+    con.execute("create table customers(id integer, name text)")
+    con.execute("insert into customers values (1, 'x')")
+    con.commit()
+    con.close()
+    before = other.read_bytes()
+    with pytest.raises(UsageError, match="another program"):
+        Store(str(other))
+    assert other.read_bytes() == before
+    assert not (tmp_path / "other.db-wal").exists()
