@@ -338,14 +338,14 @@ class Store:
         self.db.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING",
                         (str(SCHEMA_VERSION),))
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row and int(row[0]) < SCHEMA_VERSION:
+        if row and _schema_number(row[0], self.path) < SCHEMA_VERSION:
             self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
         self.db.commit()
 
     def _check_schema(self) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
             if self._has_table("meta") else None
-        if row and int(row[0]) > SCHEMA_VERSION:
+        if row and _schema_number(row[0], self.path) > SCHEMA_VERSION:
             raise UsageError(f"{self.path}: made by a newer memsleuth (schema {row[0]}); upgrade memsleuth")
 
     def _has_table(self, name: str) -> bool:
@@ -477,7 +477,11 @@ class Store:
         return self._do(lambda: self.db.execute("SELECT 1 FROM runs WHERE uuid=?", (run_uuid,)).fetchone()) is not None
 
     def import_run(self, rows: dict) -> int:
-        """Adds a run from run_rows in one transaction: all of it, or nothing."""
+        """Adds a run from run_rows in one transaction: all of it, or nothing. A run whose stored
+        values are not what memsleuth writes (evidence that is not a JSON object, a machine that is
+        not one...) is refused with one line, so the target never holds what it cannot show."""
+        _check_rows(rows)
+
         def go():
             run = rows["run"]
             cols = (*self.RUN_COLUMNS, "uuid")
@@ -523,8 +527,11 @@ class Store:
                 "FROM runs r ORDER BY r.id").fetchall()
         out = []
         for rid, created, status, kind, name, argv, machine, host, pid, start, ncells, nsamples in self._do(go):
-            out.append(RunSummary(rid, created, self._status(status, host, pid, start), kind, name, json.loads(argv),
-                                  MachineInfo.from_dict(json.loads(machine)), ncells, nsamples))
+            try:
+                out.append(RunSummary(rid, created, self._status(status, host, pid, start), kind, name,
+                                      _json(argv, list), MachineInfo.from_dict(_json(machine, dict)), ncells, nsamples))
+            except _DAMAGE:
+                out.append(RunSummary(rid, created, "damaged", kind, name, [], MachineInfo(), ncells, nsamples))
         return out
 
     def latest_run_id(self) -> int | None:
@@ -556,16 +563,58 @@ class Store:
                 samples = []
                 for rnd, warm, ev in self.db.execute(
                         "SELECT round, warmup, evidence FROM samples WHERE cell_id=? ORDER BY id", (cid,)):
-                    doc = json.loads(ev)
+                    doc = _json(ev, dict)
                     samples.append((rnd, bool(warm), Sample.from_msrun(doc, doc.get("result"))))
                 out.append(StoredCell(cid, pos, AllocatorInfo.from_dict(json.loads(alloc)), json.loads(params),
                                       json.loads(env), json.loads(command), samples,
                                       json.loads(where) if where else None))
             return out
-        stored = self._do(cells)
-        reference = next((c for c in stored if c.position == REFERENCE_POSITION), None)
-        return StoredRun(row[0], row[1], row[2], self._status(row[3], row[10], row[11], row[12]), row[4], row[5],
-                         json.loads(row[6]), RunSpec.from_dict(json.loads(row[7])),
-                         MachineInfo.from_dict(json.loads(row[8])), row[9],
-                         [c for c in stored if c.position != REFERENCE_POSITION], reference,
-                         row[13] or legacy_uuid(row[0], row[1], row[6], row[8]))
+        try:
+            stored = self._do(cells)
+            reference = next((c for c in stored if c.position == REFERENCE_POSITION), None)
+            return StoredRun(row[0], row[1], row[2], self._status(row[3], row[10], row[11], row[12]), row[4], row[5],
+                             _json(row[6], list), RunSpec.from_dict(_json(row[7], dict)),
+                             MachineInfo.from_dict(_json(row[8], dict)), row[9],
+                             [c for c in stored if c.position != REFERENCE_POSITION], reference,
+                             row[13] or legacy_uuid(row[0], row[1], row[6], row[8]))
+        except _DAMAGE as e:
+            raise StoreError(f"{self.path}: run {run_id} is damaged and cannot be read ({type(e).__name__}: "
+                             f"{str(e)[:200]}); the other runs are unaffected") from None
+
+
+# What a stored value that memsleuth did not write raises when it is read.
+_DAMAGE = (json.JSONDecodeError, TypeError, ValueError, KeyError, AttributeError, OverflowError)
+
+
+def _json(text, kind: type):
+    """A stored JSON value, which must be of `kind` (a dict, a list): else ValueError."""
+    v = json.loads(text)
+    if not isinstance(v, kind):
+        raise ValueError(f"expected a JSON {kind.__name__}, found {type(v).__name__}")
+    return v
+
+
+def _schema_number(value, path) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise StoreError(f"{path}: its schema version {str(value)[:40]!r} is not a number: the store is damaged") from None
+
+
+def _check_rows(rows: dict) -> None:
+    """The rows of a run to import (run_rows), checked the way load_run will read them."""
+    run = rows.get("run") or {}
+    who = f"run {run.get('uuid') or run.get('id') or '?'}"
+    try:
+        _json(run["argv"], list)
+        _json(run["spec"], dict)
+        _json(run["machine"], dict)
+        for cell in rows["cells"]:
+            _json(cell["allocator"], dict)
+            _json(cell["params"], dict)
+            _json(cell["env"], dict)
+            _json(cell["command"], list)
+            for smp in cell["samples"]:
+                Sample.from_msrun(_json(smp["evidence"], dict))
+    except _DAMAGE as e:
+        raise UsageError(f"{who} of the source is damaged ({type(e).__name__}: {str(e)[:200]}): not imported") from None

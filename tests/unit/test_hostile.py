@@ -138,3 +138,46 @@ def test_refusing_another_programs_sqlite_file_leaves_it_byte_for_byte(tmp_path)
         Store(str(other))
     assert other.read_bytes() == before
     assert not (tmp_path / "other.db-wal").exists()
+
+
+def _store_with_a_damaged_run(tmp_path, column: str, value: str):
+    """A real store (a stored run copied from tests/data) with one stored value replaced."""
+    import shutil
+    from pathlib import Path
+    db = tmp_path / "d.db"
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "compare-random-mixed.db", db)
+    con = sqlite3.connect(db)
+    table = "samples" if column == "evidence" else "runs"
+    con.execute(f"UPDATE {table} SET {column} = ?", (value,))
+    con.commit()
+    con.close()
+    return db
+
+
+@pytest.mark.parametrize("column,value", [("evidence", "[]"), ("evidence", "not json"), ("machine", "42"),
+                                          ("spec", "[1]"), ("argv", "{}")])
+def test_damaged_stored_values_are_one_line_errors_and_never_merged(tmp_path, column, value):
+    from memsleuth.errors import StoreError
+    from memsleuth.store import Store
+    db = _store_with_a_damaged_run(tmp_path, column, value)
+    src = Store(str(db), readonly=True)
+    if column in ("evidence", "machine", "spec", "argv"):
+        with pytest.raises(StoreError, match="run 1 is damaged"):
+            src.load_run(1)
+    target = Store(str(tmp_path / "t.db"))
+    with pytest.raises(UsageError, match="damaged"):
+        target.import_run(src.run_rows(1))
+    assert target.run_ids() == []
+
+
+def test_a_schema_version_that_is_not_a_number_is_one_line(tmp_path):
+    from memsleuth.errors import StoreError
+    from memsleuth.store import Store
+    db = tmp_path / "v.db"
+    Store(str(db)).close()
+    con = sqlite3.connect(db)
+    con.execute("UPDATE meta SET value='abc' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises((StoreError, UsageError), match="not a number"):
+        Store(str(db), readonly=True)

@@ -42,7 +42,7 @@ def run(args, command, console: Console) -> int:
     target = Store(args.db)
     total_added = 0
     for src in sources:
-        added, present, running = 0, 0, 0
+        added, present, running, damaged = 0, 0, 0, []
         for rid in src.run_ids():
             if src.run_status(rid).startswith("running"):
                 running += 1
@@ -51,10 +51,16 @@ def run(args, command, console: Console) -> int:
             if target.has_run_uuid(rows["run"]["uuid"]):
                 present += 1
                 continue
-            target.import_run(rows)
+            try:
+                target.import_run(rows)
+            except UsageError as e:   # a damaged run of the source: said, the others still merged
+                damaged.append(f"run {rid}: {e}")
+                continue
             added += 1
         total_added += added
         note = f", {running} still running (merge again when they end)" if running else ""
+        if damaged:
+            note += f", {len(damaged)} damaged and not imported ({'; '.join(damaged)})"
         console.print(f"{src.path}: {added} run(s) added, {present} already in {target.path}{note}", markup=False,
                       highlight=False)
     return EXIT_OK
