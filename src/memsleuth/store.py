@@ -501,6 +501,30 @@ class Store:
             return rid
         return self._do(go)
 
+    def merge_from(self, src: "Store", writers_gone: bool = False) -> tuple[list[int], int, int, list[str]]:
+        """Imports every run of `src` this store lacks (by run UUID): (the new run ids, how many
+        were present, how many are still being written, one line per damaged run not imported).
+        A run whose writer is gone is imported as interrupted, never as running: with
+        `writers_gone` (a fleet task that Slurm ended) every run still marked running is; without
+        it, one still running elsewhere is left for a later merge."""
+        added, present, running, damaged = [], 0, 0, []
+        for rid in src.run_ids():
+            status = src.run_status(rid)
+            if status.startswith("running") and not writers_gone:
+                running += 1
+                continue
+            rows = src.run_rows(rid)
+            if self.has_run_uuid(rows["run"]["uuid"]):
+                present += 1
+                continue
+            if status != rows["run"]["status"]:
+                rows["run"]["status"] = "interrupted"   # running, but its writer is gone
+            try:
+                added.append(self.import_run(rows))
+            except UsageError as e:
+                damaged.append(f"run {rid}: {e}")
+        return added, present, running, damaged
+
     def run_status(self, run_id: int) -> str:
         row = self._do(lambda: self.db.execute("SELECT status, owner_host, owner_pid, owner_start FROM runs WHERE id=?",
                                                (run_id,)).fetchone())

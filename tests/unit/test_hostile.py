@@ -181,3 +181,21 @@ def test_a_schema_version_that_is_not_a_number_is_one_line(tmp_path):
     con.close()
     with pytest.raises((StoreError, UsageError), match="not a number"):
         Store(str(db), readonly=True)
+
+
+def test_a_run_whose_writer_is_gone_is_merged_as_interrupted_never_running(tmp_path):
+    import shutil
+    from pathlib import Path
+    from memsleuth.store import Store
+    db = tmp_path / "src.db"
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "compare-random-mixed.db", db)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE runs SET status='running', owner_host='a-fleet-node', owner_pid=4242")
+    con.commit()
+    con.close()
+    src = Store(str(db), readonly=True)
+    target = Store(str(tmp_path / "t.db"))
+    assert target.merge_from(src)[:3] == ([], 0, 1)          # still running elsewhere: left for later
+    new, _, _, damaged = target.merge_from(src, writers_gone=True)   # its fleet task has ended
+    assert len(new) == 1 and not damaged
+    assert target.run_status(new[0]) == "interrupted"

@@ -138,10 +138,11 @@ def _collect(args, console: Console) -> int:
         db = results / f"task-{s.index}.db"
         if db.exists():
             src = Store(db, readonly=True)
-            for rid in src.run_ids():
-                rows = src.run_rows(rid)
-                if not target.has_run_uuid(rows["run"]["uuid"]):
-                    merged.append(target.import_run(rows))
+            # The task has ended: a run it left marked running was interrupted, whatever host reads it.
+            new, _, _, damaged = target.merge_from(src, writers_gone=True)
+            merged += new
+            for line in damaged:
+                console.print(safe_text(f"task {s.index} ({s.target}): {line}"))
             src.close()
         if s.state != "COMPLETED":
             # The task itself as a failed run: its Slurm state and log tail, kept with the results.

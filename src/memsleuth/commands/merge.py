@@ -9,6 +9,7 @@ from rich.console import Console
 
 from memsleuth.commands import options
 from memsleuth.errors import EXIT_OK, UsageError
+from memsleuth.textsafe import safe_text
 
 NAME = "merge"
 HELP = "import the runs of other stores into this one (idempotent: by run UUID)"
@@ -42,25 +43,12 @@ def run(args, command, console: Console) -> int:
     target = Store(args.db)
     total_added = 0
     for src in sources:
-        added, present, running, damaged = 0, 0, 0, []
-        for rid in src.run_ids():
-            if src.run_status(rid).startswith("running"):
-                running += 1
-                continue
-            rows = src.run_rows(rid)
-            if target.has_run_uuid(rows["run"]["uuid"]):
-                present += 1
-                continue
-            try:
-                target.import_run(rows)
-            except UsageError as e:   # a damaged run of the source: said, the others still merged
-                damaged.append(f"run {rid}: {e}")
-                continue
-            added += 1
+        new, present, running, damaged = target.merge_from(src)
+        added = len(new)
         total_added += added
         note = f", {running} still running (merge again when they end)" if running else ""
         if damaged:
             note += f", {len(damaged)} damaged and not imported ({'; '.join(damaged)})"
-        console.print(f"{src.path}: {added} run(s) added, {present} already in {target.path}{note}", markup=False,
+        console.print(safe_text(f"{src.path}: {added} run(s) added, {present} already in {target.path}{note}"),
                       highlight=False)
     return EXIT_OK
