@@ -40,6 +40,27 @@ def known() -> dict[str, tuple[int, int] | None] | None:
     return None
 
 
+_DIGITS = {8: "01234567", 10: "0123456789", 16: "0123456789abcdefABCDEF"}
+
+
+def glibc_number(text: str) -> tuple[int | None, str]:
+    """A tunable's number as glibc's loader reads it (_dl_strtoul): ASCII digits only, 0x for hex
+    and a leading 0 for octal (so 010 is 8); reading stops at the first other character. Returns
+    (the number, or None when no digit was read; the rest glibc does not read)."""
+    if text[:2] in ("0x", "0X"):
+        base, body = 16, text[2:]
+    elif text[:1] == "0" and len(text) > 1:
+        base, body = 8, text[1:]
+    else:
+        base, body = 10, text
+    n = 0
+    while n < len(body) and body[n] in _DIGITS[base]:
+        n += 1
+    if n == 0:
+        return (0, body) if base == 8 else (None, text)   # "0" followed by a non-octal character
+    return int(body[:n], base), body[n:]
+
+
 def validate(value: str) -> None:
     """Raises UsageError for a GLIBC_TUNABLES value glibc would silently ignore in part."""
     if not value:
@@ -60,10 +81,12 @@ def validate(value: str) -> None:
             raise UsageError(f"GLIBC_TUNABLES: unknown tunable {name!r}{hint}")
         if table[name] is None:
             continue
-        try:
-            number = int(text, 0)
-        except ValueError:
-            raise UsageError(f"GLIBC_TUNABLES: {name} must be a number, got {text!r}") from None
+        number, rest = glibc_number(text)
+        if number is None:
+            raise UsageError(f"GLIBC_TUNABLES: {name} must be a number, got {text!r}")
+        if rest:
+            raise UsageError(f"GLIBC_TUNABLES: {name}={text}: glibc would read {number} and ignore {rest!r}; give "
+                             "the number alone (decimal, 0x hex, or 0 octal)")
         lo, hi = table[name]
         if not lo <= number <= hi:
             raise UsageError(f"GLIBC_TUNABLES: {name}={text} is outside [{lo}, {hi}], and glibc would ignore it")

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import memsleuth
 
 
@@ -109,3 +111,14 @@ def test_the_fleet_script_quotes_every_path_and_runs_nothing_from_it(tmp_path):
     assert not marker.exists() and not (tmp_path / "x").exists()
     assert (results / "task-0.started").read_text().startswith("7 ")
     assert (results / "task-0.exit").read_text().strip() == "0"
+
+
+@pytest.mark.parametrize("value", ["glibc.malloc.arena_max=1_0", "glibc.malloc.arena_max=\u0661"])
+def test_tunable_values_glibc_would_misread_are_refused(value):
+    from memsleuth import tunables
+    from memsleuth.errors import UsageError
+    if tunables.known() is None:
+        pytest.skip("this loader cannot list its tunables")
+    with pytest.raises(UsageError):
+        tunables.validate(value)
+    tunables.validate("glibc.malloc.arena_max=010")   # octal 8, as glibc reads it: accepted

@@ -199,3 +199,22 @@ def test_a_run_whose_writer_is_gone_is_merged_as_interrupted_never_running(tmp_p
     new, _, _, damaged = target.merge_from(src, writers_gone=True)   # its fleet task has ended
     assert len(new) == 1 and not damaged
     assert target.run_status(new[0]) == "interrupted"
+
+
+@pytest.mark.parametrize("text,expected", [("10", (10, "")), ("010", (8, "")), ("0x10", (16, "")), ("1_0", (1, "_0")),
+                                           ("\u0661\u0660", (None, "\u0661\u0660")), ("08", (0, "8")),
+                                           ("abc", (None, "abc")), ("0", (0, ""))])
+def test_tunable_numbers_are_read_as_glibc_reads_them(text, expected):
+    from memsleuth.tunables import glibc_number
+    assert glibc_number(text) == expected
+
+
+def test_plot_labels_are_plain_text_never_tex():
+    from memsleuth.report import html
+    from memsleuth.report.model import RatioFigure, ThroughputFigure
+    groups = ["x=$\\foo$", "x=b", "x=$$", "x=^{_}"]
+    tf = ThroughputFigure("throughput (ops/s)", True, groups, {"a$\\b$": [(1.0, 0.9, 1.1)] * 4})
+    rf = RatioFigure(groups, ["a$\\b$"], [[1.0, 1.2, None, 1.0]], [[True, True, False, True]])
+    for i, fig in enumerate((tf, rf)):
+        drawn = html.draw(fig, i)
+        assert drawn is not None and "foo" in drawn.svg

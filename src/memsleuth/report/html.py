@@ -34,8 +34,9 @@ def draw(fig, i: int) -> Drawn | None:
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
+    # Labels are user text (parameter values, allocator names): never parsed as mathtext/TeX.
     plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
-                         "axes.spines.right": False})
+                         "axes.spines.right": False, "text.parse_math": False, "text.usetex": False})
     if isinstance(fig, ThroughputFigure):
         out = _throughput(plt, fig), "Per allocator, the median with its 95% CI across the swept parameter.", True
     elif isinstance(fig, RatioFigure):
