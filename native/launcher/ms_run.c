@@ -334,7 +334,8 @@ static const char *classify(const msr_options *o, const run_result *r, char *det
   int st = r->reaper.main_status;
   detail[0] = 0;
   if (r->exec_errno) {
-    snprintf(detail, cap, "cannot execute %s: %s", o->argv[0], strerror(r->exec_errno));
+    snprintf(detail, cap, "cannot execute %s: %s%s", o->argv[0], strerror(r->exec_errno),
+             r->exec_errno == ENOEXEC ? " (not a binary the kernel can start: a script needs a #! line)" : "");
     return "error";
   }
   if (g_interrupted) { snprintf(detail, cap, "interrupted by signal %d", (int)g_interrupted); return "error"; }

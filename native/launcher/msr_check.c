@@ -69,7 +69,21 @@ static int exe_kind(const char *path, int depth) {
     close(fd);
     return *s ? exe_kind(s, 1) : EXE_UNKNOWN;
   }
-  if (n >= (ssize_t)sizeof(Elf64_Ehdr) && !memcmp(head, ELFMAG, SELFMAG) && head[EI_CLASS] == ELFCLASS64) {
+  if (n >= (ssize_t)sizeof(Elf32_Ehdr) && !memcmp(head, ELFMAG, SELFMAG) && head[EI_CLASS] == ELFCLASS32) {
+    /* A 32-bit program: the same question, in 32-bit headers (LD_PRELOAD of a 64-bit allocator
+     * cannot apply to it either way, but a static one must be said to be static). */
+    Elf32_Ehdr eh;
+    memcpy(&eh, head, sizeof eh);
+    kind = EXE_STATIC;
+    for (int i = 0; i < eh.e_phnum; i++) {
+      Elf32_Phdr ph;
+      if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint32_t)i * eh.e_phentsize)) != (ssize_t)sizeof ph) {
+        kind = EXE_UNKNOWN;
+        break;
+      }
+      if (ph.p_type == PT_INTERP) { kind = EXE_DYNAMIC; break; }
+    }
+  } else if (n >= (ssize_t)sizeof(Elf64_Ehdr) && !memcmp(head, ELFMAG, SELFMAG) && head[EI_CLASS] == ELFCLASS64) {
     Elf64_Ehdr eh;
     memcpy(&eh, head, sizeof eh);
     kind = EXE_STATIC;
@@ -173,7 +187,11 @@ int msr_preload_check(const msr_options *o) {
     snprintf(preload, sizeof preload, "%s%s%s", checker, o->preload ? ":" : "", o->preload ? o->preload : "");
     setenv("LD_PRELOAD", preload, 1);
     execv(exe, o->argv);
-    _exit(127);
+    /* Said on stderr (the check reports its tail), then the shell's code for "cannot execute". */
+    int e = errno;
+    dprintf(2, "ms-run: cannot execute %s: %s%s\n", exe, strerror(e),
+            e == ENOEXEC ? " (not a binary the kernel can start: a script needs a #! line)" : "");
+    _exit(126);
   }
   setpgid(pid, pid);
   close(pipefd[1]);
@@ -211,8 +229,11 @@ int msr_preload_check(const msr_options *o) {
   if (!object[0]) {
     const char *why = sig ? "the command was killed by a signal before its first instruction (a library's "
                             "constructor crashed?)"
-                    : code == 127 ? "the command could not be executed"
+                    : code == 126 ? "the command could not be executed (see stderr_tail): not a preload failure"
                     : "the checker library never loaded (LD_PRELOAD was refused or ignored: see stderr_tail)";
+    /* A command the kernel cannot start says nothing about the preload: unchecked, not failed. */
+    if (!sig && code == 126 && strstr(err, "ms-run: cannot execute"))
+      return emit(o, 0, -1, NULL, why, err, (size_t)errlen, code, sig);
     return emit(o, 1, (o->preload || o->expect_malloc) ? 0 : -1, NULL, why, err, (size_t)errlen, code, sig);
   }
   int ok = -1;

@@ -536,7 +536,8 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     cell = run.cells[0]
     measured = [s for _, w, s in cell.samples if not w]
     ok = [s for s in measured if s.ok]
-    failed = [s for s in measured if not s.ok]
+    # A failed warm-up (or preload check) ends the cell before any measured run: it is the result.
+    failed = [s for s in measured if not s.ok] or [s for _, w, s in cell.samples if w and not s.ok]
     # A crashed run's regions and counters up to the crash are evidence too.
     view = findings.CellView(cell.allocator.name, cell.allocator.name, ok or measured, failed,
                              explain=cell.explain_samples, units=units_of(run))

@@ -225,9 +225,32 @@ def load(job_or_dir: str) -> dict:
             raise UsageError(f"{job_or_dir}: no fleet known by that job id or folder (give the --results folder "
                              "fleet submit printed)")
     try:
-        return json.loads((p / MANIFEST).read_text())
+        m = json.loads((p / MANIFEST).read_text())
     except (OSError, ValueError) as e:
         raise UsageError(f"{p / MANIFEST}: cannot read the fleet's manifest: {e}") from None
+    why = _manifest_problem(m)
+    if why:
+        raise UsageError(f"{p / MANIFEST}: not a fleet manifest memsleuth wrote ({why})")
+    return m
+
+
+def _manifest_problem(m) -> str | None:
+    """What is wrong with a manifest's shape (the fields status and collect read), or None."""
+    if not isinstance(m, dict):
+        return f"a JSON {type(m).__name__}, not an object"
+    if not isinstance(m.get("job"), str) or not re.fullmatch(r"\d+", m["job"]):
+        return "its job id is missing or not a number"
+    if not isinstance(m.get("results"), str) or not m["results"]:
+        return "its results folder is missing"
+    targets = m.get("targets")
+    if not isinstance(targets, list) or not targets or not all(
+            isinstance(t, dict) and isinstance(t.get("value"), str) and isinstance(t.get("kind"), str) for t in targets):
+        return "its targets are missing or malformed"
+    if not isinstance(m.get("argv"), list) or not all(isinstance(a, str) for a in m["argv"]):
+        return "its task arguments are missing or malformed"
+    if m.get("db") is not None and not isinstance(m["db"], str):
+        return "its database is malformed"
+    return None
 
 
 @dataclass

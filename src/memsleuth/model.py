@@ -82,7 +82,7 @@ class MachineInfo(Record):
     @property
     def name(self) -> str:
         """How reports name the machine: its label, else its host name."""
-        return self.label or self.hostname or "unknown"
+        return str(self.label or self.hostname or "unknown")   # a damaged store may hold a number
 
 
 @dataclass

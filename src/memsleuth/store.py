@@ -317,7 +317,23 @@ class Store:
                 raise StoreError(f"{self.path}: the database is damaged ({bad}); nothing was written to it. Recover "
                                  "what it holds with `sqlite3 FILE .recover`, or give another --db")
 
+    def _schema_current(self) -> bool:
+        """Whether the schema is already this memsleuth's: then opening writes nothing to it (no DDL),
+        so a role with only SELECT, INSERT and UPDATE on the tables can use a store its owner made."""
+        if not _TABLES <= self._tables():
+            return False
+        if not {"owner_host", "owner_pid", "owner_start", "uuid"} <= self._columns("runs") or \
+                "where_sites" not in self._columns("cells"):
+            return False
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if not row or _schema_number(row[0], self.path) != SCHEMA_VERSION:
+            return False
+        app = self.db.execute("SELECT value FROM meta WHERE key='app'").fetchone()
+        return bool(app) and self.db.execute("SELECT count(*) FROM runs WHERE uuid IS NULL").fetchone()[0] == 0
+
     def _init_schema(self) -> None:
+        if self._schema_current():
+            return
         if self.pg:
             from memsleuth import store_pg
             self.db.executescript(store_pg.SCHEMA)

@@ -93,3 +93,27 @@ def test_unusable_postgres_is_one_line_exit_2(pg_url, mangle, message):
     assert proc.returncode == 2 and message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "wrong@" not in proc.stderr   # the password is never printed
+
+
+def test_a_least_privilege_role_can_use_a_store_its_owner_made(pg_url, tmp_path):
+    """The documented roles (docs/fleet.md, "PostgreSQL roles"): the owner creates the schema once;
+    a writer needs only SELECT, INSERT, UPDATE on the tables and USAGE on their sequences; a reader
+    only SELECT. No CREATE on the schema for either."""
+    import psycopg
+    assert memsleuth("compare", *SMALL, "--db", pg_url).returncode == 0   # the owner makes the schema
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        for role, grants in (("ms_writer", "SELECT, INSERT, UPDATE"), ("ms_reader", "SELECT")):
+            con.execute(f"DROP ROLE IF EXISTS {role}")
+            con.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw_{role}'")
+            con.execute(f"GRANT {grants} ON ALL TABLES IN SCHEMA public TO {role}")
+            con.execute(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}")
+            con.execute(f"REVOKE CREATE ON SCHEMA public FROM {role}")
+    rest = pg_url.split("@", 1)[1]
+    writer, reader = f"postgresql://ms_writer:pw_ms_writer@{rest}", f"postgresql://ms_reader:pw_ms_reader@{rest}"
+    proc = memsleuth("compare", *SMALL, "--db", writer)
+    assert proc.returncode == 0, proc.stderr
+    hist = memsleuth("history", "--db", reader)
+    assert hist.returncode == 0, hist.stderr
+    assert "pw_ms_reader" not in hist.stdout + hist.stderr
+    refused = memsleuth("compare", *SMALL, "--db", reader)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr and "pw_ms_reader" not in refused.stderr

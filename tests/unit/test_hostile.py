@@ -218,3 +218,23 @@ def test_plot_labels_are_plain_text_never_tex():
     for i, fig in enumerate((tf, rf)):
         drawn = html.draw(fig, i)
         assert drawn is not None and "foo" in drawn.svg
+
+
+@pytest.mark.parametrize("manifest", ["[]", "42", '{"job": 5}', '{"job": "12", "results": "/x"}',
+                                      '{"job": "12", "results": "/x", "targets": [1], "argv": []}',
+                                      '{"job": "12", "results": "/x", "targets": [{"kind": "partition", "value": "a"}], '
+                                      '"argv": "compare"}'])
+def test_a_fleet_manifest_of_the_wrong_shape_is_one_line(tmp_path, manifest):
+    from memsleuth import fleet
+    (tmp_path / fleet.MANIFEST).write_text(manifest)
+    with pytest.raises(UsageError, match="not a fleet manifest"):
+        fleet.load(str(tmp_path))
+
+
+def test_a_numeric_host_name_from_a_damaged_store_is_text(tmp_path):
+    from memsleuth.store import Store
+    db = _store_with_a_damaged_run(tmp_path, "machine", '{"hostname": 42, "cpu_model": 7}')
+    st = Store(str(db), readonly=True)
+    (summary,) = st.list_runs()
+    assert summary.machine.name == "42"
+    assert st.load_run(1).machine.name == "42"
