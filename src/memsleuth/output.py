@@ -45,7 +45,8 @@ def unsafe_destination(path: str) -> str | None:
 def write_text(path: str, text: str, what: str) -> None:
     # Bytes that were not UTF-8 (an argv or a program's output kept with surrogateescape) are
     # written as U+FFFD rather than failing the whole file.
-    write_with(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8", errors="replace"), what)
+    from memsleuth.textsafe import clean_bytes
+    write_with(path, lambda tmp: Path(tmp).write_text(clean_bytes(text), encoding="utf-8"), what)
 
 
 def write_with(path: str, writer: Callable[[str], None], what: str) -> None:

@@ -122,3 +122,17 @@ def test_tunable_values_glibc_would_misread_are_refused(value):
     with pytest.raises(UsageError):
         tunables.validate(value)
     tunables.validate("glibc.malloc.arena_max=010")   # octal 8, as glibc reads it: accepted
+
+
+def test_argv_bytes_that_are_not_utf8_still_give_every_report(tmp_path):
+    md, html_, js = tmp_path / "r.md", tmp_path / "r.html", tmp_path / "r.json"
+    argv = [sys.executable.encode(), b"-m", b"memsleuth", b"check", b"--db", str(tmp_path / "b.db").encode(),
+            b"--reps", b"1", b"--no-where", b"--md", str(md).encode(), b"--html", str(html_).encode(), b"--json",
+            str(js).encode(), b"--", b"sh", b"-c", b"true", b"x\xff\xfe"]
+    proc = subprocess.run(argv, capture_output=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    assert b"Traceback" not in proc.stderr
+    for f in (md, html_, js):
+        assert f.exists() and f.stat().st_size > 0
+    assert "\ufffd" in md.read_text(encoding="utf-8")
+    json.loads(js.read_text(encoding="utf-8"))
