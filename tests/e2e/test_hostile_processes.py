@@ -136,3 +136,10 @@ def test_argv_bytes_that_are_not_utf8_still_give_every_report(tmp_path):
         assert f.exists() and f.stat().st_size > 0
     assert "\ufffd" in md.read_text(encoding="utf-8")
     json.loads(js.read_text(encoding="utf-8"))
+
+
+def test_a_machine_label_from_the_environment_is_held_to_the_same_rule(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "memsleuth", "check", "--db", str(tmp_path / "l.db"), "--reps", "1",
+                           "--no-where", "--", "true"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "MEMSLEUTH_MACHINE_LABEL": "\x1b[2Jbox"})
+    assert proc.returncode == 2 and "MEMSLEUTH_MACHINE_LABEL" in proc.stderr and "\x1b" not in proc.stderr

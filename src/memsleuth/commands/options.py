@@ -76,10 +76,14 @@ def apply_machine_label(args) -> None:
     import os
     import re
     value = getattr(args, "machine_label", None)
+    source = "--machine-label"
     if value is None:
-        return
+        # The same rule for a label set in the environment (a fleet task's, or the user's own).
+        value, source = os.environ.get("MEMSLEUTH_MACHINE_LABEL"), "MEMSLEUTH_MACHINE_LABEL"
+        if not value:
+            return
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,63}", value):
-        raise UsageError(f"bad --machine-label {value!r}: letters, digits and . _ : @ + -, at most 64")
+        raise UsageError(f"bad {source} {value!r}: letters, digits and . _ : @ + -, at most 64")
     os.environ["MEMSLEUTH_MACHINE_LABEL"] = value
 
 
