@@ -70,3 +70,22 @@ def test_time_averaged_rss_never_exceeds_the_peak_of_the_same_run():
            "timeline": {"columns": ["t_ms", "rss_kb"], "rows": [[0, 1900], [10, 2150], [20, 2120], [30, 2100]]}}
     s = Sample.from_msrun(doc)
     assert s.maxrss_kb == 2150 and s.mean_rss_kb <= s.maxrss_kb
+
+
+def test_the_fixed_wall_time_warning_survives_load():
+    """A 2 s fixed-duration benchmark on a loaded machine: the medians 1.5-2.0% apart (load adds to
+    some runs), the shortest runs within 0.3% of the duration."""
+    from memsleuth.evidence import Sample
+    from memsleuth.quality import fixed_wall_time
+
+    def runs(walls):
+        return [Sample.from_msrun({"status": "ok", "wall_ns": int(w * 1e9), "stdout_tail": "ops: 123456"})
+                for w in walls]
+    a = runs([2.001, 2.030, 2.035, 2.040, 2.045, 2.050])
+    b = runs([2.003, 2.060, 2.065, 2.072, 2.080, 2.090])
+    from statistics import median
+    cells = [("wall_s", median(s.wall_ns / 1e9 for s in x), x) for x in (a, b)]
+    assert cells[1][1] / cells[0][1] > 1.015
+    assert [w.code for w in fixed_wall_time(cells)] == ["wall-fixed"]
+    work = [("wall_s", 2.0, runs([2.0] * 6)), ("wall_s", 2.3, runs([2.3] * 6))]   # fixed work: 15% apart
+    assert fixed_wall_time(work) == []
