@@ -78,6 +78,11 @@ class CellSummary:
     own_ratio: stats.Estimate | None = None     # own cost vs the group's least own cost, paired by round
     fragmentation: dict | None = None           # workloads reporting RSS / live bytes per phase: medians
     units: UnitCosts | None = None              # the run's machine's unit costs (findings/cost.py)
+    # A program's own figure (--metric, higher is better) per CPU-second of the run: on a CPU-starved
+    # machine a fixed-duration benchmark's figure tracks the CPU time it got; this one does not.
+    per_cpu_s: stats.Estimate | None = None
+    per_cpu_ratio: stats.Estimate | None = None  # vs the group's best per CPU-second, paired by round
+    per_cpu_verdict: stats.Verdict | None = None
 
     def view(self) -> findings.CellView:
         samples = [s for _, s in self.ok_samples]
@@ -125,11 +130,19 @@ class CellSummary:
             "ns_per_op": _estimate_dict(self.main_ns), "harness_ns_per_op": _estimate_dict(self.harness_ns),
             "own_ns_per_op": _estimate_dict(self.own_ns), "own_cost_vs_least": _estimate_dict(self.own_ratio),
             "fragmentation": self.fragmentation,
+            "per_cpu_second": _estimate_dict(self.per_cpu_s),
+            "per_cpu_second_vs_best": _estimate_dict(self.per_cpu_ratio),
         }
 
 
 def _estimate_dict(e: stats.Estimate | None) -> dict | None:
     return None if e is None else {"median": e.median, "ci_low": e.low, "ci_high": e.high, "n": e.n}
+
+
+def per_cpu_second(sample: Sample) -> float | None:
+    """The program's own figure per CPU-second (user + system) of its run."""
+    cpu = (sample.user_ns + sample.sys_ns) / 1e9
+    return sample.metric("output") / cpu if cpu > 0 else None
 
 
 def per_op_ns(sample: Sample, region: str) -> float | None:
@@ -234,7 +247,15 @@ def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list
                        main_ns=stats.median_ci(main_ns) if main_ns else None,
                        harness_ns=stats.median_ci(harness_ns) if len(harness_ns) == len(ok) and harness_ns else None,
                        own_ns=stats.median_ci(own) if own and len(own) == len(ok) else None,
-                       fragmentation=_fragmentation([s.result for _, s in ok]), units=units)
+                       fragmentation=_fragmentation([s.result for _, s in ok]), units=units,
+                       per_cpu_s=_per_cpu_estimate(metric, [s for _, s in ok]))
+
+
+def _per_cpu_estimate(metric: str, ok: list[Sample]) -> stats.Estimate | None:
+    if metric != "output" or not higher_is_better(metric, ok):
+        return None
+    vals = [v for s in ok if (v := per_cpu_second(s)) is not None]
+    return stats.median_ci(vals) if vals and len(vals) == len(ok) else None
 
 
 @dataclass
@@ -270,6 +291,15 @@ def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) 
                 c.verdict = stats.verdict(c.ratio, noise)
                 if c.verdict.kind == "slower":
                     c.pair_findings = findings.for_pair(c.view(), best.view())
+    per_cpu = [c for c in ok if c.per_cpu_s is not None]
+    if len(per_cpu) == len(ok) and len(ok) > 1:
+        top = max(per_cpu, key=lambda c: c.per_cpu_s.median)
+        top_rounds = {r: v for r, s in top.ok_samples if (v := per_cpu_second(s)) is not None}
+        for c in per_cpu:
+            mine = {r: v for r, s in c.ok_samples if (v := per_cpu_second(s)) is not None}
+            c.per_cpu_ratio = stats.paired_by_round(top_rounds, mine)   # >= 1: how much less per CPU-second
+            if c is not top and c.per_cpu_ratio is not None:
+                c.per_cpu_verdict = stats.verdict(c.per_cpu_ratio, noise)
     if ok:
         best = next((c for c in ok if c.is_best), None)
         if best is not None:

@@ -72,3 +72,21 @@ def test_bad_metric_and_param_input(tmp_path):
         assert proc.returncode == 2 and needle in proc.stderr, (args, proc.stderr)
     proc = memsleuth("compare", "--db", db, "--metric", "x=([0-9]+)")
     assert proc.returncode == 2 and "command after --" in proc.stderr
+
+
+def test_a_higher_is_better_figure_is_also_given_per_cpu_second(tmp_path):
+    js = tmp_path / "c.json"
+    # A fixed-duration loop: it counts what it does in 0.3 s of wall time and prints the count.
+    loop = ("import time; t = time.perf_counter(); n = 0\n"
+            "while time.perf_counter() - t < 0.3: n += 1\n"
+            "print(f'ops {n}')")
+    proc = memsleuth("compare", "--alloc", _two(), "--reps", "6", "--db", str(tmp_path / "c.db"), "--json", str(js),
+                     "--metric", "ops=ops ([0-9]+):higher", "--", "python3", "-c", loop)
+    assert proc.returncode == 0, proc.stderr
+    for c in json.loads(js.read_text())["cells"]:
+        per_cpu = c["summary"]["per_cpu_second"]
+        samples = [s for s in c["samples"] if not s["warmup"] and s["status"] == "ok"]
+        cpu_s = sorted((s["user_ns"] + s["sys_ns"]) / 1e9 for s in samples)[len(samples) // 2]
+        # The count per CPU-second: the count over the run's CPU time (order of magnitude check).
+        assert per_cpu is not None and 0.3 < per_cpu["median"] * cpu_s / c["summary"]["median"] < 3
+    assert "per CPU-second" in proc.stdout

@@ -278,6 +278,21 @@ def throughput_table(run: StoredRun, groups: list[Group], swept: list[str]) -> T
             if c.estimate is None:
                 failed.add((len(rows), len(row) - 4))
             rows.append(row)
+    per_cpu = any(c.per_cpu_s is not None for g in groups for c in g.cells)
+    if per_cpu:
+        cols += ["per CPU-second [95% CI]", "vs best per CPU-s (paired)"]
+        i = 0
+        for g in groups:
+            for c in g.cells:
+                e = c.per_cpu_s
+                if e is None:
+                    shown, vs = "-", "-"
+                else:
+                    shown = f"{fmt_count(e.median)} [{fmt_count(e.low)}, {fmt_count(e.high)}]" if e.low is not None \
+                        else fmt_count(e.median)
+                    vs = c.per_cpu_verdict.text.replace("slower", "less") if c.per_cpu_verdict else "best"
+                rows[i] += [shown, vs]
+                i += 1
     notes = []
     if any(g.checksum_mismatch for g in groups):
         notes.append("WARNING: workload checksums differ between allocators or runs of the same parameters: "
@@ -285,10 +300,14 @@ def throughput_table(run: StoredRun, groups: list[Group], swept: list[str]) -> T
     if run.spec.variants:
         notes += tuning_notes(groups, swept)
     noise = run.spec.noise
+    if per_cpu:
+        notes.append("per CPU-second: the program's figure divided by the CPU time (user + system) of the same run; "
+                     "on a machine where the program does not get all the CPU it asks for, a fixed-duration "
+                     "benchmark's figure follows the CPU time it got, and this one does not.")
     notes.append("Median of the runs with a distribution-free 95% CI (order statistics). 'vs fastest' is the "
                  "median of per-round ratios against the group's fastest with its 95% CI, called only when the "
                  f"whole CI lies beyond ±{noise:.0%}.")
-    return Table("Throughput", cols, rows, notes, align_right={len(cols) - 4}, failed=failed)
+    return Table("Throughput", cols, rows, notes, align_right={len(cols) - (6 if per_cpu else 4)}, failed=failed)
 
 
 def evidence_table(groups: list[Group], swept: list[str]) -> Table:
