@@ -27,11 +27,41 @@ typedef struct {
   int mode;
 } params;
 
+/* The evidence that the workload measures false sharing between allocations: the 64-byte lines of
+ * a sample of each thread's blocks (every LINE_EVERY-th block, LINE_SAMPLES distinct lines at
+ * most); after the main phase, how many of them another thread's blocks also used. */
+enum { LINE_SAMPLES = 256, LINE_EVERY = 16 };
+
 typedef struct {
   wl_thread t;
   const params *p;
   unsigned char *handed;   /* passive: the block the main thread allocated for this thread */
+  uintptr_t lines[LINE_SAMPLES];
+  unsigned nlines;
 } worker;
+
+static void note_line(worker *w, const void *b) {
+  uintptr_t line = (uintptr_t)b >> 6;
+  for (unsigned i = 0; i < w->nlines; i++)
+    if (w->lines[i] == line) return;
+  if (w->nlines < LINE_SAMPLES) w->lines[w->nlines++] = line;
+}
+
+/* Lines sampled by a thread that another thread's sampled blocks also used. */
+static unsigned shared_lines(const worker *ws, unsigned n, unsigned *sampled) {
+  unsigned shared = 0;
+  *sampled = 0;
+  for (unsigned a = 0; a < n; a++) {
+    *sampled += ws[a].nlines;
+    for (unsigned i = 0; i < ws[a].nlines; i++) {
+      int found = 0;
+      for (unsigned b = 0; b < n && !found; b++)
+        for (unsigned j = 0; b != a && j < ws[b].nlines && !found; j++) found = ws[b].lines[j] == ws[a].lines[i];
+      shared += (unsigned)found;
+    }
+  }
+  return shared;
+}
 
 /* Writes each byte of b in turn `writes` times, then checks every byte holds what this thread
  * wrote: returns the bytes' sum, or UINT64_MAX when another writer changed one. */
@@ -55,6 +85,7 @@ static void *run_worker(void *arg) {
   wl_thread *t = &w->t;
   const params *p = w->p;
   if (w->handed && !t->harness) {
+    note_line(w, w->handed);
     uint64_t s = hammer(w->handed, p->size, p->writes);
     if (s == UINT64_MAX) { t->failed = EXIT_CORRUPT; return NULL; }
     wl_free(t, w->handed);
@@ -63,6 +94,7 @@ static void *run_worker(void *arg) {
   for (uint64_t i = 0; i < t->phase_ops && !t->failed; i++) {
     unsigned char *b = wl_malloc(t, p->size);
     if (!b) break;
+    if (!t->harness && i % LINE_EVERY == 0) note_line(w, b);
     uint64_t s = hammer(b, p->size, p->writes);
     if (s == UINT64_MAX) { t->failed = EXIT_CORRUPT; break; }
     t->checksum += s;
@@ -105,8 +137,10 @@ int main(int argc, char **argv) {
   int rc = wl_failure(PROG, &ws[0].t, sizeof *ws, n);
   if (rc) return rc;
 
-  char extra[64];
-  snprintf(extra, sizeof extra, "\"mode\":\"%s\"", MODES[p.mode]);
+  unsigned sampled = 0, shared = shared_lines(ws, n, &sampled);
+  char extra[160];
+  snprintf(extra, sizeof extra, "\"mode\":\"%s\",\"lines_sampled\":%u,\"lines_shared\":%u", MODES[p.mode], sampled,
+           shared);
   char *result = wl_result_json(PROG, p.iterations * p.threads, extra, &ws[0].t, sizeof *ws, n, p.every, timer_ns);
 
   if (p.harness_ops) {
