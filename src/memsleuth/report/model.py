@@ -614,6 +614,11 @@ def _numeric(text: str) -> bool:
     return bool(text) and (text[0].isdigit() or text[0] in "+-") or text == "n/a"
 
 
+# check's whole-process table: every counted syscall, mprotect too (glibc's arenas grow their
+# heaps with it; one row leaves room for the column the wide compare tables do without).
+CHECK_SYSCALLS = (*SYSCALL_COLUMNS, "mprotect")
+
+
 def build_check(run: StoredRun) -> Report:
     """`memsleuth check`: each region with its evidence, the whole process, and the findings."""
     a = analyse_check(run)
@@ -645,11 +650,11 @@ def build_check(run: StoredRun) -> Report:
     if a.view.samples:
         p = a.view.process
         tables.append(Table("Whole process (median)", ["wall", "user", "sys", "minor faults", "major faults",
-                                                        "peak RSS", *SYSCALL_COLUMNS],
+                                                        "peak RSS", *CHECK_SYSCALLS],
                             [[fmt_seconds(p.wall_ns), fmt_seconds(p.user_ns), fmt_seconds(p.sys_ns), fmt_count(p.minflt),
                               fmt_count(p.majflt), fmt_bytes((a.view.maxrss_kb or 0) * 1024),
-                              *[fmt_count(p.syscalls.get(s)) if s in p.syscalls else "n/a" for s in SYSCALL_COLUMNS]]],
-                            align_right=set(range(5 + len(SYSCALL_COLUMNS)))))
+                              *[fmt_count(p.syscalls.get(s)) if s in p.syscalls else "n/a" for s in CHECK_SYSCALLS]]],
+                            align_right=set(range(6 + len(CHECK_SYSCALLS)))))
     timeline = timeline_table(a.view.median_sample)
     if timeline:
         tables.append(timeline)
