@@ -59,3 +59,18 @@ def test_noise_speaks_once(run):
     unstable = [f for f in a.all_findings if f.id == "unstable-measurement"]
     assert len(unstable) <= 1
     assert not any(f.id == "unstable-measurement" for g in a.groups for c in g.cells for f in c.findings)
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_tables_fit_the_terminal_without_splitting_a_number(run, width):
+    report = model.build(run)
+    out = io.StringIO()
+    terminal.render(report, Console(file=out, width=width, color_system=None))
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= width
+    flat = " ".join(text.split())          # lines joined: a token wrapped whole survives, a split one does not
+    for t in report.tables:
+        for row in t.rows:
+            for cell in row:
+                for token in cell.split():
+                    assert token in flat, (t.title, token)

@@ -31,6 +31,47 @@ def render(report: Report, console: Console | None = None) -> str:
     return ""
 
 
+def _style(t, r: int, c: int) -> str:
+    # A failure is painted because the model says the cell is one, never because of how its text
+    # looks (an allocator may well be called HAKMEM).
+    return "bold red" if (r, c) in t.failed else "bold yellow" if (r, c) in t.differs else ""
+
+
+def _longest_word(t, c: int) -> int:
+    words = [w for cell in [t.columns[c], *(row[c] for row in t.rows if c < len(row))] for w in visible(cell).split()]
+    return max((len(w) for w in words), default=1)
+
+
+def _grid(t) -> RichTable:
+    rt = RichTable(title=_t(t.title, style="bold"), title_justify="left", show_lines=False)
+    for i, col in enumerate(t.columns):
+        # Never narrower than its longest word: a cell wraps between words, never inside a number.
+        rt.add_column(_t(col), justify="right" if i in t.align_right else "left", overflow="fold",
+                      min_width=_longest_word(t, i))
+    for r, row in enumerate(t.rows):
+        rt.add_row(*[_t(cell, style=_style(t, r, c)) for c, cell in enumerate(row)])
+    return rt
+
+
+def _fits(t, width: int) -> bool:
+    """Whether the table fits `width` columns with no word of any cell split: each column at least
+    as wide as its longest word (header included), plus rich's padding (2) and borders."""
+    return 1 + sum(_longest_word(t, c) + 3 for c in range(len(t.columns))) <= width
+
+
+def _stacked(t, console: Console) -> None:
+    """A table too wide for the terminal, one block per row: the row's names (its left-aligned
+    columns) as a heading, then one 'column: value' line each, so that no number is ever split."""
+    console.print(_t(f"{t.title} (one block per row: the table is wider than this terminal)", style="bold"))
+    names = [c for c in range(len(t.columns)) if c not in t.align_right][:2]
+    for r, row in enumerate(t.rows):
+        console.print(_assemble(("● ", "bold cyan"), (" · ".join(row[c] for c in names if c < len(row)), "bold")))
+        for c, cell in enumerate(row):
+            if c in names:
+                continue
+            console.print(_assemble(("  " + t.columns[c] + ": ", "dim"), (cell, _style(t, r, c))))
+
+
 def _draw(report: Report, console: Console) -> None:
     console.print(_t(report.title, style="bold"))
     for line in report.answer:
@@ -41,16 +82,11 @@ def _draw(report: Report, console: Console) -> None:
         console.print()
         console.print(_assemble(("Question: ", "bold"), report.question))
     for t in report.tables:
-        rt = RichTable(title=_t(t.title, style="bold"), title_justify="left", show_lines=False)
-        for i, col in enumerate(t.columns):
-            rt.add_column(_t(col), justify="right" if i in t.align_right else "left", overflow="fold")
-        for r, row in enumerate(t.rows):
-            # A failure is painted because the model says the cell is one, never because of how
-            # its text looks (an allocator may well be called HAKMEM).
-            rt.add_row(*[_t(cell, style="bold red" if (r, c) in t.failed else "bold yellow" if (r, c) in t.differs
-                              else "") for c, cell in enumerate(row)])
         console.print()
-        console.print(rt)
+        if _fits(t, console.width):
+            console.print(_grid(t))
+        else:
+            _stacked(t, console)
         for n in t.notes:
             console.print(_t(n, style="dim"))
     if report.statements:
