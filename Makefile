@@ -83,6 +83,8 @@ bench: setup test-native
 	$(PY) bench/latency_cost.py
 	$(PY) bench/peer_agreement.py
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/gate_power.py
+	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/check_cost.py
+	$(PY) bench/cli_start.py
 
 clean:
 	rm -rf build $(VENV) memsleuth.db memsleuth.db-wal memsleuth.db-shm
