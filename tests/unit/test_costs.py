@@ -221,3 +221,16 @@ def test_a_fixed_duration_benchmark_cannot_blame_the_allocator_from_counts():
 
 def test_overlapping_but_different_counts_decide_nothing():
     assert analysis.count_attribution({"a": [100, 200, 150], "b": [180, 260, 220]}, True, "munmap") is None
+
+
+def test_kernel_time_speaks_only_for_memory_work_no_rule_named():
+    from memsleuth.findings import kernel_time
+    # A short interpreter run: 57 ms of kernel time, 9,415 faults (about 9 ms here): exec and
+    # start-up's mappings, not memory behaviour. Silent; the run's one line has the total.
+    startup = view(process(wall_ms=160, user_ms=95, sys_ms=57, minflt=9415, syscalls={"mmap": 200, "brk": 20}))
+    assert kernel_time.check(startup) == []
+    assert "all kernel time 57 ms" in analysis.quiet_line([startup], [])
+    # Faults everywhere, no rule's shape: 120,000 faults = 120 ms of 150 ms kernel time.
+    faulty = view(process(wall_ms=300, user_ms=150, sys_ms=150, minflt=120_000, maxrss_kb=4000))
+    (f,) = kernel_time.check(faulty)
+    assert f.numbers["culprit"] == "page-faults"
