@@ -341,8 +341,8 @@ static const char *classify(const msr_options *o, const run_result *r, char *det
   if (g_interrupted) { snprintf(detail, cap, "interrupted by signal %d", (int)g_interrupted); return "error"; }
   if (r->timed_out) { snprintf(detail, cap, "killed after %.3g s", o->timeout_s); return "timeout"; }
   if (r->over_limit) {
-    snprintf(detail, cap, "resident memory of the process tree exceeded the %llu-byte limit; killed by ms-run",
-             (unsigned long long)o->mem_limit_bytes);
+    snprintf(detail, cap, "resident memory of the process tree exceeded the %.1f MiB limit; killed by ms-run",
+             (double)o->mem_limit_bytes / (1024.0 * 1024.0));
     return "oom";
   }
   if (WIFSIGNALED(st)) {

@@ -18,7 +18,8 @@ HELP = "compare allocators on a workload or on any command"
 
 def add_arguments(c) -> None:
     c.description = "Compare allocators on a built-in workload, or on any command given after --."
-    c.add_argument("--workload", metavar="NAME", action=options.Once, help="built-in workload (default: random-mixed)")
+    c.add_argument("--workload", metavar="NAME", action=options.Once,
+                   help="built-in workload (default: random-mixed): " + ", ".join(sorted(workloads.WORKLOADS)))
     c.add_argument("--suite", action=options.OnceFlag,
                    help=f"run every allocator workload ({len(workloads.SUITE)}, docs/workloads.md) with its suite "
                         f"parameters, one stored run each, then one summary table (default {SUITE_REPS} rounds each)")

@@ -15,7 +15,9 @@ HELP = "export a stored run as json, csv or pyperf"
 
 def add_arguments(e) -> None:
     e.add_argument("run", metavar="RUN")
-    e.add_argument("--format", choices=("json", "csv", "pyperf"), default="json", action=options.Once)
+    e.add_argument("--format", choices=("json", "csv", "pyperf"), default="json", action=options.Once,
+                   help="json: the whole run with every sample and the analysis (docs/json-schema.md); csv: one row "
+                        "per sample; pyperf: a pyperf benchmark suite file (default: json)")
     e.add_argument("--output", "-o", metavar="FILE", action=options.Once,
                    help="write here (default: stdout; pyperf needs a file)")
     options.add_store(e)

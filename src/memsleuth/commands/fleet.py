@@ -39,7 +39,7 @@ def add_arguments(f) -> None:
     s.add_argument("--qos", metavar="NAME", action=options.Once, help="sbatch --qos")
     s.add_argument("--sbatch-option", metavar="OPT", action="append", default=[],
                    help="any other sbatch option, written into the script as given (repeatable), like --mem=8G")
-    s.add_argument("what", nargs=argparse.REMAINDER, metavar="compare|case ARGS",
+    s.add_argument("what", nargs=argparse.REMAINDER, metavar="compare|case|check ARGS",
                    help="the memsleuth command each task runs, with its options")
     st = sub.add_parser("status", help="each task's state (sacct, else scontrol, else the task's own marker)")
     st.add_argument("job", metavar="JOB|DIR")

@@ -332,8 +332,9 @@ def evidence_table(groups: list[Group], swept: list[str]) -> Table:
         else:
             row.append("n/a (no PMU)" if _no_pmu(e.unsupported) else "n/a")
         rows.append(row)
-    scopes = {c.evidence.scope for c in cells}
-    notes = [f"Medians per run. Time, faults and syscalls are from {' / '.join(sorted(scopes)) or 'n/a'}; "
+    scopes = {c.evidence.scope for c in cells if c.evidence.scope != "none"}
+    where = ' / '.join(sorted(scopes)) or "no successful run"
+    notes = [f"Medians per run. Time, faults and syscalls are from {where}; "
              "peak RSS is the whole process's."]
     offset = 1 if swept else 0   # the allocator column; _differs counts the evidence columns after it from 1
     marked = {(r, offset + k) for r, c in enumerate(cells) for k in differs.get(id(c), ())}
