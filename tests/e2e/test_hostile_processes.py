@@ -59,15 +59,18 @@ def test_sigterm_ends_the_measured_tree_and_keeps_what_finished(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "memsleuth", "check", "--db", str(db), "--reps", "3", "--no-where",
                           "--", "sh", "-c", f"sleep 30; : {marker}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
+    # The measured shell itself (memsleuth's own command line holds the same words).
+    measured = f"^sh -c sleep 30; : {marker}"
     deadline = time.monotonic() + 60
-    while not _alive(f"sleep 30; : {marker}") and time.monotonic() < deadline:
+    while not _alive(measured) and time.monotonic() < deadline:
         time.sleep(0.2)
+    assert _alive(measured), "the measured program never started"
     time.sleep(0.5)
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=60)
     assert p.returncode != 0 and "Traceback" not in err, err
     time.sleep(0.5)
-    assert not _alive(marker), "the measured program outlived memsleuth"
+    assert not _alive(measured), "the measured program outlived memsleuth"
     status = sqlite3.connect(db).execute("select status from runs").fetchone()[0]
     assert status in ("interrupted", "failed"), status
 
