@@ -110,6 +110,11 @@ class MachineCell:
     fastest_machine: bool = False
     vs_fastest: stats.Estimate | None = None   # time / the fastest machine's time for this cell
     verdict: stats.Verdict | None = None
+    # The same, each run's rounds divided by its own reference cell (when every run has one): the
+    # cell against the machine's own baseline loop, so that a shift of a whole machine between
+    # runs (drift, a noisy neighbour) cancels.
+    vs_fastest_normalised: stats.Estimate | None = None
+    verdict_normalised: stats.Verdict | None = None
 
 
 def compare_machines(runs: list[StoredRun]) -> tuple[list[str], list[list[MachineCell]]]:
@@ -119,6 +124,8 @@ def compare_machines(runs: list[StoredRun]) -> tuple[list[str], list[list[Machin
     per_run = [{cell_key(c): c for g in analyse(r) for c in g.cells} for r in runs]
     keys = list(dict.fromkeys(k for cells in per_run for k in cells))
     noise = min(r.spec.noise for r in runs)
+    refs = [reference_cost(r) for r in runs]
+    normalise = all(refs)
     out = []
     for key in keys:
         have = [(i, cells[key]) for i, cells in enumerate(per_run) if key in cells and cells[key].estimate is not None]
@@ -135,6 +142,11 @@ def compare_machines(runs: list[StoredRun]) -> tuple[list[str], list[list[Machin
                 else:
                     mc.vs_fastest = stats.bootstrap_ratio_of_medians(costs(c), costs(best[1]))
                     mc.verdict = stats.verdict(mc.vs_fastest, noise)
+                    if normalise:
+                        mine, theirs = normalised_costs(c, refs[i]), normalised_costs(best[1], refs[best[0]])
+                        if mine and theirs:
+                            mc.vs_fastest_normalised = stats.bootstrap_ratio_of_medians(mine, theirs)
+                            mc.verdict_normalised = stats.verdict(mc.vs_fastest_normalised, noise)
             row.append(mc)
         out.append(row)
     return keys, out

@@ -74,3 +74,13 @@ def test_tables_fit_the_terminal_without_splitting_a_number(run, width):
             for cell in row:
                 for token in cell.split():
                     assert token in flat, (t.title, token)
+
+
+def test_two_runs_of_one_machine_are_said_to_be_one_machine_and_never_paired(run):
+    report = model.build_machines([run, run])
+    assert any(h.startswith("WARNING: runs 1 and 1 have the same machine fingerprint") for h in report.header)
+    by_machine = report.tables[0]
+    assert "never paired" in by_machine.notes[0]
+    across = [row[4] for row in by_machine.rows if row[4] != "fastest machine"]
+    assert across and all("normalised by each run's reference: no difference resolved" in a for a in across)
+    assert "separate runs" in report.figures[0].caption

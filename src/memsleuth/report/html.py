@@ -40,8 +40,8 @@ def draw(fig, i: int) -> Drawn | None:
     if isinstance(fig, ThroughputFigure):
         out = _throughput(plt, fig), "Per allocator, the median with its 95% CI across the swept parameter.", True
     elif isinstance(fig, RatioFigure):
-        out = _ratio(plt, fig), ("Paired ratio to each group's fastest (1.00 = fastest); cells marked n.r. are "
-                                 "differences the runs did not resolve."), True
+        out = _ratio(plt, fig), fig.caption or ("Paired ratio to each group's fastest (1.00 = fastest); cells marked "
+                                                "n.r. are differences the runs did not resolve."), True
     elif isinstance(fig, TimelineFigure):
         out = _timeline(plt, fig), fig.label, False
     elif isinstance(fig, ChangeFigure):
