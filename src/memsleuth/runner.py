@@ -173,7 +173,10 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
     samples: dict[int, list] = {i: [] for i in range(len(plan.cells))}
     failed: set[int] = set()
     reference = plan.reference if reference_id is not None else None
-    total = (len(plan.cells) + (reference is not None)) * (plan.warmup + rounds.max_reps)
+    # The explaining runs count too: at most one syscall-argument run per cell, and one perf run
+    # where call sites are asked for; the total only ever shrinks to what is really left.
+    explaining = sum(1 + bool(plan.where or c.where) for c in plan.cells)
+    total = (len(plan.cells) + (reference is not None)) * (plan.warmup + rounds.max_reps) + explaining
     progress = _Progress(console, total)
 
     def measure_reference(round_: int) -> None:
@@ -230,21 +233,29 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                 active = still
                 # Shrink the bar to what can still run: finished groups and failed cells run no more.
                 progress.shrink((sum(1 for idx in active for i in idx if i not in failed) + bool(active and reference))
-                                * (rounds.max_reps - r - 1))
+                                * (rounds.max_reps - r - 1) + explaining)
+            # Explaining runs, after the measured ones and never mixed into them. `check`
+            # (plan.explain_if_needed) explains only what its measured runs call for.
+            todo = []
             for i, cell in enumerate(plan.cells):
                 if i in failed or not values[i]:
                     continue
-                # Explaining runs, after the measured ones and never mixed into them.
-                # `check` (plan.explain_if_needed) explains only what its measured runs call for.
                 wanted = needs_call_sites(samples[i]) if plan.explain_if_needed else True
-                if cell.where or (plan.syscall_args and wanted) or needs_arguments(samples[i]):
+                args = bool(cell.where or (plan.syscall_args and wanted) or needs_arguments(samples[i]))
+                perf = bool(cell.where or (plan.where and wanted))
+                todo.append((i, cell, args, perf))
+            progress.shrink(sum(a + p for _, _, a, p in todo))
+            for i, cell, args, perf in todo:
+                if args:
                     progress.now(f"{plan.label(i)}: syscall arguments (one more run)")
                     explain = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
                                                 syscall_args=True)
                     store.add_sample(cell_ids[i], EXPLAIN_ROUND, True, explain)
-                if cell.where or (plan.where and wanted):
+                    progress.advance()
+                if perf:
                     progress.now(f"{plan.label(i)}: call sites (perf record)")
                     store.set_where(cell_ids[i], _call_sites(plan, cell, samples[i]))
+                    progress.advance()
                 elif plan.where:
                     store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})
     except KeyboardInterrupt:
