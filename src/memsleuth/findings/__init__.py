@@ -50,10 +50,13 @@ def quiet_line(view: CellView) -> str | None:
     head = (f"No memory mechanism costs {cost.MATERIAL_SHARE:.0%} of this run's CPU time{where} "
             f"(and {cost.MIN_COST_NS / 1e6:.0f} ms) or more")
     if not parts:
-        return head + f": kernel time {sc.sys_ns / 1e6:,.0f} ms, no page faults or memory system calls counted."
+        return head + f": kernel time {cost.ms(sc.sys_ns)} ms, no page faults or memory system calls counted."
     top = max(parts, key=parts.get)
-    return head + (f": the largest counted part is {top}, about {split.describe(parts[top])}; all kernel time "
-                   f"{sc.sys_ns / 1e6:,.0f} ms = {(sc.sys_share or 0):.0%}.")
+    total = (f"all kernel time {cost.ms(sc.sys_ns)} ms = {(sc.sys_share or 0):.0%}"
+             if sum(parts.values()) <= sc.sys_ns else
+             f"rusage counted {cost.ms(sc.sys_ns)} ms of kernel time in all, less than the counts' estimate: it "
+             "counts system time in scheduler ticks")
+    return head + f": the largest counted part is {top}, about {split.describe(parts[top])}; {total}."
 
 
 def for_pair(slower: CellView, faster: CellView) -> list[Finding]:

@@ -110,8 +110,12 @@ class Split:
 
     def describe(self, ns: float) -> str:
         """'310 ms = 12% of the CPU time' (the headline every time finding carries)."""
-        ms = f"{ns / 1e6:,.0f}" if ns >= 10e6 else f"{ns / 1e6:.1f}"
-        return f"{'up to ' if self.upper_bound else ''}{ms} ms = {self.share(ns):.0%} of the CPU time"
+        return f"{'up to ' if self.upper_bound else ''}{ms(ns)} ms = {self.share(ns):.0%} of the CPU time"
+
+
+def ms(ns: float) -> str:
+    """Milliseconds as the findings write them: whole above 10 ms, one decimal below."""
+    return f"{ns / 1e6:,.0f}" if ns >= 10e6 else f"{ns / 1e6:.1f}"
 
 
 # The calls whose cost grows with the pages they touch: where their sizes were not recorded, the
