@@ -272,6 +272,9 @@ static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint
     } else if (ev < -1) {
       p[c] = arg_value(&r->args, ev);
     }
+    /* A running total never goes down: a read that fails or finds the event not scheduled at
+     * this tick (it reads 0) keeps the previous tick's total. */
+    if (ev != -1 && r->tl.n > 1 && p[c] < r->tl.pt[r->tl.n - 2][c]) p[c] = r->tl.pt[r->tl.n - 2][c];
   }
   p[0] = (t_ns - t0) / 1000000u;
   p[1] = rss;

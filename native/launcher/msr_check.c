@@ -69,31 +69,29 @@ static int exe_kind(const char *path, int depth) {
     close(fd);
     return *s ? exe_kind(s, 1) : EXE_UNKNOWN;
   }
-  if (n >= (ssize_t)sizeof(Elf32_Ehdr) && !memcmp(head, ELFMAG, SELFMAG) && head[EI_CLASS] == ELFCLASS32) {
-    /* A 32-bit program: the same question, in 32-bit headers (LD_PRELOAD of a 64-bit allocator
-     * cannot apply to it either way, but a static one must be said to be static). */
-    Elf32_Ehdr eh;
-    memcpy(&eh, head, sizeof eh);
-    kind = EXE_STATIC;
-    for (int i = 0; i < eh.e_phnum; i++) {
-      Elf32_Phdr ph;
-      if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint32_t)i * eh.e_phentsize)) != (ssize_t)sizeof ph) {
-        kind = EXE_UNKNOWN;
-        break;
-      }
-      if (ph.p_type == PT_INTERP) { kind = EXE_DYNAMIC; break; }
+  int cls = n >= (ssize_t)sizeof(Elf32_Ehdr) && !memcmp(head, ELFMAG, SELFMAG) ? head[EI_CLASS] : ELFCLASSNONE;
+  if (cls == ELFCLASS64 && n < (ssize_t)sizeof(Elf64_Ehdr)) cls = ELFCLASSNONE;
+  if (cls == ELFCLASS32 || cls == ELFCLASS64) {
+    /* 32- or 64-bit alike: where the program headers are; p_type is the first word of both. */
+    uint64_t phoff;
+    unsigned phnum, phentsize;
+    if (cls == ELFCLASS32) {
+      Elf32_Ehdr eh;
+      memcpy(&eh, head, sizeof eh);
+      phoff = eh.e_phoff, phnum = eh.e_phnum, phentsize = eh.e_phentsize;
+    } else {
+      Elf64_Ehdr eh;
+      memcpy(&eh, head, sizeof eh);
+      phoff = eh.e_phoff, phnum = eh.e_phnum, phentsize = eh.e_phentsize;
     }
-  } else if (n >= (ssize_t)sizeof(Elf64_Ehdr) && !memcmp(head, ELFMAG, SELFMAG) && head[EI_CLASS] == ELFCLASS64) {
-    Elf64_Ehdr eh;
-    memcpy(&eh, head, sizeof eh);
     kind = EXE_STATIC;
-    for (int i = 0; i < eh.e_phnum; i++) {
-      Elf64_Phdr ph;
-      if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize)) != (ssize_t)sizeof ph) {
+    for (unsigned i = 0; i < phnum; i++) {
+      uint32_t type;
+      if (pread(fd, &type, sizeof type, (off_t)(phoff + (uint64_t)i * phentsize)) != (ssize_t)sizeof type) {
         kind = EXE_UNKNOWN;
         break;
       }
-      if (ph.p_type == PT_INTERP) { kind = EXE_DYNAMIC; break; }
+      if (type == PT_INTERP) { kind = EXE_DYNAMIC; break; }
     }
   }
   close(fd);
