@@ -84,3 +84,19 @@ def test_two_runs_of_one_machine_are_said_to_be_one_machine_and_never_paired(run
     across = [row[4] for row in by_machine.rows if row[4] != "fastest machine"]
     assert across and all("normalised by each run's reference: no difference resolved" in a for a in across)
     assert "separate runs" in report.figures[0].caption
+
+
+def test_heatmap_text_contrasts_with_its_cell():
+    from matplotlib import colormaps
+    from memsleuth.report.html import _text_on
+    cmap = colormaps["RdYlGn_r"]
+    assert _text_on(cmap(1.0)) == "white"      # dark red: the slowest
+    assert _text_on(cmap(0.5)) == "black"      # pale yellow
+    assert _text_on(cmap(0.0)) == "white"      # dark green: the fastest
+
+
+def test_a_report_of_one_parameter_set_never_labels_its_group_dash(run):
+    from memsleuth.report import html
+    fig = model.throughput_figure(analyse_run(run).groups[:1], [])
+    assert fig.groups == ["all cells"]
+    assert "for the one parameter set" in html.draw(fig, 0).caption

@@ -38,7 +38,8 @@ def draw(fig, i: int) -> Drawn | None:
     plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
                          "axes.spines.right": False, "text.parse_math": False, "text.usetex": False})
     if isinstance(fig, ThroughputFigure):
-        out = _throughput(plt, fig), "Per allocator, the median with its 95% CI across the swept parameter.", True
+        varies = "across the swept parameter" if len(fig.groups) > 1 else "for the one parameter set"
+        out = _throughput(plt, fig), f"Per allocator, the median with its 95% CI {varies}.", True
     elif isinstance(fig, RatioFigure):
         out = _ratio(plt, fig), fig.caption or ("Paired ratio to each group's fastest (1.00 = fastest); cells marked "
                                                 "n.r. are differences the runs did not resolve."), True
@@ -72,7 +73,12 @@ def _throughput(plt, fig: ThroughputFigure):
     ax.set_xticks(range(len(fig.groups)), fig.groups, rotation=15 if len(fig.groups) > 4 else 0)
     ax.set_ylabel(fig.metric if "better" in fig.metric else
                   fig.metric + (" — higher is better" if fig.higher_is_better else " — lower is better"))
-    ax.legend(fontsize=8, ncols=min(n, 5), loc="upper right", frameon=False)
+    # Values with their unit's SI prefix (77.7M, not 1e7 at the axis' top), as the tables write them.
+    from matplotlib.ticker import EngFormatter
+    unit = "ops/s" if fig.metric.startswith("throughput") else "s" if fig.metric.startswith("wall time") else ""
+    ax.yaxis.set_major_formatter(EngFormatter(unit=unit, sep=" "))
+    # The legend above the plot, where no error bar can be under it.
+    ax.legend(fontsize=8, ncols=min(n, 5), loc="lower left", bbox_to_anchor=(0, 1.02), frameon=False)
     return f
 
 
@@ -90,10 +96,20 @@ def _ratio(plt, fig: RatioFigure):
         for g in range(len(fig.groups)):
             v = fig.ratio[a][g]
             text = "n/a" if v is None else (f"{v:.2f}" + ("" if fig.resolved[a][g] else "\nn.r."))
-            ax.text(g, a, text, ha="center", va="center", fontsize=8)
+            ax.text(g, a, text, ha="center", va="center", fontsize=8,
+                    color="black" if v is None else _text_on(im.cmap(im.norm(v))))
     f.colorbar(im, ax=ax, label="x slower than the fastest")
     f.tight_layout()
     return f
+
+
+def _text_on(rgba) -> str:
+    """Black or white, whichever contrasts more with a cell colour (WCAG relative luminance)."""
+    def lin(c: float) -> float:
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = rgba[:3]
+    lum = 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
+    return "black" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "white"
 
 
 def _timeline(plt, fig: TimelineFigure):
@@ -122,8 +138,9 @@ def _change(plt, fig: ChangeFigure):
         if ch is None:
             continue
         med, lo, hi = ch
+        # Red means a regression and nothing else; everything else is neutral grey.
         ax.errorbar([med], [y], xerr=[[med - (lo or med)], [(hi or med) - med]], fmt="o",
-                    color="#cf222e" if reg else "#0969da", capsize=3)
+                    color="#cf222e" if reg else "#57606a", capsize=3)
     ax.axvspan(1 / (1 + fig.threshold), 1 + fig.threshold, color="#d0d7de", alpha=0.5)
     ax.axvline(1.0, color="#57606a", linewidth=0.8)
     ax.set_yticks(list(ys), fig.cells)

@@ -72,6 +72,7 @@ class Report:
     findings: list = field(default_factory=list)   # memsleuth.findings.Finding, rendered as blocks
     quiet: str | None = None                       # no mechanism finding: the one line that says what was found
     answer: list[str] = field(default_factory=list)   # the answer in one to three lines, first after the title
+    footer_alert: bool = False                     # the footer reports a problem (a regression): red, not neutral
     question: str | None = None                    # a case study's question, shown before the tables
     statements: list[str] = field(default_factory=list)   # a case's "what the evidence shows"
     figures: list = field(default_factory=list)    # ThroughputFigure, RatioFigure, TimelineFigure, ChangeFigure
@@ -581,7 +582,7 @@ def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float, argv: list
                        [((e := ch.normalised or ch.slowdown).median, e.low, e.high) if (ch.normalised or ch.slowdown)
                         else None for ch in changes], [ch.regression for ch in changes], threshold)
     return Report(f"memsleuth diff — run {a.id} vs run {b.id}", header, [table], footer, figures=[fig],
-                  command=memsleuth_command(argv or []), run=b)
+                  command=memsleuth_command(argv or []), run=b, footer_alert=bool(regressions))
 
 
 def build_case(run: StoredRun) -> Report:
@@ -741,7 +742,9 @@ def timeline_table(sample) -> Table | None:
 # ---- figures: the numbers the HTML report draws (drawn by report/html.py, computed here) ----
 
 def _group_label(g: Group, swept: list[str]) -> str:
-    return _params_text(g.cells[0].cell.params, swept) if g.cells else "-"
+    """A plot's name for a group: its swept values; "all cells" when nothing is swept (never "-")."""
+    text = _params_text(g.cells[0].cell.params, swept) if g.cells else ""
+    return "all cells" if text in ("", "-") else text
 
 
 def throughput_figure(groups: list[Group], swept: list[str], title: str = "") -> ThroughputFigure | None:

@@ -113,7 +113,7 @@ def _draw(report: Report, console: Console) -> None:
                 console.print(_t(f"  who makes the calls: {who}"))
             console.print(_t(f"  change: {f.advice}", style="green"))
     for line in report.footer:
-        console.print(_t(line, style="yellow"))
+        console.print(_t(line, style="bold red" if report.footer_alert else "yellow"))
 
 
 def _who(f) -> str | None:
