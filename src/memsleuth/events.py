@@ -1,7 +1,7 @@
 """The one list of perf event names memsleuth reads, by kind.
 
 ms-run defines the events (native/probe/ms_events.c); `ms-run --events` lists them, and
-tests/test_events.py checks this module against that list, so a name changes in one place.
+tests/e2e/test_events.py checks this module against that list, so a name changes in one place.
 """
 from __future__ import annotations
 
