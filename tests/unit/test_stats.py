@@ -88,4 +88,6 @@ def test_the_fixed_wall_time_warning_survives_load():
     assert cells[1][1] / cells[0][1] > 1.015
     assert [w.code for w in fixed_wall_time(cells)] == ["wall-fixed"]
     work = [("wall_s", 2.0, runs([2.0] * 6)), ("wall_s", 2.3, runs([2.3] * 6))]   # fixed work: 15% apart
+    near = [("wall_s", 2.0, runs([2.0] * 6)), ("wall_s", 2.06, runs([2.06] * 6))]  # 3% apart: not fixed
+    assert fixed_wall_time(near) == []
     assert fixed_wall_time(work) == []
