@@ -25,9 +25,6 @@ MIN_COST_NS = 10_000_000
 # Estimates may exceed the measured kernel time by up to this much before they are scaled down:
 # the tick granularity of rusage's system time, two ticks of slack.
 TICK_SLACK_NS = 8_000_000
-# Memory mechanisms cost bytes: material at 16 MiB and 10% of the peak resident memory.
-MATERIAL_BYTES = 16 << 20
-MATERIAL_RSS_SHARE = 0.10
 # Confidence from the size of the cost (share of CPU time): a quarter and more is high, a tenth
 # medium, anything material below that low. One step lower when the words rest on counts alone
 # (no kernel-side arguments, no call sites to confirm them).
@@ -165,12 +162,3 @@ def confidence(share: float, confirmed: bool = True) -> str:
     if not confirmed:
         level -= 1
     return ("low", "medium", "high")[max(level, 0)]
-
-
-def memory_material(n_bytes: float, peak_rss_bytes: float | None) -> bool:
-    return n_bytes >= MATERIAL_BYTES and (not peak_rss_bytes or n_bytes >= MATERIAL_RSS_SHARE * peak_rss_bytes)
-
-
-def memory_confidence(n_bytes: float, peak_rss_bytes: float | None, confirmed: bool = True) -> str:
-    share = n_bytes / peak_rss_bytes if peak_rss_bytes else 0.0
-    return confidence(share * 0.5, confirmed)   # half of peak RSS and more: high; a fifth: medium

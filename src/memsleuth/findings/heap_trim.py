@@ -80,7 +80,9 @@ def _process(view: CellView) -> list[Finding]:
                      + ("a page or two at a time" if small else f"{_size(step)} at a time")
                      + " and taken again by moving it up")
         if up_bytes and refault_pages >= MIN_REFAULT_RATIO * min(up_bytes, down_bytes) / PAGE_BYTES:
-            mechanism += ", and the memory taken again is faulted in again"
+            # An upper bound (faults beyond the pages resident at the peak), so said as room, not fact.
+            mechanism += (", and there are enough faults beyond the peak's resident pages for the memory taken "
+                          "again to be faulted in again each time")
         mechanism += (" (glibc's free() trims the heap top this way when it exceeds the trim threshold; a program "
                       "that manages the break itself does it too: who makes the calls says which)")
         advice = _advice()

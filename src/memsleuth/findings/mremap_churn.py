@@ -21,9 +21,8 @@ def check(view: CellView) -> list[Finding]:
     calls = sc.syscalls["mremap"]
     split = view.kernel_split(sc)
     grown = view.args("mremap", "grow_bytes") if sc.name == "process" else None
-    # The pages growth adds are faulted in when first written: at most the bytes grown, never
-    # more than the faults counted (without the arguments: one fault per call at most a page each
-    # is not assumed; all faults up to the calls' count).
+    # The pages growth adds are faulted in when first written: at most the bytes grown (from the
+    # arguments; without them, one page per call), and never more than the faults counted.
     grow_pages = grown / PAGE_BYTES if grown else calls
     fault_ns = min(min(sc.minflt, grow_pages) * split.units.fault_ns * split.scale, split.cost("page-faults"))
     spent = split.cost("mremap") + fault_ns
