@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             build_parser().print_help()
             return EXIT_USAGE
         if command is not None and args.command not in TAKES_COMMAND:
-            raise UsageError("a command after -- is only taken by `memsleuth compare`, `memsleuth check` and "
-                             "`memsleuth fleet submit`")
+            raise UsageError("a command after -- is only taken by `memsleuth compare`, `memsleuth check`, "
+                             "`memsleuth gate` and `memsleuth fleet submit`")
         if command is not None and not command:
             raise UsageError("no command after --")
         module = next(m for m in COMMANDS if m.NAME == args.command)

@@ -40,6 +40,22 @@ DONE = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMO
 REGISTRY = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "memsleuth" / "fleets"
 
 
+def cluster_name() -> str:
+    """The Slurm cluster's name (scontrol show config: ClusterName), which keys the fleet registry
+    with the job id: two clusters number their jobs independently. "default" when it cannot be read."""
+    try:
+        out = _slurm("scontrol", "show", "config", timeout=20).stdout
+    except (UsageError, OSError, subprocess.SubprocessError):
+        return "default"
+    m = re.search(r"^ClusterName\s*=\s*(\S+)", out, re.M)
+    name = m.group(1) if m else "default"
+    return name if re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name) else "default"
+
+
+def _registry(job: str) -> Path:
+    return REGISTRY / cluster_name() / job
+
+
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
@@ -202,8 +218,9 @@ def submit(targets: list[Target], shared_partition: str | None, memsleuth_args: 
     with os.fdopen(fd, "w") as f:
         f.write(json.dumps(manifest, indent=2) + "\n")
     try:
-        REGISTRY.mkdir(parents=True, exist_ok=True)
-        (REGISTRY / job).write_text(str(results) + "\n")
+        entry = _registry(job)
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.write_text(str(results) + "\n")
     except OSError:
         pass
     return manifest
@@ -218,9 +235,13 @@ def load(job_or_dir: str) -> dict:
     """A fleet's manifest from its job id (registered at submit) or its results folder."""
     p = Path(job_or_dir)
     if not (p / MANIFEST).exists():
-        reg = REGISTRY / job_or_dir
-        if re.fullmatch(r"\d+", job_or_dir) and reg.exists():
-            p = Path(reg.read_text().strip())
+        if re.fullmatch(r"\d+", job_or_dir):
+            # This cluster's entry; a registry written before entries were kept per cluster has
+            # the job id alone.
+            for reg in (_registry(job_or_dir), REGISTRY / job_or_dir):
+                if reg.is_file():
+                    p = Path(reg.read_text().strip())
+                    break
         if not (p / MANIFEST).exists():
             raise UsageError(f"{job_or_dir}: no fleet known by that job id or folder (give the --results folder "
                              "fleet submit printed)")

@@ -106,6 +106,7 @@ class RunSpec(Record):
     case: str | None = None
     case_params: dict = field(default_factory=dict)
     facts: dict = field(default_factory=dict)
+    gate: dict | None = None         # gate: {"time", "threshold", "count_threshold"}
     extra: dict = field(default_factory=dict, compare=False)
 
 

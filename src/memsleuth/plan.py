@@ -4,12 +4,16 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 from memsleuth.allocators import Allocator
 from memsleuth.errors import UsageError
 from memsleuth.model import VARIANT_KEY, cell_label
 from memsleuth.workloads import Workload
 from memsleuth.workloads.base import Value
+
+if TYPE_CHECKING:
+    from memsleuth.evidence import Sample
 
 
 @dataclass(frozen=True)
@@ -176,6 +180,10 @@ class Plan:
     explain_if_needed: bool = False  # check: the explaining runs only when the measured runs show a candidate
     metric: MetricSpec | None = None # the benchmark's own figure (compare --metric)
     reference: Cell | None = None    # run once in every round, for diff to divide by (reference_cell)
+    # When set, decides after each round (from rounds.min_reps on) whether the session has what
+    # it needs, from every cell's ok measured runs by round; it replaces the per-cell CI target
+    # (gate: until the paired time verdict is resolved, gate.resolved).
+    settled: Callable[[list[dict[int, Sample]]], bool] | None = None
 
     def label(self, i: int) -> str:
         """A cell as progress and reports name it: its allocator and the swept parameters."""

@@ -14,9 +14,9 @@ normalised change, which decides the verdict. The raw change is shown beside it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from memsleuth import stats
+from memsleuth import gate as gating, stats
 from memsleuth.analysis import CellSummary, analyse
 from memsleuth.store import StoredRun
 
@@ -29,10 +29,21 @@ class Change:
     slowdown: stats.Estimate | None      # time_after / time_before (> 1: B is slower), raw
     verdict: stats.Verdict               # from the normalised change when both runs have a reference
     normalised: stats.Estimate | None = None   # the same, each round divided by its reference cost
+    # Page faults, memory syscalls and resident memory of A's runs against B's (gate.count_checks):
+    # counts that load does not move, so they gate separate runs even where time cannot.
+    counts: list[gating.Check] = field(default_factory=list)
+
+    @property
+    def time_regression(self) -> bool:
+        return self.verdict.kind == "slower"
+
+    @property
+    def count_regressions(self) -> list[gating.Check]:
+        return [c for c in self.counts if c.gates and c.verdict == gating.REGRESSION]
 
     @property
     def regression(self) -> bool:
-        return self.verdict.kind == "slower"
+        return self.time_regression or bool(self.count_regressions)
 
 
 def cell_key(c: CellSummary) -> str:
@@ -72,7 +83,21 @@ def reference_change(a: StoredRun, b: StoredRun) -> stats.Estimate | None:
     return stats.bootstrap_ratio_of_medians(list(rb.values()), list(ra.values()))
 
 
-def compare_runs(a: StoredRun, b: StoredRun, threshold: float) -> list[Change]:
+def time_verdict(change: stats.Estimate, threshold: float) -> stats.Verdict:
+    """stats.verdict, with its "unresolved" told apart: a CI wholly inside ±threshold (no change as
+    large as the threshold) from one that straddles it (the data cannot say)."""
+    v = stats.verdict(change, threshold, subject="B")
+    if v.kind != "unresolved" or change.low is None or change.high is None:
+        return v
+    ci = f"[{(change.low - 1) * 100:+.1f}%, {(change.high - 1) * 100:+.1f}%]"
+    if 1 / (1 + threshold) <= change.low and change.high <= 1 + threshold:
+        return stats.Verdict("unresolved", f"no change beyond ±{threshold:.0%}: the whole CI {ci} is inside")
+    return stats.Verdict("unresolved", f"unresolved: the CI {ci} reaches beyond ±{threshold:.0%}; more rounds or "
+                                       "in-session A/B (memsleuth gate) would resolve it")
+
+
+def compare_runs(a: StoredRun, b: StoredRun, threshold: float,
+                 count_threshold: float = gating.DEFAULT_COUNT_THRESHOLD) -> list[Change]:
     before = {cell_key(c): c for g in analyse(a) for c in g.cells}
     after = {cell_key(c): c for g in analyse(b) for c in g.cells}
     ref_a, ref_b = reference_cost(a), reference_cost(b)
@@ -83,13 +108,16 @@ def compare_runs(a: StoredRun, b: StoredRun, threshold: float) -> list[Change]:
             only = "only in run " + ("B" if x is None else "A")
             changes.append(Change(key, x, y, None, stats.Verdict("unresolved", only)))
             continue
+        counts = gating.count_checks(key, [s for _, s in x.ok_samples], [s for _, s in y.ok_samples], count_threshold,
+                                     sides=("A", "B"))
         tx, ty = costs(x), costs(y)
         if not tx or not ty:
             state = f"A {x.label}, B {y.label}"
             changes.append(Change(key, x, y, None, stats.Verdict("unresolved", f"no ok runs to compare ({state})")))
             continue
         if x.metric != y.metric:
-            changes.append(Change(key, x, y, None, stats.Verdict("unresolved", "measured differently in A and B")))
+            changes.append(Change(key, x, y, None, stats.Verdict("unresolved", "measured differently in A and B"),
+                                  counts=counts))
             continue
         slow = stats.bootstrap_ratio_of_medians(ty, tx)
         norm = None
@@ -97,8 +125,21 @@ def compare_runs(a: StoredRun, b: StoredRun, threshold: float) -> list[Change]:
             nx, ny = normalised_costs(x, ref_a), normalised_costs(y, ref_b)
             if nx and ny:
                 norm = stats.bootstrap_ratio_of_medians(ny, nx)
-        changes.append(Change(key, x, y, slow, stats.verdict(norm or slow, threshold, subject="B"), norm))
+        changes.append(Change(key, x, y, slow, time_verdict(norm or slow, threshold), norm, counts))
     return changes
+
+
+def junit_checks(changes: list[Change], threshold: float) -> list[gating.Check]:
+    """Every check of a diff as gate checks (a cell's time, then its counts), for JUnit XML."""
+    out = []
+    for ch in changes:
+        e = ch.normalised or ch.slowdown
+        kind = {"slower": gating.REGRESSION, "faster": gating.IMPROVEMENT}.get(ch.verdict.kind, gating.UNRESOLVED)
+        if kind == gating.UNRESOLVED and e is not None and e.high is not None and e.low is not None:
+            kind = gating.PASS if e.high < 1 + threshold else gating.UNRESOLVED
+        out.append(gating.Check(ch.key, "time", "time", kind, None, None, e, threshold, ch.verdict.text))
+        out += ch.counts
+    return out
 
 
 @dataclass

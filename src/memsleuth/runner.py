@@ -171,6 +171,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
     groups = [idx for _, idx in plan.groups()]
     values: dict[int, list[float]] = {i: [] for i in range(len(plan.cells))}
     samples: dict[int, list] = {i: [] for i in range(len(plan.cells))}
+    by_round: list[dict[int, object]] = [{} for _ in plan.cells]
     failed: set[int] = set()
     reference = plan.reference if reference_id is not None else None
     # The explaining runs count too: at most one syscall-argument run per cell, and one perf run
@@ -198,6 +199,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
         elif not warmup and sample.ok:
             values[i].append(sample.metric(metric_kind([sample])))
             samples[i].append(sample)
+            by_round[i][round_] = sample
 
     try:
         with TracepointHolder(), progress:
@@ -225,12 +227,16 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                     for i in rotated(idx, r):
                         if i not in failed:
                             measure(i, r, False, f"round {r + 1} of at most {rounds.max_reps}")
-                still = []
-                for idx in active:
-                    live = [i for i in idx if i not in failed]
-                    if live and not all(cell_settled(values[i], rounds.target_ci, rounds.min_reps) for i in live):
-                        still.append(idx)
-                active = still
+                if plan.settled is not None:
+                    done = r + 1 >= rounds.min_reps and (len(failed) == len(plan.cells) or plan.settled(by_round))
+                    active = [] if done else active
+                else:
+                    still = []
+                    for idx in active:
+                        live = [i for i in idx if i not in failed]
+                        if live and not all(cell_settled(values[i], rounds.target_ci, rounds.min_reps) for i in live):
+                            still.append(idx)
+                    active = still
                 # Shrink the bar to what can still run: finished groups and failed cells run no more.
                 progress.shrink((sum(1 for idx in active for i in idx if i not in failed) + bool(active and reference))
                                 * (rounds.max_reps - r - 1) + explaining)

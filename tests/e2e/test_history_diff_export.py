@@ -40,7 +40,8 @@ def test_diff_of_the_same_setup_resolves_nothing_and_exits_0(runs):
     # above that measured shift; the regression test above keeps the default 5%.
     proc = memsleuth("diff", "1", "2", "--threshold", "25%", "--db", str(runs))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "no difference resolved" in proc.stdout
+    # Inside the threshold, or too wide to say: worded apart, and never a verdict.
+    assert "no change beyond ±25%" in proc.stdout or "unresolved: the CI" in proc.stdout
     assert "No regression resolved" in proc.stdout
 
 

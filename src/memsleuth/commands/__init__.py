@@ -6,8 +6,8 @@ are declared once in `options.py`; orchestration (begin a run, run it, finish, e
 """
 from __future__ import annotations
 
-from memsleuth.commands import case, check, compare, diff, doctor, export, fleet, history, merge, show
+from memsleuth.commands import case, check, compare, diff, doctor, export, fleet, gate, history, merge, show
 
-COMMANDS = (compare, case, check, show, diff, history, export, merge, fleet, doctor)
+COMMANDS = (compare, case, check, gate, show, diff, history, export, merge, fleet, doctor)
 # The commands that take a program after `--`.
-TAKES_COMMAND = {compare.NAME, check.NAME, fleet.NAME}
+TAKES_COMMAND = {compare.NAME, check.NAME, gate.NAME, fleet.NAME}

@@ -49,6 +49,24 @@ ADVICE_FAMILY = {4: "purge", 8: "purge", 9: "purge", 24: "purge",
 RELEASING = ("purge", "reclaim")
 
 
+def released_in(syscall_args: dict) -> float | None:
+    """Bytes one run gave back to the kernel, from its recorded syscall arguments: munmap's
+    lengths, the break's moves down, and madvise's releasing advice. None when not recorded."""
+    if not syscall_args:
+        return None
+    total = 0.0
+    for call, key in (("munmap", "bytes"), ("brk", "down_bytes")):
+        v = (syscall_args.get(call) or {}).get(key)
+        total += float(v) if isinstance(v, (int, float)) else 0.0
+    for advice, v in ((syscall_args.get("madvise") or {}).get("by_advice") or {}).items():
+        try:
+            if ADVICE_FAMILY.get(int(advice), "other") in RELEASING:
+                total += float(v[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+    return total
+
+
 @dataclass(frozen=True)
 class UnitCosts:
     """ns per kernel entry of each kind on one machine (native/launcher/ms_calibrate.c)."""

@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass
 
 from memsleuth import __version__
-from memsleuth.report.model import (ChangeFigure, RatioFigure, Report, ThroughputFigure, TimelineFigure, who_text)
+from memsleuth.report.model import (ChangeFigure, RatioFigure, Report, ThroughputFigure, TimelineFigure, TrendFigure,
+                                    who_text)
 
 
 @dataclass
@@ -19,6 +20,17 @@ class Drawn:
     svg: str
     caption: str
     wide: bool          # a full-width figure above the tables; else a small multiple below them
+    section: str = "timeline"   # which group of small multiples it is drawn in (SECTIONS)
+
+
+# The groups of small multiples below the tables: a heading and a note each.
+SECTIONS = {
+    "timeline": ("Memory over time", "Resident memory of the process tree in every run (the median run dark, the "
+                 "others faint), and beneath it the median run's page-fault and system-call rates, from ms-run's "
+                 "timeline."),
+    "trend": ("Series over the stored runs", "Each cell's metric in every stored run: the median with its 95% CI, "
+              "and a dashed line before the first run of each step."),
+}
 
 
 def render(report: Report) -> str:
@@ -26,8 +38,9 @@ def render(report: Report) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader("memsleuth.report", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     figures = [d for i, f in enumerate(report.figures) if (d := draw(f, i)) is not None]
+    sections = [(SECTIONS[name], [d for d in figures if not d.wide and d.section == name]) for name in SECTIONS]
     return env.get_template("report.html.j2").render(report=report, figures=figures, who=who_text,
-                                                     version=__version__)
+                                                     version=__version__, sections=[s for s in sections if s[1]])
 
 
 def draw(fig, i: int) -> Drawn | None:
@@ -47,16 +60,20 @@ def draw(fig, i: int) -> Drawn | None:
         out = _timeline(plt, fig), fig.label, False
     elif isinstance(fig, ChangeFigure):
         out = _change(plt, fig), "B's time over A's per cell, with its 95% CI; the band is the threshold.", True
+    elif isinstance(fig, TrendFigure):
+        out = _trend(plt, fig), (f"{fig.cell}: {fig.metric} per stored run (median, 95% CI); dashed: the first run "
+                                 "after a step"), False
     else:
         return None
     f, caption, wide = out
+    section = "trend" if isinstance(fig, TrendFigure) else "timeline"
     buf = io.StringIO()
     f.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(f)
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]          # drop the XML prolog and doctype: the SVG is inline
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
-    return Drawn(f"figure-{i}", svg, caption, wide)
+    return Drawn(f"figure-{i}", svg, caption, wide, section)
 
 
 def _throughput(plt, fig: ThroughputFigure):
@@ -145,4 +162,28 @@ def _change(plt, fig: ChangeFigure):
     ax.axvline(1.0, color="#57606a", linewidth=0.8)
     ax.set_yticks(list(ys), fig.cells)
     ax.set_xlabel("B / A time (> 1: B slower)")
+    return f
+
+
+def _trend(plt, fig: TrendFigure):
+    f, ax = plt.subplots(figsize=(5.5, 2.6))
+    top = max(p[1] for p in fig.points)
+    if fig.unit == "s":
+        scale, unit = next((k, u) for k, u, limit in ((1e9, "ns", 1e-6), (1e6, "us", 1e-3), (1e3, "ms", 10.0),
+                                                      (1.0, "s", float("inf"))) if top < limit)
+    else:
+        scale, unit = {"bytes": (1 / (1 << 20), "MiB")}.get(fig.unit, (1.0, fig.unit))
+    xs = list(range(len(fig.points)))
+    med = [p[1] * scale for p in fig.points]
+    lo = [m - (p[2] * scale if p[2] is not None else m) for m, p in zip(med, fig.points)]
+    hi = [(p[3] * scale if p[3] is not None else m) - m for m, p in zip(med, fig.points)]
+    ax.errorbar(xs, med, yerr=[lo, hi], fmt="o-", color="#0969da", markersize=3, linewidth=1, capsize=2)
+    runs = [p[0] for p in fig.points]
+    for r in fig.steps:
+        if r in runs:
+            ax.axvline(runs.index(r) - 0.5, color="#cf222e", linestyle="--", linewidth=1)
+    ax.set_xticks(xs, [str(r) for r in runs], fontsize=7)
+    ax.set_xlabel("run")
+    ax.set_ylabel(f"{fig.metric} ({unit})")
+    ax.set_ylim(bottom=0)
     return f

@@ -64,6 +64,15 @@ class ChangeFigure:
 
 
 @dataclass
+class TrendFigure:
+    cell: str
+    metric: str
+    unit: str
+    points: list[tuple[int, float, float | None, float | None]]   # (run id, median, low, high)
+    steps: list[int]                                              # the first run after each step
+
+
+@dataclass
 class Report:
     title: str
     header: list[str]
@@ -552,7 +561,7 @@ def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float, argv: list
                      f"{(s.median - 1) * 100:+.1f}% time" if s else "-",
                      (f"{(n.median - 1) * 100:+.1f}% time" + (f" [{(n.low - 1) * 100:+.1f}, {(n.high - 1) * 100:+.1f}]"
                                                               if n.low is not None else "")) if n else "-",
-                     ("REGRESSION: " if ch.regression else "") + ch.verdict.text])
+                     ("REGRESSION: " if ch.time_regression else "") + ch.verdict.text])
     regressions = sum(ch.regression for ch in changes)
     header = [f"A: run {a.id} ({a.created_at}, {a.name}, {a.machine.hostname})",
               f"B: run {b.id} ({b.created_at}, {b.name}, {b.machine.hostname})",
@@ -576,13 +585,38 @@ def build_diff(a: StoredRun, b: StoredRun, changes, threshold: float, argv: list
                   rows, ["Change = B's time per op (or per run) / A's, median ratio with a seeded bootstrap 95% CI "
                          "(separate runs cannot be paired by round). Normalised: each round's time divided by the "
                          "same round's reference time first."], align_right={3, 4})
-    footer = [f"{regressions} regression(s) resolved beyond the threshold." if regressions else
-              "No regression resolved beyond the threshold."]
+    tables = [table]
+    counts = count_table(changes)
+    if counts is not None:
+        tables.append(counts)
+    footer = [f"{regressions} cell(s) with a regression resolved beyond the thresholds." if regressions else
+              "No regression resolved beyond the thresholds."]
     fig = ChangeFigure([ch.key for ch in changes],
                        [((e := ch.normalised or ch.slowdown).median, e.low, e.high) if (ch.normalised or ch.slowdown)
-                        else None for ch in changes], [ch.regression for ch in changes], threshold)
-    return Report(f"memsleuth diff — run {a.id} vs run {b.id}", header, [table], footer, figures=[fig],
+                        else None for ch in changes], [ch.time_regression for ch in changes], threshold)
+    return Report(f"memsleuth diff — run {a.id} vs run {b.id}", header, tables, footer, figures=[fig],
                   command=memsleuth_command(argv or []), run=b, footer_alert=bool(regressions))
+
+
+def count_table(changes) -> Table | None:
+    """The count checks of a diff that are not a plain pass (a regression, an improvement, or a
+    change the runs' spread leaves unresolved); None when every count passed."""
+    from memsleuth import gate as gating
+    rows, failed, passed = [], set(), 0
+    for ch in changes:
+        for c in ch.counts:
+            if c.verdict == gating.PASS:
+                passed += 1
+                continue
+            if c.gates and c.verdict == gating.REGRESSION:
+                failed.add((len(rows), 2))
+            rows.append([ch.key, c.metric, c.verdict.upper() if c.verdict == gating.REGRESSION else c.verdict
+                         + ("" if c.gates else " (shown, not gated)"), c.text])
+    if not rows:
+        return None
+    return Table("Counts, B against A (page faults, memory syscalls, resident memory)", ["cell", "count", "verdict", "why"],
+                 rows, [f"{passed} other count check(s) passed. A count change is called only beyond its threshold and "
+                        "when every run of B lies beyond every run of A (docs/ci.md)."], failed=failed)
 
 
 def build_case(run: StoredRun) -> Report:

@@ -1,0 +1,119 @@
+"""`memsleuth gate` on real processes (the spin preload, a real workload) and `diff`'s count
+checks on two real runs. Every effect here is large or deterministic (a 3x slowdown, exactly twice
+the madvise calls), so the tests hold on a busy machine; the gate's power on small changes is
+bench/gate_power.py's to measure."""
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+from conftest import fixture, memsleuth, needs_tracepoints
+
+PARAMS = ["--workload", "random-mixed", "--param", "ws=400", "--param", "iterations=200000"]
+
+
+def _spin() -> str:
+    return f"spin={fixture('libfx-spin.so')}"
+
+
+def _gate(tmp_path, *extra: str):
+    js = tmp_path / "g.json"
+    proc = memsleuth("gate", *PARAMS, "--baseline-alloc", _spin(), "--candidate-alloc", _spin(),
+                     "--db", str(tmp_path / "g.db"), "--json", str(js), *extra)
+    return proc, (json.loads(js.read_text()) if js.exists() else None)
+
+
+@needs_tracepoints
+def test_a_count_regression_fails_the_gate_whatever_the_time(tmp_path):
+    xml = tmp_path / "g.xml"
+    proc, doc = _gate(tmp_path, "--baseline-env", "MEMSLEUTH_FIXTURE_MADVISE=400",
+                      "--candidate-env", "MEMSLEUTH_FIXTURE_MADVISE=200", "--junit", str(xml), "--md",
+                      str(tmp_path / "g.md"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    madvise = next(c for c in doc["checks"] if c["metric"] == "madvise calls")
+    # One madvise every 200 frees against every 400 (the frees of start-up and exit count too).
+    assert madvise["verdict"] == "regression" and 1.95 < madvise["candidate"] / madvise["baseline"] < 2.05
+    assert proc.stdout.splitlines()[1].startswith("REGRESSION: madvise calls +10")
+    cases = {c.get("name"): c for c in ET.parse(xml).getroot().iter("testcase")}
+    assert cases["madvise calls"].find("failure") is not None
+    assert "Gate: FAIL" in (tmp_path / "g.md").read_text()
+
+
+def test_a_large_slowdown_is_caught_in_time_paired_by_round(tmp_path):
+    proc, doc = _gate(tmp_path, "--baseline-env", "MEMSLEUTH_FIXTURE_SPIN=0",
+                      "--candidate-env", "MEMSLEUTH_FIXTURE_SPIN=300")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    time = doc["checks"][0]
+    assert time["metric"] == "time (cpu)" and time["verdict"] == "regression" and time["change"]["low"] > 1.05
+    assert doc["rounds"] >= 6 and doc["rounds"] < 30     # resolved early: the session stopped adding rounds
+
+
+def test_a_time_change_the_rounds_cannot_resolve_exits_5_and_says_unresolved(tmp_path):
+    # An A/A pair against a 0.01% threshold: 8 paired rounds cannot put a CI wholly on one side of
+    # it (the chance that all 8 ratios fall below it is 1 in 256), so the gate must say unresolved.
+    proc, doc = _gate(tmp_path, "--baseline-env", "MEMSLEUTH_FIXTURE_SPIN=0", "--candidate-env",
+                      "MEMSLEUTH_FIXTURE_SPIN=0", "--threshold", "0.01%", "--min-rounds", "8", "--max-rounds", "8")
+    assert proc.returncode == 5, proc.stdout + proc.stderr
+    assert doc["verdict"] == "unresolved" and doc["checks"][0]["verdict"] == "unresolved"
+    assert "Gate: UNRESOLVED (exit 5)" in proc.stdout and "unresolved:" in proc.stdout
+    assert "same setup" in proc.stderr
+
+
+def test_two_commands_from_strings(tmp_path):
+    proc = memsleuth("gate", "--baseline-cmd", "true", "--candidate-cmd", "sh -c 'exit 0'", "--min-rounds", "6",
+                     "--max-rounds", "6", "--db", str(tmp_path / "g.db"))
+    assert proc.returncode in (0, 1, 5), proc.stderr
+    assert "baseline:  glibc: true" in proc.stdout and "candidate: glibc: sh -c 'exit 0'" in proc.stdout
+
+
+def test_gate_refuses_what_it_cannot_run(tmp_path):
+    db = ["--db", str(tmp_path / "g.db")]
+    for argv, words in ((["gate", *db], "no command for the baseline"),
+                        (["gate", "--workload", "random-mixed", *db, "--", "true"], "not both"),
+                        (["gate", "--param", "ws=4", *db, "--", "true"], "--workload"),
+                        (["gate", "--baseline-cmd", "'unterminated", "--candidate-cmd", "true", *db], "--baseline-cmd"),
+                        (["gate", "--threshold", "0%", *db, "--", "true"], "between 0% and 100%"),
+                        (["gate", "--min-rounds", "9", "--max-rounds", "7", *db, "--", "true"], "--max-rounds")):
+        proc = memsleuth(*argv)
+        assert proc.returncode == 2 and words in proc.stderr, (argv, proc.stderr)
+
+
+@needs_tracepoints
+def test_diff_of_two_separate_runs_catches_a_count_regression(tmp_path):
+    db = str(tmp_path / "d.db")
+    for every in ("400", "200"):
+        proc = memsleuth("compare", *PARAMS, "--alloc", _spin(), "--reps", "5", "--no-reference", "--db", db,
+                         "--env", f"MEMSLEUTH_FIXTURE_MADVISE={every}")
+        assert proc.returncode == 0, proc.stderr
+    xml = tmp_path / "d.xml"
+    proc = memsleuth("diff", "1", "2", "--db", db, "--junit", str(xml))
+    assert proc.returncode == 1, proc.stdout
+    assert "madvise calls" in proc.stdout and "REGRESSION" in proc.stdout
+    failed = [c.get("name") for c in ET.parse(xml).getroot().iter("testcase") if c.find("failure") is not None]
+    assert "madvise calls" in failed       # (time may fail too: twice the calls cost time in a short run)
+
+
+def test_show_of_a_gate_session_prints_the_gate_again(tmp_path):
+    proc, doc = _gate(tmp_path, "--baseline-env", "MEMSLEUTH_FIXTURE_SPIN=0",
+                      "--candidate-env", "MEMSLEUTH_FIXTURE_SPIN=300")
+    shown = memsleuth("show", str(doc["run"]), "--db", str(tmp_path / "g.db"))
+    assert shown.returncode == 0 and shown.stdout.startswith("memsleuth gate — spin+baseline vs spin+candidate")
+    assert shown.stdout.splitlines()[1] == proc.stdout.splitlines()[1]     # the same verdict line
+
+
+def test_history_trend_finds_the_run_where_time_stepped(tmp_path):
+    db = str(tmp_path / "t.db")
+    for spin in ("0", "0", "0", "0", "300", "300", "300"):
+        proc = memsleuth("compare", *PARAMS, "--alloc", _spin(), "--reps", "3", "--no-reference", "--db", db,
+                         "--env", f"MEMSLEUTH_FIXTURE_SPIN={spin}")
+        assert proc.returncode == 0, proc.stderr
+    html = tmp_path / "t.html"
+    proc = memsleuth("history", "--trend", "--db", db, "--html", str(html))
+    assert proc.returncode == 0, proc.stderr
+    # (Other steps may be real too: on a fresh machine the first runs can be slower.)
+    step = next(line for line in proc.stdout.splitlines() if re.search(r"│ time\s+│\s+5 │", line))
+    assert int(re.search(r"\+(\d+)\.\d%", step).group(1)) > 100     # 300 spins per malloc: several times slower
+    assert "the latest at run 5" in proc.stdout
+    assert html.read_text().count("<svg") >= 1
+    assert memsleuth("history", "--md", str(tmp_path / "x.md"), "--db", db).returncode == 2   # --md needs --trend
