@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memsleuth.analysis import cell_view
-from memsleuth.cases.base import Case, CaseResult, CaseTable, Tunable, Variant, status_text, tunable_variant
+from memsleuth.cases.base import (Case, CaseResult, CaseTable, Tunable, Variant, median_text, paired, per_run, ratio_text,
+                                  status_text, tunable_variant)
+from memsleuth.findings.view import typical_step
 from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, fmt_num as fmt
 from memsleuth.store import StoredCell, StoredRun
 from memsleuth.workloads import alloc_churn
@@ -158,7 +160,7 @@ class AllocChurn(Case):
               choices=tuple(TUNABLES)),
     )
     default_allocators = ("glibc", "mimalloc")
-    default_reps = 3
+    default_reps = 6    # the fewest rounds whose medians and paired ratios have a 95% CI
 
     def variants(self, values, facts) -> list[Variant]:
         common = {k: values[k] for k in ("steps", "nbuf", "sizes", "small")}
@@ -177,7 +179,7 @@ class AllocChurn(Case):
                          fmt_mib(e.alloc_brk_delta, signed=True), fmt_mib(e.free_brk_delta, signed=True), e.status])
         first = ev[0] if ev else None
         table = CaseTable(
-            "Per step (median step after the first, median over runs)",
+            "Per step (median step after the first, median over runs; the statements give the 95% CIs)",
             ["allocator", "tunables", "variant", "step time", "target time",
              "page faults: " + " / ".join(REGIONS), "calls: " + " / ".join(SYSCALLS),
              "break moved in alloc", "break moved in free", "status"],
@@ -230,8 +232,15 @@ def _against(e: CellEvidence, ref: CellEvidence, ref_name: str, judge: bool = Tr
         ft = e.faults.get("target") or 0
         paid = (f"; region target took {ft:,.0f} faults per step, so the timed region paid for first touch"
                 if ft >= REFAULT_SHARE * e.pages else "")
-        parts.append(f"target took {t / 1e6:,.2f} ms per step against {t0 / 1e6:,.2f} ms "
-                     f"({t / t0:.2f}x){paid}")
+
+        def step(s):
+            return typical_step([s], "target", lambda x: x.wall_ns)
+
+        def show(v):
+            return f"{v / 1e6:,.2f} ms"
+        parts.append(f"target took {median_text(per_run(e.cell, step), show)} per step against "
+                     f"{median_text(per_run(ref.cell, step), show)} "
+                     f"(paired by round: {ratio_text(paired(e.cell, ref.cell, step))}){paid}")
     return "; ".join(parts) + "." if parts else ""
 
 

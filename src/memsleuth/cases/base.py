@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Callable
 
 from memsleuth.allocators import Allocator
 from memsleuth.errors import UsageError
 from memsleuth.plan import Cell, Plan, Rounds
 from memsleuth.store import StoredCell, StoredRun
 from memsleuth.workloads.base import Param, Value, Workload
-
+from memsleuth import stats
 
 
 @dataclass(frozen=True)
@@ -150,3 +151,45 @@ def status_text(cell: StoredCell) -> str:
         return "ok"
     labels = sorted({failure_label(s) for s in bad})
     return ("partly " if good else "") + "/".join(labels)
+
+
+# ---- figures with their CIs: every figure a case states is a median over runs with its 95% CI,
+# or a ratio paired by round with its CI, or says it is a single measurement.
+
+def per_run(cell: StoredCell, get: Callable) -> dict[int, float]:
+    """One value per measured ok run of a cell, by round."""
+    return {r: float(v) for r, s in cell.measured() if s.ok and (v := get(s)) is not None}
+
+
+def _ci_suffix(e: stats.Estimate, show) -> str:
+    if e.low is None or e.high is None:
+        return f" ({'a single measurement' if e.n == 1 else f'{e.n} runs'}: no 95% CI)"
+    return f" [{show(e.low)}, {show(e.high)}]"
+
+
+def median_text(values, show: Callable[[float], str]) -> str:
+    """'2.39 GB/s [2.30 GB/s, 2.45 GB/s]', or the median and why it has no CI."""
+    vals = list(values.values()) if isinstance(values, dict) else list(values)
+    if not vals:
+        return "n/a"
+    e = stats.median_ci(vals)
+    return show(e.median) + _ci_suffix(e, show)
+
+
+def paired(a: StoredCell, b: StoredCell, get: Callable) -> stats.Estimate | None:
+    """a's value over b's, per round, paired: the median ratio with its 95% CI."""
+    return stats.paired_by_round(per_run(a, get), per_run(b, get))
+
+
+def ratio_text(e: stats.Estimate | None) -> str:
+    if e is None:
+        return "n/a (no round in which both ran)"
+    return f"{e.median:.2f}x" + _ci_suffix(e, lambda v: f"{v:.2f}")
+
+
+def resolved_above(e: stats.Estimate | None, bound: float) -> bool | None:
+    """Whether the ratio's whole CI lies above `bound` (True), below it (False), or neither / no
+    CI (None): a case calls a difference only when its CI does."""
+    if e is None or e.low is None or e.high is None:
+        return None
+    return True if e.low > bound else False if e.high < bound else None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from memsleuth import native, stats
 from memsleuth.analysis import cell_view
-from memsleuth.cases.base import CASE_NOISE, Case, CaseResult, CaseTable, Variant, status_text
+from memsleuth.cases.base import median_text, CASE_NOISE, Case, CaseResult, CaseTable, Variant, status_text
 from memsleuth.stats import median_of as med
 from memsleuth.units import fmt_num as fmt
 from memsleuth.errors import UsageError
@@ -70,6 +70,10 @@ def _evidence(cell: StoredCell) -> OpEvidence:
                    None)
     return OpEvidence(cell, str(cell.params.get("op")), cell.allocator.name, n, by_round, med(faults), med(shares),
                       refused, status_text(cell))
+
+
+def _show_gbs(v: float) -> str:
+    return f"{v:.2f} GB/s"
 
 
 def paired(a: OpEvidence, b: OpEvidence) -> stats.Estimate | None:
@@ -148,9 +152,10 @@ class CacheFlush(Case):
                     continue
                 r = paired(a, b)
                 verdict = stats.verdict(r, CASE_NOISE).text if r is not None else "no paired rounds"
-                out.append(f"{a_op} + {FENCE[a_op]} ran at {a.gbs:.2f} GB/s ({LINE_BYTES / a.gbs:.2f} ns per line), "
-                           f"{b_op}{' + ' + FENCE[b_op] if FENCE[b_op] != '-' else ''} at {b.gbs:.2f} GB/s: "
-                           f"{a_op} against {b_op}: {verdict}.")
+                out.append(f"{a_op} + {FENCE[a_op]} ran at {median_text(a.gbs_by_round, _show_gbs)} "
+                           f"({LINE_BYTES / a.gbs:.2f} ns per line at the median), "
+                           f"{b_op}{' + ' + FENCE[b_op] if FENCE[b_op] != '-' else ''} at "
+                           f"{median_text(b.gbs_by_round, _show_gbs)}: {a_op} against {b_op}: {verdict}.")
         faulted = [e for e in ev if (e.faults_per_pass or 0) > 0]
         clean = [e.op for e in ev if e.gbs is not None and e not in faulted]
         if clean:

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memsleuth.analysis import cell_view
-from memsleuth.cases.base import Case, CaseResult, CaseTable, Variant, status_text
+from memsleuth.cases.base import (Case, CaseResult, CaseTable, Variant, median_text, paired, per_run, ratio_text,
+                                  resolved_above, status_text)
+from memsleuth.stats import median_of
 from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, fmt_num as fmt, gb_per_s
 from memsleuth.store import StoredCell, StoredRun
 from memsleuth.workloads import first_touch
@@ -56,11 +58,12 @@ class SetupEvidence:
 
     @property
     def copy_gbs(self) -> float | None:
-        return gb_per_s(self.n_bytes, self.copy_ns)
+        """The median over runs of each run's bandwidth (the figure the statements give a CI)."""
+        return median_of(per_run(self.cell, _gbs(self, "copy")).values())
 
     @property
     def again_gbs(self) -> float | None:
-        return gb_per_s(self.n_bytes, self.again_ns)
+        return median_of(per_run(self.cell, _gbs(self, "copy-again")).values())
 
     @property
     def zero_page_faults(self) -> float | None:
@@ -78,6 +81,18 @@ class SetupEvidence:
     @property
     def name(self) -> str:
         return self.setup if self.allocator == "glibc" else f"{self.setup} ({self.allocator})"
+
+
+def _gbs(e: SetupEvidence, region: str):
+    """One run's bandwidth in a region: the bytes copied over its wall time."""
+    def get(s):
+        r = s.region(region)
+        return gb_per_s(e.n_bytes, r.wall_ns) if r is not None and r.wall_ns else None
+    return get
+
+
+def _show_gbs(v: float) -> str:
+    return f"{v:.2f} GB/s"
 
 
 def _evidence(cell: StoredCell) -> SetupEvidence:
@@ -114,7 +129,7 @@ class FirstTouch(Case):
         Param("setups", first_touch.SETUPS, help="which setups", kind="choices", choices=first_touch.SETUPS),
     )
     default_allocators = ("glibc",)
-    default_reps = 3
+    default_reps = 6    # the fewest rounds whose medians and paired ratios have a 95% CI
 
     def variants(self, values, facts) -> list[Variant]:
         return [Variant({"setup": s}, first_touch.WORKLOAD, {"bytes": values["bytes"], "setup": s})
@@ -135,7 +150,7 @@ class FirstTouch(Case):
                          rss, fmt(e.zero_page_faults), ("ZERO-PAGE " if e.zero_page else "") + e.status])
         n = ev[0].n_bytes if ev else 0
         table = CaseTable(
-            f"Copy of {fmt_mib(n)} (median over runs)",
+            f"Copy of {fmt_mib(n)} (median over runs; the statements give the 95% CIs)",
             ["setup", "allocator", "copy", "faults in copy", "copy again", "faults in copy again", "source written",
              "destination setup", "faults in setup", "RSS before → after copy", "faults adding no RSS", "status"],
             rows,
@@ -156,13 +171,14 @@ class FirstTouch(Case):
                 out.append(f"{e.name}: no successful run ({e.status}).")
                 continue
             faults, pages = e.copy_faults or 0, e.pages
-            text = (f"{e.name}: the timed copy ran at {e.copy_gbs:.2f} GB/s and took {faults:,.0f} page faults "
-                    f"({faults / pages:.2f} per page copied)")
+            text = (f"{e.name}: the timed copy ran at {median_text(per_run(e.cell, _gbs(e, 'copy')), _show_gbs)} "
+                    f"and took {faults:,.0f} page faults ({faults / pages:.2f} per page copied)")
             r = ref.get(e.allocator)
             if r is not None and r is not e and faults >= FAULTED_SHARE * pages and \
                     (r.copy_faults or 0) < CLEAN_SHARE * pages:
-                text += (f"; {r.copy_gbs / e.copy_gbs:.1f}x slower than the copy into prefaulted memory "
-                         f"({r.copy_gbs:.2f} GB/s, {r.copy_faults or 0:,.0f} faults)")
+                slower = paired(r.cell, e.cell, _gbs(e, "copy"))
+                text += (f"; {ratio_text(slower)} slower than the copy into prefaulted memory (paired by round; "
+                         f"{r.copy_gbs:.2f} GB/s, {r.copy_faults or 0:,.0f} faults)")
             if e.setup == "hugepage":
                 if 0 < faults <= pages / HUGE_PAGES_PER_FAULT:
                     text += (f"; {pages / faults:,.0f} pages of 4 KiB per fault: the kernel mapped the destination "
@@ -185,14 +201,14 @@ class FirstTouch(Case):
                 f"resident memory (RSS grew {fmt_mib(grown)} for {fmt_mib(2 * e.n_bytes)} of source and destination): "
                 f"the source was never written, so its pages map the shared zero page")
         if r is not None and e.again_gbs and r.again_gbs:
-            ratio = e.again_gbs / r.again_gbs
-            if ratio > 1 + SPEED_NOISE:
-                text += (f"; the second copy from it ran at {e.again_gbs:.2f} GB/s against {r.again_gbs:.2f} GB/s "
-                         f"from a written source ({ratio:.2f}x): a benchmark that copies from it reports a "
-                         f"bandwidth its memory does not have")
+            faster = paired(e.cell, r.cell, _gbs(e, "copy-again"))
+            quoted = (f"; the second copy from it ran at {median_text(per_run(e.cell, _gbs(e, 'copy-again')), _show_gbs)}"
+                      f" against {median_text(per_run(r.cell, _gbs(r, 'copy-again')), _show_gbs)} from a written source "
+                      f"({ratio_text(faster)}, paired by round)")
+            if resolved_above(faster, 1 + SPEED_NOISE):
+                text += quoted + ": a benchmark that copies from it reports a bandwidth its memory does not have"
             else:
-                text += (f"; the second copy from it ran at {e.again_gbs:.2f} GB/s against {r.again_gbs:.2f} GB/s "
-                         f"from a written source: no speed-up beyond {SPEED_NOISE:.0%} was measured here")
+                text += quoted + f": no speed-up beyond {SPEED_NOISE:.0%} was resolved here"
         return text + "."
 
 

@@ -37,13 +37,18 @@ def render(report: Report) -> str:
     import jinja2
     env = jinja2.Environment(loader=jinja2.PackageLoader("memsleuth.report", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    figures = [d for i, f in enumerate(report.figures) if (d := draw(f, i)) is not None]
+    # Small multiples of memory over time share their axes, so that panels compare at a glance.
+    lines = [f for f in report.figures if isinstance(f, TimelineFigure)]
+    limits = ((max(t[-1] for f in lines for t, _ in f.runs if t), max(v for f in lines for _, r in f.runs for v in r))
+              if lines else None)
+    figures = [d for i, f in enumerate(report.figures) if (d := draw(f, i, limits)) is not None]
     sections = [(SECTIONS[name], [d for d in figures if not d.wide and d.section == name]) for name in SECTIONS]
     return env.get_template("report.html.j2").render(report=report, figures=figures, who=who_text,
                                                      version=__version__, sections=[s for s in sections if s[1]])
 
 
-def draw(fig, i: int) -> Drawn | None:
+def draw(fig, i: int, limits: tuple[float, float] | None = None) -> Drawn | None:
+    """One figure as inline SVG; `limits`: the (seconds, MiB) every memory-over-time panel shares."""
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
@@ -57,7 +62,7 @@ def draw(fig, i: int) -> Drawn | None:
         out = _ratio(plt, fig), fig.caption or ("Paired ratio to each group's fastest (1.00 = fastest); cells marked "
                                                 "n.r. are differences the runs did not resolve."), True
     elif isinstance(fig, TimelineFigure):
-        out = _timeline(plt, fig), fig.label, False
+        out = _timeline(plt, fig, limits), fig.label, False
     elif isinstance(fig, ChangeFigure):
         out = _change(plt, fig), "B's time over A's per cell, with its 95% CI; the band is the threshold.", True
     elif isinstance(fig, TrendFigure):
@@ -129,7 +134,7 @@ def _text_on(rgba) -> str:
     return "black" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "white"
 
 
-def _timeline(plt, fig: TimelineFigure):
+def _timeline(plt, fig: TimelineFigure, limits: tuple[float, float] | None = None):
     rows = 2 if fig.rates else 1
     f, axes = plt.subplots(rows, 1, figsize=(4.6, 2.2 * rows), sharex=True, squeeze=False)
     ax = axes[0][0]
@@ -137,6 +142,9 @@ def _timeline(plt, fig: TimelineFigure):
         ax.plot(t, rss, color="#0969da", alpha=1.0 if k == fig.median else 0.2,
                 linewidth=1.6 if k == fig.median else 0.8)
     ax.set_ylabel("RSS (MiB)")
+    if limits and limits[0] > 0 and limits[1] > 0:
+        ax.set_xlim(0, limits[0] * 1.02)
+        ax.set_ylim(0, limits[1] * 1.05)
     if fig.rates:
         r = axes[1][0]
         for name, (t, per_s) in list(fig.rates.items())[:4]:
