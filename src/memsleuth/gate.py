@@ -20,8 +20,9 @@ Counts. A count is deterministic for most programs and drifts a little for other
 layout, thread timing). A count change is called only when it is beyond both the threshold and
 the spread of the runs themselves: every candidate run above every baseline run (or below, for
 an improvement), which with five runs each has a chance of 1 in 252 for two equal distributions.
-Changes smaller than a floor in absolute terms (100 calls, 256 faults = 1 MiB, 1 MiB of memory)
-are never called: they are housekeeping, whatever their ratio. futex is shown and never gated:
+Changes smaller than a floor in absolute terms (a syscall's mechanism floor, events.MECHANISM_FLOORS,
+else 100 calls; 256 faults = 1 MiB; 1 MiB of memory) are never called: they are housekeeping,
+whatever their ratio. futex is shown and never gated:
 how often threads wait on each other depends on the machine's load.
 """
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from memsleuth import stats
+from memsleuth.events import MECHANISM_FLOORS
 from memsleuth.evidence import Sample
 from memsleuth.findings.cost import released_in
 
@@ -56,6 +58,9 @@ class CountMetric:
 
 
 MIB = 1 << 20
+# The smallest change in a syscall's count that is called: the mechanism's own floor where it has
+# one (events.MECHANISM_FLOORS: below it the calls are housekeeping), else this.
+CALL_FLOOR = 100
 GATED_SYSCALLS = ("mmap", "munmap", "madvise", "brk", "mprotect", "mremap")
 SHOWN_SYSCALLS = ("futex",)
 
@@ -73,10 +78,11 @@ COUNTS: tuple[CountMetric, ...] = (
     CountMetric("page faults", "faults", 256, lambda s: float(s.minflt + s.majflt)),
     CountMetric("peak RSS", "bytes", MIB, lambda s: float(s.maxrss_kb) * 1024 if s.maxrss_kb else None),
     CountMetric("time-averaged RSS", "bytes", MIB, _mean_rss),
-    *(CountMetric(f"{name} calls", "calls", 100, (lambda n: lambda s: float(s.syscalls[n]) if n in s.syscalls
-                                                  else None)(name)) for name in GATED_SYSCALLS),
-    *(CountMetric(f"{name} calls", "calls", 100, (lambda n: lambda s: float(s.syscalls[n]) if n in s.syscalls
-                                                  else None)(name), gates=False) for name in SHOWN_SYSCALLS),
+    *(CountMetric(f"{name} calls", "calls", MECHANISM_FLOORS.get(name, CALL_FLOOR),
+                  (lambda n: lambda s: float(s.syscalls[n]) if n in s.syscalls else None)(name))
+      for name in GATED_SYSCALLS),
+    *(CountMetric(f"{name} calls", "calls", CALL_FLOOR, (lambda n: lambda s: float(s.syscalls[n]) if n in s.syscalls
+                                                         else None)(name), gates=False) for name in SHOWN_SYSCALLS),
     CountMetric("bytes released (munmap, brk, madvise)", "bytes", MIB, _released),
 )
 
