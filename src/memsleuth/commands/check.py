@@ -23,6 +23,11 @@ def add_arguments(k) -> None:
     k.add_argument("--no-where", action=options.OnceFlag,
                    help="skip the call sites (by default one more run under perf record finds where the page "
                         "faults and memory system calls come from)")
+    k.add_argument("--try", dest="try_", action=options.OnceFlag,
+                   help="then measure the changes the findings advise (tunables, allocator options, other allocators) "
+                        "against the program as it ran, alternately in one session, and say which help (docs/ci.md)")
+    k.add_argument("--try-rounds", metavar="N", default="20", action=options.Once,
+                   help="--try: at most N rounds (default 20; at least 6)")
     options.add_env(k)
     options.add_limits(k)
     options.add_fail_on_error(k)
@@ -54,5 +59,56 @@ def run(args, command: list[str] | None, console: Console) -> int:
     store = Store(args.db)
     spec = RunSpec(rounds=p.rounds.describe(), warmup=0, timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes,
                    command=command, env=env)
+    try_rounds = options.count(args.try_rounds, "--try-rounds")
+    if try_rounds < 6:
+        raise UsageError("--try-rounds must be at least 6 (the fewest rounds with a 95% CI)")
     outcome = measure(store, p, kind="check", name=command[0], spec=spec, allocs=allocs)
-    return finish(store, outcome, args, console)
+    code = finish(store, outcome, args, console)
+    if not args.try_ or outcome.interrupted or code != 0:
+        return code
+    return _try(store, outcome.run_id, p, args, console, try_rounds) or code
+
+
+def _try(store, check_run: int, p, args, console: Console, max_rounds: int) -> int | None:
+    """check --try: the findings' candidates against the baseline, in one session."""
+    from memsleuth import gate as gating, tried
+    from memsleuth.analysis import analyse_check
+    from memsleuth.findings import tries
+    from memsleuth.report import terminal, try_report
+    from memsleuth.session import measure
+    run = store.load_run(check_run)
+    found = analyse_check(run).findings
+    base = p.cells[0]
+    installed = [a.name for a in allocators.available()]
+    candidates = tries.for_findings(found, base.allocator.name, installed)
+    if not candidates:
+        console.print("\n--try: no finding of this run names a setting or an allocator to try; the advice above is a "
+                      "change to the program itself.", markup=False, highlight=False)
+        return None
+    cells = [dataclasses.replace(base, params={"variant": "baseline"}, where=False)]
+    for t in candidates:
+        cells.append(_candidate_cell(base, t))
+    plan = planning.Plan("command", p.name, tuple(cells), (), planning.Rounds(6, max_rounds, None), 1, p.timeout_s,
+                         p.mem_limit_bytes, settled=tried.settled("cpu", gating.DEFAULT_TIME_THRESHOLD))
+    spec = RunSpec(rounds=f"--try: rounds until every candidate's paired CPU time resolves ±5% (6..{max_rounds})",
+                   min_reps=6, max_reps=max_rounds, warmup=1, timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes,
+                   command=list(base.command), env=dict(base.env),
+                   facts={"tries": [t.to_dict() for t in candidates], "check_run": check_run},
+                   gate={"time": "cpu", "threshold": gating.DEFAULT_TIME_THRESHOLD,
+                         "count_threshold": gating.DEFAULT_COUNT_THRESHOLD})
+    allocs = list({c.allocator.name: c.allocator for c in cells}.values())
+    outcome = measure(store, plan, kind="try", name=p.name, spec=spec, allocs=allocs,
+                      announce=f"--try: {len(candidates)} candidate(s) against the baseline, 6..{max_rounds} rounds")
+    console.print()
+    terminal.render(try_report.build_stored(store.load_run(outcome.run_id)), console)
+    return 130 if outcome.interrupted else None
+
+
+def _candidate_cell(base: planning.Cell, t) -> planning.Cell:
+    env = dict(base.env)
+    if t.tunables:
+        own = env.get("GLIBC_TUNABLES")
+        env["GLIBC_TUNABLES"] = ":".join(([own] if own else []) + list(t.tunables))
+    env.update(t.env)
+    alloc = allocators.resolve(t.allocator)[0] if t.allocator else base.allocator
+    return dataclasses.replace(base, allocator=alloc, env=env, params={"variant": t.name}, where=False)

@@ -703,7 +703,14 @@ def build_check(run: StoredRun) -> Report:
         tables.append(Table("Failures", ["status", "detail", "stderr tail"], rows,
                             failed={(r, 0) for r in range(len(rows))}))
     fig = timeline_figure(cell.label, a.view.samples)
-    return Report(f"memsleuth check — run {run.id}", header, tables, [], a.findings, quiet=a.quiet,
+    footer = []
+    from memsleuth.findings import tries
+    names = [t.name for t in tries.for_findings(a.findings, cell.allocator.name, list(tries.OTHER_ALLOCATORS))]
+    if names and "--try" not in run.argv:
+        footer.append(f"The advice above is untried. `memsleuth check --try -- {command_text(cell.command)}` measures "
+                      f"the changes it names against this program ({', '.join(names)}; the allocators that are "
+                      "installed) and says which help.")
+    return Report(f"memsleuth check — run {run.id}", header, tables, footer, a.findings, quiet=a.quiet,
                   figures=[fig] if fig else [],
                   command=memsleuth_command(run.argv), run=run)
 

@@ -1,0 +1,69 @@
+"""Advice, tried: which candidates a finding names (findings/tries.py) and how a trial is judged
+(tried.py), on synthetic checks. tests/e2e/test_try_e2e.py runs `check --try` on real programs."""
+from __future__ import annotations
+
+import pytest
+
+from memsleuth import gate, stats, tried
+from memsleuth.findings.base import Finding
+from memsleuth.findings.tries import Try, for_findings
+
+INSTALLED = ["glibc", "mimalloc", "jemalloc"]
+
+
+def finding(id_: str, who: str = "allocator") -> Finding:
+    return Finding(id_, "t", "m", [], "a", "high", who=who)
+
+
+def test_a_finding_names_its_tunables_and_the_other_installed_allocators():
+    names = [t.name for t in for_findings([finding("heap-trim-churn")], "glibc", INSTALLED)]
+    assert names == ["trim_threshold=1G", "top_pad=64M", "mimalloc", "jemalloc"]   # no tcmalloc: not installed
+    assert [t.name for t in for_findings([finding("madvise-storm")], "mimalloc", INSTALLED)] == \
+        ["mimalloc: purge later", "jemalloc", "glibc"]
+
+
+def test_calls_the_program_makes_itself_get_no_candidate():
+    assert for_findings([finding("madvise-storm", who="program")], "glibc", INSTALLED) == []
+    assert for_findings([finding("zero-page-read")], "glibc", INSTALLED) == []
+
+
+def test_one_change_for_two_findings_is_tried_once_with_both_evidences():
+    both = for_findings([finding("heap-trim-churn"), finding("madvise-storm")], "glibc", INSTALLED)
+    trim = next(t for t in both if t.name == "trim_threshold=1G")
+    assert trim.finding == "heap-trim-churn, madvise-storm"
+    assert trim.evidence == ("brk calls", "page faults", "madvise calls")
+    assert Try.from_dict(trim.to_dict()) == trim
+    assert len([t for t in both if t.name == "mimalloc"]) == 1
+
+
+def time_check(median, low, high):
+    e = stats.Estimate(median, low, high, 0.95, 10)
+    v, text = gate.time_verdict(e, 0.05)
+    return gate.Check("c", "time (cpu)", "time", v, 1.0, median, e, 0.05, text, unit="s")
+
+
+def count(metric, a, b, unit="calls"):
+    m = next(m for m in gate.COUNTS if m.name == metric)
+    return gate.count_check("c", m, [a] * 6, [b] * 6, 0.10)
+
+
+@pytest.mark.parametrize("time,rss,evidence,kind", [
+    (time_check(0.80, 0.75, 0.85), count("peak RSS", 10e6, 10e6), [count("brk calls", 1000, 2)], tried.HELPS),
+    (time_check(0.80, 0.75, 0.85), count("peak RSS", 10e6, 30e6), [], tried.TRADE_OFF),
+    (time_check(1.20, 1.10, 1.30), None, [count("madvise calls", 1000, 1000)], tried.WORSE),
+    (time_check(1.00, 0.98, 1.02), None, [count("madvise calls", 112_000, 112_000)], tried.NO_EFFECT),
+    (time_check(0.97, 0.90, 1.03), None, [count("madvise calls", 1000, 1000)], tried.UNRESOLVED),
+])
+def test_a_trial_is_judged_on_the_findings_cost(time, rss, evidence, kind):
+    assert tried.verdict(time, rss, evidence)[0] == kind
+
+
+def test_a_count_that_fell_while_the_time_did_not_is_not_a_fix():
+    # trim_threshold stops the break's moves; the same pages are then mapped and faulted by mmap.
+    v, why = tried.verdict(time_check(1.00, 0.98, 1.02), None, [count("brk calls", 1000, 3), count("page faults", 8e5, 8e5)])
+    assert v == tried.NO_EFFECT and "no change beyond ±5%" in why
+
+
+def test_a_memory_finding_is_judged_on_peak_rss():
+    rss = count("peak RSS", 100e6, 40e6, "bytes")
+    assert tried.verdict(time_check(1.0, 0.98, 1.02), rss, [rss], primary="peak RSS")[0] == tried.HELPS
