@@ -39,6 +39,21 @@ def fmt_bytes(n: float | None) -> str:
     return f"{n:.0f} B"
 
 
+def fmt_size_arg(n) -> str:
+    """A byte count as a size argument reads and parses back (parse_size_bytes): 4194304 -> '4M',
+    1536 -> '1536'; a list '4194304,1048576' -> '4M,1M'."""
+    if isinstance(n, str) and "," in n:
+        return ",".join(fmt_size_arg(x) for x in n.split(","))
+    try:
+        v = int(n)
+    except (TypeError, ValueError):
+        return str(n)
+    for suffix, factor in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if v >= factor and v % factor == 0:
+            return f"{v // factor}{suffix}"
+    return str(v)
+
+
 def fmt_si(x: float | None, unit: str = "") -> str:
     """3 significant figures with an SI prefix: 84.2M ops/s, 1.25k."""
     if x is None or (isinstance(x, float) and math.isnan(x)):

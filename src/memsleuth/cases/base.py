@@ -44,10 +44,32 @@ class CaseTable:
 
 
 @dataclass
+class CaseFigure:
+    """A case's result as a plot: one row per label, each a median over runs with its 95% CI
+    (low/high None: too few runs), in one unit."""
+    title: str
+    unit: str
+    rows: list[tuple[str, float, float | None, float | None]]
+    higher_is_better: bool = True
+
+
+def result_rows(items) -> list[tuple[str, float, float | None, float | None]]:
+    """(label, per-run values) pairs as figure rows: the median and its CI of each."""
+    out = []
+    for label, values in items:
+        vals = list(values.values()) if isinstance(values, dict) else list(values)
+        if vals:
+            e = stats.median_ci(vals)
+            out.append((label, e.median, e.low, e.high))
+    return out
+
+
+@dataclass
 class CaseResult:
     question: str
     tables: list[CaseTable]
     statements: list[str]            # what the evidence shows, each with its numbers
+    figures: list[CaseFigure] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"question": self.question, "tables": [t.to_dict() for t in self.tables],

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from memsleuth import native, stats
 from memsleuth.analysis import cell_view
-from memsleuth.cases.base import median_text, CASE_NOISE, Case, CaseResult, CaseTable, Variant, status_text
+from memsleuth.cases.base import (CASE_NOISE, Case, CaseFigure, CaseResult, CaseTable, Variant, median_text, result_rows,
+                                  status_text)
 from memsleuth.stats import median_of as med
 from memsleuth.units import fmt_num as fmt
 from memsleuth.errors import UsageError
@@ -135,7 +136,9 @@ class CacheFlush(Case):
                       "flush lines already flushed)." if dirty else "Flush passes run on lines already flushed "
                                                                       "(dirty=0), as in the seed's loop.")
                    + " GB/s = buffer bytes / pass wall time (10^9 B/s)."])
-        return CaseResult(self.question, [table], self._statements(ev, facts))
+        fig = CaseFigure(f"Bandwidth over a {n / (1 << 20):,.0f} MiB buffer, per operation", "GB/s",
+                         result_rows((f"{e.op} ({e.allocator})" if several else e.op, e.gbs_by_round) for e in ev))
+        return CaseResult(self.question, [table], self._statements(ev, facts), [fig] if fig.rows else [])
 
     def _statements(self, ev: list[OpEvidence], facts: dict) -> list[str]:
         out = []

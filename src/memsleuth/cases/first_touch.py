@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memsleuth.analysis import cell_view
-from memsleuth.cases.base import (Case, CaseResult, CaseTable, Variant, median_text, paired, per_run, ratio_text,
-                                  resolved_above, status_text)
+from memsleuth.cases.base import (Case, CaseFigure, CaseResult, CaseTable, Variant, median_text, paired, per_run,
+                                  ratio_text, resolved_above, result_rows, status_text)
 from memsleuth.stats import median_of
 from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, fmt_num as fmt, gb_per_s
 from memsleuth.store import StoredCell, StoredRun
@@ -158,7 +158,9 @@ class FirstTouch(Case):
                    "the source (none in fresh); 'destination setup': the setup's own cost. GB/s = bytes copied / wall time "
                    "(10^9 B/s). 'faults adding no RSS' = faults in the copy minus the pages RSS grew by: mappings of "
                    "the shared zero page."])
-        return CaseResult(self.question, [table], self._statements(ev, run))
+        fig = CaseFigure(f"Timed copy of {fmt_mib(n)}, per setup", "GB/s",
+                         result_rows((e.name, per_run(e.cell, _gbs(e, "copy"))) for e in ev if e.supported))
+        return CaseResult(self.question, [table], self._statements(ev, run), [fig] if fig.rows else [])
 
     def _statements(self, ev: list[SetupEvidence], run: StoredRun) -> list[str]:
         out = []

@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 
 from memsleuth import __version__
-from memsleuth.report.model import (ChangeFigure, RatioFigure, Report, ThroughputFigure, TimelineFigure, TrendFigure,
-                                    who_text)
+from memsleuth.report.model import (ChangeFigure, RatioFigure, Report, ResultFigure, ThroughputFigure, TimelineFigure,
+                                    TrendFigure, who_text)
 
 
 @dataclass
@@ -65,6 +65,11 @@ def draw(fig, i: int, limits: tuple[float, float] | None = None) -> Drawn | None
         out = _timeline(plt, fig, limits), fig.label, False
     elif isinstance(fig, ChangeFigure):
         out = _change(plt, fig), "B's time over A's per cell, with its 95% CI; the band is the threshold.", True
+    elif isinstance(fig, ResultFigure):
+        ci = any(r[2] is not None for r in fig.rows)
+        out = _result(plt, fig), (f"{fig.title}: the median over runs" + (" with its 95% CI" if ci else
+                                  " (too few runs for a CI)") + ("; higher is better." if fig.higher_is_better
+                                                                else "; lower is better.")), True
     elif isinstance(fig, TrendFigure):
         out = _trend(plt, fig), (f"{fig.cell}: {fig.metric} per stored run (median, 95% CI); dashed: the first run "
                                  "after a step"), False
@@ -194,4 +199,18 @@ def _trend(plt, fig: TrendFigure):
     ax.set_xlabel("run")
     ax.set_ylabel(f"{fig.metric} ({unit})")
     ax.set_ylim(bottom=0)
+    return f
+
+
+def _result(plt, fig: ResultFigure):
+    f, ax = plt.subplots(figsize=(7, 0.8 + 0.4 * len(fig.rows)))
+    ys = list(range(len(fig.rows)))
+    for y, (label, med, lo, hi) in zip(ys, fig.rows):
+        ax.errorbar([med], [y], xerr=[[med - (lo if lo is not None else med)], [(hi if hi is not None else med) - med]],
+                    fmt="o", color="#0969da", capsize=3)
+    ax.set_yticks(ys, [r[0] for r in fig.rows])
+    ax.invert_yaxis()
+    ax.set_xlim(left=0)
+    ax.set_xlabel(fig.unit)
+    ax.set_title(fig.title, fontsize=9, loc="left")
     return f

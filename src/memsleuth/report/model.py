@@ -12,7 +12,7 @@ from memsleuth.analysis import CellSummary, Group, RunAnalysis, analyse_check, a
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, HARDWARE_SHORT as HW_SHORT, SYSCALL_COLUMNS
 from memsleuth.stats import MIN_SAMPLES_FOR_CI
 from memsleuth.store import StoredCell, StoredRun
-from memsleuth.units import fmt_bytes, fmt_count, fmt_seconds, fmt_si
+from memsleuth.units import fmt_bytes, fmt_count, fmt_seconds, fmt_si, fmt_size_arg
 
 
 @dataclass
@@ -61,6 +61,15 @@ class ChangeFigure:
     change: list[tuple[float, float | None, float | None] | None]   # (median, low, high) of B/A time
     regression: list[bool]
     threshold: float
+
+
+@dataclass
+class ResultFigure:
+    """A case's result: per label, a median with its 95% CI, in one unit (cases.base.CaseFigure)."""
+    title: str
+    unit: str
+    rows: list[tuple[str, float, float | None, float | None]]
+    higher_is_better: bool = True
 
 
 @dataclass
@@ -629,8 +638,7 @@ def build_case(run: StoredRun) -> Report:
     header = [f"case {case.name} (seed {case.seed}); {run.spec.rounds} + {run.spec.warmup} "
               f"warm-up per cell; status {run.status}; {run.created_at}", *_machine_lines(run)]
     if params:
-        header.append("parameters: " + ", ".join(
-            f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in params.items()))
+        header.append("parameters: " + ", ".join(f"{k}={_param_text(case, k, v)}" for k, v in params.items()))
     tables = [Table(t.title, t.columns, t.rows, t.notes,
                     align_right={i for i, c in enumerate(t.columns) if i and t.rows and
                                  all(_numeric(r[i]) for r in t.rows)})
@@ -641,10 +649,21 @@ def build_case(run: StoredRun) -> Report:
     if failed:
         tables.append(failed)
     footer = ["This run was interrupted: the tables show the samples that finished."] if run.status == "interrupted" else []
-    figures = [f for c in run.cells if (f := timeline_figure(c.label, [s for _, s in c.measured() if s.ok]))]
+    figures = [ResultFigure(f.title, f.unit, f.rows, f.higher_is_better) for f in result.figures]
+    figures += [f for c in run.cells if (f := timeline_figure(c.label, [s for _, s in c.measured() if s.ok]))]
     return Report(f"memsleuth case {case.name} — run {run.id}", header, tables, footer,
                   question=result.question, statements=result.statements, figures=figures,
                   command=memsleuth_command(run.argv), run=run)
+
+
+def _param_text(case, key: str, value) -> str:
+    """A case parameter as it would be typed: sizes with their suffix (1G, not 1073741824)."""
+    text = ",".join(str(x) for x in value) if isinstance(value, list) else str(value)
+    try:
+        kind = case.param(key).kind
+    except Exception:
+        return text
+    return fmt_size_arg(text) if kind in ("size", "sizes") else text
 
 
 def _numeric(text: str) -> bool:
