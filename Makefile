@@ -84,6 +84,7 @@ bench: setup test-native
 	$(PY) bench/peer_agreement.py
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/gate_power.py
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/check_cost.py
+	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/heap_cost.py
 	$(PY) bench/cli_start.py
 
 clean:

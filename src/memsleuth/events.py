@@ -27,3 +27,6 @@ MECHANISM_FLOORS = {"madvise": 10, "munmap": 100, "brk": 50, "mremap": 50}
 # skips its explaining runs and says so.
 FAULT_FLOOR = 8000
 FUTEX_FLOOR = 1000
+# Below this peak resident memory, no memory finding speaks (findings/heap_*.py: what a process's
+# resident memory is made of matters from tens of MiB): `check` then skips the heap accounting.
+MEMORY_FLOOR_BYTES = 16 << 20

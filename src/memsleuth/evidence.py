@@ -132,6 +132,7 @@ class Sample:
     timeline: Timeline | None = None
     syscall_args: dict = field(default_factory=dict)   # munmap/madvise/mmap/mremap/brk arguments (ms-run)
     result: dict | None = None       # the workload's own result line, if any
+    heap: dict | None = None         # heap accounting of an explaining run (heap.py), if any
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -163,7 +164,7 @@ class Sample:
             user_only=tuple(str(x) for x in doc.get("user_only") or ()),
             timeline=Timeline.from_doc(doc),
             syscall_args=dict(doc.get("syscall_args") or {}),
-            result=result, raw=doc,
+            result=result, heap=doc.get("heap") if isinstance(doc.get("heap"), dict) else None, raw=doc,
         )
 
     @property

@@ -28,13 +28,17 @@ def _env_args(cell: Cell) -> list[str]:
 
 
 def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_bytes: int | None,
-               counters: bool = True, syscall_args: bool = False) -> list[str]:
+               counters: bool = True, syscall_args: bool = False, heap_dir: str | None = None) -> list[str]:
+    """heap_dir: account the heap (libmsheap in front of the allocator), its documents written there."""
     argv = [str(native.ms_run()), "--out", out_path]
     if timeout_s:
         argv += ["--timeout", repr(float(timeout_s))]
     if mem_limit_bytes:
         argv += ["--mem-limit", str(mem_limit_bytes)]
-    if cell.allocator.preload:
+    if heap_dir is not None:
+        from memsleuth import heap
+        argv += ["--preload", heap.preload(cell.allocator.preload), "--env", f"MEMSLEUTH_HEAP_OUT={heap_dir}"]
+    elif cell.allocator.preload:
         argv += ["--preload", cell.allocator.preload]
     argv += _env_args(cell)
     if cell.oom_exit_code is not None:
@@ -92,11 +96,16 @@ def _run_msrun(argv: list[str], timeout: float | None) -> subprocess.CompletedPr
 
 
 def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None, counters: bool = True,
-             syscall_args: bool = False, metric=None) -> Sample:
+             syscall_args: bool = False, metric=None, heap: bool = False) -> Sample:
+    """One run; `heap`: with the heap accounting in front of the allocator (explaining runs only)."""
     with tempfile.TemporaryDirectory(prefix="memsleuth-") as tmp:
         out = os.path.join(tmp, "run.json")
+        heap_dir = None
+        if heap:
+            heap_dir = os.path.join(tmp, "heap")
+            os.mkdir(heap_dir, 0o700)
         argv = msrun_argv(cell, out, timeout_s=timeout_s, mem_limit_bytes=mem_limit_bytes, counters=counters,
-                          syscall_args=syscall_args)
+                          syscall_args=syscall_args, heap_dir=heap_dir)
         if metric is not None:
             argv[1:1] = ["--tail", str(METRIC_TAIL_BYTES)]
         try:
@@ -112,6 +121,9 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
                 doc = json.load(f)
         except (OSError, json.JSONDecodeError) as e:
             return _failed(f"ms-run failed (exit {proc.returncode}): {proc.stderr.strip() or e}")
+        if heap_dir is not None:
+            from memsleuth import heap as heap_mod
+            doc["heap"] = heap_mod.read(heap_dir)
     doc = normalise(doc)
     if metric is not None:
         read_metric(doc, metric)

@@ -178,6 +178,7 @@ class Plan:
     syscall_args: bool = False       # record munmap/madvise/mmap/mremap/brk arguments (ms-run --syscall-args)
     where: bool = False              # one more run per cell under perf for call sites (where.py)
     explain_if_needed: bool = False  # check: the explaining runs only when the measured runs show a candidate
+    heap: bool = False               # account the heap in the explaining run (heap.py) of a cell that holds memory
     metric: MetricSpec | None = None # the benchmark's own figure (compare --metric)
     reference: Cell | None = None    # run once in every round, for diff to divide by (reference_cell)
     # When set, decides after each round (from rounds.min_reps on) whether the session has what

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from memsleuth.events import FAULT_FLOOR, FUTEX_FLOOR, MECHANISM_FLOORS
+from memsleuth.events import FAULT_FLOOR, FUTEX_FLOOR, MECHANISM_FLOORS, MEMORY_FLOOR_BYTES
 from memsleuth.textsafe import visible
 from memsleuth import launcher, native, stats
 from memsleuth.evidence import metric_kind
@@ -100,6 +100,13 @@ def needs_arguments(samples: list) -> bool:
         return False
     return any(sorted(s.syscalls.get(name, 0) for s in ok)[len(ok) // 2] >= floor
                for name, floor in MECHANISM_FLOORS.items())
+
+
+def needs_heap(samples: list) -> bool:
+    """Whether a cell's measured runs hold enough resident memory for the memory findings (what
+    it is made of) to speak: then its explaining run accounts the heap (heap.py)."""
+    ok = [s for s in samples if s.ok]
+    return bool(ok) and sorted(s.maxrss_kb for s in ok)[len(ok) // 2] * 1024 >= MEMORY_FLOOR_BYTES
 
 
 def _call_sites(plan: Plan, cell, ok: list) -> dict:
@@ -247,15 +254,17 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                 if i in failed or not values[i]:
                     continue
                 wanted = needs_call_sites(samples[i]) if plan.explain_if_needed else True
-                args = bool(cell.where or (plan.syscall_args and wanted) or needs_arguments(samples[i]))
+                heap = plan.heap and needs_heap(samples[i])
+                args = bool(cell.where or (plan.syscall_args and wanted) or needs_arguments(samples[i]) or heap)
                 perf = bool(cell.where or (plan.where and wanted))
-                todo.append((i, cell, args, perf))
-            progress.shrink(sum(a + p for _, _, a, p in todo))
-            for i, cell, args, perf in todo:
+                todo.append((i, cell, args, perf, heap))
+            progress.shrink(sum(a + p for _, _, a, p, _ in todo))
+            for i, cell, args, perf, heap in todo:
                 if args:
-                    progress.now(f"{plan.label(i)}: syscall arguments (one more run)")
+                    what = "syscall arguments and heap accounting" if heap else "syscall arguments"
+                    progress.now(f"{plan.label(i)}: {what} (one more run)")
                     explain = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
-                                                syscall_args=True)
+                                                syscall_args=True, heap=heap)
                     store.add_sample(cell_ids[i], EXPLAIN_ROUND, True, explain)
                     progress.advance()
                 if perf:

@@ -55,7 +55,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
                               timeout_s=options.timeout(args.timeout), mem_limit_bytes=options.mem_limit(args.mem_limit),
                               env=env)
     # check explains: the syscalls' arguments (bytes, advice, the break's moves) are recorded.
-    p = dataclasses.replace(p, syscall_args=True, where=not args.no_where, explain_if_needed=True)
+    p = dataclasses.replace(p, syscall_args=True, where=not args.no_where, explain_if_needed=True, heap=True)
     store = Store(args.db)
     spec = RunSpec(rounds=p.rounds.describe(), warmup=0, timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes,
                    command=command, env=env)

@@ -111,7 +111,17 @@ def _rss_blowup(f: Finding, allocator: str) -> list[Try]:
             _glibc("arena_max=2", f.id, ev, "glibc.malloc.arena_max=2", primary="peak RSS")]
 
 
+def _heap_overhead(f: Finding, allocator: str) -> list[Try]:
+    if allocator != "glibc" or not (f.numbers or {}).get("arenas", 0) >= 2:
+        return []
+    ev = ("peak RSS", "time-averaged RSS")
+    return [_glibc("arena_max=1", f.id, ev, "glibc.malloc.arena_max=1", primary="peak RSS"),
+            _glibc("arena_max=2", f.id, ev, "glibc.malloc.arena_max=2", primary="peak RSS")]
+
+
 TRIES = {
+    "heap-overhead": _heap_overhead,
+    "heap-retained": _heap_overhead,
     "heap-trim-churn": _heap_trim,
     "mmap-churn": _mmap_churn,
     "madvise-storm": _madvise_storm,
@@ -124,11 +134,13 @@ ALLOCATOR_SENSITIVE = {"heap-trim-churn": ("brk calls", "page faults"),
                        "mmap-churn": ("mmap calls", "munmap calls", "page faults"),
                        "madvise-storm": ("madvise calls", "page faults"),
                        "lock-contention": ("futex calls",),
-                       "rss-blowup": ("peak RSS", "time-averaged RSS")}
+                       "rss-blowup": ("peak RSS", "time-averaged RSS"),
+                       "heap-overhead": ("peak RSS", "time-averaged RSS"),
+                       "heap-retained": ("time-averaged RSS", "peak RSS")}
 
 
 # Findings about memory, not time: a candidate is judged on peak RSS.
-MEMORY_FINDINGS = ("rss-blowup",)
+MEMORY_FINDINGS = ("rss-blowup", "heap-overhead", "heap-retained")
 
 
 def for_findings(found: list[Finding], allocator: str, installed: list[str]) -> list[Try]:

@@ -263,6 +263,11 @@ class CellView:
     def maxrss_kb(self) -> float | None:
         return _med_opt(s.maxrss_kb for s in self.samples)
 
+    @property
+    def heap(self) -> dict | None:
+        """The heap accounting of the explaining run (heap.py), when it was made."""
+        return next((s.heap for s in self.explain + self.samples if s.heap), None)
+
 
 def _scope(name: str, regions: list[Region]) -> Scope:
     ops = [r.ops for r in regions]

@@ -1,0 +1,627 @@
+/* libmsheap: heap accounting for any program under any allocator, preloaded in front of it
+ * (LD_PRELOAD="libmsheap.so:<allocator>.so"): every malloc-family call is forwarded to the next
+ * definition (dlsym RTLD_NEXT: the measured allocator, or glibc) and counted on the way.
+ *
+ * What it keeps, per process:
+ *   - live bytes as the allocator sees them (malloc_usable_size of every block: what the program
+ *     can use, which is what the allocator must keep), allocations and frees, bytes requested;
+ *   - the peak of live bytes, and at that peak the resident and anonymous memory of the process
+ *     and glibc's arena heaps (from /proc/self/smaps_rollup and /proc/self/maps);
+ *   - a size histogram (powers of two) of the requests;
+ *   - a timeline of live bytes (a point each time it moved by 1/32 since the last one);
+ *   - allocation stacks sampled by bytes (as tcmalloc and jemalloc sample: on average one sample
+ *     per MEMSLEUTH_HEAP_SAMPLE bytes allocated, 1 MiB by default, each weighted by the bytes it
+ *     stands for), each with the bytes it allocated, still live at the peak and still live at exit.
+ * It writes one JSON document per process at exit to $MEMSLEUTH_HEAP_OUT/heap-<pid>.json.
+ *
+ * Cost: counters are per thread, added into the process's totals every FLUSH_OPS calls or
+ * FLUSH_BYTES bytes (so the peak is exact to within threads x FLUSH_BYTES); a free() looks its
+ * pointer up in the table of sampled blocks only when a 32 KiB filter says it may be there.
+ * It runs in memsleuth's explaining runs only, never in a measured one (bench/heap_cost.py). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <execinfo.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FLUSH_OPS 256
+#define FLUSH_BYTES (256 << 10)
+#define HIST_BUCKETS 48
+#define MAX_FRAMES 16
+#define SKIP_FRAMES 2              /* record_sample and the hook itself */
+#define MAX_SITES 8192
+#define SAMPLE_SLOTS (1u << 17)    /* live sampled blocks: open addressing */
+#define FILTER_SLOTS (1u << 15)    /* counting filter over sampled pointers: 32 KiB, stays in cache */
+#define TIMELINE_POINTS 4096
+#define PEAK_STEP 1.10             /* a new peak snapshot when live grew by 10% since the last */
+#define BOOT_BYTES (256 << 10)
+
+typedef void *(*malloc_fn)(size_t);
+typedef void (*free_fn)(void *);
+typedef void *(*calloc_fn)(size_t, size_t);
+typedef void *(*realloc_fn)(void *, size_t);
+typedef void *(*memalign_fn)(size_t, size_t);
+typedef int (*posix_memalign_fn)(void **, size_t, size_t);
+typedef size_t (*usable_fn)(void *);
+
+static malloc_fn real_malloc;
+static free_fn real_free;
+static calloc_fn real_calloc;
+static realloc_fn real_realloc;
+static memalign_fn real_memalign, real_aligned_alloc;
+static posix_memalign_fn real_posix_memalign;
+static malloc_fn real_valloc, real_pvalloc;
+static usable_fn real_usable;
+
+/* Allocations made while dlsym resolves the real functions come from here and are never freed. */
+static _Alignas(64) char boot[BOOT_BYTES];
+static size_t boot_used;
+static int resolving;
+
+static _Atomic int64_t g_live, g_requested_total, g_allocs, g_frees, g_peak;
+static _Atomic int64_t g_hist[HIST_BUCKETS];
+static int g_ready;                     /* set once, before any thread but the first can call */
+static double g_sample_mean = 1024.0 * 1024;
+static char g_out[4096];
+static struct timespec g_t0;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t g_thread_key;      /* its destructor adds an exiting thread's counts in */
+
+typedef struct {
+  int64_t live, requested, allocs, frees, since_flush;
+  int64_t hist[HIST_BUCKETS];
+  int64_t until_sample;
+  uint64_t rng;
+  int in_hook, registered, sampling;
+} tstate;
+/* initial-exec: a preloaded library gets static TLS, so no __tls_get_addr call per access. */
+static __thread tstate T __attribute__((tls_model("initial-exec")));
+
+typedef struct {
+  uint64_t hash;
+  int nframes;
+  void *frames[MAX_FRAMES];
+  double alloc_bytes, alloc_count, live_bytes, live_count, peak_bytes, samples;
+} site;
+static site g_sites[MAX_SITES];
+static int g_nsites;
+static int64_t g_dropped;
+
+typedef struct {
+  void *ptr;                        /* NULL: empty; (void *)1: deleted */
+  int site;
+  double weight_bytes, weight_count;
+} sampled;
+static sampled g_samples[SAMPLE_SLOTS];
+static _Atomic uint8_t g_filter[FILTER_SLOTS];
+
+typedef struct { int64_t t_us, live; } tpoint;
+static tpoint g_tl[TIMELINE_POINTS];
+static int g_ntl, g_tl_stride = 1, g_tl_skip;
+static int64_t g_tl_last = -1;
+
+static int64_t g_peak_snapshot_live;
+static struct {
+  int64_t live, rss_kb, anon_kb, t_us;
+  int arenas;
+  int64_t arena_rss_kb;
+} g_at_peak;
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+static int64_t now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (t.tv_sec - g_t0.tv_sec) * 1000000LL + (t.tv_nsec - g_t0.tv_nsec) / 1000;
+}
+
+static int bucket(size_t n) {
+  int b = n > 1 ? 64 - __builtin_clzl((unsigned long)(n - 1)) : 0;   /* ceil(log2 n) */
+  return b < HIST_BUCKETS ? b : HIST_BUCKETS - 1;
+}
+
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+static double uniform(void) {
+  if (!T.rng) T.rng = mix((uint64_t)(uintptr_t)&T ^ (uint64_t)now_us() ^ 0x9e3779b97f4a7c15ULL) | 1;
+  T.rng ^= T.rng << 13;
+  T.rng ^= T.rng >> 7;
+  T.rng ^= T.rng << 17;
+  return ((T.rng >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static int64_t next_sample_gap(void) { return (int64_t)(-log(uniform()) * g_sample_mean) + 1; }
+
+static void resolve(void) {
+  if (real_malloc) return;
+  resolving = 1;
+  real_malloc = (malloc_fn)dlsym(RTLD_NEXT, "malloc");
+  real_free = (free_fn)dlsym(RTLD_NEXT, "free");
+  real_calloc = (calloc_fn)dlsym(RTLD_NEXT, "calloc");
+  real_realloc = (realloc_fn)dlsym(RTLD_NEXT, "realloc");
+  real_memalign = (memalign_fn)dlsym(RTLD_NEXT, "memalign");
+  real_aligned_alloc = (memalign_fn)dlsym(RTLD_NEXT, "aligned_alloc");
+  real_posix_memalign = (posix_memalign_fn)dlsym(RTLD_NEXT, "posix_memalign");
+  real_valloc = (malloc_fn)dlsym(RTLD_NEXT, "valloc");
+  real_pvalloc = (malloc_fn)dlsym(RTLD_NEXT, "pvalloc");
+  real_usable = (usable_fn)dlsym(RTLD_NEXT, "malloc_usable_size");
+  resolving = 0;
+}
+
+static void *boot_alloc(size_t n) {
+  size_t at = (boot_used + 15) & ~(size_t)15;
+  if (at + n > BOOT_BYTES) return NULL;
+  boot_used = at + n;
+  return boot + at;
+}
+
+static int is_boot(void *p) { return (char *)p >= boot && (char *)p < boot + BOOT_BYTES; }
+
+/* ---- the process's totals ------------------------------------------------------------- */
+
+static void read_memory(int64_t *rss_kb, int64_t *anon_kb) {
+  *rss_kb = *anon_kb = -1;
+  int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return;
+  buf[n] = 0;
+  char *p = strstr(buf, "\nRss:");
+  if (p) *rss_kb = strtoll(p + 5, NULL, 10);
+  p = strstr(buf, "\nAnonymous:");
+  if (p) *anon_kb = strtoll(p + 11, NULL, 10);
+}
+
+/* glibc's secondary arenas live in heaps of HEAP_MAX_SIZE (64 MiB on 64-bit) aligned to their
+ * size: anonymous read-write mappings whose start is 64 MiB aligned, each followed by the
+ * PROT_NONE rest of its reservation. Their resident size is read from smaps. */
+static void read_arenas(int *count, int64_t *rss_kb) {
+  *count = 0;
+  *rss_kb = 0;
+  FILE *f = fopen("/proc/self/smaps", "re");
+  if (!f) return;
+  char line[512];
+  int in_arena = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    char perms[8];
+    if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && strchr(line, ' ')) {
+      unsigned long long inode = 0;
+      char dev[16];
+      unsigned long off;
+      int fields = sscanf(line, "%lx-%lx %7s %lx %15s %llu", &lo, &hi, perms, &off, dev, &inode);
+      in_arena = fields == 6 && inode == 0 && (lo & ((1UL << 26) - 1)) == 0 && perms[0] == 'r' && perms[1] == 'w' &&
+                 hi - lo <= (1UL << 26) && !strstr(line, "[");
+      if (in_arena) (*count)++;
+    } else if (in_arena && strncmp(line, "Rss:", 4) == 0) {
+      *rss_kb += strtoll(line + 4, NULL, 10);
+    }
+  }
+  fclose(f);
+}
+
+static void snapshot_peak(int64_t live) {
+  /* under g_lock */
+  g_peak_snapshot_live = live;
+  for (int i = 0; i < g_nsites; i++) g_sites[i].peak_bytes = g_sites[i].live_bytes;
+  g_at_peak.live = live;
+  g_at_peak.t_us = now_us();
+  read_memory(&g_at_peak.rss_kb, &g_at_peak.anon_kb);
+  read_arenas(&g_at_peak.arenas, &g_at_peak.arena_rss_kb);
+}
+
+static void timeline_add(int64_t live) {
+  /* under g_lock: keep at most TIMELINE_POINTS, halving the resolution when full */
+  if (++g_tl_skip < g_tl_stride) return;
+  g_tl_skip = 0;
+  if (g_ntl == TIMELINE_POINTS) {
+    for (int i = 0; i < TIMELINE_POINTS / 2; i++) g_tl[i] = g_tl[2 * i];
+    g_ntl = TIMELINE_POINTS / 2;
+    g_tl_stride *= 2;
+  }
+  g_tl[g_ntl].t_us = now_us();
+  g_tl[g_ntl].live = live;
+  g_ntl++;
+}
+
+static void flush(void) {
+  if (!T.allocs && !T.frees && !T.live) return;
+  int64_t live = atomic_fetch_add(&g_live, T.live) + T.live;
+  atomic_fetch_add(&g_requested_total, T.requested);
+  atomic_fetch_add(&g_allocs, T.allocs);
+  atomic_fetch_add(&g_frees, T.frees);
+  for (int b = 0; b < HIST_BUCKETS; b++)
+    if (T.hist[b]) {
+      atomic_fetch_add(&g_hist[b], T.hist[b]);
+      T.hist[b] = 0;
+    }
+  T.live = T.requested = T.allocs = T.frees = T.since_flush = 0;
+  int64_t peak = atomic_load(&g_peak);
+  while (live > peak && !atomic_compare_exchange_weak(&g_peak, &peak, live)) {
+  }
+  int64_t last = g_tl_last;
+  int moved = last < 0 || llabs(live - last) * 32 > (last > 4096 ? last : 4096);
+  int new_peak = live > peak && live > (int64_t)(g_peak_snapshot_live * PEAK_STEP) && live > (1 << 20);
+  if (moved || new_peak) {
+    pthread_mutex_lock(&g_lock);
+    if (moved) {
+      g_tl_last = live;
+      timeline_add(live);
+    }
+    if (new_peak && live > (int64_t)(g_peak_snapshot_live * PEAK_STEP)) snapshot_peak(live);
+    pthread_mutex_unlock(&g_lock);
+  }
+}
+
+/* ---- sampling ---------------------------------------------------------------------------- */
+
+/* Cheap on purpose (it runs on every free): blocks are at least 16-byte aligned. */
+static inline uint32_t filter_slot(void *p) {
+  uintptr_t x = (uintptr_t)p >> 4;
+  return (uint32_t)((x ^ (x >> 15)) & (FILTER_SLOTS - 1));
+}
+
+static int site_of(void **frames, int n) {
+  uint64_t h = 1469598103934665603ULL;
+  for (int i = 0; i < n; i++) h = mix(h ^ (uint64_t)(uintptr_t)frames[i]);
+  for (int i = 0; i < g_nsites; i++)
+    if (g_sites[i].hash == h && g_sites[i].nframes == n) return i;
+  if (g_nsites == MAX_SITES) return -1;
+  site *s = &g_sites[g_nsites];
+  memset(s, 0, sizeof *s);
+  s->hash = h;
+  s->nframes = n;
+  memcpy(s->frames, frames, (size_t)n * sizeof(void *));
+  return g_nsites++;
+}
+
+static void record_sample(void *p, size_t size) {
+  void *frames[MAX_FRAMES + SKIP_FRAMES];
+  int n = backtrace(frames, MAX_FRAMES + SKIP_FRAMES);
+  int skip = n > SKIP_FRAMES ? SKIP_FRAMES : 0;
+  /* The estimator of the bytes this sample stands for: an allocation of s bytes is sampled with
+   * probability 1 - exp(-s / mean), so it counts s / that probability (and one call / it). */
+  double prob = 1.0 - exp(-(double)size / g_sample_mean);
+  double wcount = prob > 0 ? 1.0 / prob : 1.0;
+  double wbytes = (double)size * wcount;
+  pthread_mutex_lock(&g_lock);
+  int si = site_of(frames + skip, n - skip);
+  if (si < 0) {
+    g_dropped++;
+    pthread_mutex_unlock(&g_lock);
+    return;
+  }
+  site *s = &g_sites[si];
+  s->alloc_bytes += wbytes;
+  s->alloc_count += wcount;
+  s->samples += 1;
+  uint32_t h = (uint32_t)mix((uint64_t)(uintptr_t)p) & (SAMPLE_SLOTS - 1);
+  for (uint32_t k = 0; k < SAMPLE_SLOTS; k++) {
+    sampled *e = &g_samples[(h + k) & (SAMPLE_SLOTS - 1)];
+    if (e->ptr == NULL || e->ptr == (void *)1) {
+      e->ptr = p;
+      e->site = si;
+      e->weight_bytes = wbytes;
+      e->weight_count = wcount;
+      s->live_bytes += wbytes;
+      s->live_count += wcount;
+      atomic_fetch_add(&g_filter[filter_slot(p)], 1);
+      pthread_mutex_unlock(&g_lock);
+      return;
+    }
+  }
+  g_dropped++;
+  pthread_mutex_unlock(&g_lock);
+}
+
+static void forget_sample(void *p) {
+  if (!atomic_load_explicit(&g_filter[filter_slot(p)], memory_order_relaxed)) return;
+  pthread_mutex_lock(&g_lock);
+  uint32_t h = (uint32_t)mix((uint64_t)(uintptr_t)p) & (SAMPLE_SLOTS - 1);
+  for (uint32_t k = 0; k < SAMPLE_SLOTS; k++) {
+    sampled *e = &g_samples[(h + k) & (SAMPLE_SLOTS - 1)];
+    if (e->ptr == NULL) break;
+    if (e->ptr == p) {
+      g_sites[e->site].live_bytes -= e->weight_bytes;
+      g_sites[e->site].live_count -= e->weight_count;
+      e->ptr = (void *)1;
+      atomic_fetch_sub(&g_filter[filter_slot(p)], 1);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_lock);
+}
+
+/* ---- accounting on every call ------------------------------------------------------------ */
+
+static void on_thread_exit(void *unused) {
+  (void)unused;
+  T.in_hook = 1;
+  flush();
+}
+
+/* The fast paths touch only this thread's counters; everything that may allocate (a stack, a
+ * snapshot) runs in a slow path under in_hook, so that its own mallocs pass straight through. */
+static __attribute__((noinline)) void slow_alloc(void *p, size_t requested) {
+  T.in_hook = 1;
+  if (!T.registered) {
+    T.registered = 1;
+    pthread_setspecific(g_thread_key, (void *)1);
+  }
+  if (T.until_sample <= 0) {
+    if (T.sampling) record_sample(p, requested);
+    T.sampling = 1;                    /* the first gap of a thread is drawn, not sampled */
+    T.until_sample = next_sample_gap();
+  }
+  if (T.allocs + T.frees >= FLUSH_OPS || T.since_flush >= FLUSH_BYTES) flush();
+  T.in_hook = 0;
+}
+
+static __attribute__((noinline)) void slow_free(void *p) {
+  T.in_hook = 1;
+  if (atomic_load_explicit(&g_filter[filter_slot(p)], memory_order_relaxed)) forget_sample(p);
+  if (T.allocs + T.frees >= FLUSH_OPS || T.since_flush >= FLUSH_BYTES) flush();
+  T.in_hook = 0;
+}
+
+static inline void on_alloc(void *p, size_t requested) {
+  if (__builtin_expect(!p || !g_ready || T.in_hook, 0)) return;
+  size_t usable = real_usable(p);
+  T.live += (int64_t)usable;
+  T.requested += (int64_t)requested;
+  T.allocs++;
+  T.hist[bucket(requested)]++;
+  T.since_flush += (int64_t)usable;
+  T.until_sample -= (int64_t)requested;
+  if (__builtin_expect(T.until_sample <= 0 || !T.registered || T.allocs + T.frees >= FLUSH_OPS ||
+                       T.since_flush >= FLUSH_BYTES, 0))
+    slow_alloc(p, requested);
+}
+
+static inline void on_free(void *p) {
+  if (__builtin_expect(!p || !g_ready || T.in_hook, 0)) return;
+  size_t usable = real_usable(p);
+  T.live -= (int64_t)usable;
+  T.frees++;
+  T.since_flush += (int64_t)usable;
+  if (__builtin_expect(atomic_load_explicit(&g_filter[filter_slot(p)], memory_order_relaxed) != 0 ||
+                       T.allocs + T.frees >= FLUSH_OPS || T.since_flush >= FLUSH_BYTES, 0))
+    slow_free(p);
+}
+
+/* ---- the interposed functions -------------------------------------------------------------- */
+
+void *malloc(size_t n) {
+  if (!real_malloc) {
+    if (resolving) return boot_alloc(n);
+    resolve();
+  }
+  void *p = real_malloc(n);
+  on_alloc(p, n);
+  return p;
+}
+
+void free(void *p) {
+  if (!p || is_boot(p)) return;
+  if (!real_free) resolve();
+  on_free(p);
+  real_free(p);
+}
+
+void *calloc(size_t a, size_t b) {
+  if (!real_calloc) {
+    if (resolving) {
+      void *p = boot_alloc(a * b);
+      if (p) memset(p, 0, a * b);
+      return p;
+    }
+    resolve();
+  }
+  void *p = real_calloc(a, b);
+  on_alloc(p, a * b);
+  return p;
+}
+
+void *realloc(void *p, size_t n) {
+  if (!real_realloc) resolve();
+  if (p && is_boot(p)) {
+    void *q = malloc(n);
+    if (q) memcpy(q, p, n);  /* the boot block is at least as large as what was asked of it */
+    return q;
+  }
+  if (p) on_free(p);
+  void *q = real_realloc(p, n);
+  if (q) on_alloc(q, n);
+  else if (p && n) on_alloc(p, real_usable ? real_usable(p) : n);  /* failed: the old block is still live */
+  return q;
+}
+
+void *memalign(size_t al, size_t n) {
+  if (!real_memalign) resolve();
+  void *p = real_memalign(al, n);
+  on_alloc(p, n);
+  return p;
+}
+
+void *aligned_alloc(size_t al, size_t n) {
+  if (!real_aligned_alloc) resolve();
+  void *p = real_aligned_alloc(al, n);
+  on_alloc(p, n);
+  return p;
+}
+
+int posix_memalign(void **out, size_t al, size_t n) {
+  if (!real_posix_memalign) resolve();
+  int rc = real_posix_memalign(out, al, n);
+  if (rc == 0) on_alloc(*out, n);
+  return rc;
+}
+
+void *valloc(size_t n) {
+  if (!real_valloc) resolve();
+  void *p = real_valloc(n);
+  on_alloc(p, n);
+  return p;
+}
+
+void *pvalloc(size_t n) {
+  if (!real_pvalloc) resolve();
+  void *p = real_pvalloc(n);
+  on_alloc(p, n);
+  return p;
+}
+
+size_t malloc_usable_size(void *p) {
+  if (!p || is_boot(p)) return 0;
+  if (!real_usable) resolve();
+  return real_usable ? real_usable(p) : 0;
+}
+
+/* ---- start and the report at exit ------------------------------------------------------- */
+
+static void write_report(void);
+
+static void on_fork_child(void) {
+  /* The child starts its own account: what it inherited is the parent's. */
+  atomic_store(&g_live, 0);
+  atomic_store(&g_peak, 0);
+  atomic_store(&g_allocs, 0);
+  atomic_store(&g_frees, 0);
+  atomic_store(&g_requested_total, 0);
+  for (int b = 0; b < HIST_BUCKETS; b++) atomic_store(&g_hist[b], 0);
+  memset(&T, 0, sizeof T);
+  g_nsites = 0;
+  g_ntl = 0;
+  g_tl_stride = 1;
+  g_tl_last = -1;
+  g_peak_snapshot_live = 0;
+  memset(&g_at_peak, 0, sizeof g_at_peak);
+  memset(g_samples, 0, sizeof g_samples);
+  for (uint32_t i = 0; i < FILTER_SLOTS; i++) atomic_store(&g_filter[i], 0);
+  pthread_mutex_init(&g_lock, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &g_t0);
+}
+
+__attribute__((constructor)) static void heap_init(void) {
+  clock_gettime(CLOCK_MONOTONIC, &g_t0);
+  resolve();
+  const char *out = getenv("MEMSLEUTH_HEAP_OUT");
+  const char *mean = getenv("MEMSLEUTH_HEAP_SAMPLE");
+  if (mean && atof(mean) >= 1) g_sample_mean = atof(mean);
+  if (out) snprintf(g_out, sizeof g_out, "%s", out);
+  /* backtrace() loads its unwinder (and allocates) on first use: do it now, not in a hook. */
+  T.in_hook = 1;
+  void *warm[4];
+  backtrace(warm, 4);
+  T.in_hook = 0;
+  pthread_key_create(&g_thread_key, on_thread_exit);
+  pthread_atfork(NULL, NULL, on_fork_child);
+  atexit(write_report);
+  g_ready = 1;
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+static void write_maps(FILE *f) {
+  /* The executable mappings, so that sampled frames can be named (file, offset) after exit. */
+  FILE *m = fopen("/proc/self/maps", "re");
+  fputs(",\"maps\":[", f);
+  if (m) {
+    char line[1024];
+    int first = 1;
+    while (fgets(line, sizeof line, m)) {
+      unsigned long lo, hi, off;
+      char perms[8], path[900];
+      path[0] = 0;
+      if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %899[^\n]", &lo, &hi, perms, &off, path) >= 4 && perms[2] == 'x' &&
+          path[0] == '/') {
+        fprintf(f, "%s[%lu,%lu,%lu,", first ? "" : ",", lo, hi, off);
+        json_str(f, path);
+        fputc(']', f);
+        first = 0;
+      }
+    }
+    fclose(m);
+  }
+  fputc(']', f);
+}
+
+static void write_report(void) {
+  if (!g_out[0]) return;
+  T.in_hook = 1;
+  flush();
+  pthread_mutex_lock(&g_lock);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/heap-%d.json", g_out, (int)getpid());
+  char tmp[4300];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "we");
+  if (!f) {
+    pthread_mutex_unlock(&g_lock);
+    return;
+  }
+  int64_t rss_kb, anon_kb;
+  read_memory(&rss_kb, &anon_kb);
+  int arenas;
+  int64_t arena_kb;
+  read_arenas(&arenas, &arena_kb);
+  fprintf(f, "{\"pid\":%d,\"sample_bytes\":%.0f,\"live_bytes\":%lld,\"peak_live_bytes\":%lld,"
+             "\"allocs\":%lld,\"frees\":%lld,\"requested_bytes\":%lld,\"dropped_samples\":%lld,\"duration_us\":%lld,",
+          (int)getpid(), g_sample_mean, (long long)atomic_load(&g_live), (long long)atomic_load(&g_peak),
+          (long long)atomic_load(&g_allocs), (long long)atomic_load(&g_frees),
+          (long long)atomic_load(&g_requested_total), (long long)g_dropped, (long long)now_us());
+  fprintf(f, "\"at_exit\":{\"rss_kb\":%lld,\"anon_kb\":%lld,\"arenas\":%d,\"arena_rss_kb\":%lld},", (long long)rss_kb,
+          (long long)anon_kb, arenas, (long long)arena_kb);
+  fprintf(f, "\"at_peak\":{\"live_bytes\":%lld,\"t_us\":%lld,\"rss_kb\":%lld,\"anon_kb\":%lld,\"arenas\":%d,"
+             "\"arena_rss_kb\":%lld},",
+          (long long)g_at_peak.live, (long long)g_at_peak.t_us, (long long)g_at_peak.rss_kb,
+          (long long)g_at_peak.anon_kb, g_at_peak.arenas, (long long)g_at_peak.arena_rss_kb);
+  fputs("\"histogram\":[", f);
+  for (int b = 0; b < HIST_BUCKETS; b++) fprintf(f, "%s%lld", b ? "," : "", (long long)atomic_load(&g_hist[b]));
+  fputs("],\"timeline\":[", f);
+  for (int i = 0; i < g_ntl; i++) fprintf(f, "%s[%lld,%lld]", i ? "," : "", (long long)g_tl[i].t_us, (long long)g_tl[i].live);
+  fputs("],\"sites\":[", f);
+  for (int i = 0; i < g_nsites; i++) {
+    site *s = &g_sites[i];
+    fprintf(f, "%s{\"alloc_bytes\":%.0f,\"alloc_count\":%.0f,\"live_bytes\":%.0f,\"live_count\":%.0f,"
+               "\"peak_bytes\":%.0f,\"samples\":%.0f,\"frames\":[",
+            i ? "," : "", s->alloc_bytes, s->alloc_count, s->live_bytes > 0 ? s->live_bytes : 0,
+            s->live_count > 0 ? s->live_count : 0, s->peak_bytes > 0 ? s->peak_bytes : 0, s->samples);
+    for (int k = 0; k < s->nframes; k++) fprintf(f, "%s%lu", k ? "," : "", (unsigned long)(uintptr_t)s->frames[k]);
+    fputs("]}", f);
+  }
+  fputc(']', f);
+  write_maps(f);
+  fputs("}\n", f);
+  fclose(f);
+  rename(tmp, path);
+  pthread_mutex_unlock(&g_lock);
+}

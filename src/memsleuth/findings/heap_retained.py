@@ -1,0 +1,56 @@
+"""Freed memory the allocator keeps (issue 21, fragmentation seen from inside and out): after the
+live heap has fallen well below its peak, the process still holds most of its anonymous memory
+resident. The heap accounting gives the live bytes; /proc gives the resident ones, at the live
+peak and at exit."""
+from __future__ import annotations
+
+from memsleuth.events import MEMORY_FLOOR_BYTES
+from memsleuth.findings.base import Finding, mib
+from memsleuth.findings.view import CellView
+
+# The heap must have given back at least this share of its peak by exit ...
+MIN_FREED_SHARE = 0.4
+# ... while the anonymous memory stayed at this share of what it was at the peak, or more.
+MIN_KEPT_SHARE = 0.8
+# glibc's arena heaps hold "most" of what is kept: this share of it.
+ARENA_SHARE = 0.5
+
+
+def check(view: CellView) -> list[Finding]:
+    h = view.heap
+    if not h:
+        return []
+    peak, live = float(h.get("peak_live_bytes") or 0), float(h.get("live_bytes") or 0)
+    at_peak, at_exit = h.get("at_peak") or {}, h.get("at_exit") or {}
+    anon_peak, anon_exit = (at_peak.get("anon_kb") or -1) * 1024.0, (at_exit.get("anon_kb") or -1) * 1024.0
+    if peak <= 0 or anon_peak <= 0 or anon_exit <= 0:
+        return []
+    freed = peak - live
+    kept = anon_exit - live
+    if freed < MIN_FREED_SHARE * peak or freed < MEMORY_FLOOR_BYTES or anon_exit < MIN_KEPT_SHARE * anon_peak \
+            or kept < MEMORY_FLOOR_BYTES:
+        return []
+    arenas, arena = int(at_exit.get("arenas") or 0), float(at_exit.get("arena_rss_kb") or 0) * 1024
+    evidence = [f"live heap {mib(peak)} at its peak, {mib(live)} at exit: {mib(freed)} freed ({freed / peak:.0%}; "
+                f"threshold {MIN_FREED_SHARE:.0%})",
+                f"anonymous resident memory {mib(anon_peak)} at the live peak, {mib(anon_exit)} at exit "
+                f"({anon_exit / anon_peak:.0%}; threshold {MIN_KEPT_SHARE:.0%}): {mib(kept)} resident beyond the "
+                "live heap"]
+    arena_words = ""
+    if arenas >= 2 and arena >= ARENA_SHARE * kept:
+        evidence.append(f"{arenas} glibc arena heaps (64 MiB-aligned anonymous mappings) hold {mib(arena)} resident at "
+                        "exit: each thread's arena keeps the memory freed in it")
+        arena_words = f"; {arenas} glibc arena heaps hold {mib(arena)}"
+    return [Finding(
+        id="heap-retained", title=f"Freed memory kept resident: the live heap fell {mib(peak)} -> {mib(live)}, "
+                                  f"anonymous memory stayed at {mib(anon_exit)}{arena_words}",
+        mechanism="the program freed most of its heap, but the allocator kept the pages: free blocks scattered "
+                  "between live ones (fragmentation) cannot be given back, and caches keep the rest",
+        evidence=evidence,
+        advice=("limit glibc's arenas (GLIBC_TUNABLES=glibc.malloc.arena_max=1 or 2), or " if arena_words else "")
+        + "an allocator that returns freed pages (or glibc's malloc_trim after the phase that frees); allocate "
+          "long-lived and short-lived objects apart so that freed blocks are contiguous",
+        subject=view.label, confidence="high" if kept >= 2 * MEMORY_FLOOR_BYTES else "medium",
+        numbers={"peak_live_bytes": peak, "live_exit_bytes": live, "anon_peak_bytes": anon_peak,
+                 "anon_exit_bytes": anon_exit, "kept_bytes": kept, "arenas": arenas, "arena_bytes": arena},
+        cost_bytes=kept, cost_share=kept / anon_exit)]

@@ -1,0 +1,196 @@
+"""Heap accounting (native/heap/ms_heap.c, preloaded in explaining runs): its per-process
+documents read into one summary per run, with the sampled allocation stacks named once per object
+(addr2line) and reduced to the program's own call sites.
+
+The summary (stored as the run's "heap", docs/json-schema.md):
+  live_bytes, peak_live_bytes  usable bytes live at exit and at the peak (summed over processes:
+                               the peak is an upper bound when several processes peak apart)
+  allocs, frees, requested_bytes, duration_s, histogram (requests by power of two)
+  at_peak, at_exit             the main process's resident and anonymous memory and glibc arena
+                               heaps at its live peak (read when live had grown 10% past the last
+                               reading, so within 10% of the peak) and at exit
+  timeline                     the main process's live bytes over time: [[ms, bytes], ...]
+  sites                        the program's call sites by sampled bytes: allocated, live at the
+                               peak, live at exit (estimates from samples, each standing for
+                               sample_bytes on average)
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import subprocess
+from collections import defaultdict
+
+from memsleuth import native
+
+# A site's frames: the first frame outside these objects is the program's call site.
+RUNTIME = re.compile(r"(^|/)(libc\.so|libc-|ld-linux|libpthread|libstdc\+\+|libgcc_s|libm\.so|libmsheap\.so|"
+                     r"libmimalloc|libjemalloc|libtcmalloc|libpython|python3)")
+TOP_SITES = 12
+ADDR2LINE_TIMEOUT_S = 60.0
+
+
+def library() -> str:
+    return str(native.native_path("libmsheap.so"))
+
+
+def preload(allocator_preload: str | None) -> str:
+    """LD_PRELOAD for an explaining run: the accounting first, then the measured allocator."""
+    return library() + (":" + allocator_preload if allocator_preload else "")
+
+
+def _elf_type(path: str) -> int | None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(18)
+    except OSError:
+        return None
+    if len(head) < 18 or head[:4] != b"\x7fELF":
+        return None
+    return int.from_bytes(head[16:18], "little")
+
+
+def _addr2line(path: str, addrs: list[int]) -> dict[int, str]:
+    """address (as addr2line wants it for this object) -> 'function (file:line)'."""
+    if not addrs:
+        return {}
+    try:
+        proc = subprocess.run(["addr2line", "-f", "-C", "-e", path, *[hex(a) for a in addrs]], capture_output=True,
+                              text=True, timeout=ADDR2LINE_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    lines = proc.stdout.splitlines()
+    out = {}
+    for i, a in enumerate(addrs):
+        if 2 * i + 1 >= len(lines):
+            break
+        func, where = lines[2 * i].strip(), lines[2 * i + 1].strip()
+        base = os.path.basename(path)
+        if where.startswith("??"):
+            out[a] = f"{func if func != '??' else hex(a)} ({base}, no line information)"
+        else:
+            out[a] = f"{func} ({os.path.basename(where.split(' ')[0])})"
+    return out
+
+
+def _name_frames(docs: list[dict]) -> dict[tuple[int, int], tuple[str, str]]:
+    """(pid index, address) -> (object, name), one addr2line call per object."""
+    wanted: dict[str, dict[int, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
+    objects: dict[tuple[int, int], str] = {}
+    for d_i, d in enumerate(docs):
+        maps = d.get("maps") or []
+        for s in d.get("sites") or []:
+            for a in s.get("frames") or []:
+                m = next((m for m in maps if m[0] <= a < m[1]), None)
+                if m is None:
+                    continue
+                path = m[3]
+                objects[(d_i, a)] = path
+                # addr2line takes an offset in a shared object / PIE, an address in an EXEC file; the
+                # frames are return addresses, so one byte back is inside the call's own line.
+                key = (a if _elf_type(path) == 2 else a - m[0] + m[2]) - 1
+                wanted[path][key].append((d_i, a))
+    names: dict[tuple[int, int], tuple[str, str]] = {}
+    for path, by_key in wanted.items():
+        if RUNTIME.search(path):
+            for refs in by_key.values():
+                for ref in refs:
+                    names[ref] = (path, os.path.basename(path))
+            continue
+        named = _addr2line(path, list(by_key))
+        for key, refs in by_key.items():
+            for ref in refs:
+                names[ref] = (path, named.get(key, f"{os.path.basename(path)}+{hex(key)}"))
+    return names
+
+
+def summarise(docs: list[dict]) -> dict | None:
+    """One summary of a run's per-process documents (None when there are none)."""
+    docs = [d for d in docs if isinstance(d, dict) and isinstance(d.get("live_bytes"), (int, float))]
+    if not docs:
+        return None
+    main = max(docs, key=lambda d: d.get("peak_live_bytes") or 0)
+    names = _name_frames(docs)
+    sites: dict[str, dict] = {}
+    for d_i, d in enumerate(docs):
+        for s in d.get("sites") or []:
+            frames = [names.get((d_i, a), ("", hex(a))) for a in s.get("frames") or []]
+            user = next((n for path, n in frames if path and not RUNTIME.search(path)), None)
+            key = user or "no frame outside the runtime (an interpreter, or a stack that could not be unwound)"
+            agg = sites.setdefault(key, {"site": key, "alloc_bytes": 0.0, "alloc_count": 0.0, "peak_bytes": 0.0,
+                                         "live_bytes": 0.0, "samples": 0})
+            for k in ("alloc_bytes", "alloc_count", "peak_bytes", "live_bytes", "samples"):
+                agg[k] += float(s.get(k) or 0)
+    keep = set()
+    for k in ("alloc_bytes", "peak_bytes", "live_bytes"):
+        keep |= {s["site"] for s in sorted(sites.values(), key=lambda s: -s[k])[:TOP_SITES] if s[k] > 0}
+    hist = [0] * max(len(d.get("histogram") or []) for d in docs)
+    for d in docs:
+        for i, v in enumerate(d.get("histogram") or []):
+            hist[i] += int(v)
+    return {
+        "processes": len(docs),
+        "sample_bytes": main.get("sample_bytes"),
+        "live_bytes": sum(int(d.get("live_bytes") or 0) for d in docs),
+        "peak_live_bytes": sum(int(d.get("peak_live_bytes") or 0) for d in docs),
+        "allocs": sum(int(d.get("allocs") or 0) for d in docs),
+        "frees": sum(int(d.get("frees") or 0) for d in docs),
+        "requested_bytes": sum(int(d.get("requested_bytes") or 0) for d in docs),
+        "duration_s": (main.get("duration_us") or 0) / 1e6,
+        "dropped_samples": sum(int(d.get("dropped_samples") or 0) for d in docs),
+        "histogram": hist,
+        "at_peak": main.get("at_peak") or {},
+        "at_exit": main.get("at_exit") or {},
+        "timeline": [[t / 1000.0, v] for t, v in (main.get("timeline") or [])],
+        "sites": sorted((s for s in sites.values() if s["site"] in keep), key=lambda s: -s["alloc_bytes"]),
+    }
+
+
+def read(folder: str) -> dict | None:
+    docs = []
+    for path in sorted(glob.glob(os.path.join(folder, "heap-*.json"))):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                docs.append(json.load(f))
+        except (OSError, ValueError):
+            continue
+    return summarise(docs)
+
+
+# ---- the numbers the reports show (computed here, worded in report/model.py) --------------
+
+def composition(h: dict) -> list[tuple[str, float | None, float | None]]:
+    """What resident memory is made of, in bytes, at the live peak and at exit: rows of
+    (what, at the peak, at exit); None where it was not read."""
+    def col(snap: dict, live) -> dict:
+        rss = snap.get("rss_kb")
+        anon = snap.get("anon_kb")
+        rss = rss * 1024.0 if isinstance(rss, (int, float)) and rss >= 0 else None
+        anon = anon * 1024.0 if isinstance(anon, (int, float)) and anon >= 0 else None
+        live = float(live) if isinstance(live, (int, float)) else None
+        arena = snap.get("arena_rss_kb")
+        return {"rss": rss, "anon": anon, "live": live,
+                "beyond": anon - live if anon is not None and live is not None else None,
+                "file": rss - anon if rss is not None and anon is not None else None,
+                "arena": arena * 1024.0 if isinstance(arena, (int, float)) else None,
+                "arenas": snap.get("arenas")}
+    p = col(h.get("at_peak") or {}, (h.get("at_peak") or {}).get("live_bytes"))
+    e = col(h.get("at_exit") or {}, h.get("live_bytes"))
+    return [(what, p[k], e[k]) for what, k in (
+        ("resident (RSS)", "rss"), ("anonymous", "anon"), ("live heap (usable bytes of live blocks)", "live"),
+        ("anonymous beyond the live heap (allocator overhead, freed memory kept, other mappings)", "beyond"),
+        ("file-backed (RSS - anonymous)", "file"), ("glibc arena heaps, resident", "arena"),
+        ("glibc arena heaps, count", "arenas"))]
+
+
+def size_profile(h: dict, top: int = 3) -> list[tuple[int, int, float]]:
+    """The request sizes that take most calls: (from bytes, to bytes, share of calls), largest first.
+    Bucket b holds the requests of ceil(log2(size)) == b: (2^(b-1), 2^b]."""
+    hist = h.get("histogram") or []
+    total = sum(hist)
+    if not total:
+        return []
+    rows = [((1 << (b - 1)) + 1 if b else 0, 1 << b, n / total) for b, n in enumerate(hist) if n]
+    return sorted(rows, key=lambda r: -r[2])[:top]

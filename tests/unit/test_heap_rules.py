@@ -1,0 +1,82 @@
+"""The memory rules (heap_overhead, heap_retained, heap_leak) and the heap summary's numbers, on
+synthetic heap accounting documents: each just past its threshold and just short of it."""
+from __future__ import annotations
+
+from memsleuth import heap
+from memsleuth.evidence import Sample
+from memsleuth.findings import heap_leak, heap_overhead, heap_retained
+from memsleuth.findings.view import CellView
+
+MIB = 1 << 20
+
+
+def view(h: dict) -> CellView:
+    doc = {"status": "ok", "wall_ns": 10 ** 9, "user_ns": 9 * 10 ** 8, "sys_ns": 10 ** 8, "minflt": 100,
+           "maxrss_kb": 100_000, "counters": {}, "syscalls": {}, "unsupported": {}, "probe": [], "heap": h}
+    return CellView("c", "glibc", [Sample.from_msrun(doc)])
+
+
+def doc(live=50 * MIB, peak=50 * MIB, anon_peak_kb=60_000, anon_exit_kb=60_000, live_at_peak=None, arenas=0,
+        arena_kb=0, timeline=None, sites=None) -> dict:
+    return {"live_bytes": live, "peak_live_bytes": peak, "allocs": 1000, "frees": 10, "sample_bytes": MIB,
+            "histogram": [0, 0, 0, 0, 10, 90], "duration_s": 1.0,
+            "at_peak": {"live_bytes": live_at_peak if live_at_peak is not None else peak, "anon_kb": anon_peak_kb,
+                        "rss_kb": anon_peak_kb + 2000, "arenas": arenas, "arena_rss_kb": arena_kb},
+            "at_exit": {"anon_kb": anon_exit_kb, "rss_kb": anon_exit_kb + 2000, "arenas": arenas,
+                        "arena_rss_kb": arena_kb},
+            "timeline": timeline or [], "sites": sites or []}
+
+
+def test_overhead_fires_past_its_share_and_names_the_arenas():
+    # 100 MiB anonymous, 50 MiB live: 50 MiB (50%) beyond the live heap, 4 arenas hold most of it.
+    f = heap_overhead.check(view(doc(anon_exit_kb=100 * 1024, arenas=4, arena_kb=45 * 1024)))
+    assert f and f[0].id == "heap-overhead" and f[0].numbers["when"] == "at exit"
+    assert "4 glibc arena heaps" in f[0].title and "arena_max" in f[0].advice
+    # 70 MiB anonymous: 20 MiB beyond is 29%, under the 35% share.
+    assert heap_overhead.check(view(doc(anon_exit_kb=70 * 1024))) == []
+
+
+def test_overhead_after_the_frees_reads_the_peak_and_leaves_the_rest_to_retained():
+    # Freed 80% by exit: the exit's extra is heap_retained's; at the peak 60 MiB anon held 50 MiB live.
+    h = doc(live=10 * MIB, peak=50 * MIB, anon_peak_kb=60 * 1024, anon_exit_kb=58 * 1024)
+    assert heap_overhead.check(view(h)) == []
+    r = heap_retained.check(view(h))
+    assert r and r[0].numbers["kept_bytes"] == 48 * MIB
+
+
+def test_retained_needs_the_memory_to_stay():
+    # The heap freed 80% and anonymous memory fell with it (to 40% of the peak's): given back.
+    assert heap_retained.check(view(doc(live=10 * MIB, peak=50 * MIB, anon_peak_kb=60 * 1024,
+                                        anon_exit_kb=24 * 1024))) == []
+
+
+def test_leak_needs_growth_to_the_end_and_names_the_sites_of_the_live_bytes():
+    grow = [[t * 100.0, (5 + t * 5) * MIB] for t in range(20)]
+    sites = [{"site": "buffer (a.c:12)", "alloc_bytes": 900 * MIB, "live_bytes": 0, "peak_bytes": 1 * MIB,
+              "samples": 900},
+             {"site": "session (a.c:14)", "alloc_bytes": 100 * MIB, "live_bytes": 95 * MIB, "peak_bytes": 95 * MIB,
+              "samples": 95}]
+    f = heap_leak.check(view(doc(live=100 * MIB, peak=100 * MIB, timeline=grow, sites=sites)))
+    assert f and f[0].numbers["sites"] == ["session (a.c:14)"] and "a.c:12" not in " ".join(f[0].evidence)
+    flat = [[t * 100.0, 100 * MIB] for t in range(20)]
+    assert heap_leak.check(view(doc(live=100 * MIB, peak=100 * MIB, timeline=flat))) == []
+    # Grew, then most of it was freed: not a leak.
+    assert heap_leak.check(view(doc(live=40 * MIB, peak=100 * MIB, timeline=grow))) == []
+
+
+def test_composition_and_size_profile():
+    h = doc(live=50 * MIB, anon_exit_kb=80 * 1024)
+    rows = {what.split(" (")[0]: (p, e) for what, p, e in heap.composition(h)}
+    assert rows["anonymous beyond the live heap"][1] == 30 * MIB
+    assert rows["file-backed"][1] == 2000 * 1024
+    assert heap.size_profile(h)[0] == (17, 32, 0.9)     # bucket 5: 17..32 bytes, 90% of calls
+
+
+def test_summaries_of_several_processes_add_up():
+    docs = [{"live_bytes": 10, "peak_live_bytes": 20, "allocs": 3, "frees": 1, "requested_bytes": 30,
+             "histogram": [1, 2], "sites": [], "maps": []},
+            {"live_bytes": 5, "peak_live_bytes": 50, "allocs": 2, "frees": 2, "requested_bytes": 40,
+             "histogram": [0, 1, 4], "sites": [], "maps": []}]
+    s = heap.summarise(docs)
+    assert (s["live_bytes"], s["peak_live_bytes"], s["allocs"], s["histogram"]) == (15, 70, 5, [1, 3, 4])
+    assert heap.summarise([]) is None
