@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 
 from memsleuth import __version__
-from memsleuth.report.model import (ChangeFigure, RatioFigure, Report, ResultFigure, ThroughputFigure, TimelineFigure,
-                                    TrendFigure, who_text)
+from memsleuth.report.model import (ChangeFigure, CompositionFigure, RatioFigure, Report, ResultFigure, ThroughputFigure,
+                                    TimelineFigure, TrendFigure, who_text)
 
 
 @dataclass
@@ -70,6 +70,10 @@ def draw(fig, i: int, limits: tuple[float, float] | None = None) -> Drawn | None
         out = _result(plt, fig), (f"{fig.title}: the median over runs" + (" with its 95% CI" if ci else
                                   " (too few runs for a CI)") + ("; higher is better." if fig.higher_is_better
                                                                 else "; lower is better.")), True
+    elif isinstance(fig, CompositionFigure):
+        out = _composition(plt, fig), ("What resident memory is made of over the explaining run: the live heap "
+                                       "(heap accounting; only up to the anonymous memory, since blocks never touched "
+                                       "are not resident), the anonymous memory beyond it, and file-backed memory."), True
     elif isinstance(fig, TrendFigure):
         out = _trend(plt, fig), (f"{fig.cell}: {fig.metric} per stored run (median, 95% CI); dashed: the first run "
                                  "after a step"), False
@@ -213,4 +217,16 @@ def _result(plt, fig: ResultFigure):
     ax.set_xlim(left=0)
     ax.set_xlabel(fig.unit)
     ax.set_title(fig.title, fontsize=9, loc="left")
+    return f
+
+
+def _composition(plt, fig: CompositionFigure):
+    f, ax = plt.subplots(figsize=(8, 3))
+    ax.stackplot(fig.seconds, fig.live, fig.beyond, fig.file, labels=["live heap", "anonymous beyond the live heap",
+                                                                       "file-backed"],
+                 colors=["#0969da", "#bf8700", "#8c959f"], alpha=0.85)
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel("resident (MiB)")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8, ncols=3, loc="lower left", bbox_to_anchor=(0, 1.02), frameon=False)
     return f

@@ -64,6 +64,17 @@ class ChangeFigure:
 
 
 @dataclass
+class CompositionFigure:
+    """check: resident memory over time in the explaining run, stacked: live heap, the anonymous
+    memory beyond it, file-backed (MiB per second since start)."""
+    label: str
+    seconds: list[float]
+    live: list[float]
+    beyond: list[float]
+    file: list[float]
+
+
+@dataclass
 class ResultFigure:
     """A case's result: per label, a median with its 95% CI, in one unit (cases.base.CaseFigure)."""
     title: str
@@ -723,6 +734,7 @@ def build_check(run: StoredRun) -> Report:
         tables.append(Table("Failures", ["status", "detail", "stderr tail"], rows,
                             failed={(r, 0) for r in range(len(rows))}))
     fig = timeline_figure(cell.label, a.view.samples)
+    comp = composition_figure(cell.label, a.view)
     footer = []
     from memsleuth.findings import tries
     names = [t.name for t in tries.for_findings(a.findings, cell.allocator.name, list(tries.OTHER_ALLOCATORS))]
@@ -731,7 +743,7 @@ def build_check(run: StoredRun) -> Report:
                       f"the changes it names against this program ({', '.join(names)}; the allocators that are "
                       "installed) and says which help.")
     return Report(f"memsleuth check — run {run.id}", header, tables, footer, a.findings, quiet=a.quiet,
-                  figures=[fig] if fig else [],
+                  figures=[f for f in (comp, fig) if f],
                   command=memsleuth_command(run.argv), run=run)
 
 
@@ -769,6 +781,27 @@ def memory_view_tables(h: dict | None) -> list[Table]:
                    [f"Call sites from allocation stacks sampled by bytes (one per {fmt_bytes(h.get('sample_bytes'))} "
                     "allocated on average, each counting for the bytes it stands for): estimates, ~."])
     return [comp, allocs]
+
+
+def composition_figure(label: str, view) -> CompositionFigure | None:
+    """The explaining run's timeline (RSS, anonymous) with the heap accounting's live bytes at each
+    tick (the last live reading at or before it)."""
+    s = next((x for x in view.explain if x.heap and x.timeline), None)
+    if s is None:
+        return None
+    t, rss, anon = s.timeline.times_ms, s.timeline.column("rss_kb"), s.timeline.column("anon_kb")
+    tl = s.heap.get("timeline") or []
+    if not t or not rss or not anon or len(t) < MIN_PLOT_POINTS or not tl:
+        return None
+    live, k = [], 0
+    for ms in t:
+        while k + 1 < len(tl) and tl[k + 1][0] <= ms:
+            k += 1
+        live.append(tl[k][1] / (1 << 20) if tl[k][0] <= ms else 0.0)
+    anon_mib = [v / 1024 for v in anon]
+    shown_live = [min(lv, a) for lv, a in zip(live, anon_mib)]   # live blocks not yet touched are not resident
+    return CompositionFigure(label, [x / 1000 for x in t], shown_live, [a - lv for a, lv in zip(anon_mib, shown_live)],
+                             [max(0.0, (r - a) / 1024) for r, a in zip(rss, anon)])
 
 
 def setup_differences(a: StoredRun, b: StoredRun) -> list[str]:
