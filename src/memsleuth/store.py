@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from memsleuth import schema
 from memsleuth.errors import StoreError, UsageError
 from memsleuth.evidence import Sample
 from memsleuth.model import AllocatorInfo, MachineInfo, RunSpec, cell_label, contender
@@ -37,46 +38,7 @@ EXPLAIN_ROUND = -2
 REFERENCE_POSITION = -1
 APP = "memsleuth"
 _TABLES = {"meta", "runs", "cells", "samples"}
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY,
-    created_at TEXT NOT NULL,
-    finished_at TEXT,
-    status TEXT NOT NULL,            -- running, complete, interrupted, failed
-    kind TEXT NOT NULL,              -- workload, command, case, check
-    name TEXT NOT NULL,              -- workload name or program
-    argv TEXT NOT NULL,              -- JSON list: the memsleuth command line
-    spec TEXT NOT NULL,              -- JSON: model.RunSpec
-    machine TEXT NOT NULL,           -- JSON: model.MachineInfo
-    version TEXT NOT NULL,
-    owner_host TEXT,                 -- the host and process writing a running run
-    owner_pid INTEGER,
-    owner_start TEXT,                -- that process's start time (pids are reused)
-    uuid TEXT                        -- the run's identity across stores (merge)
-);
-CREATE TABLE IF NOT EXISTS cells (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL REFERENCES runs(id),
-    position INTEGER NOT NULL,
-    allocator TEXT NOT NULL,         -- JSON: model.AllocatorInfo
-    params TEXT NOT NULL,            -- JSON object
-    env TEXT NOT NULL,               -- JSON object
-    command TEXT NOT NULL,           -- JSON list
-    where_sites TEXT                 -- JSON: call sites from a perf run (where.py), or NULL
-);
-CREATE TABLE IF NOT EXISTS samples (
-    id INTEGER PRIMARY KEY,
-    cell_id INTEGER NOT NULL REFERENCES cells(id),
-    round INTEGER NOT NULL,          -- interleaving round; -1 warm-up, -2 the explaining run (EXPLAIN_ROUND)
-    warmup INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    evidence TEXT NOT NULL           -- JSON: ms-run's document plus the workload's result
-);
-CREATE INDEX IF NOT EXISTS samples_cell ON samples(cell_id);
-CREATE INDEX IF NOT EXISTS cells_run ON cells(run_id);
-"""
+_SCHEMA = schema.ddl("sqlite")
 # Created after the schema-2 -> 3 migration has added the column to an older store's runs.
 _UUID_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS runs_uuid ON runs(uuid)"
 
@@ -335,8 +297,7 @@ class Store:
         if self._schema_current():
             return
         if self.pg:
-            from memsleuth import store_pg
-            self.db.executescript(store_pg.SCHEMA)
+            self.db.executescript(schema.ddl("postgresql"))
         else:
             self.db.executescript(_SCHEMA)
         cols = self._columns("runs")

@@ -12,46 +12,6 @@ import re
 
 from memsleuth.errors import UsageError
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    id BIGSERIAL PRIMARY KEY,
-    created_at TEXT NOT NULL,
-    finished_at TEXT,
-    status TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    name TEXT NOT NULL,
-    argv TEXT NOT NULL,
-    spec TEXT NOT NULL,
-    machine TEXT NOT NULL,
-    version TEXT NOT NULL,
-    owner_host TEXT,
-    owner_pid INTEGER,
-    owner_start TEXT,
-    uuid TEXT
-);
-CREATE TABLE IF NOT EXISTS cells (
-    id BIGSERIAL PRIMARY KEY,
-    run_id BIGINT NOT NULL REFERENCES runs(id),
-    position INTEGER NOT NULL,
-    allocator TEXT NOT NULL,
-    params TEXT NOT NULL,
-    env TEXT NOT NULL,
-    command TEXT NOT NULL,
-    where_sites TEXT
-);
-CREATE TABLE IF NOT EXISTS samples (
-    id BIGSERIAL PRIMARY KEY,
-    cell_id BIGINT NOT NULL REFERENCES cells(id),
-    round INTEGER NOT NULL,
-    warmup INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    evidence TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS samples_cell ON samples(cell_id);
-CREATE INDEX IF NOT EXISTS cells_run ON cells(run_id);
-"""
 
 
 # A password in a connection URL: in the userinfo (user:PW@host) or as a query parameter

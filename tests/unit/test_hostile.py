@@ -238,3 +238,15 @@ def test_a_numeric_host_name_from_a_damaged_store_is_text(tmp_path):
     (summary,) = st.list_runs()
     assert summary.machine.name == "42"
     assert st.load_run(1).machine.name == "42"
+
+
+def test_one_schema_serves_both_stores():
+    from memsleuth import schema
+    pg = schema.ddl("postgresql")
+    assert "--" not in pg and "INTEGER PRIMARY KEY" not in pg
+    assert pg.count("BIGSERIAL PRIMARY KEY") == 3 and pg.count("BIGINT NOT NULL REFERENCES") == 2
+    # The same tables and columns, in the same order, in both.
+    def columns(text):
+        import re
+        return re.findall(r"^\s+(\w+) ", re.sub(r"--[^\n]*", "", text), re.M)
+    assert columns(pg) == columns(schema.ddl("sqlite"))
