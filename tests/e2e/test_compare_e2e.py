@@ -142,9 +142,12 @@ def test_any_command_under_two_allocators(tmp_path):
 
 def test_ctrl_c_keeps_finished_samples(tmp_path):
     db = tmp_path / "i.db"
+    # SIGINT at its default in the child, whatever the suite inherited: a suite started in the
+    # background by a non-interactive shell has SIGINT ignored, and Python keeps it ignored.
     proc = subprocess.Popen([sys.executable, "-m", "memsleuth", "compare", "--alloc", "glibc", "--param",
                              "iterations=3000000", "--reps", "50", "--db", str(db)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         time.sleep(0.3)

@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from memsleuth import allocators
+from memsleuth.findings import cost
 from conftest import ROOT, fixture, memsleuth, needs_tracepoints, HAVE_PMU
 
 # Findings about the measurement or the machine, not about a mechanism in the program.
@@ -46,8 +47,9 @@ def test_madvise_storm_fires_on_the_eager_purging_fixture(clean_and_storm):
     assert "madvise-storm" in found["storm"]
     cell = next(c for c in clean_and_storm["cells"] if c["allocator"]["name"] == "storm")
     f = next(f for f in cell["summary"]["findings"] if f["id"] == "madvise-storm")
-    # Worded from the advice (an explaining run recorded it, as the counts called for one) and costed.
-    assert f["numbers"]["family"] == "purge" and f["cost_share"] > 0.25
+    # Worded from the advice (an explaining run recorded it, as the counts called for one) and costed
+    # at a material share (how large a share depends on the machine's load: only the threshold is asserted).
+    assert f["numbers"]["family"] == "purge" and f["cost_share"] >= cost.MATERIAL_SHARE
     assert any("MADV_DONTNEED" in e for e in f["evidence"]) and f["advice"]
 
 

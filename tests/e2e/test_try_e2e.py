@@ -21,9 +21,13 @@ def test_try_measures_each_candidate_and_never_calls_an_unchanged_count_a_fix(tm
     out = proc.stdout
     assert "memsleuth check --try" in out
     trim = _row(out, "trim_threshold=1G")
-    # malloc_trim(0) madvises whatever the threshold: the trial shows the count unchanged.
-    assert re.search(r"madvise calls 1,0\d\d -> 1,0\d\d", trim), trim
-    assert "brk calls" in trim
+    # The threshold stops free()'s trimming: the break's moves fall from about 5,000 to a handful.
+    before, after = (int(x.replace(",", "")) for x in re.search(r"brk calls ([\d,]+) -> ([\d,]+)", trim).groups())
+    assert before > 4000 and after < 100, trim
+    # malloc_trim(0) madvises whatever the threshold: where the trial shows the count (when the
+    # madvise finding was material in this run), it is unchanged.
+    if "madvise calls" in trim:
+        assert re.search(r"madvise calls 1,0\d\d -> 1,0\d\d", trim), trim
     mimalloc = _row(out, "mimalloc")
     assert mimalloc.startswith(("mimalloc: helps", "mimalloc: trade-off")), mimalloc
     assert int(re.search(r"time \(cpu\) -(\d+)%", mimalloc).group(1)) >= 50
