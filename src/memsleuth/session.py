@@ -31,6 +31,16 @@ def allocator_info(a: Allocator) -> AllocatorInfo:
     return AllocatorInfo.from_dict(a.to_dict())
 
 
+def spec_for(p: Plan, **extra) -> RunSpec:
+    """The one way a RunSpec is built: what the plan fixes (rounds, warm-up, swept parameters,
+    limits), then what the command adds or says differently (`extra`)."""
+    fields = dict(rounds=p.rounds.describe(), min_reps=p.rounds.min_reps, max_reps=p.rounds.max_reps,
+                  target_ci=p.rounds.target_ci, warmup=p.warmup, swept=list(p.swept), timeout_s=p.timeout_s,
+                  mem_limit_bytes=p.mem_limit_bytes)
+    fields.update(extra)
+    return RunSpec(**fields)
+
+
 def measure(store: Store, p: Plan, *, kind: str, name: str, spec: RunSpec, allocs: list[Allocator],
             announce: str | None = None) -> runner.Outcome:
     """A new run in the store with its cells, run to its end (or Ctrl-C); every sample is stored
@@ -137,9 +147,7 @@ def run_suite(store: Store, allocs, *, rounds: planning.Rounds, noise: float, en
             p = dataclasses.replace(p, cells=tuple(cells))
         if reference:
             p = dataclasses.replace(p, reference=planning.reference_cell())
-        spec = RunSpec(rounds=p.rounds.describe(), min_reps=p.rounds.min_reps, max_reps=p.rounds.max_reps,
-                       target_ci=p.rounds.target_ci, noise=noise, env=env, warmup=p.warmup, swept=list(p.swept),
-                       timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes, variants=variant_report)
+        spec = spec_for(p, noise=noise, env=env, variants=variant_report)
         print(f"memsleuth: suite {k + 1}/{len(workloads.SUITE)}: {w.name} "
               f"({', '.join(options) or 'defaults'}), {time.monotonic() - t0:.0f} s elapsed", file=sys.stderr,
               flush=True)

@@ -7,7 +7,6 @@ from rich.table import Table
 from memsleuth import allocators
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
-from memsleuth.model import RunSpec
 
 NAME = "case"
 HELP = "run a case study (the seed field reports), explained from its evidence"
@@ -32,7 +31,7 @@ def add_arguments(cs) -> None:
 
 
 def run(args, command, console: Console) -> int:
-    from memsleuth.session import finish, measure
+    from memsleuth.session import finish, measure, spec_for
     from memsleuth.store import Store
     from memsleuth import cases
     if args.list:
@@ -64,9 +63,8 @@ def run(args, command, console: Console) -> int:
                         mem_limit_bytes=mem_limit)
     p = options.with_reference(p, args)
     store = Store(args.db)
-    spec = RunSpec(rounds=p.rounds.describe(), reps=reps, warmup=p.warmup, swept=list(p.swept),
-                   timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes, case=case.name,
-                   case_params={k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}, facts=facts)
+    spec = spec_for(p, reps=reps, min_reps=None, max_reps=None, case=case.name,
+                    case_params={k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}, facts=facts)
     warm = f" + {p.warmup} warm-up" if p.warmup else ""
     outcome = measure(store, p, kind="case", name=case.name, spec=spec, allocs=allocs,
                       announce=f"case {case.name}: {len(p.cells)} cells x {reps} rounds{warm}")

@@ -8,7 +8,6 @@ from rich.console import Console
 from memsleuth import allocators, plan as planning
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
-from memsleuth.model import RunSpec
 
 NAME = "check"
 HELP = "measure any program, its probe regions, and say what the evidence shows"
@@ -37,7 +36,7 @@ def add_arguments(k) -> None:
 
 
 def run(args, command: list[str] | None, console: Console) -> int:
-    from memsleuth.session import finish, measure
+    from memsleuth.session import finish, measure, spec_for
     from memsleuth.store import Store
     if not command:
         raise UsageError("check needs a command after --, like: memsleuth check -- ./my-benchmark")
@@ -57,8 +56,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
     # check explains: the syscalls' arguments (bytes, advice, the break's moves) are recorded.
     p = dataclasses.replace(p, syscall_args=True, where=not args.no_where, explain_if_needed=True, heap=True)
     store = Store(args.db)
-    spec = RunSpec(rounds=p.rounds.describe(), warmup=0, timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes,
-                   command=command, env=env)
+    spec = spec_for(p, min_reps=None, max_reps=None, command=command, env=env)
     try_rounds = options.count(args.try_rounds, "--try-rounds")
     if try_rounds < 6:
         raise UsageError("--try-rounds must be at least 6 (the fewest rounds with a 95% CI)")
@@ -75,7 +73,7 @@ def _try(store, check_run: int, p, args, console: Console, max_rounds: int) -> i
     from memsleuth.analysis import analyse_check
     from memsleuth.findings import tries
     from memsleuth.report import terminal, try_report
-    from memsleuth.session import measure
+    from memsleuth.session import measure, spec_for
     run = store.load_run(check_run)
     found = analyse_check(run).findings
     base = p.cells[0]
@@ -90,12 +88,11 @@ def _try(store, check_run: int, p, args, console: Console, max_rounds: int) -> i
         cells.append(_candidate_cell(base, t))
     plan = planning.Plan("command", p.name, tuple(cells), (), planning.Rounds(6, max_rounds, None), 1, p.timeout_s,
                          p.mem_limit_bytes, settled=tried.settled("cpu", gating.DEFAULT_TIME_THRESHOLD))
-    spec = RunSpec(rounds=f"--try: rounds until every candidate's paired CPU time resolves ±5% (6..{max_rounds})",
-                   min_reps=6, max_reps=max_rounds, warmup=1, timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes,
-                   command=list(base.command), env=dict(base.env),
-                   facts={"tries": [t.to_dict() for t in candidates], "check_run": check_run},
-                   gate={"time": "cpu", "threshold": gating.DEFAULT_TIME_THRESHOLD,
-                         "count_threshold": gating.DEFAULT_COUNT_THRESHOLD})
+    spec = spec_for(plan, rounds=f"--try: rounds until every candidate's paired CPU time resolves ±5% (6..{max_rounds})",
+                    command=list(base.command), env=dict(base.env),
+                    facts={"tries": [t.to_dict() for t in candidates], "check_run": check_run},
+                    gate={"time": "cpu", "threshold": gating.DEFAULT_TIME_THRESHOLD,
+                          "count_threshold": gating.DEFAULT_COUNT_THRESHOLD})
     allocs = list({c.allocator.name: c.allocator for c in cells}.values())
     outcome = measure(store, plan, kind="try", name=p.name, spec=spec, allocs=allocs,
                       announce=f"--try: {len(candidates)} candidate(s) against the baseline, 6..{max_rounds} rounds")

@@ -8,7 +8,6 @@ from rich.console import Console
 from memsleuth import allocators, plan as planning, workloads
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
-from memsleuth.model import RunSpec
 from memsleuth.workloads import SUITE_REPS
 from memsleuth.units import parse_fraction
 
@@ -59,7 +58,7 @@ def add_arguments(c) -> None:
 
 
 def run(args, command: list[str] | None, console: Console) -> int:
-    from memsleuth.session import finish, measure
+    from memsleuth.session import finish, measure, spec_for
     from memsleuth.store import Store
     options.apply_machine_label(args)
     options.writable_output(args.md, "--md")
@@ -99,10 +98,8 @@ def run(args, command: list[str] | None, console: Console) -> int:
         p = dataclasses.replace(p, cells=tuple(cells))
     p = options.with_reference(p, args)
     store = Store(args.db)
-    spec = RunSpec(rounds=p.rounds.describe(), min_reps=p.rounds.min_reps, max_reps=p.rounds.max_reps,
-                   target_ci=p.rounds.target_ci, noise=noise, env=env, warmup=p.warmup, swept=list(p.swept),
-                   timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes, command=command or None,
-                   metric=metric.to_dict() if metric else None, variants=variant_report)
+    spec = spec_for(p, noise=noise, env=env, command=command or None, metric=metric.to_dict() if metric else None,
+                    variants=variant_report)
     outcome = measure(store, p, kind=p.kind, name=p.name, spec=spec, allocs=allocs,
                       announce=f"{len(p.cells)} cells, {p.rounds.describe()} + {p.warmup} warm-up each")
     return finish(store, outcome, args, console)

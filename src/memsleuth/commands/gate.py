@@ -118,9 +118,8 @@ def _side_cells(args, command: list[str] | None, env: dict[str, str]) -> list[pl
 def run(args, command: list[str] | None, console: Console) -> int:
     import sys
     from memsleuth.errors import EXIT_INTERRUPTED, EXIT_REGRESSION, EXIT_OK, EXIT_UNRESOLVED
-    from memsleuth.model import RunSpec
     from memsleuth.report import gate_report, junit, terminal
-    from memsleuth.session import measure, redacted, result_code, write_report_files
+    from memsleuth.session import measure, redacted, result_code, spec_for, write_report_files
     from memsleuth.store import Store
     options.apply_machine_label(args)
     for path, what in ((args.md, "--md"), (args.junit, "--junit"), (args.json, "--json")):
@@ -144,11 +143,9 @@ def run(args, command: list[str] | None, console: Console) -> int:
                       options.timeout(args.timeout), options.mem_limit(args.mem_limit),
                       syscall_args=bool(args.released_bytes), settled=settled)
     store = Store(args.db)
-    spec = RunSpec(rounds=f"gate: rounds until the paired {estimator} time resolves ±{threshold:.0%} ({lo}..{hi})",
-                   min_reps=lo, max_reps=hi, target_ci=None, noise=threshold, env=env, warmup=p.warmup, swept=[],
-                   timeout_s=p.timeout_s, mem_limit_bytes=p.mem_limit_bytes,
-                   command=list(cells[1].command) if kind == "command" else None,
-                   gate={"time": estimator, "threshold": threshold, "count_threshold": count_threshold})
+    spec = spec_for(p, rounds=f"gate: rounds until the paired {estimator} time resolves ±{threshold:.0%} ({lo}..{hi})",
+                    noise=threshold, env=env, command=list(cells[1].command) if kind == "command" else None,
+                    gate={"time": estimator, "threshold": threshold, "count_threshold": count_threshold})
     outcome = measure(store, p, kind=kind, name=name, spec=spec,
                       allocs=list({c.allocator.name: c.allocator for c in cells}.values()),
                       announce=f"gate: baseline vs candidate, {lo}..{hi} interleaved rounds + 1 warm-up each")
