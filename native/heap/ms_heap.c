@@ -170,6 +170,7 @@ static void resolve(void) {
  * (8 bytes, 16 for an mmapped chunk). Used only when the allocator behind is glibc and this gives
  * malloc_usable_size's answer on probe blocks at start (glibc_fast); otherwise the real call. */
 static int glibc_fast;
+static int is_glibc;                  /* the allocator behind is glibc's: its arena heaps mean something */
 
 static inline size_t usable_size(void *p) {
   if (glibc_fast) {
@@ -185,6 +186,7 @@ static void probe_glibc(void) {
   if (!real_malloc || !real_usable || !dladdr((void *)real_malloc, &info) || !info.dli_fname ||
       !strstr(info.dli_fname, "libc.so"))
     return;
+  is_glibc = 1;
   static const size_t sizes[] = {1, 24, 100, 1000, 5000, 70000, 300000, 2 << 20};
   int ok = 1;
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes && ok; i++) {
@@ -228,8 +230,9 @@ static void read_memory(int64_t *rss_kb, int64_t *anon_kb) {
  * size: anonymous read-write mappings whose start is 64 MiB aligned, each followed by the
  * PROT_NONE rest of its reservation. Their resident size is read from smaps. */
 static void read_arenas(int *count, int64_t *rss_kb) {
-  *count = 0;
+  *count = is_glibc ? 0 : -1;          /* -1: not glibc, where 64 MiB-aligned mappings are someone else's */
   *rss_kb = 0;
+  if (!is_glibc) return;
   FILE *f = fopen("/proc/self/smaps", "re");
   if (!f) return;
   char line[512];

@@ -171,11 +171,12 @@ def composition(h: dict) -> list[tuple[str, float | None, float | None]]:
         anon = anon * 1024.0 if isinstance(anon, (int, float)) and anon >= 0 else None
         live = float(live) if isinstance(live, (int, float)) else None
         arena = snap.get("arena_rss_kb")
+        glibc = isinstance(snap.get("arenas"), int) and snap["arenas"] >= 0    # -1: the allocator is not glibc
         return {"rss": rss, "anon": anon, "live": live,
                 "beyond": anon - live if anon is not None and live is not None else None,
                 "file": rss - anon if rss is not None and anon is not None else None,
-                "arena": arena * 1024.0 if isinstance(arena, (int, float)) else None,
-                "arenas": snap.get("arenas")}
+                "arena": arena * 1024.0 if glibc and isinstance(arena, (int, float)) else None,
+                "arenas": snap.get("arenas") if glibc else None}
     p = col(h.get("at_peak") or {}, (h.get("at_peak") or {}).get("live_bytes"))
     e = col(h.get("at_exit") or {}, h.get("live_bytes"))
     return [(what, p[k], e[k]) for what, k in (

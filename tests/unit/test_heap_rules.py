@@ -80,3 +80,10 @@ def test_summaries_of_several_processes_add_up():
     s = heap.summarise(docs)
     assert (s["live_bytes"], s["peak_live_bytes"], s["allocs"], s["histogram"]) == (15, 70, 5, [1, 3, 4])
     assert heap.summarise([]) is None
+
+
+def test_arena_rows_only_under_glibc():
+    h = doc(anon_exit_kb=100 * 1024)
+    h["at_exit"]["arenas"], h["at_peak"]["arenas"] = -1, -1      # another allocator's 64 MiB-aligned segments
+    rows = {what: (p, e) for what, p, e in heap.composition(h)}
+    assert rows["glibc arena heaps, count"] == (None, None) and rows["glibc arena heaps, resident"] == (None, None)

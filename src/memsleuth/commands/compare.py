@@ -47,7 +47,8 @@ def add_arguments(c) -> None:
     c.add_argument("--where", action=options.OnceFlag,
                    help="explain where the memory system calls come from: record their arguments (bytes, advice, "
                         "the program break's moves) in every run (~1-2 us per such call), and the call sites of faults "
-                        "and calls in one more run per cell under perf record")
+                        "and calls in one more run per cell under perf record; a cell holding 16 MiB or more also gets "
+                        "its heap accounted (what its resident memory is made of) in its explaining run")
     options.add_env(c)
     options.add_limits(c)
     options.add_reference(c)
@@ -91,7 +92,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
         p = planning.workload_plan(workload, allocs, args.param or [], rounds=rounds, timeout_s=timeout,
                                    mem_limit_bytes=mem_limit, env=env)
     if args.where:
-        p = dataclasses.replace(p, syscall_args=True, where=True)
+        p = dataclasses.replace(p, syscall_args=True, where=True, heap=True)
     variants = _variants(args)
     cells, variant_report = planning.with_variants(list(p.cells), variants)
     if variants:
