@@ -39,6 +39,17 @@ def fmt_bytes(n: float | None) -> str:
     return f"{n:.0f} B"
 
 
+def fmt_value(v: float | None, unit: str) -> str:
+    """A gate or trend value in its unit: seconds as ms or ns, bytes as MiB, counts with commas."""
+    if v is None:
+        return "-"
+    if unit == "s":
+        return f"{v * 1e3:,.3f} ms" if v >= 1e-4 else f"{v * 1e9:,.1f} ns"
+    if unit == "bytes":
+        return f"{v / (1 << 20):,.1f} MiB"
+    return f"{v:,.0f}"
+
+
 def fmt_size_arg(n) -> str:
     """A byte count as a size argument reads and parses back (parse_size_bytes): 4194304 -> '4M',
     1536 -> '1536'; a list '4194304,1048576' -> '4M,1M'."""

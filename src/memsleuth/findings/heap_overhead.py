@@ -13,8 +13,6 @@ from memsleuth.findings.view import CellView
 # The unexplained part must be at least the memory floor and this share of the anonymous memory:
 # allocators' size classes and caches stay well below it for ordinary heaps.
 MIN_SHARE = 0.35
-# glibc's arena heaps hold "most" of it: this share of the unexplained bytes.
-ARENA_SHARE = 0.5
 
 
 def _snapshot(h: dict) -> tuple[str, float, float, dict] | None:
@@ -42,17 +40,14 @@ def check(view: CellView) -> list[Finding]:
     extra = anon - live
     if extra < MEMORY_FLOOR_BYTES or extra < MIN_SHARE * anon:
         return []
-    arenas, arena = int(s.get("arenas") or 0), float(s.get("arena_rss_kb") or 0) * 1024
+    arenas, arena = heap_retained.arenas_in(s)
     evidence = [f"{when}: {mib(anon)} of anonymous resident memory against {mib(live)} of live heap "
                 f"(usable bytes of every live block, heap accounting): {mib(extra)} = {extra / anon:.0%} is not live "
                 f"data (thresholds {mib(MEMORY_FLOOR_BYTES)} and {MIN_SHARE:.0%})",
                 f"peak live heap {mib(h.get('peak_live_bytes') or 0)}; {h.get('allocs', 0):,} allocations, "
                 f"{h.get('frees', 0):,} frees"]
-    arena_words = ""
-    if arenas >= 2 and arena >= ARENA_SHARE * extra:
-        evidence.append(f"{arenas} glibc arena heaps (64 MiB-aligned anonymous mappings) hold {mib(arena)} resident: "
-                        "per-thread arenas each keep their own free memory")
-        arena_words = f"; {arenas} glibc arena heaps hold {mib(arena)} of it"
+    line, arena_words = heap_retained.arena_evidence(s, extra, when)
+    evidence += [line] if line else []
     return [Finding(
         id="heap-overhead", title=f"Resident memory not explained by live data: {mib(extra)} of {mib(anon)} "
                                   f"anonymous {when}{arena_words}",

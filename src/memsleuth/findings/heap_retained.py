@@ -16,6 +16,22 @@ MIN_KEPT_SHARE = 0.8
 ARENA_SHARE = 0.5
 
 
+def arenas_in(snap: dict) -> tuple[int, float]:
+    """glibc arena heaps in a heap accounting snapshot: (count, resident bytes); (-1, 0) when the
+    allocator is not glibc."""
+    return int(snap.get("arenas") if snap.get("arenas") is not None else -1), float(snap.get("arena_rss_kb") or 0) * 1024
+
+
+def arena_evidence(snap: dict, beyond: float, when: str) -> tuple[str | None, str]:
+    """(evidence line, title words) when glibc's arena heaps hold ARENA_SHARE or more of the bytes
+    beyond the live heap; (None, "") otherwise. heap_overhead.py words its finding with it too."""
+    arenas, arena = arenas_in(snap)
+    if arenas < 2 or arena < ARENA_SHARE * beyond:
+        return None, ""
+    return (f"{arenas} glibc arena heaps (64 MiB-aligned anonymous mappings) hold {mib(arena)} resident {when}: "
+            "each thread's arena keeps the memory freed in it", f"; {arenas} glibc arena heaps hold {mib(arena)}")
+
+
 def check(view: CellView) -> list[Finding]:
     h = view.heap
     if not h:
@@ -30,17 +46,14 @@ def check(view: CellView) -> list[Finding]:
     if freed < MIN_FREED_SHARE * peak or freed < MEMORY_FLOOR_BYTES or anon_exit < MIN_KEPT_SHARE * anon_peak \
             or kept < MEMORY_FLOOR_BYTES:
         return []
-    arenas, arena = int(at_exit.get("arenas") or 0), float(at_exit.get("arena_rss_kb") or 0) * 1024
+    arenas, arena = arenas_in(at_exit)
     evidence = [f"live heap {mib(peak)} at its peak, {mib(live)} at exit: {mib(freed)} freed ({freed / peak:.0%}; "
                 f"threshold {MIN_FREED_SHARE:.0%})",
                 f"anonymous resident memory {mib(anon_peak)} at the live peak, {mib(anon_exit)} at exit "
                 f"({anon_exit / anon_peak:.0%}; threshold {MIN_KEPT_SHARE:.0%}): {mib(kept)} resident beyond the "
                 "live heap"]
-    arena_words = ""
-    if arenas >= 2 and arena >= ARENA_SHARE * kept:
-        evidence.append(f"{arenas} glibc arena heaps (64 MiB-aligned anonymous mappings) hold {mib(arena)} resident at "
-                        "exit: each thread's arena keeps the memory freed in it")
-        arena_words = f"; {arenas} glibc arena heaps hold {mib(arena)}"
+    line, arena_words = arena_evidence(at_exit, kept, "at exit")
+    evidence += [line] if line else []
     return [Finding(
         id="heap-retained", title=f"Freed memory kept resident: the live heap fell {mib(peak)} -> {mib(live)}, "
                                   f"anonymous memory stayed at {mib(anon_exit)}{arena_words}",

@@ -5,20 +5,11 @@ from __future__ import annotations
 import shlex
 
 from memsleuth import gate as gating
+from memsleuth.units import fmt_value
 from memsleuth.report.model import Report, Table, command_text, memsleuth_command
 
 VERDICT_WORDS = {gating.REGRESSION: "REGRESSION", gating.UNRESOLVED: "unresolved", gating.PASS: "pass",
                  gating.IMPROVEMENT: "improvement"}
-
-
-def _value(v: float | None, unit: str) -> str:
-    if v is None:
-        return "-"
-    if unit == "s":
-        return f"{v * 1e3:,.3f} ms" if v >= 1e-4 else f"{v * 1e9:,.1f} ns"
-    if unit == "bytes":
-        return f"{v / (1 << 20):,.1f} MiB"
-    return f"{v:,.0f}"
 
 
 def _change(c: gating.Check) -> str:
@@ -65,7 +56,7 @@ def build(run, result: gating.Result, argv: list[str]) -> Report:
         header.append(f"{run.name}: " + ", ".join(f"{k}={v}" for k, v in params.items()))
     rows, failed = [], set()
     for i, c in enumerate(result.checks):
-        rows.append([c.metric, _value(c.baseline, c.unit), _value(c.candidate, c.unit), _change(c),
+        rows.append([c.metric, fmt_value(c.baseline, c.unit), fmt_value(c.candidate, c.unit), _change(c),
                      VERDICT_WORDS[c.verdict] + ("" if c.gates else " (shown, not gated)"), c.text])
         if c.gates and c.verdict == gating.REGRESSION:
             failed.add((i, 4))

@@ -3,20 +3,11 @@ Every number comes from trend.py; this module words and lays them out."""
 from __future__ import annotations
 
 from memsleuth import trend
+from memsleuth.units import fmt_value
 from memsleuth.report.model import Report, Table, TrendFigure, memsleuth_command
 
 # At most this many series are drawn in the HTML report: every one with a step, then time series.
 MAX_FIGURES = 24
-
-
-def value_text(v: float | None, unit: str) -> str:
-    if v is None:
-        return "-"
-    if unit == "s":
-        return f"{v * 1e3:,.3f} ms" if v >= 1e-4 else f"{v * 1e9:,.1f} ns"
-    if unit == "bytes":
-        return f"{v / (1 << 20):,.1f} MiB"
-    return f"{v:,.0f}"
 
 
 def build(all_series: list[trend.Series], runs: int, argv: list[str], time_threshold: float,
@@ -33,7 +24,7 @@ def build(all_series: list[trend.Series], runs: int, argv: list[str], time_thres
         for st in s.steps:
             if st.change > 1:
                 failed.add((len(rows), 5))
-            rows.append([s.cell, s.metric, str(st.run), value_text(st.before, s.unit), value_text(st.after, s.unit),
+            rows.append([s.cell, s.metric, str(st.run), fmt_value(st.before, s.unit), fmt_value(st.after, s.unit),
                          f"{(st.change - 1) * 100:+.1f}%"])
     tables = []
     if rows:
@@ -46,7 +37,7 @@ def build(all_series: list[trend.Series], runs: int, argv: list[str], time_thres
         if s.metric != "time" and not s.steps:
             continue
         series_rows.append([s.cell, s.metric, str(len(s.points)), f"{s.points[0].run}..{s.points[-1].run}",
-                            value_text(s.points[0].value, s.unit), value_text(s.points[-1].value, s.unit),
+                            fmt_value(s.points[0].value, s.unit), fmt_value(s.points[-1].value, s.unit),
                             f"±{s.sigma * 100:.1f}%" if s.sigma is not None else "-",
                             ", ".join(f"run {st.run}" for st in s.steps) or "none"])
     quiet = len([s for s in all_series if s.metric != "time" and not s.steps])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import shlex
 
 from memsleuth import gate as gating, tried
-from memsleuth.report.gate_report import _change, _value
+from memsleuth.report.gate_report import _change
+from memsleuth.units import fmt_value
 from memsleuth.report.model import Report, Table, command_text
 
 WORDS = {gating.IMPROVEMENT: "down", gating.REGRESSION: "up", gating.PASS: "same", gating.UNRESOLVED: "overlap"}
@@ -32,7 +33,7 @@ def build(run, trials: list[tried.Trial], check_run: int | None) -> Report:
               "time is CPU time paired by round; counts are called beyond ±10% and the runs' spread (docs/ci.md)"]
     rows, failed = [], set()
     for i, t in enumerate(trials):
-        ev = "; ".join(f"{c.metric} {_value(c.baseline, c.unit)} -> {_value(c.candidate, c.unit)} ({WORDS[c.verdict]})"
+        ev = "; ".join(f"{c.metric} {fmt_value(c.baseline, c.unit)} -> {fmt_value(c.candidate, c.unit)} ({WORDS[c.verdict]})"
                        for c in t.evidence) or "not measured"
         rows.append([t.candidate.name, t.candidate.finding, _setup(t.candidate), _change(t.time),
                      _change(t.peak_rss) if t.peak_rss else "-", ev, t.verdict, t.why])
