@@ -34,7 +34,6 @@ from typing import Callable
 from memsleuth import stats
 from memsleuth.events import MECHANISM_FLOORS
 from memsleuth.evidence import Sample
-from memsleuth.findings.cost import released_in
 
 DEFAULT_TIME_THRESHOLD = 0.05
 DEFAULT_COUNT_THRESHOLD = 0.10
@@ -71,6 +70,7 @@ def _mean_rss(s: Sample) -> float | None:
 
 
 def _released(s: Sample) -> float | None:
+    from memsleuth.findings.cost import released_in      # (the findings package: not at CLI start)
     return released_in(s.syscall_args)
 
 
