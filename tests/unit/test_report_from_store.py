@@ -100,3 +100,10 @@ def test_a_report_of_one_parameter_set_never_labels_its_group_dash(run):
     fig = model.throughput_figure(analyse_run(run).groups[:1], [])
     assert fig.groups == ["all cells"]
     assert "for the one parameter set" in html.draw(fig, 0).caption
+
+
+def test_a_flat_memory_timeline_is_not_drawn():
+    from memsleuth.report.model import TimelineFigure, flat_timeline
+    flat = TimelineFigure("c", [([0.0, 1.0, 2.0], [100.0, 101.0, 102.0])], 0)
+    moving = TimelineFigure("c", [([0.0, 1.0, 2.0], [10.0, 60.0, 100.0])], 0)
+    assert flat_timeline(flat) and not flat_timeline(moving)

@@ -661,7 +661,13 @@ def build_case(run: StoredRun) -> Report:
         tables.append(failed)
     footer = ["This run was interrupted: the tables show the samples that finished."] if run.status == "interrupted" else []
     figures = [ResultFigure(f.title, f.unit, f.rows, f.higher_is_better) for f in result.figures]
-    figures += [f for c in run.cells if (f := timeline_figure(c.label, [s for _, s in c.measured() if s.ok]))]
+    lines = [f for c in run.cells if (f := timeline_figure(c.label, [s for _, s in c.measured() if s.ok]))]
+    moving = [f for f in lines if not flat_timeline(f)]
+    if len(moving) < len(lines):
+        footer.append(f"Memory over time: {len(lines) - len(moving)} of {len(lines)} cells' panels are left out of the "
+                      f"HTML report: their resident memory stayed within {FLAT_RSS_SHARE:.0%} (and "
+                      f"{FLAT_RSS_MIB:g} MiB) of its peak for the whole run.")
+    figures += moving
     return Report(f"memsleuth case {case.name} — run {run.id}", header, tables, footer,
                   question=result.question, statements=result.statements, figures=figures,
                   command=memsleuth_command(run.argv), run=run)
@@ -912,6 +918,17 @@ def ratio_figure(groups: list[Group], swept: list[str]) -> RatioFigure | None:
 # A timeline plot needs this many points in its median run: a run shorter than ~50 ms has only its
 # start and its end, and a line between them says nothing.
 MIN_PLOT_POINTS = 5
+
+
+# A case's memory-over-time panel is drawn only when the median run's resident memory moved: a
+# flat line says nothing a table does not (thread-heap had 30 of them).
+FLAT_RSS_SHARE = 0.10
+FLAT_RSS_MIB = 4.0
+
+
+def flat_timeline(fig: TimelineFigure) -> bool:
+    _, rss = fig.runs[fig.median]
+    return not rss or max(rss) - min(rss) < max(FLAT_RSS_MIB, FLAT_RSS_SHARE * max(rss))
 
 
 def timeline_figure(label: str, samples: list) -> TimelineFigure | None:
