@@ -12,6 +12,8 @@ from memsleuth.analysis import CellSummary, Group, RunAnalysis, analyse_check, a
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, HARDWARE_SHORT as HW_SHORT, SYSCALL_COLUMNS
 from memsleuth.stats import MIN_SAMPLES_FOR_CI
 from memsleuth.store import StoredCell, StoredRun
+from memsleuth.errors import UsageError
+from memsleuth.model import cell_label
 from memsleuth.units import fmt_bytes, fmt_count, fmt_seconds, fmt_si, fmt_size_arg
 
 
@@ -661,7 +663,9 @@ def build_case(run: StoredRun) -> Report:
         tables.append(failed)
     footer = ["This run was interrupted: the tables show the samples that finished."] if run.status == "interrupted" else []
     figures = [ResultFigure(f.title, f.unit, f.rows, f.higher_is_better) for f in result.figures]
-    lines = [f for c in run.cells if (f := timeline_figure(c.label, [s for _, s in c.measured() if s.ok]))]
+    def caption(c) -> str:   # sizes as typed (sizes=4M), not as bytes
+        return cell_label(c.allocator.name, {k: _param_text(case, k, v) for k, v in c.params.items()})
+    lines = [f for c in run.cells if (f := timeline_figure(caption(c), [s for _, s in c.measured() if s.ok]))]
     moving = [f for f in lines if not flat_timeline(f)]
     if len(moving) < len(lines):
         footer.append(f"Memory over time: {len(lines) - len(moving)} of {len(lines)} cells' panels are left out of the "
@@ -678,7 +682,7 @@ def _param_text(case, key: str, value) -> str:
     text = ",".join(str(x) for x in value) if isinstance(value, list) else str(value)
     try:
         kind = case.param(key).kind
-    except Exception:
+    except UsageError:            # a label the case adds (variant, tunables), not a parameter
         return text
     return fmt_size_arg(text) if kind in ("size", "sizes") else text
 
