@@ -37,23 +37,25 @@ class Trial:
 
 def verdict(time: gating.Check, rss: gating.Check | None, evidence: list[gating.Check],
             primary: str = "time") -> tuple[str, str]:
+    """(verdict, why) on the finding's cost. The evidence counts are quoted by the caller
+    (`moved`), never used to judge: a count that fell while the cost did not is not a fix."""
+    del evidence
     cost = time if primary == "time" or rss is None else rss
-    said = ""
     down = cost.verdict == gating.IMPROVEMENT
     up = [c for c in (time, rss) if c is not None and c.verdict == gating.REGRESSION]
     if down and up:
-        return TRADE_OFF, f"{cost.metric} {_change(cost)} down, {', '.join(f'{c.metric} {_change(c)}' for c in up)} up{said}"
+        return TRADE_OFF, f"{cost.metric} {_change(cost)} down, {', '.join(f'{c.metric} {_change(c)}' for c in up)} up"
     if down:
-        return HELPS, f"{cost.metric} {_change(cost)}{said}"
+        return HELPS, f"{cost.metric} {_change(cost)}"
     if up:
-        return WORSE, f"{', '.join(f'{c.metric} {_change(c)}' for c in up)} up{said}"
+        return WORSE, f"{', '.join(f'{c.metric} {_change(c)}' for c in up)} up"
     if _inside(cost):
-        return NO_EFFECT, f"{cost.metric}: no change beyond ±{cost.threshold:.0%}{said}"
+        return NO_EFFECT, f"{cost.metric}: no change beyond ±{cost.threshold:.0%}"
     e = cost.change
     if cost.kind == "time" and e is not None and e.low is not None and e.high is not None:
         return UNRESOLVED, (f"{cost.metric} {(e.median - 1) * 100:+.1f}% [{(e.low - 1) * 100:+.1f}%, "
                             f"{(e.high - 1) * 100:+.1f}%]: the CI is neither inside ±{cost.threshold:.0%} nor beyond it")
-    return UNRESOLVED, f"{cost.metric}: {cost.text}{said}"
+    return UNRESOLVED, f"{cost.metric}: {cost.text}"
 
 
 def _inside(c: gating.Check) -> bool:
