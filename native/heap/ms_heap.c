@@ -34,6 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ms_dump.h"
+
 #define FLUSH_OPS 256
 #define FLUSH_BYTES (256 << 10)
 #define HIST_BUCKETS 48
@@ -576,51 +578,13 @@ __attribute__((constructor)) static void heap_init(void) {
   g_ready = 1;
 }
 
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
-  }
-  fputc('"', f);
-}
-
-static void write_maps(FILE *f) {
-  /* The executable mappings, so that sampled frames can be named (file, offset) after exit. */
-  FILE *m = fopen("/proc/self/maps", "re");
-  fputs(",\"maps\":[", f);
-  if (m) {
-    char line[1024];
-    int first = 1;
-    while (fgets(line, sizeof line, m)) {
-      unsigned long lo, hi, off;
-      char perms[8], path[900];
-      path[0] = 0;
-      if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %899[^\n]", &lo, &hi, perms, &off, path) >= 4 && perms[2] == 'x' &&
-          path[0] == '/') {
-        fprintf(f, "%s[%lu,%lu,%lu,", first ? "" : ",", lo, hi, off);
-        json_str(f, path);
-        fputc(']', f);
-        first = 0;
-      }
-    }
-    fclose(m);
-  }
-  fputc(']', f);
-}
-
 static void write_report(void) {
   if (!g_out[0]) return;
   T.in_hook = 1;
   flush();
   pthread_mutex_lock(&g_lock);
   char path[4200];
-  snprintf(path, sizeof path, "%s/heap-%d.json", g_out, (int)getpid());
-  char tmp[4300];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "we");
+  FILE *f = ms_dump_open(g_out, "heap", path, sizeof path);
   if (!f) {
     pthread_mutex_unlock(&g_lock);
     return;
@@ -656,9 +620,8 @@ static void write_report(void) {
     fputs("]}", f);
   }
   fputc(']', f);
-  write_maps(f);
+  ms_dump_maps(f);
   fputs("}\n", f);
-  fclose(f);
-  rename(tmp, path);
+  ms_dump_close(f, path);
   pthread_mutex_unlock(&g_lock);
 }

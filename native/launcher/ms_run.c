@@ -518,7 +518,7 @@ static int run_mode(const msr_options *o) {
     ms_counters_open(&ctr, r.pid, MS_OPEN_INHERIT | MS_OPEN_ENABLE_ON_EXEC);
     r.ctr = &ctr;
   }
-  if (o->syscall_args) msr_args_open(&r.args, r.pid);
+  if (o->syscall_args) msr_args_open(&r.args, r.pid, o->args_every);
   tl_columns(&r.tl, r.ctr, &r.args);
   ms_snapshot s0, s1;
   memset(&s0, 0, sizeof s0);

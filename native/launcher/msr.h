@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/types.h>
+#include "msr_args.h"
 
 #define MSR_MAX_ENV 256
 
@@ -21,6 +22,7 @@ typedef struct {
   uint64_t max_points;         /* the RSS timeline is thinned to at most this many points */
   int no_counters;
   int syscall_args;            /* record munmap/madvise/mmap/mremap/brk arguments (msr_args.c) */
+  uint64_t args_every[MSR_A_N]; /* --syscall-args-every NAME=P, by msr_args index (0: every call) */
   const char *env[MSR_MAX_ENV];
   int nenv;
   char **argv;                 /* the command */

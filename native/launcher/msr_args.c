@@ -59,8 +59,15 @@ static int read_format(const char *tp, const char *const *fields, int *off, long
   return 0;
 }
 
-int msr_args_open(msr_args *a, pid_t pid) {
+int msr_args_sampled_index(const char *name) {
+  for (int i = 0; i < MSR_A_N; i++)
+    if (i != MSR_A_BRK && i != MSR_A_BRKQ && !strcmp(k_names[i], name)) return i;
+  return -1;
+}
+
+int msr_args_open(msr_args *a, pid_t pid, const uint64_t *every) {
   memset(a, 0, sizeof *a);
+  for (int i = 0; i < MSR_A_N; i++) a->every[i] = every && every[i] > 1 && i != MSR_A_BRK && i != MSR_A_BRKQ ? every[i] : 1;
   long page = sysconf(_SC_PAGESIZE);
   long ncpu = sysconf(_SC_NPROCESSORS_CONF);
   if (ncpu > MSR_MAX_CPUS) ncpu = MSR_MAX_CPUS;
@@ -77,7 +84,7 @@ int msr_args_open(msr_args *a, pid_t pid) {
       attr.size = sizeof attr;
       attr.type = PERF_TYPE_TRACEPOINT;
       attr.config = (uint64_t)a->ev[i].id;
-      attr.sample_period = 1;
+      attr.sample_period = a->every[i];   /* no PERIOD in sample_type: the kernel honours it */
       /* TIME: the per-CPU buffers are merged in time order, so that a process's break moves are
        * read in the order they happened even when it migrates between CPUs. */
       attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
@@ -131,35 +138,36 @@ static int bucket(uint64_t bytes) {
 
 static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw, uint32_t size) {
   const int *off = a->ev[i].off;
-  a->calls[i]++;
+  const uint64_t w = a->every[i];     /* the calls this record stands for */
+  a->calls[i] += w;
   switch (i) {
     case MSR_A_MUNMAP: {
       uint64_t len = u64_at(raw, size, off[0]);
-      a->bytes[i] += len;
-      a->hist[i][bucket(len)]++;
+      a->bytes[i] += w * len;
+      a->hist[i][bucket(len)] += w;
       break;
     }
     case MSR_A_MADVISE: {
       uint64_t len = u64_at(raw, size, off[0]);
       int advice = (int)(int64_t)u64_at(raw, size, off[1]);
-      a->bytes[i] += len;
-      a->hist[i][bucket(len)]++;
-      if (advice >= 0 && advice < MSR_ADVICE) { a->madvise_calls[advice]++; a->madvise_bytes[advice] += len; }
+      a->bytes[i] += w * len;
+      a->hist[i][bucket(len)] += w;
+      if (advice >= 0 && advice < MSR_ADVICE) { a->madvise_calls[advice] += w; a->madvise_bytes[advice] += w * len; }
       break;
     }
     case MSR_A_MMAP: {
       uint64_t len = u64_at(raw, size, off[0]), flags = u64_at(raw, size, off[1]);
-      a->bytes[i] += len;
-      a->hist[i][bucket(len)]++;
-      if (flags & 0x20) { a->mmap_anon_calls++; a->mmap_anon_bytes += len; }  /* MAP_ANONYMOUS */
+      a->bytes[i] += w * len;
+      a->hist[i][bucket(len)] += w;
+      if (flags & 0x20) { a->mmap_anon_calls += w; a->mmap_anon_bytes += w * len; }  /* MAP_ANONYMOUS */
       break;
     }
     case MSR_A_MREMAP: {
       uint64_t old_len = u64_at(raw, size, off[0]), new_len = u64_at(raw, size, off[1]);
-      a->mremap_old_bytes += old_len;
-      a->bytes[i] += new_len;
-      a->hist[i][bucket(new_len)]++;
-      if (new_len > old_len) { a->mremap_grow_calls++; a->mremap_grow_bytes += new_len - old_len; }
+      a->mremap_old_bytes += w * old_len;
+      a->bytes[i] += w * new_len;
+      a->hist[i][bucket(new_len)] += w;
+      if (new_len > old_len) { a->mremap_grow_calls += w; a->mremap_grow_bytes += w * (new_len - old_len); }
       break;
     }
     case MSR_A_BRK:
@@ -286,6 +294,7 @@ void msr_args_json(ms_json *j, const msr_args *a) {
     if (i == MSR_A_BRKQ || (!a->ev[i].opened && !a->calls[i])) continue;
     msj_obj_begin(j, k_names[i]);
     msj_u64(j, "calls", a->calls[i]);
+    if (a->every[i] > 1) msj_u64(j, "every", a->every[i]);
     switch (i) {
       case MSR_A_MUNMAP: msj_u64(j, "bytes", a->bytes[i]); hist_json(j, "sizes", a->hist[i]); break;
       case MSR_A_MMAP:

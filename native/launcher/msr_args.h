@@ -3,7 +3,13 @@
  * with period 1, inherited). The kernel refuses a ring buffer on an inherited per-task event,
  * so the events are opened per CPU (as perf record does), all of one CPU writing into one
  * buffer; a record says which tracepoint it is by its raw common_type. Kept as totals and size
- * histograms, never as a list: a storm of a million calls costs ms-run a few KiB. */
+ * histograms, never as a list: a storm of a million calls costs ms-run a few KiB.
+ *
+ * Each record costs the calling thread the kernel's output path (~0.7 us here), so a storm may be
+ * sampled: with every[i] = P > 1, munmap/madvise/mmap/mremap record one call in P (P prime, so a
+ * repeating pattern of calls shorter than P is sampled evenly) and each record counts P times; the
+ * JSON says "every": P, and its totals are then estimates. brk is always recorded at every call:
+ * its moves are read in order. */
 #ifndef MSR_ARGS_H
 #define MSR_ARGS_H
 #include <stdint.h>
@@ -49,10 +55,13 @@ typedef struct {
   uint64_t brk_last[MSR_BRK_PIDS];
   int brk_query[MSR_BRK_PIDS];                /* the next exit of this process's brk is a query */
   uint64_t lost;                              /* records the kernel dropped (buffer full) */
+  uint64_t every[MSR_A_N];                    /* 0/1: every call; P: one call in P, counted P times */
 } msr_args;
 
 /* Opens the events on `pid` (not yet exec'd: enable_on_exec). Returns how many opened. */
-int msr_args_open(msr_args *a, pid_t pid);
+int msr_args_open(msr_args *a, pid_t pid, const uint64_t *every);
+/* The index of a syscall that may be sampled (munmap, madvise, mmap, mremap), or -1. */
+int msr_args_sampled_index(const char *name);
 /* Reads every record the ring buffers hold now. */
 void msr_args_drain(msr_args *a);
 void msr_args_close(msr_args *a);

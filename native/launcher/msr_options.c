@@ -27,6 +27,8 @@ void msr_usage(FILE *f) {
         "  --no-counters        open no perf events (to measure the instrumentation's cost)\n"
         "  --syscall-args       record the arguments of munmap/madvise/mmap/mremap/brk (bytes, advice,\n"
         "                       the break's moves) from the syscall tracepoints\n"
+        "  --syscall-args-every NAME=P   record one NAME call in P (munmap, madvise, mmap, mremap; P\n"
+        "                       prime), each counted P times: the totals become estimates (repeatable)\n"
         "modes:\n"
         "  --events             print which events exist and which open here, then exit\n"
         "  --hold-events        keep the syscall tracepoints registered until stdin closes\n"
@@ -64,7 +66,7 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
   o->sample_ms = 10;
   o->max_points = 2048;
   enum { O_OUT = 256, O_TIMEOUT, O_MEM, O_PRELOAD, O_EXPECT, O_CHECKER, O_ENV, O_OOM, O_STDOUT, O_STDERR, O_TAIL,
-         O_SAMPLE, O_POINTS, O_NOCTR, O_EVENTS, O_HOLD, O_PCHECK, O_HELP, O_ARGS };
+         O_SAMPLE, O_POINTS, O_NOCTR, O_EVENTS, O_HOLD, O_PCHECK, O_HELP, O_ARGS, O_EVERY };
   static const struct option longopts[] = {
     {"out", required_argument, 0, O_OUT}, {"timeout", required_argument, 0, O_TIMEOUT},
     {"mem-limit", required_argument, 0, O_MEM}, {"preload", required_argument, 0, O_PRELOAD},
@@ -75,7 +77,8 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
     {"max-points", required_argument, 0, O_POINTS}, {"no-counters", no_argument, 0, O_NOCTR},
     {"events", no_argument, 0, O_EVENTS}, {"hold-events", no_argument, 0, O_HOLD},
     {"preload-check", no_argument, 0, O_PCHECK}, {"help", no_argument, 0, O_HELP},
-    {"syscall-args", no_argument, 0, O_ARGS}, {0, 0, 0, 0}};
+    {"syscall-args", no_argument, 0, O_ARGS}, {"syscall-args-every", required_argument, 0, O_EVERY},
+    {0, 0, 0, 0}};
   opterr = 0;
   int c;
   uint64_t u;
@@ -109,6 +112,17 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
       case O_POINTS: if (parse_u64("--max-points", v, 16, 1u << 20, &o->max_points)) return 2; break;
       case O_NOCTR: o->no_counters = 1; break;
       case O_ARGS: o->syscall_args = 1; break;
+      case O_EVERY: {
+        char name[32];
+        const char *eq = strchr(v, '=');
+        if (!eq || eq == v || (size_t)(eq - v) >= sizeof name) return bad("--syscall-args-every", v, "expected NAME=P");
+        memcpy(name, v, (size_t)(eq - v));
+        name[eq - v] = 0;
+        int i = msr_args_sampled_index(name);
+        if (i < 0) return bad("--syscall-args-every", v, "NAME is one of munmap, madvise, mmap, mremap");
+        if (parse_u64("--syscall-args-every", eq + 1, 1, 1u << 30, &o->args_every[i])) return 2;
+        break;
+      }
       case O_EVENTS: o->mode = MSR_EVENTS; break;
       case O_HOLD: o->mode = MSR_HOLD_EVENTS; break;
       case O_PCHECK: o->mode = MSR_PRELOAD_CHECK; break;

@@ -65,7 +65,7 @@ const char *ms_tracefs_events_dir(void) {
 }
 
 /* Tracepoint id of syscalls:sys_enter_<name>, or -errno. */
-static long tracepoint_id(const char *name, char *why, int whylen) {
+long ms_tracepoint_id(const char *name, char *why, int whylen) {
   const char *dir = ms_tracefs_events_dir();
   if (!dir) { snprintf(why, whylen, "tracefs not reachable"); return -ENOENT; }
   char p[256];
@@ -120,7 +120,7 @@ static int open_all(ms_counters *c, pid_t pid, int flags, int grouped) {
     if (d->kind == MS_KIND_SYSCALL && (flags & MS_OPEN_NO_SYSCALLS)) { e->err = EPERM; snprintf(e->why, sizeof e->why, "disabled by option"); continue; }
     uint64_t config = d->config;
     if (d->kind == MS_KIND_SYSCALL) {
-      long id = tracepoint_id(d->name, e->why, sizeof e->why);
+      long id = ms_tracepoint_id(d->name, e->why, sizeof e->why);
       if (id < 0) { e->err = (int)-id; continue; }
       config = (uint64_t)id;
     }

@@ -53,6 +53,8 @@ int ms_counters_read(const ms_counters *c, ms_snapshot *s);
 
 /* The tracefs events directory, mounting tracefs when it is absent and we are root, or NULL. */
 const char *ms_tracefs_events_dir(void);
+/* The tracepoint id of syscalls:sys_enter_<name>, or -errno with a short reason in `why`. */
+long ms_tracepoint_id(const char *name, char *why, int whylen);
 /* Human reason for an unopened event: strerror plus an explanation of the common cases. */
 const char *ms_event_reason(const ms_event *e, char *buf, int len);
 #endif

@@ -133,6 +133,7 @@ class Sample:
     syscall_args: dict = field(default_factory=dict)   # munmap/madvise/mmap/mremap/brk arguments (ms-run)
     result: dict | None = None       # the workload's own result line, if any
     heap: dict | None = None         # heap accounting of an explaining run (heap.py), if any
+    where: dict | None = None        # call sites sampled in an explaining run (where.py), if any
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -164,7 +165,8 @@ class Sample:
             user_only=tuple(str(x) for x in doc.get("user_only") or ()),
             timeline=Timeline.from_doc(doc),
             syscall_args=dict(doc.get("syscall_args") or {}),
-            result=result, heap=doc.get("heap") if isinstance(doc.get("heap"), dict) else None, raw=doc,
+            result=result, heap=doc.get("heap") if isinstance(doc.get("heap"), dict) else None,
+            where=doc.get("where") if isinstance(doc.get("where"), dict) else None, raw=doc,
         )
 
     @property

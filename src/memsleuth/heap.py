@@ -20,16 +20,13 @@ import glob
 import json
 import os
 import re
-import subprocess
-from collections import defaultdict
 
-from memsleuth import native
+from memsleuth import native, symbols
 
 # A site's frames: the first frame outside these objects is the program's call site.
 RUNTIME = re.compile(r"(^|/)(libc\.so|libc-|ld-linux|libpthread|libstdc\+\+|libgcc_s|libm\.so|libmsheap\.so|"
                      r"libmimalloc|libjemalloc|libtcmalloc|libpython|python3)")
 TOP_SITES = 12
-ADDR2LINE_TIMEOUT_S = 60.0
 
 
 def library() -> str:
@@ -41,69 +38,11 @@ def preload(allocator_preload: str | None) -> str:
     return library() + (":" + allocator_preload if allocator_preload else "")
 
 
-def _elf_type(path: str) -> int | None:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(18)
-    except OSError:
-        return None
-    if len(head) < 18 or head[:4] != b"\x7fELF":
-        return None
-    return int.from_bytes(head[16:18], "little")
-
-
-def _addr2line(path: str, addrs: list[int]) -> dict[int, str]:
-    """address (as addr2line wants it for this object) -> 'function (file:line)'."""
-    if not addrs:
-        return {}
-    try:
-        proc = subprocess.run(["addr2line", "-f", "-C", "-e", path, *[hex(a) for a in addrs]], capture_output=True,
-                              text=True, timeout=ADDR2LINE_TIMEOUT_S)
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    lines = proc.stdout.splitlines()
-    out = {}
-    for i, a in enumerate(addrs):
-        if 2 * i + 1 >= len(lines):
-            break
-        func, where = lines[2 * i].strip(), lines[2 * i + 1].strip()
-        base = os.path.basename(path)
-        if where.startswith("??"):
-            out[a] = f"{func if func != '??' else hex(a)} ({base}, no line information)"
-        else:
-            out[a] = f"{func} ({os.path.basename(where.split(' ')[0])})"
-    return out
-
-
 def _name_frames(docs: list[dict]) -> dict[tuple[int, int], tuple[str, str]]:
-    """(pid index, address) -> (object, name), one addr2line call per object."""
-    wanted: dict[str, dict[int, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
-    objects: dict[tuple[int, int], str] = {}
-    for d_i, d in enumerate(docs):
-        maps = d.get("maps") or []
-        for s in d.get("sites") or []:
-            for a in s.get("frames") or []:
-                m = next((m for m in maps if m[0] <= a < m[1]), None)
-                if m is None:
-                    continue
-                path = m[3]
-                objects[(d_i, a)] = path
-                # addr2line takes an offset in a shared object / PIE, an address in an EXEC file; the
-                # frames are return addresses, so one byte back is inside the call's own line.
-                key = (a if _elf_type(path) == 2 else a - m[0] + m[2]) - 1
-                wanted[path][key].append((d_i, a))
-    names: dict[tuple[int, int], tuple[str, str]] = {}
-    for path, by_key in wanted.items():
-        if RUNTIME.search(path):
-            for refs in by_key.values():
-                for ref in refs:
-                    names[ref] = (path, os.path.basename(path))
-            continue
-        named = _addr2line(path, list(by_key))
-        for key, refs in by_key.items():
-            for ref in refs:
-                names[ref] = (path, named.get(key, f"{os.path.basename(path)}+{hex(key)}"))
-    return names
+    """(document index, address) -> (object, name); the runtime's objects by their file only."""
+    named = symbols.resolve(docs, lambda d: [a for s in d.get("sites") or [] for a in s.get("frames") or []],
+                            skip=RUNTIME.search)
+    return {ref: (f.path, f.function if f.path and RUNTIME.search(f.path) else f.text()) for ref, f in named.items()}
 
 
 def summarise(docs: list[dict]) -> dict | None:

@@ -28,25 +28,38 @@ def _env_args(cell: Cell) -> list[str]:
 
 
 def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_bytes: int | None,
-               counters: bool = True, syscall_args: bool = False, heap_dir: str | None = None) -> list[str]:
-    """heap_dir: account the heap (libmsheap in front of the allocator), its documents written there."""
+               counters: bool = True, syscall_args: bool = False, heap_dir: str | None = None,
+               sites_dir: str | None = None, sites: dict[str, int] | None = None,
+               args_every: dict[str, int] | None = None) -> list[str]:
+    """heap_dir: account the heap (libmsheap in front of the allocator), its documents written there;
+    sites_dir: sample the call sites of `sites` ({event: period}, libmssites), their documents there."""
     argv = [str(native.ms_run()), "--out", out_path]
     if timeout_s:
         argv += ["--timeout", repr(float(timeout_s))]
     if mem_limit_bytes:
         argv += ["--mem-limit", str(mem_limit_bytes)]
+    preloads, env = [], []
     if heap_dir is not None:
         from memsleuth import heap
-        argv += ["--preload", heap.preload(cell.allocator.preload), "--env", f"MEMSLEUTH_HEAP_OUT={heap_dir}"]
-    elif cell.allocator.preload:
-        argv += ["--preload", cell.allocator.preload]
-    argv += _env_args(cell)
+        preloads.append(heap.library())
+        env += ["--env", f"MEMSLEUTH_HEAP_OUT={heap_dir}"]
+    if sites_dir is not None and sites:
+        from memsleuth import where
+        preloads.append(where.library())
+        env += ["--env", f"MEMSLEUTH_SITES_OUT={sites_dir}", "--env", f"MEMSLEUTH_SITES={where.sites_spec(sites)}"]
+    if cell.allocator.preload:
+        preloads.append(cell.allocator.preload)
+    if preloads:
+        argv += ["--preload", ":".join(preloads)]
+    argv += env + _env_args(cell)
     if cell.oom_exit_code is not None:
         argv += ["--oom-exit-code", str(cell.oom_exit_code)]
     if not counters:
         argv.append("--no-counters")
     if syscall_args and counters:
         argv.append("--syscall-args")
+        for name, every in (args_every or {}).items():
+            argv += ["--syscall-args-every", f"{name}={int(every)}"]
     return argv + ["--", *cell.command]
 
 
@@ -96,16 +109,23 @@ def _run_msrun(argv: list[str], timeout: float | None) -> subprocess.CompletedPr
 
 
 def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None, counters: bool = True,
-             syscall_args: bool = False, metric=None, heap: bool = False) -> Sample:
-    """One run; `heap`: with the heap accounting in front of the allocator (explaining runs only)."""
+             syscall_args: bool = False, metric=None, heap: bool = False, sites: dict[str, int] | None = None,
+             args_every: dict[str, int] | None = None) -> Sample:
+    """One run. Explaining runs only: `heap`, with the heap accounting in front of the allocator
+    (Sample.heap); `sites` ({event: period}), with the call sites sampled (Sample.where);
+    `args_every` ({syscall: P}), the arguments of one call in P recorded (runner.args_every)."""
     with tempfile.TemporaryDirectory(prefix="memsleuth-") as tmp:
         out = os.path.join(tmp, "run.json")
-        heap_dir = None
+        heap_dir = sites_dir = None
         if heap:
             heap_dir = os.path.join(tmp, "heap")
             os.mkdir(heap_dir, 0o700)
+        if sites:
+            sites_dir = os.path.join(tmp, "sites")
+            os.mkdir(sites_dir, 0o700)
         argv = msrun_argv(cell, out, timeout_s=timeout_s, mem_limit_bytes=mem_limit_bytes, counters=counters,
-                          syscall_args=syscall_args, heap_dir=heap_dir)
+                          syscall_args=syscall_args, heap_dir=heap_dir, sites_dir=sites_dir, sites=sites,
+                          args_every=args_every)
         if metric is not None:
             argv[1:1] = ["--tail", str(METRIC_TAIL_BYTES)]
         try:
@@ -124,6 +144,9 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
         if heap_dir is not None:
             from memsleuth import heap as heap_mod
             doc["heap"] = heap_mod.read(heap_dir)
+        if sites_dir is not None:
+            from memsleuth import where
+            doc["where"] = where.read_sampled(sites_dir, cell.allocator.preload)
     doc = normalise(doc)
     if metric is not None:
         read_metric(doc, metric)

@@ -109,17 +109,55 @@ def needs_heap(samples: list) -> bool:
     return bool(ok) and sorted(s.maxrss_kb for s in ok)[len(ok) // 2] * 1024 >= MEMORY_FLOOR_BYTES
 
 
-def _call_sites(plan: Plan, cell, ok: list) -> dict:
-    """One run of the cell under perf: sampling rates from the measured runs' median counts."""
+def site_counts(ok: list) -> dict[str, float]:
+    """The measured runs' median count of each event whose call sites are looked for."""
     from statistics import median
     from memsleuth import where
     counts = {"page-faults": median(s.counters.get("page-faults-minor") or s.minflt for s in ok)}
     for name in where.EVENTS:
         if name != "page-faults" and all(name in s.syscalls for s in ok):
             counts[name] = median(s.syscalls[name] for s in ok)
+    return counts
+
+
+# An explaining run records at most about this many calls' arguments per syscall: each record costs
+# the calling thread the kernel's output path (~0.7 us here), so a storm of 350,000 madvise calls
+# recorded at every call made the run 1.24x slower (bench/check_cost.py); 20,000 records estimate
+# the calls' sizes and advice to well under 1%.
+ARGS_RECORDS = 20_000
+# The smallest P: a prime P samples a repeating pattern of calls evenly only when the pattern is
+# shorter than P (P = 2 saw only one advice of a program alternating POPULATE_WRITE and NORMAL).
+MIN_ARGS_EVERY = 31
+SAMPLED_ARGS = ("munmap", "madvise", "mmap", "mremap")   # brk: every call, its moves are read in order
+
+
+def _prime_at_least(n: int) -> int:
+    def prime(k: int) -> bool:
+        return k >= 2 and all(k % d for d in range(2, int(k ** 0.5) + 1))
+    while not prime(n):
+        n += 1
+    return n
+
+
+def args_every(counts: dict[str, float]) -> dict[str, int]:
+    """{syscall: P} for an explaining run: the syscalls counted more than ARGS_RECORDS times have
+    the arguments of one call in P recorded (P prime and at least MIN_ARGS_EVERY: a repeating
+    pattern of calls shorter than P is sampled evenly), each standing for P calls."""
+    out = {}
+    for name in SAMPLED_ARGS:
+        n = counts.get(name) or 0
+        if n > ARGS_RECORDS:
+            out[name] = _prime_at_least(max(MIN_ARGS_EVERY, int(-(-n // ARGS_RECORDS))))
+    return out
+
+
+def _call_sites_under_perf(cell, ok: list) -> dict:
+    """The fallback: one run of the cell under perf record, sampling rates from the measured runs."""
+    from statistics import median
+    from memsleuth import where
     wall_s = median(s.wall_ns for s in ok) / 1e9
     timeout = max(60.0, wall_s * where.TIMEOUT_FACTOR)
-    return where.record(list(cell.command), dict(cell.env), cell.allocator.preload, counts, timeout)
+    return where.record(list(cell.command), dict(cell.env), cell.allocator.preload, site_counts(ok), timeout)
 
 
 def rotated(idx: list[int], round_: int) -> list[int]:
@@ -181,9 +219,9 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
     by_round: list[dict[int, object]] = [{} for _ in plan.cells]
     failed: set[int] = set()
     reference = plan.reference if reference_id is not None else None
-    # The explaining runs count too: at most one syscall-argument run per cell, and one perf run
-    # where call sites are asked for; the total only ever shrinks to what is really left.
-    explaining = sum(1 + bool(plan.where or c.where) for c in plan.cells)
+    # The explaining runs count too: at most one per cell (syscall arguments, heap accounting and
+    # call sites together); the total only ever shrinks to what is really left.
+    explaining = len(plan.cells)
     total = (len(plan.cells) + (reference is not None)) * (plan.warmup + rounds.max_reps) + explaining
     progress = _Progress(console, total)
 
@@ -247,7 +285,8 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                 # Shrink the bar to what can still run: finished groups and failed cells run no more.
                 progress.shrink((sum(1 for idx in active for i in idx if i not in failed) + bool(active and reference))
                                 * (rounds.max_reps - r - 1) + explaining)
-            # Explaining runs, after the measured ones and never mixed into them. `check`
+            # One explaining run per cell, after the measured ones and never mixed into them: the
+            # syscalls' arguments, the heap's accounting and the call sites, together. `check`
             # (plan.explain_if_needed) explains only what its measured runs call for.
             todo = []
             for i, cell in enumerate(plan.cells):
@@ -255,23 +294,31 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                     continue
                 wanted = needs_call_sites(samples[i]) if plan.explain_if_needed else True
                 heap = plan.heap and needs_heap(samples[i])
-                args = bool(cell.where or (plan.syscall_args and wanted) or needs_arguments(samples[i]) or heap)
-                perf = bool(cell.where or (plan.where and wanted))
-                todo.append((i, cell, args, perf, heap))
-            progress.shrink(sum(a + p for _, _, a, p, _ in todo))
-            for i, cell, args, perf, heap in todo:
+                sites = bool(cell.where or (plan.where and wanted))
+                args = bool(cell.where or (plan.syscall_args and wanted) or needs_arguments(samples[i]) or heap or sites)
+                todo.append((i, cell, args, sites, heap))
+            progress.shrink(sum(a for _, _, a, _, _ in todo))
+            for i, cell, args, sites, heap in todo:
                 if args:
-                    what = "syscall arguments and heap accounting" if heap else "syscall arguments"
-                    progress.now(f"{plan.label(i)}: {what} (one more run)")
+                    what = ", ".join(w for w, on in (("syscall arguments", True), ("heap accounting", heap),
+                                                     ("call sites", sites)) if on)
+                    progress.now(f"{plan.label(i)}: {what} (one explaining run)")
+                    periods: dict | None = None
+                    counts = site_counts(samples[i])
+                    if sites:
+                        from memsleuth import where
+                        periods = where.periods(counts)
                     explain = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
-                                                syscall_args=True, heap=heap)
+                                                syscall_args=True, heap=heap, sites=periods, args_every=args_every(counts))
                     store.add_sample(cell_ids[i], EXPLAIN_ROUND, True, explain)
                     progress.advance()
-                if perf:
-                    progress.now(f"{plan.label(i)}: call sites (perf record)")
-                    store.set_where(cell_ids[i], _call_sites(plan, cell, samples[i]))
-                    progress.advance()
-                elif plan.where:
+                    if periods:
+                        found = explain.where or {"unavailable": f"the explaining run ended {explain.status}"}
+                        if "unavailable" in found:
+                            progress.now(f"{plan.label(i)}: call sites under perf record ({found['unavailable']})")
+                            found = _call_sites_under_perf(cell, samples[i])
+                        store.set_where(cell_ids[i], found)
+                if not (sites and periods) and plan.where:
                     store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted", {"loadavg_1m_end": os.getloadavg()[0]})

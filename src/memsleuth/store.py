@@ -397,6 +397,7 @@ class Store:
     def add_sample(self, cell_id: int, round_: int, warmup: bool, sample: Sample) -> None:
         evidence = dict(sample.raw)
         evidence["result"] = sample.result
+        evidence.pop("where", None)      # the cell's call sites (set_where), not the sample's
 
         def go():
             self.db.execute(

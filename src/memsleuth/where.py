@@ -1,22 +1,32 @@
 """Call sites: where in the code the page faults and the memory system calls come from.
 
-One extra run of the cell's command under `perf record` with DWARF call graphs (Debian's glibc
-has no frame pointers), after the measured runs, so that sampling never distorts a measured
-figure. perf's own machinery unwinds and symbolizes (`perf script`); this module only reads its
-text. Each stack is read two ways: the user's call site (the first frame outside the C library,
-the C++ runtime, the dynamic loader and the allocator) and the allocator's internal path (its
-frames from the entry point down to the system call: `free -> _int_free -> systrim -> sbrk`).
+Gathered in the cell's one explaining run, after the measured runs, so that sampling never distorts
+a measured figure. Two ways, the first preferred:
 
-Sampling rates come from the counts of the measured runs: page faults every N-th fault so that
-about TARGET_SAMPLES are taken. A system call is recorded at every call: perf asks the kernel for
-the period with each sample, and the kernel then emits a tracepoint sample on every hit whatever
-the period says (seen here with perf 6.1: `-c 100` on 50,000 madvise calls gave 50,000 samples).
-So the calls counted more than LIGHT_CALLS times get a run of their own, which stops once its data
-reaches MAX_DATA (about 8,000 stacks; perf then ends that run): their sites are those of the first
-calls.
+- In the program (native/heap/ms_sites.c, preloaded): each event is a perf event of the process
+  with `sigtrap`, so the thread that caused every N-th event unwinds its own stack (the C runtime's
+  unwinder reads .eh_frame: Debian's glibc has no frame pointers). It rides the explaining run
+  that also records the syscall arguments and accounts the heap: no run and no perf start-up of
+  its own. The stacks are named once per object (symbols.py). `read_sampled` reads them.
+- Under `perf record` with DWARF call graphs (`record`), when the sampler cannot run here
+  (a kernel before 5.13, no permission for tracepoints, a program that left no document).
+
+Sampling is bounded by rate, never by a size cap that ends the program early: each event's
+period comes from the measured runs' count so that about TARGET_SAMPLES are taken whatever the
+program's length (`periods`). perf record is the exception: it records a system call at every call
+(perf asks the kernel for the period with each sample, and the kernel then emits a tracepoint
+sample on every hit; seen with perf 6.1: `-c 100` on 50,000 madvise calls gave 50,000 samples), so
+there the calls counted more than LIGHT_CALLS times get a run of their own, which stops once its
+data reaches MAX_DATA.
+
+Each stack is read two ways: the user's call site (the first frame outside the C library, the C++
+runtime, the dynamic loader and the allocator) and the allocator's internal path (its frames from
+the entry point down to the system call: `free -> _int_free -> systrim -> sbrk`).
 """
 from __future__ import annotations
 
+import glob
+import json
 import os
 import re
 import shutil
@@ -24,6 +34,7 @@ import subprocess
 import tempfile
 from collections import Counter
 
+from memsleuth import native, symbols
 from memsleuth.events import SYSCALL_COLUMNS
 
 TARGET_SAMPLES = 400       # per event: enough for the top sites' shares to be stable to a few %
@@ -34,7 +45,7 @@ TIMEOUT_FACTOR = 20        # the perf run may take this many times the measured 
 MAX_DATA = "64M"           # perf record --max-size: bounds a syscall storm's stacks (8 KiB each)
 # Objects whose frames are not the user's code.
 SYSTEM_DSOS = re.compile(r"(^|/)(libc\.so|libc-|ld-linux|ld-2|libpthread|libstdc\+\+|libgcc_s|libm\.so|"
-                         r"\[kernel|\[vdso|\[unknown\])")
+                         r"libms(sites|heap)\.so|\[kernel|\[vdso|\[unknown\])")
 # A stack goes "through the allocator" when a frame is the preloaded allocator's own object, or a
 # malloc-family entry point or glibc malloc internal (libc's malloc is in libc.so with everything else).
 ALLOCATOR_FRAMES = ("malloc", "free", "realloc", "calloc", "_int_", "sysmalloc", "systrim", "operator new",
@@ -54,6 +65,70 @@ def unwound_share(event: dict) -> float:
 
 def perf_path() -> str | None:
     return shutil.which("perf")
+
+
+def library() -> str:
+    """The in-program sampler, preloaded in explaining runs (native/heap/ms_sites.c)."""
+    return str(native.native_path("libmssites.so"))
+
+
+def periods(counts: dict[str, float]) -> dict[str, int]:
+    """{event: period} for the sampler: about TARGET_SAMPLES samples of each event the measured
+    runs counted, whatever the program's length."""
+    out = {}
+    for event in ("page-faults", *SYSCALL_COLUMNS):
+        n = counts.get(event) or 0
+        if n > 0:
+            out[event] = max(1, int(n // TARGET_SAMPLES))
+    return out
+
+
+def sites_spec(periods_: dict[str, int]) -> str:
+    """MEMSLEUTH_SITES for the sampler: 'page-faults=40,madvise=1'."""
+    return ",".join(f"{event}={int(period)}" for event, period in periods_.items())
+
+
+def read_sampled(folder: str, allocator: str | None) -> dict:
+    """The sampler's per-process documents as call sites per event (the shape `record` returns), or
+    {"unavailable": why} when it took no sample to speak of (then perf record is the way)."""
+    docs = []
+    for path in sorted(glob.glob(os.path.join(folder, "sites-*.json"))):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("stacks"), list):
+            docs.append(doc)
+    if not docs:
+        return {"unavailable": "the program left no sampled stacks (it ended without exit(), or the sampler did not "
+                               "load)"}
+    events = {e.get("name"): e for d in docs for e in d.get("events") or [] if isinstance(e, dict)}
+    if not any(e.get("opened") for e in events.values()):
+        why = "; ".join(f"{name}: {e.get('why')}" for name, e in events.items())
+        return {"unavailable": f"the sampler could not open its events ({why})"}
+    named = symbols.resolve(docs, lambda d: [a for st in d["stacks"] if len(st) == 3 for a in st[2]])
+    samples = []
+    for d_i, d in enumerate(docs):
+        names = [e.get("name") for e in d.get("events") or []]
+        for st in d["stacks"]:
+            if len(st) != 3 or not isinstance(st[0], int) or not 0 <= st[0] < len(names):
+                continue
+            frames = []
+            for a in st[2]:
+                f = named.get((d_i, a))
+                if f is not None:
+                    frames.append((f.function or "[unknown]", f.path,
+                                   f.line or (f"{f.object}[{hex(f.offset)}]" if f.function is None else "")))
+            samples.append((str(d.get("comm") or "?"), names[st[0]], frames, int(st[1])))
+    sites = summarise(samples, allocator=allocator)
+    for name, found in sites.items():
+        found["period"] = int((events.get(name) or {}).get("period") or 1)
+    notes = [f"{name}: not sampled ({e.get('why')})" for name, e in events.items() if not e.get("opened")]
+    late = sum(int(d.get("async") or 0) for d in docs)
+    if late:
+        notes.append(f"{late} samples arrived while the program blocked SIGTRAP and were left out")
+    return {"events": sites, "notes": notes, "sampler": "in-program"}
 
 
 def plan_events(counts: dict[str, float]) -> list[tuple[list[str], int, int | None]]:
@@ -158,8 +233,9 @@ def _site(frame: tuple[str, str, str]) -> str:
 
 def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
     """Per event: the top user call sites, the top internal paths, and the share of stacks that go
-    through the allocator. `allocator` is the preloaded library: its frames are the runtime's, never
-    the user's call site, even when it is stripped."""
+    through the allocator. `samples`: (command, event, frames innermost first[, how many]).
+    `allocator` is the preloaded library: its frames are the runtime's, never the user's call site,
+    even when it is stripped."""
     # perf names the mapped file (the symlink's target); the user may have given either.
     alloc_names = {os.path.basename(allocator), os.path.basename(os.path.realpath(allocator))} if allocator else set()
 
@@ -170,18 +246,19 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
         return bool(SYSTEM_DSOS.search(f[1] or "[unknown]")) or os.path.basename(f[1] or "") in alloc_names
 
     by_event: dict[str, list] = {}
-    for comm, event, frames in samples:
+    for comm, event, frames, *weight in samples:
+        w = weight[0] if weight else 1
         name = event.split("/")[0].split(":")[-1].replace("sys_enter_", "")
         users, paths, comms, n, through = by_event.get(name, (Counter(), Counter(), Counter(), 0, 0))
         frames = [f for f in frames if "[kernel" not in f[1]]
         user = next((f for f in frames if not is_runtime(f)), None)
         inner = frames[:frames.index(user)] if user else frames
         path = [_clean(f[0]) for f in reversed(inner) if f[0] != "[unknown]"]
-        users[_site(user) if user else LOST] += 1
+        users[_site(user) if user else LOST] += w
         if path:
-            paths[" -> ".join(dict.fromkeys(path))] += 1
-        comms[comm] += 1
-        by_event[name] = (users, paths, comms, n + 1, through + any(is_allocator(f) for f in inner))
+            paths[" -> ".join(dict.fromkeys(path))] += w
+        comms[comm] += w
+        by_event[name] = (users, paths, comms, n + w, through + w * any(is_allocator(f) for f in inner))
     out = {}
     for name, (users, paths, comms, n, through) in by_event.items():
         out[name] = {"samples": n, "through_allocator": through / n,

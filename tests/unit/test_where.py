@@ -30,3 +30,19 @@ def test_a_stripped_allocator_is_the_runtime_not_the_users_call_site():
 def test_without_the_allocator_named_its_frame_would_pass_for_the_users():
     got = where.summarise(where.parse(STACKS))["madvise"]
     assert any("libmimalloc.so.2" in s for s, _ in got["user_sites"])
+
+
+def test_periods_aim_at_target_samples_whatever_the_length():
+    from memsleuth import where
+    got = where.periods({"page-faults": 4_000_000, "madvise": 120, "munmap": 0, "brk": 1})
+    assert got == {"page-faults": 4_000_000 // where.TARGET_SAMPLES, "madvise": 1, "brk": 1}
+    assert where.sites_spec(got) == f"page-faults={4_000_000 // where.TARGET_SAMPLES},madvise=1,brk=1"
+
+
+def test_a_storms_arguments_are_sampled_with_a_prime_period_never_below_the_minimum():
+    from memsleuth import runner
+    assert runner.args_every({"madvise": runner.ARGS_RECORDS}) == {}            # every call up to the target
+    got = runner.args_every({"madvise": 40_000, "munmap": 50 * runner.ARGS_RECORDS, "brk": 10**7})
+    assert got["madvise"] == runner.MIN_ARGS_EVERY                            # 2 would alias a 2-call pattern
+    assert got["munmap"] == 53                                                 # the first prime >= 50
+    assert "brk" not in got                                                    # its moves are read in order

@@ -84,8 +84,8 @@ def check(view: CellView) -> list[Finding]:
         title, words, advice = WORDS.get(family, WORDS["other"])
         mechanism = words.format(advice=names, n=f"{fam_calls:,.0f}", mib=mib(fam_bytes))
         whose = "" if sc.name == "process" else \
-            f" of the whole process, {view.args_cover(sc, 'madvise'):.0%} of whose calls are in {where}"
-        evidence.append(f"advice by family (the calls' arguments{whose}, from the kernel): " + "; ".join(
+            f"; they are the whole process's, {view.args_cover(sc, 'madvise'):.0%} of whose calls are in {where}"
+        evidence.append(f"advice by family ({view.args_source('madvise')}{whose}): " + "; ".join(
             f"{fam} {c:,.0f} calls ({_advice_names(view, fam)}), {mib(b)}"
             for fam, (c, b) in sorted(families.items(), key=lambda kv: -kv[1][0])))
         if family == "purge":

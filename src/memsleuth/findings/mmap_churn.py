@@ -47,7 +47,7 @@ def _process(view: CellView) -> list[Finding]:
         per = unmapped / munmaps
         large = per >= LARGE_BLOCK_BYTES
         refaults = refault_pages * PAGE_BYTES >= MIN_REFAULT_SHARE * unmapped
-        evidence.append(f"munmap returned {mib(unmapped)} ({mib(per)} per call; the calls' arguments, from the kernel)")
+        evidence.append(f"munmap returned {mib(unmapped)} ({mib(per)} per call; {view.args_source('munmap')})")
         evidence.append(f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)}, {fault_bytes / unmapped:.2f}x the bytes "
                         "unmapped")
         what = "large blocks" if large else f"small mappings ({per / 1024:,.0f} KiB each on average)"

@@ -37,7 +37,7 @@ def check(view: CellView) -> list[Finding]:
     if grown:
         grows = view.args("mremap", "grow_calls") or 0
         evidence.append(f"{grows:,.0f} of them grew a mapping, by {mib(grown)} in all ({grown / max(grows, 1) / 1024:,.1f}"
-                        " KiB per growth; the calls' arguments, from the kernel)")
+                        f" KiB per growth; {view.args_source('mremap')})")
     phase = view.phase("mremap") if sc.name == "process" else None
     if phase:
         evidence.append(phase.text)

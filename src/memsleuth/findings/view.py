@@ -93,6 +93,13 @@ class CellView:
             return 1.0
         return min(1.0, sc.syscalls.get(syscall, 0) / calls) if calls else 0.0
 
+    def args_source(self, syscall: str) -> str:
+        """How the calls' arguments were read, for the evidence's wording: 'the calls' arguments,
+        from the kernel', with 'estimated from one call in P' when the explaining run sampled them."""
+        every = max((int((s.syscall_args.get(syscall) or {}).get("every") or 1) for s in self.explain + self.samples
+                     if s.syscall_args), default=1)
+        return "the calls' arguments, from the kernel" + (f"; estimated from one call in {every:,}" if every > 1 else "")
+
     def describes(self, sc: Scope, syscall: str) -> bool:
         """Whether the recorded arguments describe the scope's calls: the scope made at least
         ARGS_COVER of them (a region that makes most of the process's madvise calls)."""

@@ -1,0 +1,332 @@
+/* libmssites: where in the code the page faults and the memory system calls come from, sampled
+ * inside the program in memsleuth's explaining run (never in a measured one).
+ *
+ * MEMSLEUTH_SITES="page-faults=P,madvise=P,..." names the events and their periods (one sample
+ * every P events, chosen from the measured runs' counts so that each event gets a few hundred
+ * samples whatever the program's length); MEMSLEUTH_SITES_OUT is the folder for the documents.
+ *
+ * Each event is a perf event of the process (inherited by its threads and forked children,
+ * removed at exec: the preloaded library opens it again in the new image) with `sigtrap`: the
+ * kernel sends the thread that caused the P-th event a SIGTRAP as it returns to user space, and
+ * the handler unwinds that thread's stack there with the C runtime's unwinder (.eh_frame, so no
+ * frame pointers are needed). One process, one perf start-up: nothing outside the program runs.
+ * Stacks are kept as (event, frames) -> count and written once at exit to
+ * $MEMSLEUTH_SITES_OUT/sites-<pid>.json with the executable mappings (named in symbols.py).
+ *
+ * A SIGTRAP that is not the sampler's goes to the program's previous disposition. Needs kernel
+ * 5.13 or later (sigtrap); without it, or without permission, the document says which event did
+ * not open and why, and memsleuth falls back to perf record. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include "ms_dump.h"
+#include "ms_events.h"
+
+#define MAX_EVENTS 12
+#define MAX_FRAMES 24
+#define STACK_SLOTS 8192          /* distinct (event, stack) pairs kept per process */
+#define TRAP_PERF_CODE 6          /* si_code of a perf event's SIGTRAP (TRAP_PERF) */
+#define TRAP_PERF_FLAG_ASYNC 1u   /* delivered late (SIGTRAP was blocked): not the event's context */
+
+#if !defined(__x86_64__) && !defined(__aarch64__)
+#error "libmssites reads the interrupted pc from the signal context: x86-64 and AArch64 only"
+#endif
+
+/* The kernel's siginfo layout for a perf SIGTRAP on 64-bit targets (si_perf_data, si_perf_type,
+ * si_perf_flags: glibc 2.36's headers do not name them yet). */
+typedef struct {
+  int signo, errno_, code, pad;
+  void *addr;
+  unsigned long data;
+  uint32_t type, flags;
+} perf_siginfo;
+
+typedef struct {
+  char name[32];
+  long period;
+  int fd, err;
+  char why[64];
+} event;
+
+typedef struct {
+  uint64_t hash;                  /* 0: empty */
+  int ev, nframes;
+  uint64_t count;
+  uintptr_t frames[MAX_FRAMES];
+} stack;
+
+static event g_events[MAX_EVENTS];
+static int g_nevents;
+static stack g_stacks[STACK_SLOTS];
+static atomic_flag g_lock = ATOMIC_FLAG_INIT;
+static _Atomic uint64_t g_samples, g_async, g_dropped, g_unwound_none;
+static struct sigaction g_previous;
+static char g_out[4096];
+static int g_ready;
+
+typedef struct {
+  uintptr_t *frames;
+  int n, started;
+  uintptr_t pc;
+} walk;
+
+static _Unwind_Reason_Code step(struct _Unwind_Context *c, void *arg) {
+  walk *w = arg;
+  uintptr_t ip = (uintptr_t)_Unwind_GetIP(c);
+  if (!w->started) {
+    /* The handler's own frames and the signal trampoline come first: the program's stack starts
+     * at the interrupted pc. That pc is exact (not a return address), so it is kept + 1 like the
+     * rest, which the namer moves one byte back into their call's line. */
+    if (ip != w->pc) return _URC_NO_REASON;
+    w->started = 1;
+    ip += 1;
+  }
+  if (!ip || w->n >= MAX_FRAMES) return _URC_END_OF_STACK;
+  w->frames[w->n++] = ip;
+  return _URC_NO_REASON;
+}
+
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return x ^ (x >> 33);
+}
+
+static void lock(void) {
+  while (atomic_flag_test_and_set_explicit(&g_lock, memory_order_acquire)) {
+  }
+}
+
+static void unlock(void) { atomic_flag_clear_explicit(&g_lock, memory_order_release); }
+
+static void keep(int ev, const uintptr_t *frames, int n) {
+  uint64_t h = mix(0x9e3779b97f4a7c15ULL ^ (uint64_t)ev);
+  for (int i = 0; i < n; i++) h = mix(h ^ frames[i]);
+  if (!h) h = 1;
+  lock();
+  for (uint32_t k = 0; k < STACK_SLOTS; k++) {
+    stack *s = &g_stacks[(h + k) & (STACK_SLOTS - 1)];
+    if (s->hash == h && s->ev == ev && s->nframes == n) {
+      s->count++;
+      unlock();
+      return;
+    }
+    if (!s->hash) {
+      s->hash = h;
+      s->ev = ev;
+      s->nframes = n;
+      s->count = 1;
+      memcpy(s->frames, frames, (size_t)n * sizeof *frames);
+      unlock();
+      return;
+    }
+  }
+  unlock();
+  atomic_fetch_add(&g_dropped, 1);
+}
+
+static void chain(int sig, siginfo_t *si, void *uc) {
+  /* Not ours: what the program would have had without the sampler. */
+  if (g_previous.sa_flags & SA_SIGINFO) {
+    if (g_previous.sa_sigaction) g_previous.sa_sigaction(sig, si, uc);
+  } else if (g_previous.sa_handler == SIG_DFL) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  } else if (g_previous.sa_handler != SIG_IGN) {
+    g_previous.sa_handler(sig);
+  }
+}
+
+static void on_trap(int sig, siginfo_t *si, void *ucv) {
+  if (si->si_code != TRAP_PERF_CODE) {
+    chain(sig, si, ucv);
+    return;
+  }
+  int saved = errno;
+  const perf_siginfo *p = (const perf_siginfo *)(const void *)si;
+  if (p->flags & TRAP_PERF_FLAG_ASYNC) {
+    atomic_fetch_add(&g_async, 1);
+    errno = saved;
+    return;
+  }
+  ucontext_t *uc = ucv;
+  walk w = {0};
+  uintptr_t frames[MAX_FRAMES];
+  w.frames = frames;
+#if defined(__x86_64__)
+  w.pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#else
+  w.pc = (uintptr_t)uc->uc_mcontext.pc;
+#endif
+  _Unwind_Backtrace(step, &w);
+  if (!w.started) {         /* the unwinder could not cross the signal frame: keep the pc alone */
+    frames[0] = w.pc + 1;
+    w.n = 1;
+    atomic_fetch_add(&g_unwound_none, 1);
+  }
+  int ev = (int)p->data;
+  if (ev >= 0 && ev < g_nevents) {
+    atomic_fetch_add(&g_samples, 1);
+    keep(ev, frames, w.n);
+  }
+  errno = saved;
+}
+
+static int open_event(event *e, int index) {
+  struct perf_event_attr a;
+  memset(&a, 0, sizeof a);
+  a.size = sizeof a;
+  if (!strcmp(e->name, "page-faults")) {
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_PAGE_FAULTS;
+  } else {
+    long id = ms_tracepoint_id(e->name, e->why, sizeof e->why);
+    if (id < 0) return (int)id;
+    a.type = PERF_TYPE_TRACEPOINT;
+    a.config = (uint64_t)id;
+  }
+  /* No PERF_SAMPLE_PERIOD: with it the kernel overflows a tracepoint on every hit. */
+  a.sample_period = (uint64_t)e->period;
+  a.sigtrap = 1;
+  a.remove_on_exec = 1;      /* the kernel asks it of sigtrap; the new image opens its own */
+  a.inherit = 1;
+  a.sig_data = (uint64_t)index;
+  a.exclude_hv = 1;
+  int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+  if (fd < 0 && errno == EACCES && a.type == PERF_TYPE_SOFTWARE) {
+    a.exclude_kernel = 1;    /* unprivileged: the faults taken in user mode only */
+    fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+  }
+  if (fd < 0) {
+    int err = errno;
+    snprintf(e->why, sizeof e->why, "%s", err == EINVAL ? "sigtrap sampling not supported (kernel before 5.13?)"
+                                                        : strerror(err));
+    return -err;
+  }
+  return fd;
+}
+
+static void parse_events(const char *spec) {
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s", spec);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok && g_nevents < MAX_EVENTS; tok = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(tok, '=');
+    long period = eq ? atol(eq + 1) : 1;
+    if (eq) *eq = 0;
+    if (!*tok || strlen(tok) >= sizeof g_events[0].name) continue;
+    event *e = &g_events[g_nevents++];
+    snprintf(e->name, sizeof e->name, "%s", tok);
+    e->period = period > 0 ? period : 1;
+    e->fd = -1;
+  }
+}
+
+static void write_report(void);
+
+static void on_fork_child(void) {
+  /* The child's events are inherited copies; its samples start from nothing. */
+  memset(g_stacks, 0, sizeof g_stacks);
+  atomic_store(&g_samples, 0);
+  atomic_store(&g_async, 0);
+  atomic_store(&g_dropped, 0);
+  atomic_store(&g_unwound_none, 0);
+  atomic_flag_clear(&g_lock);
+}
+
+__attribute__((constructor)) static void sites_init(void) {
+  const char *spec = getenv("MEMSLEUTH_SITES");
+  const char *out = getenv("MEMSLEUTH_SITES_OUT");
+  if (!spec || !out || !*out) return;
+  snprintf(g_out, sizeof g_out, "%s", out);
+  parse_events(spec);
+  /* The unwinder loads and caches on first use: do it here, not in a signal handler. */
+  uintptr_t frames[MAX_FRAMES];
+  walk w = {frames, 0, 1, 0};
+  _Unwind_Backtrace(step, &w);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_trap;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTRAP, &sa, &g_previous);
+  for (int i = 0; i < g_nevents; i++) {
+    int fd = open_event(&g_events[i], i);
+    g_events[i].fd = fd >= 0 ? fd : -1;
+    g_events[i].err = fd >= 0 ? 0 : -fd;
+  }
+  pthread_atfork(NULL, NULL, on_fork_child);
+  atexit(write_report);
+  g_ready = 1;
+}
+
+static void write_report(void) {
+  if (!g_ready) return;
+  /* No sample may arrive on this thread while it holds the table. */
+  sigset_t trap, old;
+  sigemptyset(&trap);
+  sigaddset(&trap, SIGTRAP);
+  pthread_sigmask(SIG_BLOCK, &trap, &old);
+  for (int i = 0; i < g_nevents; i++)
+    if (g_events[i].fd >= 0) ioctl(g_events[i].fd, PERF_EVENT_IOC_DISABLE, 0);
+  char path[4200];
+  FILE *f = ms_dump_open(g_out, "sites", path, sizeof path);
+  if (!f) {
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return;
+  }
+  char comm[64] = "";
+  FILE *c = fopen("/proc/self/comm", "re");
+  if (c) {
+    if (fgets(comm, sizeof comm, c)) comm[strcspn(comm, "\n")] = 0;
+    fclose(c);
+  }
+  fprintf(f, "{\"pid\":%d,\"comm\":", (int)getpid());
+  ms_dump_json_str(f, comm);
+  fprintf(f, ",\"samples\":%llu,\"async\":%llu,\"dropped\":%llu,\"unwound_none\":%llu,\"events\":[",
+          (unsigned long long)atomic_load(&g_samples), (unsigned long long)atomic_load(&g_async),
+          (unsigned long long)atomic_load(&g_dropped), (unsigned long long)atomic_load(&g_unwound_none));
+  for (int i = 0; i < g_nevents; i++) {
+    event *e = &g_events[i];
+    fprintf(f, "%s{\"name\":", i ? "," : "");
+    ms_dump_json_str(f, e->name);
+    fprintf(f, ",\"period\":%ld,\"opened\":%s", e->period, e->fd >= 0 ? "true" : "false");
+    if (e->fd < 0) {
+      fputs(",\"why\":", f);
+      ms_dump_json_str(f, e->why[0] ? e->why : strerror(e->err));
+    }
+    fputc('}', f);
+  }
+  fputs("],\"stacks\":[", f);
+  lock();
+  int first = 1;
+  for (uint32_t k = 0; k < STACK_SLOTS; k++) {
+    stack *s = &g_stacks[k];
+    if (!s->hash) continue;
+    fprintf(f, "%s[%d,%llu,[", first ? "" : ",", s->ev, (unsigned long long)s->count);
+    for (int i = 0; i < s->nframes; i++) fprintf(f, "%s%lu", i ? "," : "", (unsigned long)s->frames[i]);
+    fputs("]]", f);
+    first = 0;
+  }
+  unlock();
+  fputc(']', f);
+  ms_dump_maps(f);
+  fputs("}\n", f);
+  ms_dump_close(f, path);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+}

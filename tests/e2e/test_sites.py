@@ -1,0 +1,87 @@
+"""Issue 24: one explaining run. The call sites are sampled inside the program (libmssites, perf
+events with sigtrap) in the same run that records the syscalls' arguments, with periods bounded by
+rate; a storm's arguments are recorded for one call in P."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+from memsleuth import allocators, launcher, native
+from memsleuth.plan import Cell
+from conftest import fixture, ms_run, needs_tracepoints
+
+
+def sampled(argv: list[str], sites: dict[str, int]) -> dict:
+    s = launcher.run_cell(Cell(allocators.glibc(), {}, tuple(argv)), timeout_s=120, mem_limit_bytes=None,
+                          syscall_args=True, sites=sites)
+    assert s.ok, (s.status, s.detail, s.stderr_tail)
+    assert s.where is not None
+    return s.where
+
+
+@needs_tracepoints
+def test_the_sampler_takes_one_call_in_its_period_and_names_the_line():
+    got = sampled([fixture("plain-madvise_pool"), "20000"], {"madvise": 50, "page-faults": 50})
+    assert got.get("sampler") == "in-program", got
+    madvise = got["events"]["madvise"]
+    # every 50th of 20,000 calls: the period is the kernel's, so the count is exact (not one per call)
+    assert madvise["samples"] == 400, madvise
+    assert madvise["period"] == 50
+    site, share = madvise["user_sites"][0]
+    assert re.search(r"main \(madvise_pool\.c:\d+\)", site) and share > 0.95, madvise
+    assert madvise["through_allocator"] == 0           # the program's own pool makes the calls
+    faults = got["events"]["page-faults"]
+    assert faults["samples"] > 100 and "madvise_pool.c:" in faults["user_sites"][0][0], faults
+
+
+@needs_tracepoints
+def test_threads_and_forked_children_are_sampled_too():
+    # plain-arenas faults in its threads; sh runs two copies, so two processes leave documents
+    prog = fixture("plain-arenas")
+    got = sampled(["sh", "-c", f"{prog} & {prog}; wait"], {"page-faults": 20})
+    faults = got["events"]["page-faults"]
+    assert faults["samples"] > 50, faults
+    assert any("arenas.c:" in site for site, _ in faults["user_sites"]), faults
+
+
+def test_a_sigtrap_that_is_not_the_samplers_keeps_its_default_action(tmp_path):
+    out = tmp_path / "sites"
+    out.mkdir()
+    proc = subprocess.run(["sh", "-c", "kill -TRAP $$"], env={"LD_PRELOAD": str(native.native_path("libmssites.so")),
+                                                              "MEMSLEUTH_SITES": "page-faults=1000",
+                                                              "MEMSLEUTH_SITES_OUT": str(out), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == -5        # killed by SIGTRAP, as without the sampler
+
+
+@needs_tracepoints
+def test_a_storms_arguments_are_recorded_for_one_call_in_p_and_scaled():
+    doc = ms_run("--syscall-args", "--syscall-args-every", "madvise=31", "--", fixture("plain-madvise_pool"), "31000")
+    m = doc["syscall_args"]["madvise"]
+    assert m["every"] == 31
+    assert m["calls"] == 31000 == doc["syscalls"]["madvise"]
+    assert m["bytes"] == 31000 * (64 << 10)
+    assert m["by_advice"]["4"] == [31000, 31000 * (64 << 10)]    # MADV_DONTNEED
+
+
+def test_brk_is_never_sampled():
+    proc = subprocess.run([str(native.ms_run()), "--syscall-args-every", "brk=31", "--", "true"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "munmap, madvise, mmap, mremap" in proc.stderr
+
+
+@needs_tracepoints
+def test_check_explains_in_one_run_with_the_sampled_sites(tmp_path):
+    js = tmp_path / "c.json"
+    from conftest import memsleuth
+    proc = memsleuth("check", "--db", str(tmp_path / "c.db"), "--json", str(js), "--",
+                     fixture("plain-madvise_pool"), "100000")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(js.read_text())
+    storm = next(f for c in doc["cells"] for f in c["summary"]["findings"] if f["id"] == "madvise-storm")
+    sites = " ".join(storm["call_sites"])
+    n = int(re.search(r"madvise calls come from \(of (\d+) sampled stacks\)", sites).group(1))
+    assert 300 <= n <= 500, sites          # bounded by rate: about where.TARGET_SAMPLES, not 100,000
+    # the storm's advice was read from one call in P (runner.args_every) and says so
+    assert any("estimated from one call in" in e for e in storm["evidence"]), storm["evidence"]
+    assert "MADV_DONTNEED" in " ".join(storm["evidence"])
