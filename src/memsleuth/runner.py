@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from memsleuth.events import FAULT_FLOOR, FUTEX_FLOOR, MECHANISM_FLOORS, MEMORY_FLOOR_BYTES
 from memsleuth.textsafe import visible
-from memsleuth import launcher, native, stats
+from memsleuth import launcher, native, stats, where
 from memsleuth.evidence import metric_kind
 from memsleuth.plan import REFERENCE_LABEL, Plan
 from memsleuth.store import EXPLAIN_ROUND, Store
@@ -112,7 +112,6 @@ def needs_heap(samples: list) -> bool:
 def site_counts(ok: list) -> dict[str, float]:
     """The measured runs' median count of each event whose call sites are looked for."""
     from statistics import median
-    from memsleuth import where
     counts = {"page-faults": median(s.counters.get("page-faults-minor") or s.minflt for s in ok)}
     for name in where.EVENTS:
         if name != "page-faults" and all(name in s.syscalls for s in ok):
@@ -154,7 +153,6 @@ def args_every(counts: dict[str, float]) -> dict[str, int]:
 def _call_sites_under_perf(cell, ok: list) -> dict:
     """The fallback: one run of the cell under perf record, sampling rates from the measured runs."""
     from statistics import median
-    from memsleuth import where
     wall_s = median(s.wall_ns for s in ok) / 1e9
     timeout = max(60.0, wall_s * where.TIMEOUT_FACTOR)
     return where.record(list(cell.command), dict(cell.env), cell.allocator.preload, site_counts(ok), timeout)
@@ -303,22 +301,32 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                     what = ", ".join(w for w, on in (("syscall arguments", True), ("heap accounting", heap),
                                                      ("call sites", sites)) if on)
                     progress.now(f"{plan.label(i)}: {what} (one explaining run)")
-                    periods: dict | None = None
                     counts = site_counts(samples[i])
-                    if sites:
-                        from memsleuth import where
-                        periods = where.periods(counts)
+                    wanted_periods = where.periods(counts) if sites else {}
+                    # The sampler rides this run where the kernel allows it (where.sampler_usable).
+                    periods = wanted_periods if wanted_periods and where.sampler_usable() else None
                     explain = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
                                                 syscall_args=True, heap=heap, sites=periods, args_every=args_every(counts))
+                    if periods and not explain.ok:
+                        # The measured run succeeded: the sampler may be what failed this one.
+                        progress.now(f"{plan.label(i)}: {what} again, without the sampler ({explain.status})")
+                        explain = launcher.run_cell(cell, timeout_s=plan.timeout_s,
+                                                    mem_limit_bytes=plan.mem_limit_bytes, syscall_args=True, heap=heap,
+                                                    args_every=args_every(counts))
+                        periods = None
                     store.add_sample(cell_ids[i], EXPLAIN_ROUND, True, explain)
                     progress.advance()
-                    if periods:
-                        found = explain.where or {"unavailable": f"the explaining run ended {explain.status}"}
+                    if sites and not wanted_periods:
+                        store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})     # nothing was counted
+                    elif sites:
+                        found = (explain.where if periods else None) or {
+                            "unavailable": "the in-program sampler did not run (a kernel before 6.2, or the explaining "
+                                           "run failed with it)"}
                         if "unavailable" in found:
                             progress.now(f"{plan.label(i)}: call sites under perf record ({found['unavailable']})")
                             found = _call_sites_under_perf(cell, samples[i])
                         store.set_where(cell_ids[i], found)
-                if not (sites and periods) and plan.where:
+                if not sites and plan.where:
                     store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted", {"loadavg_1m_end": os.getloadavg()[0]})

@@ -72,6 +72,18 @@ def library() -> str:
     return str(native.native_path("libmssites.so"))
 
 
+# sigtrap perf events exist from Linux 5.13; before 6.2 a thread that blocks SIGTRAP (servers often
+# block every signal in their workers) is killed by one instead of receiving it late, so the
+# sampler runs from 6.2 on and perf record does the work before that.
+SAMPLER_KERNEL = (6, 2)
+
+
+def sampler_usable(release: str | None = None) -> bool:
+    """Whether this kernel can run the in-program sampler safely (SAMPLER_KERNEL)."""
+    m = re.match(r"(\d+)\.(\d+)", release if release is not None else os.uname().release)
+    return bool(m) and (int(m.group(1)), int(m.group(2))) >= SAMPLER_KERNEL
+
+
 def periods(counts: dict[str, float]) -> dict[str, int]:
     """{event: period} for the sampler: about TARGET_SAMPLES samples of each event the measured
     runs counted, whatever the program's length."""

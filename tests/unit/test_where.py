@@ -46,3 +46,10 @@ def test_a_storms_arguments_are_sampled_with_a_prime_period_never_below_the_mini
     assert got["madvise"] == runner.MIN_ARGS_EVERY                            # 2 would alias a 2-call pattern
     assert got["munmap"] == 53                                                 # the first prime >= 50
     assert "brk" not in got                                                    # its moves are read in order
+
+
+def test_the_sampler_runs_from_the_kernel_that_delivers_a_blocked_sigtrap_late():
+    from memsleuth import where
+    assert not where.sampler_usable("6.1.0-18-amd64")      # Debian 12's stock kernel: perf record instead
+    assert where.sampler_usable("6.2.0") and where.sampler_usable("6.18.44-fc")
+    assert not where.sampler_usable("5.15.0") and not where.sampler_usable("garbage")

@@ -23,6 +23,7 @@ def to_dict(run: StoredRun) -> dict:
             "env": cell.env,
             "command": cell.command,
             "summary": s.to_dict(),
+            "where": cell.where,             # the call sites (where.py), or None
             "samples": [dict(round=r, warmup=w, **smp.to_dict()) for r, w, smp in cell.samples],
         })
     return {
