@@ -8,7 +8,8 @@
  * Each record costs the calling thread the kernel's output path (~0.7 us here), so a storm may be
  * sampled: with every[i] = P > 1, munmap/madvise/mmap/mremap record one call in P (P prime, so a
  * repeating pattern of calls shorter than P is sampled evenly) and each record counts P times; the
- * JSON says "every": P, and its totals are then estimates. brk is always recorded at every call:
+ * JSON says "every": P, and its totals are then estimates (the events are per CPU, each counting its
+ * own period, so up to P - 1 calls per CPU go unrecorded). brk is always recorded at every call:
  * its moves are read in order. */
 #ifndef MSR_ARGS_H
 #define MSR_ARGS_H
