@@ -70,6 +70,10 @@ def test_time_averaged_rss_never_exceeds_the_peak_of_the_same_run():
            "timeline": {"columns": ["t_ms", "rss_kb"], "rows": [[0, 1900], [10, 2150], [20, 2120], [30, 2100]]}}
     s = Sample.from_msrun(doc)
     assert s.maxrss_kb == 2150 and s.mean_rss_kb <= s.maxrss_kb
+    # points out of time order (a negative trapezoid would lift the average above every point)
+    doc["timeline"]["rows"] = [[0, 1900], [30, 2150], [10, 2150], [20, 2150]]
+    s = Sample.from_msrun(doc)
+    assert s.mean_rss_kb <= s.maxrss_kb == 2150
 
 
 def test_the_fixed_wall_time_warning_survives_load():
