@@ -33,11 +33,6 @@ def library() -> str:
     return str(native.native_path("libmsheap.so"))
 
 
-def preload(allocator_preload: str | None) -> str:
-    """LD_PRELOAD for an explaining run: the accounting first, then the measured allocator."""
-    return library() + (":" + allocator_preload if allocator_preload else "")
-
-
 def _name_frames(docs: list[dict]) -> dict[tuple[int, int], tuple[str, str]]:
     """(document index, address) -> (object, name); the runtime's objects by their file only."""
     named = symbols.resolve(docs, lambda d: [a for s in d.get("sites") or [] for a in s.get("frames") or []],

@@ -302,17 +302,18 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                                                      ("call sites", sites)) if on)
                     progress.now(f"{plan.label(i)}: {what} (one explaining run)")
                     counts = site_counts(samples[i])
+                    every = args_every(counts)
                     wanted_periods = where.periods(counts) if sites else {}
                     # The sampler rides this run where the kernel allows it (where.sampler_usable).
                     periods = wanted_periods if wanted_periods and where.sampler_usable() else None
                     explain = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
-                                                syscall_args=True, heap=heap, sites=periods, args_every=args_every(counts))
+                                                syscall_args=True, heap=heap, sites=periods, args_every=every)
                     if periods and not explain.ok:
                         # The measured run succeeded: the sampler may be what failed this one.
                         progress.now(f"{plan.label(i)}: {what} again, without the sampler ({explain.status})")
                         explain = launcher.run_cell(cell, timeout_s=plan.timeout_s,
                                                     mem_limit_bytes=plan.mem_limit_bytes, syscall_args=True, heap=heap,
-                                                    args_every=args_every(counts))
+                                                    args_every=every)
                         periods = None
                     store.add_sample(cell_ids[i], EXPLAIN_ROUND, True, explain)
                     progress.advance()

@@ -31,11 +31,19 @@ class Frame:
 
     def text(self) -> str:
         """'function (file.c:18)', or what is missing said in words."""
-        if self.function is None:
-            return f"an address in {self.object} at offset {hex(self.offset)} (no symbols: stripped?)"
-        if self.line is None:
-            return f"{self.function} ({self.object}, no line information)"
-        return f"{self.function} ({self.line})"
+        return site_text(self.function, self.path, self.line, self.offset)
+
+
+def site_text(function: str | None, path: str, line: str | None, offset: int | None = None) -> str:
+    """How a frame is named in reports (heap sites and call sites alike): 'function (file.c:18)',
+    or what is missing said in words."""
+    obj = os.path.basename(path) if path else "an unknown object"
+    if function is None:
+        where = f" at offset {hex(offset)}" if offset is not None else ""
+        return f"an address in {obj}{where} (no symbols: stripped?)"
+    if line is None:
+        return f"{function} ({obj}, no line information)"
+    return f"{function} ({line})"
 
 
 def _elf_type(path: str) -> int | None:

@@ -9,7 +9,8 @@ a measured figure. Two ways, the first preferred:
   that also records the syscall arguments and accounts the heap: no run and no perf start-up of
   its own. The stacks are named once per object (symbols.py). `read_sampled` reads them.
 - Under `perf record` with DWARF call graphs (`record`), when the sampler cannot run here
-  (a kernel before 5.13, no permission for tracepoints, a program that left no document).
+  (a kernel before 6.2: `sampler_usable`; events it cannot open; a program that left no document;
+  an explaining run that failed with it).
 
 Sampling is bounded by rate, never by a size cap that ends the program early: each event's
 period comes from the measured runs' count so that about TARGET_SAMPLES are taken whatever the
@@ -236,11 +237,8 @@ def _site(frame: tuple[str, str, str]) -> str:
     if sym in ("[unknown]", ""):
         # perf gives a stripped object's frames as object[offset]
         m = re.search(r"\[(?:0x)?([0-9a-f]+)\]$", src or "")
-        where = f" at offset 0x{m.group(1)}" if m else ""
-        return f"an address in {os.path.basename(dso) or 'an unknown object'}{where} (no symbols: stripped?)"
-    if src and not src.startswith("??"):
-        return f"{_clean(sym)} ({src})"
-    return f"{_clean(sym)} ({os.path.basename(dso)}, no line information)"
+        return symbols.site_text(None, dso, None, int(m.group(1), 16) if m else None)
+    return symbols.site_text(_clean(sym), dso, src if src and not src.startswith("??") else None)
 
 
 def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
