@@ -14,7 +14,7 @@ from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALLS
 from memsleuth.evidence import Sample, higher_is_better, metric_kind
 from memsleuth.findings.cost import UnitCosts
 from memsleuth.model import cell_label
-from memsleuth.store import StoredCell, StoredRun
+from memsleuth.records import StoredCell, StoredRun
 
 FAILED_LABEL = {"crashed": "SEGFAULT", "oom": "OOM", "timeout": "TIMEOUT", "preload-failed": "PRELOAD-FAILED",
                 "error": "ERROR"}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from memsleuth import gate as gating, stats
 from memsleuth.analysis import CellSummary, analyse
-from memsleuth.store import StoredRun
+from memsleuth.records import StoredRun
 
 
 @dataclass

@@ -27,7 +27,8 @@ from memsleuth.textsafe import visible
 from memsleuth import launcher, native, stats, where
 from memsleuth.evidence import metric_kind
 from memsleuth.plan import REFERENCE_LABEL, Plan
-from memsleuth.store import EXPLAIN_ROUND, Store
+from memsleuth.records import EXPLAIN_ROUND
+from memsleuth.store import Store
 
 # Without a terminal, a progress line every this many seconds (CI logs stay short).
 PLAIN_PROGRESS_EVERY_S = 10.0

@@ -16,7 +16,8 @@ from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK
 from memsleuth.model import AllocatorInfo, RunSpec
 from memsleuth.output import say_written, write_text
 from memsleuth.plan import Plan
-from memsleuth.store import REFERENCE_POSITION, Store, StoredRun
+from memsleuth.records import REFERENCE_POSITION, StoredRun
+from memsleuth.store import Store
 
 
 def redacted(argv: list[str]) -> list[str]:

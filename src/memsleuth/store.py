@@ -18,24 +18,18 @@ import os
 import socket
 import sqlite3
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from memsleuth import schema
 from memsleuth.errors import StoreError, UsageError
 from memsleuth.evidence import Sample
-from memsleuth.model import AllocatorInfo, MachineInfo, RunSpec, cell_label, contender
+from memsleuth.model import AllocatorInfo, MachineInfo, RunSpec
+from memsleuth.records import (EXPLAIN_ROUND, REFERENCE_POSITION, WARMUP_ROUND, RunSummary, StoredCell,  # noqa: F401
+                               StoredRun)
 
 # 3: runs.uuid (merge across stores is by it).
 SCHEMA_VERSION = 3
-WARMUP_ROUND = -1
-# One more run per cell, after the measured ones, that records the syscalls' arguments (ms-run
-# --syscall-args): recording costs every such call a sample, so no measured run carries it.
-EXPLAIN_ROUND = -2
-# The position of the reference cell (plan.reference_cell): loaded as StoredRun.reference, never
-# among the compared cells.
-REFERENCE_POSITION = -1
 APP = "memsleuth"
 _TABLES = {"meta", "runs", "cells", "samples"}
 _SCHEMA = schema.ddl("sqlite")
@@ -74,65 +68,6 @@ def _process_start(pid: int) -> str | None:
     except OSError:
         return None
     return text[text.rindex(")") + 2:].split()[19]
-
-
-@dataclass
-class StoredCell:
-    id: int
-    position: int
-    allocator: AllocatorInfo
-    params: dict
-    env: dict
-    command: list
-    samples: list[tuple[int, bool, Sample]]  # (round, warmup, sample)
-    where: dict | None = None                 # call sites (where.py), when recorded
-
-    @property
-    def label(self) -> str:
-        return cell_label(self.allocator.name, self.params)
-
-    @property
-    def contender(self) -> str:
-        return contender(self.allocator.name, self.params)
-
-    def measured(self) -> list[tuple[int, Sample]]:
-        return [(r, s) for r, w, s in self.samples if not w]
-
-    @property
-    def explain_samples(self) -> list[Sample]:
-        """The explaining run(s): not measured, they carry the syscalls' arguments."""
-        return [s for r, w, s in self.samples if r == EXPLAIN_ROUND and s.ok]
-
-
-@dataclass
-class StoredRun:
-    id: int
-    created_at: str
-    finished_at: str | None
-    status: str
-    kind: str
-    name: str
-    argv: list
-    spec: RunSpec
-    machine: MachineInfo
-    version: str
-    cells: list[StoredCell]
-    reference: StoredCell | None = None       # the reference cell (plan.reference_cell), not compared
-    uuid: str = ""                             # identity across stores (merge)
-
-
-@dataclass
-class RunSummary:
-    """One line of `memsleuth history`."""
-    id: int
-    created_at: str
-    status: str
-    kind: str
-    name: str
-    argv: list
-    machine: MachineInfo
-    cells: int
-    samples: int
 
 
 # Stores open in this process, by (device, inode). Closing any file descriptor of a file drops

@@ -9,7 +9,7 @@ import dataclasses
 import math
 
 from memsleuth.analysis import analyse_run
-from memsleuth.store import StoredRun
+from memsleuth.records import StoredRun
 
 
 @dataclasses.dataclass

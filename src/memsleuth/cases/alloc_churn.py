@@ -16,7 +16,7 @@ from memsleuth.cases.base import (Case, CaseResult, CaseTable, Tunable, Variant,
                                   status_text, tunable_variant)
 from memsleuth.findings.view import typical_step
 from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, fmt_num as fmt
-from memsleuth.store import StoredCell, StoredRun
+from memsleuth.records import StoredCell, StoredRun
 from memsleuth.workloads import alloc_churn
 from memsleuth.workloads.base import Param
 

@@ -12,7 +12,7 @@ from memsleuth.analysis import CellSummary, analyse, failure_label
 from memsleuth.cases.base import Case, CaseResult, CaseTable, Variant
 from memsleuth.units import fmt_num as fmt
 from memsleuth.findings import unstable as unstable_rule
-from memsleuth.store import StoredRun
+from memsleuth.records import StoredRun
 from memsleuth.units import fmt_bytes
 from memsleuth.workloads import random_mixed
 from memsleuth.workloads.base import Param

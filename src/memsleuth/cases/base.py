@@ -16,7 +16,7 @@ from typing import Callable
 from memsleuth.allocators import Allocator
 from memsleuth.errors import UsageError
 from memsleuth.plan import Cell, Plan, Rounds
-from memsleuth.store import StoredCell, StoredRun
+from memsleuth.records import StoredCell, StoredRun
 from memsleuth.workloads.base import Param, Value, Workload
 from memsleuth import stats
 

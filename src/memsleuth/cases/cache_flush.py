@@ -18,7 +18,7 @@ from memsleuth.cases.base import (CASE_NOISE, Case, CaseFigure, CaseResult, Case
 from memsleuth.stats import median_of as med
 from memsleuth.units import fmt_num as fmt
 from memsleuth.errors import UsageError
-from memsleuth.store import StoredCell, StoredRun
+from memsleuth.records import StoredCell, StoredRun
 from memsleuth.workloads import cache_flush
 from memsleuth.workloads.base import Param
 

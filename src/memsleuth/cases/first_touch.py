@@ -16,7 +16,7 @@ from memsleuth.cases.base import (Case, CaseFigure, CaseResult, CaseTable, Varia
                                   ratio_text, resolved_above, result_rows, status_text)
 from memsleuth.stats import median_of
 from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, fmt_num as fmt, gb_per_s
-from memsleuth.store import StoredCell, StoredRun
+from memsleuth.records import StoredCell, StoredRun
 from memsleuth.workloads import first_touch
 from memsleuth.workloads.base import Param
 

@@ -18,7 +18,7 @@ from memsleuth.cases.base import (CASE_NOISE, Case, CaseResult, CaseTable, Tunab
                                   tunable_variant)
 from memsleuth.stats import median_of as med
 from memsleuth.units import fmt_num as fmt
-from memsleuth.store import StoredCell, StoredRun
+from memsleuth.records import StoredCell, StoredRun
 from memsleuth.workloads import thread_heap
 from memsleuth.workloads.base import Param
 

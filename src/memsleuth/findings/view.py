@@ -77,7 +77,7 @@ class CellView:
     # The regions whose timing is the result (compare: "main"); None: every region may be timed
     # (check on someone's program, where only its author knows).
     timed: tuple[str, ...] | None = None
-    # The explaining run(s) of the cell (store.EXPLAIN_ROUND): not measured, they carry the
+    # The explaining run(s) of the cell (records.EXPLAIN_ROUND): not measured, they carry the
     # syscalls' arguments that `args` reads.
     explain: list[Sample] = field(default_factory=list)
     # What each kind of kernel entry costs on the run's machine (ms-calibrate); None: the defaults.

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from memsleuth.analysis import analyse_run
-from memsleuth.store import StoredRun
+from memsleuth.records import StoredRun
 
 SCHEMA = "memsleuth.run/1"
 

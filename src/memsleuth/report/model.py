@@ -11,7 +11,7 @@ import shlex
 from memsleuth.analysis import CellSummary, Group, RunAnalysis, analyse_check, analyse_run, failure_label
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, HARDWARE_SHORT as HW_SHORT, SYSCALL_COLUMNS
 from memsleuth.stats import MIN_SAMPLES_FOR_CI
-from memsleuth.store import StoredCell, StoredRun
+from memsleuth.records import StoredCell, StoredRun
 from memsleuth.errors import UsageError
 from memsleuth.model import cell_label
 from memsleuth.units import fmt_bytes, fmt_count, fmt_seconds, fmt_si, fmt_size_arg

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from memsleuth.errors import UsageError
 from memsleuth.output import write_with
-from memsleuth.store import StoredRun
+from memsleuth.records import StoredRun
 
 
 def render(report) -> str:
