@@ -29,7 +29,7 @@ def failure_label(sample: Sample) -> str:
 
 
 @dataclass
-class Evidence:
+class MedianEvidence:
     """Medians over a cell's ok samples; None where nothing was measured."""
     scope: str                                 # "region main" or "process"
     user_s: float | None = None
@@ -56,7 +56,7 @@ class CellSummary:
     estimate: stats.Estimate | None            # None when no sample succeeded
     failures: list[Sample]
     ok_samples: list[tuple[int, Sample]]
-    evidence: Evidence
+    evidence: MedianEvidence
     checksum_mismatch: bool = False
     ratio: stats.Estimate | None = None        # vs the best cell of its group (>= 1: how much slower)
     verdict: stats.Verdict | None = None       # that ratio read against the noise threshold
@@ -189,13 +189,13 @@ def _fragmentation(results: list[dict]) -> dict | None:
             "rss_bytes_end": median(p["rss_bytes"] for p in last) if last else None}
 
 
-def _evidence(samples: list[Sample]) -> Evidence:
+def _evidence(samples: list[Sample]) -> MedianEvidence:
     """The evidence table's row: the same medians the findings read (findings.view.Scope)."""
     if not samples:
-        return Evidence(scope="none")
+        return MedianEvidence(scope="none")
     view = findings.CellView("", "", samples)
     sc = view.scope
-    return Evidence(scope="region main" if view.main else "process", user_s=sc.user_ns / 1e9, sys_s=sc.sys_ns / 1e9,
+    return MedianEvidence(scope="region main" if view.main else "process", user_s=sc.user_ns / 1e9, sys_s=sc.sys_ns / 1e9,
                     sys_share=sc.sys_share, minflt=sc.minflt, majflt=sc.majflt, maxrss_kb=view.maxrss_kb,
                     syscalls={k: sc.syscalls[k] for k in SYSCALLS if k in sc.syscalls},
                     hardware={h: sc.counters.get(h) for h in HARDWARE_EVENTS},

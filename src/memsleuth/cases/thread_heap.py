@@ -35,7 +35,7 @@ FUTEX_PER_KCALL = 1.0
 
 
 @dataclass
-class Evidence:
+class VariantEvidence:
     cell: StoredCell
     allocator: str
     tunables: str
@@ -65,7 +65,7 @@ def _per_k(samples, get, calls: int) -> float | None:
     return 1000 * v / calls if v is not None and calls else None
 
 
-def _evidence(cell: StoredCell) -> Evidence:
+def _evidence(cell: StoredCell) -> VariantEvidence:
     samples = cell_view(cell).samples
     workers, calls = int(cell.params.get("threads", 1)), int(cell.params.get("calls", 1))
     total = workers * calls
@@ -75,7 +75,7 @@ def _evidence(cell: StoredCell) -> Evidence:
     heaps = next((r.get("heaps") for r in results if r.get("malloc_info")), None)
     cpu = [(s.user_ns, s.sys_ns) for s in samples]
     sys_share = med(sy / (u + sy) for u, sy in cpu if u + sy > 0)
-    return Evidence(
+    return VariantEvidence(
         cell=cell, allocator=cell.allocator.name, tunables=str(cell.params.get("tunables", "default")),
         form=str(cell.params.get("form")), mode=str(cell.params.get("mode")), per_call_ns=per_call,
         futex_per_kcall=_per_k(main, lambda r: r.syscalls.get("futex"), total) if main else None,
@@ -86,7 +86,7 @@ def _evidence(cell: StoredCell) -> Evidence:
         malloc_object=next((r.get("malloc_object") for r in results), None), status=status_text(cell))
 
 
-def ratio(a: Evidence, b: Evidence) -> stats.Estimate | None:
+def ratio(a: VariantEvidence, b: VariantEvidence) -> stats.Estimate | None:
     """a's time per call over b's, paired by round."""
     return stats.paired_by_round(a.per_call_ns, b.per_call_ns)
 
@@ -98,7 +98,7 @@ def ratio_text(r: stats.Estimate | None) -> str:
     return f"{r.median:.2f}x{ci}"
 
 
-def heaps_text(e: Evidence) -> str:
+def heaps_text(e: VariantEvidence) -> str:
     if e.heaps is None:
         return "not read (malloc is not glibc's)" if e.malloc_object else "n/a"
     per = [f"{len(h)} ({', '.join(f'{b / 1024:,.0f}' for b in h)} KiB)" for h in e.heaps[:4]]
@@ -156,7 +156,7 @@ class ThreadHeap(Case):
                    "process."])
         return CaseResult(self.question, [table], self._statements(ev, index))
 
-    def _statements(self, ev: list[Evidence], index: dict) -> list[str]:
+    def _statements(self, ev: list[VariantEvidence], index: dict) -> list[str]:
         out = []
         for e in ev:
             if e.per_call is None:
