@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from memsleuth import findings, latency as latency_mod, quality, stats
-from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALLS
+from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALL_COLUMNS, SYSCALLS
 from memsleuth.evidence import Sample, higher_is_better, metric_kind
+from memsleuth.findings import tries
 from memsleuth.findings.cost import UnitCosts
 from memsleuth.model import cell_label
 from memsleuth.records import StoredCell, StoredRun
@@ -70,10 +71,13 @@ class CellSummary:
     peak_rss: stats.Estimate | None = None      # KiB: median peak RSS of the runs, with its 95% CI
     mean_rss: stats.Estimate | None = None      # KiB: median of each run's time-averaged RSS, with its CI
     rss_ratio: stats.Estimate | None = None     # peak RSS vs the group's smallest, paired by round
+    rss_vs_fastest: float | None = None         # median peak RSS over the group's fastest cell's
+    standout: set[str] = field(default_factory=set)   # evidence measures far from the group's others (standouts)
     latency: dict[str, latency_mod.Latency] = field(default_factory=dict)   # sampled per-call latency, per op
     sampling_share: float | None = None         # estimated share of region main the latency sampling took
     main_ns: stats.Estimate | None = None       # region main's ns per op
     harness_ns: stats.Estimate | None = None    # region harness's ns per op: the workload's loop alone
+    harness_share: float | None = None          # the harness's median ns/op over region main's
     own_ns: stats.Estimate | None = None        # per run, main minus harness: the allocator's own cost per op
     own_ratio: stats.Estimate | None = None     # own cost vs the group's least own cost, paired by round
     fragmentation: dict | None = None           # workloads reporting RSS / live bytes per phase: medians
@@ -245,7 +249,10 @@ def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list
                        latency=latency_mod.summarise([s.result for _, s in ok if s.result]),
                        sampling_share=_sampling_share([s for _, s in ok if s.result]),
                        main_ns=stats.median_ci(main_ns) if main_ns else None,
-                       harness_ns=stats.median_ci(harness_ns) if len(harness_ns) == len(ok) and harness_ns else None,
+                       harness_ns=(h_ns := stats.median_ci(harness_ns) if len(harness_ns) == len(ok) and harness_ns
+                                   else None),
+                       harness_share=(h_ns.median / m.median if h_ns and (m := stats.median_ci(main_ns) if main_ns else None)
+                                      and m.median else None),
                        own_ns=stats.median_ci(own) if own and len(own) == len(ok) else None,
                        fragmentation=_fragmentation([s.result for _, s in ok]), units=units,
                        per_cpu_s=_per_cpu_estimate(metric, [s for _, s in ok]))
@@ -264,6 +271,44 @@ class Group:
     params: dict
     cells: list[CellSummary]
     checksum_mismatch: bool = False
+    runner_up: CellSummary | None = None      # the cell nearest the fastest (smallest paired ratio)
+    least_rss: CellSummary | None = None      # the cell with the least median peak RSS
+
+
+# The evidence table marks a value at least this many times its group's smallest, and by at
+# least this much in absolute terms (so 3 brk calls against 1 is not a difference worth the eye).
+STANDOUT_FACTOR = 2.0
+STANDOUT_MIN_EVENTS = 100
+STANDOUT_MIN_SYS_POINTS = 10
+STANDOUT_MIN_RSS_MIB = 16
+
+
+def _measures(c: CellSummary) -> dict[str, tuple[float | None, float]]:
+    """A cell's evidence measures as the evidence table names them: (value, the absolute floor)."""
+    e = c.evidence
+    out = {"sys %": (100 * e.sys_share if e.sys_share is not None else None, STANDOUT_MIN_SYS_POINTS),
+           "minor faults": (e.minflt, STANDOUT_MIN_EVENTS), "major faults": (e.majflt, STANDOUT_MIN_EVENTS),
+           "peak RSS": (e.maxrss_kb / 1024 if e.maxrss_kb is not None else None, STANDOUT_MIN_RSS_MIB)}
+    for name in SYSCALL_COLUMNS:
+        out[name] = (e.syscalls.get(name), STANDOUT_MIN_EVENTS)
+    return out
+
+
+def standouts(ok: list[CellSummary]) -> None:
+    """Sets each cell's `standout`: the measures at least STANDOUT_FACTOR times the smallest among
+    the cells and beyond it by the measure's floor (where the cells differ)."""
+    if len(ok) < 2:
+        return
+    table = [(c, _measures(c)) for c in ok]
+    for name in table[0][1]:
+        vals = [(c, m[name][0]) for c, m in table if m[name][0] is not None]
+        if len(vals) < 2:
+            continue
+        low = min(v for _, v in vals)
+        floor = table[0][1][name][1]
+        for c, v in vals:
+            if v >= STANDOUT_FACTOR * max(low, 1e-9) and v - low >= floor:
+                c.standout.add(name)
 
 
 def _metric_by_round(c: CellSummary) -> dict[int, float]:
@@ -311,6 +356,15 @@ def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) 
         for c in ok:
             mine = {r: s.maxrss_kb for r, s in c.ok_samples if s.maxrss_kb}
             c.rss_ratio = stats.paired_by_round(mine, small_rounds)
+    group.least_rss = smallest
+    best = next((c for c in ok if c.is_best), None)
+    if best is not None:
+        others = sorted((c for c in ok if c is not best and c.ratio is not None), key=lambda c: c.ratio.median)
+        group.runner_up = others[0] if others else None
+        for c in ok:
+            if c.peak_rss is not None and best.peak_rss is not None and best.peak_rss.median:
+                c.rss_vs_fastest = c.peak_rss.median / best.peak_rss.median
+    standouts(ok)
     least = min((c for c in ok if c.own_ns is not None and c.own_ns.median > 0), key=lambda c: c.own_ns.median,
                 default=None)
     if least is not None:
@@ -502,7 +556,7 @@ def answer(groups: list[Group], swept: list[str]) -> list[str]:
             wins.setdefault(best.cell.contender, []).append((where(g), min(slower), max(slower), tied))
         else:
             unresolved.append(where(g))
-        least = min((c for c in ok if c.peak_rss), key=lambda c: c.peak_rss.median, default=None)
+        least = g.least_rss
         if least is not None and all(c is least or (c.rss_ratio is not None and c.rss_ratio.low is not None
                                                     and c.rss_ratio.low > 1.0) for c in ok if c.peak_rss):
             smallest.setdefault(least.cell.contender, []).append(where(g))
@@ -532,6 +586,7 @@ class RunAnalysis:
     machine_warnings: list[quality.QualityWarning]
     quiet: str | None = None                  # no mechanism is material: the line that says so
     answer: list[str] = field(default_factory=list)   # the report's first lines (answer())
+    latency_sampling: tuple[int, float] | None = None  # (calls between timed ones, one clock read in ns)
 
     @property
     def all_findings(self) -> list[findings.Finding]:
@@ -547,6 +602,8 @@ def analyse_run(run: StoredRun) -> RunAnalysis:
                          for g in groups for c in g.cells if c.estimate is not None]))
     a.quiet = quiet_line([v for v in views if v.samples], a.all_findings)
     a.answer = answer(groups, list(run.spec.swept))
+    a.latency_sampling = latency_mod.sampling_info([s.result for g in groups for c in g.cells if c.latency
+                                                    for _, s in c.ok_samples if s.result])
     return a
 
 
@@ -560,6 +617,8 @@ class CheckAnalysis:
     regions: list[tuple[findings.view.Scope, int]]   # medians per occurrence, occurrences per run
     findings: list[findings.Finding]
     quiet: str | None = None                          # no mechanism is material: the line that says so
+    summary: CellSummary | None = None                # the cell as compare summarises it (the JSON export)
+    untried: list[str] = field(default_factory=list)  # the candidate changes `check --try` would measure
 
 
 def analyse_check(run: StoredRun) -> CheckAnalysis:
@@ -572,6 +631,10 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     view = findings.CellView(cell.allocator.name, cell.allocator.name, ok or measured, failed,
                              explain=cell.explain_samples, units=units_of(run))
     names = list(dict.fromkeys(r.name for s in view.samples for r in s.regions))
-    found = with_call_sites(findings.for_cell(view), cell.where) + findings.for_run([view])
+    own = with_call_sites(findings.for_cell(view), cell.where)
+    found = own + findings.for_run([view])
+    summary = summarise_cell(cell, run.spec.target_ci, [], units_of(run))
+    summary.findings = own          # the cell's own, as compare's summaries hold them; the run's are in findings
+    untried = [t.name for t in tries.for_findings(found, cell.allocator.name, list(tries.OTHER_ALLOCATORS))]
     return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names], found,
-                         quiet_line([view] if view.samples else [], found))
+                         quiet_line([view] if view.samples else [], found), summary, untried)

@@ -100,8 +100,45 @@ class Timeline:
     def times_ms(self) -> list[int]:
         return self.column("t_ms") or []
 
+    def growing(self, columns) -> list[str]:
+        """The running-total columns among `columns` that grew during the run."""
+        out = []
+        for c in columns:
+            v = self.column(c)
+            if v and v[-1] > v[0]:
+                out.append(c)
+        return out
+
+    def rate(self, column: str, a: int, b: int) -> float:
+        """Per second between rows a and b, from the running total `column`."""
+        v, t = self.column(column), self.times_ms
+        return (v[b] - v[a]) / ((t[b] - t[a]) / 1000 or 1e-3)
+
+    def rates(self, column: str) -> tuple[list[float], list[float]]:
+        """Per second within each tick, at the tick's middle: (seconds, per second)."""
+        v, t = self.column(column) or [], [x / 1000 for x in self.times_ms]
+        return ([(a + b) / 2 for a, b in zip(t, t[1:])],
+                [(y - x) / max(b - a, 1e-3) for x, y, a, b in zip(v, v[1:], t, t[1:])])
+
+    def slices(self, n: int) -> list[tuple[int, int]]:
+        """The run cut into at most n slices of about as many ticks: (first row, last row) each."""
+        k = min(n, len(self.rows) - 1)
+        if k < 1:
+            return []
+        cuts = [round(i * (len(self.rows) - 1) / k) for i in range(k + 1)]
+        return list(zip(cuts, cuts[1:]))
+
     def to_dict(self) -> dict:
         return {"columns": list(self.columns), "rows": [list(r) for r in self.rows], "interval_ms": self.interval_ms}
+
+
+def median_by_wall(samples: list) -> int | None:
+    """The index of the run with the median wall time (the lower median of an even count): the run
+    a timeline is read from."""
+    if not samples:
+        return None
+    order = sorted(range(len(samples)), key=lambda i: samples[i].wall_ns)
+    return order[(len(order) - 1) // 2]
 
 
 @dataclass(frozen=True)

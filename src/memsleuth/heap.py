@@ -93,7 +93,7 @@ def read(folder: str) -> dict | None:
     return summarise(docs)
 
 
-# ---- the numbers the reports show (computed here, worded in report/model.py) --------------
+# ---- the numbers the reports show (computed here, worded in report/builders/check.py) ----------
 
 def composition(h: dict) -> list[tuple[str, float | None, float | None]]:
     """What resident memory is made of, in bytes, at the live peak and at exit: rows of
@@ -129,3 +129,37 @@ def size_profile(h: dict, top: int = 3) -> list[tuple[int, int, float]]:
         return []
     rows = [((1 << (b - 1)) + 1 if b else 0, 1 << b, n / total) for b, n in enumerate(hist) if n]
     return sorted(rows, key=lambda r: -r[2])[:top]
+
+
+def top_sites(h: dict, key: str, n: int = 3) -> list[dict]:
+    """The n allocation sites with the most bytes by `key` (alloc_bytes, peak_bytes, live_bytes)."""
+    return sorted((x for x in h.get("sites") or [] if x.get(key, 0) > 0), key=lambda x: -x[key])[:n]
+
+
+def alloc_rate(h: dict) -> float | None:
+    """Allocations per second over the accounted run."""
+    dur = h.get("duration_s") or 0
+    return h.get("allocs", 0) / dur if dur else None
+
+
+def composition_series(sample) -> dict[str, list[float]] | None:
+    """Resident memory over the explaining run, in bytes per tick: the live heap (the accounting's
+    last reading at or before the tick, capped by the anonymous memory: live blocks not yet touched
+    are not resident), the anonymous memory beyond it, and file-backed memory. None without both
+    a timeline and the accounting's."""
+    t = sample.timeline
+    tl = (sample.heap or {}).get("timeline") or []
+    if t is None or not tl:
+        return None
+    ms, rss, anon = t.times_ms, t.column("rss_kb"), t.column("anon_kb")
+    if not ms or not rss or not anon:
+        return None
+    live, k = [], 0
+    for now in ms:
+        while k + 1 < len(tl) and tl[k + 1][0] <= now:
+            k += 1
+        live.append(float(tl[k][1]) if tl[k][0] <= now else 0.0)
+    shown = [min(lv, a * 1024.0) for lv, a in zip(live, anon)]
+    return {"seconds": [x / 1000 for x in ms], "live": shown,
+            "beyond": [a * 1024.0 - lv for a, lv in zip(anon, shown)],
+            "file": [max(0.0, (r - a) * 1024.0) for r, a in zip(rss, anon)]}

@@ -158,11 +158,18 @@ class MachineCell:
     verdict_normalised: stats.Verdict | None = None
 
 
-def compare_machines(runs: list[StoredRun]) -> tuple[list[str], list[list[MachineCell]]]:
+def same_cells(runs: list[StoredRun], analyses: list) -> bool:
+    """Whether every run measured the same kind, program and cells (by cell_key)."""
+    return len({(r.kind, r.name, tuple(sorted(cell_key(c) for g in a.groups for c in g.cells)))
+                for r, a in zip(runs, analyses)}) == 1
+
+
+def compare_machines(runs: list[StoredRun], analyses: list) -> tuple[list[str], list[list[MachineCell]]]:
     """The same cells measured in several runs (machines), matched by cell_key: per cell, each run's
     summary and its ratio to the run (machine) that was fastest for that cell. Separate runs, so a
-    seeded bootstrap ratio of medians, called beyond the smallest noise threshold of the runs."""
-    per_run = [{cell_key(c): c for g in analyse(r) for c in g.cells} for r in runs]
+    seeded bootstrap ratio of medians, called beyond the smallest noise threshold of the runs.
+    `analyses`: each run's analysis.analyse_run."""
+    per_run = [{cell_key(c): c for g in a.groups for c in g.cells} for a in analyses]
     keys = list(dict.fromkeys(k for cells in per_run for k in cells))
     noise = min(r.spec.noise for r in runs)
     refs = [reference_cost(r) for r in runs]

@@ -69,17 +69,8 @@ def measure(store: Store, p: Plan, *, kind: str, name: str, spec: RunSpec, alloc
 
 def emit(run: StoredRun, args, console: Console) -> None:
     """The report on stdout; where the other formats went, on stderr (stdout stays the report)."""
-    from memsleuth.report import gate_report, model, terminal, try_report
-    report = None
-    try:
-        if run.kind == "try" and len(run.cells) >= 2:
-            report = try_report.build_stored(run)
-        elif run.spec.gate and len(run.cells) == 2:
-            report = gate_report.build_stored(run)
-    except (KeyError, TypeError, ValueError):
-        report = None     # a damaged gate/try record: shown as the plain run it also is
-    if report is None:
-        report = model.build_for(run)
+    from memsleuth.report import builders, terminal
+    report = builders.for_run(run)
     terminal.render(report, console)
     write_formats(report, args)
 

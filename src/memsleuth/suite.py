@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from memsleuth.analysis import analyse_run
+from memsleuth.analysis import RunAnalysis
 from memsleuth.records import StoredRun
 
 
@@ -21,14 +21,23 @@ class SuiteEntry:
     status: str                  # "ok", or the failure's label
 
 
-def summarise(runs: list[StoredRun]) -> tuple[list[str], list[str], dict[tuple[str, str], SuiteEntry]]:
-    """(contenders, workloads, entry per (contender, workload))."""
+@dataclasses.dataclass
+class SuiteSummary:
+    contenders: list[str]
+    workloads: list[str]
+    entries: dict[tuple[str, str], SuiteEntry]    # per (contender, workload)
+    means: dict[str, float | None]                # per contender: geometric mean of its ratios
+
+
+def summarise(runs: list[StoredRun], analyses: list[RunAnalysis]) -> SuiteSummary:
+    """Per allocator and workload, its entry; per allocator, the geometric mean over the workloads.
+    `analyses`: each run's analysis.analyse_run."""
     contenders: list[str] = []
     names: list[str] = []
     entries: dict[tuple[str, str], SuiteEntry] = {}
-    for run in runs:
+    for run, a in zip(runs, analyses):
         names.append(run.name)
-        for g in analyse_run(run).groups:
+        for g in a.groups:
             for c in g.cells:
                 who = c.cell.contender
                 if who not in contenders:
@@ -40,7 +49,9 @@ def summarise(runs: list[StoredRun]) -> tuple[list[str], list[str], dict[tuple[s
                 entries[(who, run.name)] = SuiteEntry(
                     r.median if r else None, bool(c.best_resolved or (c.verdict and c.verdict.kind == "slower")),
                     c.peak_rss.median if c.peak_rss else None, "ok")
-    return contenders, names, entries
+    means = {who: geometric_mean([e.ratio for name in names if (e := entries.get((who, name))) and e.ratio])
+             for who in contenders}
+    return SuiteSummary(contenders, names, entries, means)
 
 
 def geometric_mean(values: list[float]) -> float | None:

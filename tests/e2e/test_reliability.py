@@ -86,8 +86,8 @@ def test_quality_rows_keep_their_bracketed_labels(tmp_path):
 def test_an_allocator_named_in_capitals_is_not_painted_as_a_failure(tmp_path):
     # The terminal paints failures from the status, not from the look of the text.
     from rich.console import Console
-    from memsleuth.report import model, terminal
-    report = model.Report("t", [], [model.Table("T", ["allocator", "status"], [["HAKMEM", "OOM"]],
+    from memsleuth.report import content, terminal
+    report = content.Report("t", [], [content.Table("T", ["allocator", "status"], [["HAKMEM", "OOM"]],
                                                 failed={(0, 1)})])
     console = Console(record=True, width=80, force_terminal=True, color_system="truecolor")
     terminal.render(report, console)

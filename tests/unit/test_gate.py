@@ -152,7 +152,7 @@ def test_diff_time_verdict_tells_inside_from_straddling():
 
 
 def test_gate_report_and_json_from_a_stored_pair(tmp_path):
-    from memsleuth.report import gate_report
+    from memsleuth.report.builders import gate as gate_report
     store = Store(str(DATA), readonly=True)
     run = store.load_run(store.latest_run_id())
     pair = type(run)(**{**run.__dict__, "cells": run.cells[:2]})

@@ -17,7 +17,7 @@ from memsleuth.output import unsafe_destination
 from memsleuth.plan import MetricSpec, parse_command_params
 from memsleuth.report import markdown, terminal
 from memsleuth.report.csv_export import cell_text
-from memsleuth.report.model import Report, Table
+from memsleuth.report.content import Report, Table
 from memsleuth.session import redacted
 from memsleuth.store_pg import display
 from memsleuth.textsafe import visible
@@ -211,7 +211,7 @@ def test_tunable_numbers_are_read_as_glibc_reads_them(text, expected):
 
 def test_plot_labels_are_plain_text_never_tex():
     from memsleuth.report import html
-    from memsleuth.report.model import RatioFigure, ThroughputFigure
+    from memsleuth.report.content import RatioFigure, ThroughputFigure
     groups = ["x=$\\foo$", "x=b", "x=$$", "x=^{_}"]
     tf = ThroughputFigure("throughput (ops/s)", True, groups, {"a$\\b$": [(1.0, 0.9, 1.1)] * 4})
     rf = RatioFigure(groups, ["a$\\b$"], [[1.0, 1.2, None, 1.0]], [[True, True, False, True]])

@@ -11,7 +11,9 @@ import pytest
 from rich.console import Console
 
 from memsleuth.analysis import analyse_run
-from memsleuth.report import markdown, model, terminal
+from memsleuth import regression
+from memsleuth.report import builders, markdown, terminal
+from memsleuth.report.builders import compare, machines
 from memsleuth.store import Store
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "compare-random-mixed.db"
@@ -41,10 +43,10 @@ def test_the_answer_comes_first_and_says_only_what_is_resolved(run):
             if c is not best and c.verdict.kind != "slower":
                 assert c.cell.contender in part.split("not resolved from")[-1], part
     out = io.StringIO()
-    terminal.render(model.build(run), Console(file=out, width=1000, color_system=None))
+    terminal.render(builders.for_run(run), Console(file=out, width=1000, color_system=None))
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("memsleuth compare") and lines[1] == a.answer[0]
-    assert markdown.render(model.build(run)).splitlines()[2] == "**" + markdown.escape(a.answer[0]) + "**  "
+    assert markdown.render(builders.for_run(run)).splitlines()[2] == "**" + markdown.escape(a.answer[0]) + "**  "
 
 
 def test_a_run_without_a_material_mechanism_gets_one_line(run):
@@ -63,7 +65,7 @@ def test_noise_speaks_once(run):
 
 @pytest.mark.parametrize("width", [80, 100, 120])
 def test_tables_fit_the_terminal_without_splitting_a_number(run, width):
-    report = model.build(run)
+    report = builders.for_run(run)
     out = io.StringIO()
     terminal.render(report, Console(file=out, width=width, color_system=None))
     text = out.getvalue()
@@ -77,7 +79,9 @@ def test_tables_fit_the_terminal_without_splitting_a_number(run, width):
 
 
 def test_two_runs_of_one_machine_are_said_to_be_one_machine_and_never_paired(run):
-    report = model.build_machines([run, run])
+    runs, analyses = [run, run], [analyse_run(run), analyse_run(run)]
+    keys, matrix = regression.compare_machines(runs, analyses)
+    report = machines.build(runs, keys, matrix, regression.same_cells(runs, analyses))
     assert any(h.startswith("WARNING: runs 1 and 1 have the same machine fingerprint") for h in report.header)
     by_machine = report.tables[0]
     assert "never paired" in by_machine.notes[0]
@@ -97,13 +101,14 @@ def test_heatmap_text_contrasts_with_its_cell():
 
 def test_a_report_of_one_parameter_set_never_labels_its_group_dash(run):
     from memsleuth.report import html
-    fig = model.throughput_figure(analyse_run(run).groups[:1], [])
+    fig = compare.throughput_figure(analyse_run(run).groups[:1], [])
     assert fig.groups == ["all cells"]
     assert "for the one parameter set" in html.draw(fig, 0).caption
 
 
 def test_a_flat_memory_timeline_is_not_drawn():
-    from memsleuth.report.model import TimelineFigure, flat_timeline
+    from memsleuth.report.content import TimelineFigure
+    from memsleuth.report.sections import flat_timeline
     flat = TimelineFigure("c", [([0.0, 1.0, 2.0], [100.0, 101.0, 102.0])], 0)
     moving = TimelineFigure("c", [([0.0, 1.0, 2.0], [10.0, 60.0, 100.0])], 0)
     assert flat_timeline(flat) and not flat_timeline(moving)

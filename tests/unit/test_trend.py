@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from memsleuth import trend
-from memsleuth.report import html, markdown, trend_report
+from memsleuth.report import html, markdown
+from memsleuth.report.builders import trend as trend_report
 from memsleuth.store import Store
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "compare-random-mixed.db"

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from memsleuth.analysis import cell_view
 from memsleuth.cases.base import (Case, CaseResult, CaseTable, Tunable, Variant, median_text, paired, per_run, ratio_text,
                                   status_text, tunable_variant)
+from memsleuth.findings.heap_trim import MIN_REFAULT_RATIO, MIN_SHRINK_PER_STEP, MIN_SHRINKING_SHARE
+from memsleuth.findings.mmap_churn import MUNMAP_PER_STEP
 from memsleuth.findings.view import typical_step
 from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, fmt_num as fmt
 from memsleuth.records import StoredCell, StoredRun
@@ -30,11 +32,14 @@ TUNABLES: dict[str, Tunable] = {
     "top_pad": ("top_pad=64M", "glibc.malloc.top_pad=67108864"),
     "tcache_count": ("tcache_count=0", "glibc.malloc.tcache_count=0"),
 }
-# A step "re-faults" when its faults reach this share of the pages it allocates; below it, the
-# memory was reused. 10% leaves room for the small buffer and allocator metadata.
-REFAULT_SHARE = 0.10
-# The break "trims" when it moves down by at least half the step's bytes in region free.
-TRIM_SHARE = 0.5
+# The mechanisms are named by the rules' own thresholds (one per mechanism in the project):
+# - a step re-faults when its faults reach heap_trim.MIN_REFAULT_RATIO of the pages it allocates;
+# - the heap top is trimmed when the break moves down at least heap_trim.MIN_SHRINK_PER_STEP per
+#   step in region free, in at least heap_trim.MIN_SHRINKING_SHARE of the steps after the first;
+# - the large blocks are mapped and unmapped at mmap_churn.MUNMAP_PER_STEP munmap calls per step;
+# - purging by madvise is named at one call per step or more (the madvise rule itself decides by
+#   cost alone, findings/madvise_storm.py; here the calls are named, not judged).
+MADVISE_PER_STEP = 1.0
 
 
 @dataclass
@@ -65,7 +70,7 @@ class CellEvidence:
 
     @property
     def refaults(self) -> bool:
-        return (self.total_faults or 0) >= REFAULT_SHARE * self.pages
+        return (self.total_faults or 0) >= MIN_REFAULT_RATIO * self.pages
 
     @property
     def step_wall_ns(self) -> float | None:
@@ -116,14 +121,15 @@ def mechanism(e: CellEvidence) -> str:
     where = f", taken in region {e.top_region} ({e.faults[e.top_region]:,.0f})" if e.top_region else ""
     causes = []
     shrink = -(e.free_brk_delta or 0)
-    if shrink >= TRIM_SHARE * e.step_bytes:
+    shrinking = e.shrinking_steps if e.shrinking_steps is not None else 0
+    if shrink >= MIN_SHRINK_PER_STEP and (not e.steps or shrinking >= MIN_SHRINKING_SHARE * (e.steps - 1)):
         steps = f" in {e.shrinking_steps} of {e.steps - 1} steps after the first" if e.steps else ""
         causes.append(f"heap-top trimming: the program break moved down {fmt_mib(shrink)} per step in region "
                       f"free{steps}, with {fmt(e.calls['brk'], ',.0f')} brk calls per step")
-    if (e.calls.get("munmap") or 0) >= e.nbuf / 2:
+    if (e.calls.get("munmap") or 0) >= MUNMAP_PER_STEP:
         causes.append(f"mmap/munmap of the large blocks: {fmt(e.calls['mmap'], ',.0f')} mmap and "
                       f"{fmt(e.calls['munmap'], ',.0f')} munmap calls per step")
-    if (e.calls.get("madvise") or 0) >= 1:
+    if (e.calls.get("madvise") or 0) >= MADVISE_PER_STEP:
         causes.append(f"purging by madvise: {fmt(e.calls['madvise'], ',.0f')} madvise calls per step")
     if not causes:
         counted = ", ".join(f"{k} {fmt(v, ',.0f')}" for k, v in e.calls.items())
@@ -231,7 +237,7 @@ def _against(e: CellEvidence, ref: CellEvidence, ref_name: str, judge: bool = Tr
     if t and t0:
         ft = e.faults.get("target") or 0
         paid = (f"; region target took {ft:,.0f} faults per step, so the timed region paid for first touch"
-                if ft >= REFAULT_SHARE * e.pages else "")
+                if ft >= MIN_REFAULT_RATIO * e.pages else "")
 
         def step(s):
             return typical_step([s], "target", lambda x: x.wall_ns)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memsleuth.findings.zero_page import MAX_RSS_PER_FAULT
 from memsleuth.analysis import cell_view
-from memsleuth.cases.base import (Case, CaseFigure, CaseResult, CaseTable, Variant, median_text, paired, per_run,
+from memsleuth.cases.base import (CASE_NOISE, Case, CaseFigure, CaseResult, CaseTable, Variant, median_text, paired, per_run,
                                   ratio_text, resolved_above, result_rows, status_text)
 from memsleuth.stats import median_of
 from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, fmt_num as fmt, gb_per_s
@@ -23,14 +24,12 @@ from memsleuth.workloads.base import Param
 # A copy "faults its pages" when its faults reach half the pages copied; "took none" below 10%.
 FAULTED_SHARE = 0.5
 CLEAN_SHARE = 0.10
-# Zero-page trap: at least this share of the source's pages faulted inside the copy without
-# adding resident memory (a read fault on never-written anonymous memory maps the zero page).
-ZERO_PAGE_SHARE = 0.25
+# Zero-page trap: the zero_page rule's one threshold, applied to the source's pages: at most
+# MAX_RSS_PER_FAULT of them added resident memory when the copy faulted them in (a read fault on
+# never-written anonymous memory maps the zero page).
 # Huge pages: a 2 MiB page is 512 base pages; fewer than 1 fault per 64 pages means most of the
 # range was mapped by huge pages.
 HUGE_PAGES_PER_FAULT = 64
-# A speed difference quoted as one beyond this (runs on this kind of machine vary by a few %).
-SPEED_NOISE = 0.05
 
 
 @dataclass
@@ -76,7 +75,7 @@ class SetupEvidence:
     @property
     def zero_page(self) -> bool:
         z = self.zero_page_faults
-        return z is not None and z >= ZERO_PAGE_SHARE * self.pages
+        return z is not None and z >= (1 - MAX_RSS_PER_FAULT) * self.pages
 
     @property
     def name(self) -> str:
@@ -207,10 +206,10 @@ class FirstTouch(Case):
             quoted = (f"; the second copy from it ran at {median_text(per_run(e.cell, _gbs(e, 'copy-again')), _show_gbs)}"
                       f" against {median_text(per_run(r.cell, _gbs(r, 'copy-again')), _show_gbs)} from a written source "
                       f"({ratio_text(faster)}, paired by round)")
-            if resolved_above(faster, 1 + SPEED_NOISE):
+            if resolved_above(faster, 1 + CASE_NOISE):
                 text += quoted + ": a benchmark that copies from it reports a bandwidth its memory does not have"
             else:
-                text += quoted + f": no speed-up beyond {SPEED_NOISE:.0%} was resolved here"
+                text += quoted + f": no speed-up beyond {CASE_NOISE:.0%} was resolved here"
         return text + "."
 
 

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 
 from memsleuth import stats
+from memsleuth.findings.lock_contention import FUTEX_PER_KOP
 from memsleuth.analysis import cell_view
 from memsleuth.cases.base import (CASE_NOISE, Case, CaseResult, CaseTable, Tunable, Variant, status_text,
                                   tunable_variant)
@@ -30,8 +31,8 @@ TUNABLES: dict[str, Tunable] = {
 }
 # Ratios are called only when their whole 95% CI lies beyond +-2% (this VM's run-to-run spread
 # for runs of this length; docs/statistics.md).
-# Futex calls per 1,000 calls at which threads are said to wait on each other in the kernel.
-FUTEX_PER_KCALL = 1.0
+# Threads are said to wait on each other in the kernel at lock_contention's threshold: the one
+# threshold of that mechanism (futex calls per 1,000 operations of region main).
 
 
 @dataclass
@@ -167,7 +168,7 @@ class ThreadHeap(Case):
                 continue
             r = ratio(e, procs)
             v = stats.verdict(r, CASE_NOISE) if r is not None else None
-            busy = (e.futex_per_kcall or 0) >= FUTEX_PER_KCALL
+            busy = (e.futex_per_kcall or 0) >= FUTEX_PER_KOP
             if e.tunables != "default" and not busy and (v is None or v.kind == "unresolved"):
                 continue  # the table has it; a statement per tunable only when something was resolved
             verdict = v.text if v is not None else "no paired rounds"

@@ -72,7 +72,7 @@ def _try(store, check_run: int, p, args, console: Console, max_rounds: int) -> i
     from memsleuth import gate as gating, tried
     from memsleuth.analysis import analyse_check
     from memsleuth.findings import tries
-    from memsleuth.report import terminal, try_report
+    from memsleuth.report import builders, terminal
     from memsleuth.session import measure, spec_for
     run = store.load_run(check_run)
     found = analyse_check(run).findings
@@ -97,7 +97,7 @@ def _try(store, check_run: int, p, args, console: Console, max_rounds: int) -> i
     outcome = measure(store, plan, kind="try", name=p.name, spec=spec, allocs=allocs,
                       announce=f"--try: {len(candidates)} candidate(s) against the baseline, 6..{max_rounds} rounds")
     console.print()
-    terminal.render(try_report.build_stored(store.load_run(outcome.run_id)), console)
+    terminal.render(builders.for_run(store.load_run(outcome.run_id)), console)
     return 130 if outcome.interrupted else None
 
 

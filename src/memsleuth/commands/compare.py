@@ -117,7 +117,10 @@ def _suite(args, command, console: Console, noise: float, env: dict, timeout, me
     from memsleuth.store import Store
     import sys
     from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK
-    from memsleuth.report import json_export, model, terminal
+    from memsleuth import suite
+    from memsleuth.analysis import analyse_run
+    from memsleuth.report import json_export, terminal
+    from memsleuth.report.builders import suite as suite_report
     from memsleuth.session import run_suite
     for given, name in ((command, "a command"), (args.workload, "--workload"), (args.param, "--param"),
                         (args.metric, "--metric"), (args.where, "--where")):
@@ -138,9 +141,11 @@ def _suite(args, command, console: Console, noise: float, env: dict, timeout, me
     if not runs:
         return EXIT_INTERRUPTED if interrupted else EXIT_NO_RESULT
     from memsleuth.session import redacted, write_report_files
-    report = model.build_suite(runs, redacted(sys.argv), interrupted)
+    analyses = [analyse_run(r) for r in runs]
+    report = suite_report.build(runs, suite.summarise(runs, analyses), redacted(sys.argv), interrupted)
     terminal.render(report, console)
-    write_report_files(report, args, {"schema": "memsleuth.suite/1", "runs": [json_export.to_dict(r) for r in runs],
+    write_report_files(report, args, {"schema": "memsleuth.suite/1",
+                                      "runs": [json_export.document(r, a) for r, a in zip(runs, analyses)],
                                       "summary": {"columns": report.tables[0].columns,
                                                   "rows": report.tables[0].rows}})
     if interrupted:

@@ -34,7 +34,8 @@ def add_arguments(d) -> None:
 def run(args, command, console: Console) -> int:
     from memsleuth.session import redacted, write_formats
     from memsleuth.store import Store
-    from memsleuth.report import model, terminal
+    from memsleuth.report import terminal
+    from memsleuth.report.builders import diff as diff_report
     options.writable_output(args.md, "--md")
     options.writable_output(args.html, "--html")
     options.writable_output(args.junit, "--junit")
@@ -44,7 +45,7 @@ def run(args, command, console: Console) -> int:
     a, b = store.load_run(options.run_id(args.run_a)), store.load_run(options.run_id(args.run_b))
     from memsleuth import regression
     changes = regression.compare_runs(a, b, threshold, count_threshold)
-    report = model.build_diff(a, b, changes, threshold, argv=redacted(sys.argv))
+    report = diff_report.build(a, b, changes, regression.reference_change(a, b), threshold, argv=redacted(sys.argv))
     terminal.render(report, console)
     write_formats(report, args)
     if args.junit:

@@ -25,10 +25,9 @@ def add_arguments(e) -> None:
 
 def run(args, command, console: Console) -> int:
     from memsleuth.store import Store
-    from memsleuth.report import csv_export, json_export, model, pyperf_export
+    from memsleuth.report import builders, csv_export, json_export, pyperf_export
     store = Store(args.db, readonly=True)
     run_ = store.load_run(options.run_id(args.run))
-    report = model.Report(f"run {run_.id}", [], [], run=run_)
     if args.format == "pyperf":
         if not args.output:
             raise UsageError("--format pyperf writes a file: give --output FILE")
@@ -36,7 +35,7 @@ def run(args, command, console: Console) -> int:
         pyperf_export.write(run_, args.output)
         say_written("pyperf JSON", args.output)
         return 0
-    text = json_export.render(report) if args.format == "json" else csv_export.render(report)
+    text = json_export.render(builders.for_run(run_)) if args.format == "json" else csv_export.text(run_)
     if args.output:
         options.writable_output(args.output, "--output")
         write_text(args.output, text, f"the {args.format} export")

@@ -118,7 +118,8 @@ def _side_cells(args, command: list[str] | None, env: dict[str, str]) -> list[pl
 def run(args, command: list[str] | None, console: Console) -> int:
     import sys
     from memsleuth.errors import EXIT_INTERRUPTED, EXIT_REGRESSION, EXIT_OK, EXIT_UNRESOLVED
-    from memsleuth.report import gate_report, junit, terminal
+    from memsleuth.report import junit, terminal
+    from memsleuth.report.builders import gate as gate_report
     from memsleuth.session import measure, redacted, result_code, spec_for, write_report_files
     from memsleuth.store import Store
     options.apply_machine_label(args)

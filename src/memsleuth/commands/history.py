@@ -58,7 +58,8 @@ def run(args, command, console: Console) -> int:
 def _trend(args, console: Console) -> int:
     import sys
     from memsleuth import trend
-    from memsleuth.report import terminal, trend_report
+    from memsleuth.report import terminal
+    from memsleuth.report.builders import trend as trend_report
     from memsleuth.session import redacted, write_formats
     from memsleuth.store import Store
     from memsleuth.units import parse_fraction

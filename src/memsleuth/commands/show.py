@@ -27,12 +27,18 @@ def run(args, command, console: Console) -> int:
         emit(store.load_run(options.run_id(args.run[0]) if args.run else None), args, console)
         return 0
     import sys
-    from memsleuth.report import json_export, model, terminal
+    from memsleuth import regression
+    from memsleuth.analysis import analyse_run
+    from memsleuth.report import json_export, terminal
+    from memsleuth.report.builders import machines
     from memsleuth.session import redacted, write_report_files
     runs = [store.load_run(options.run_id(r)) for r in args.run]
-    report = model.build_machines(runs, redacted(sys.argv))
+    analyses = [analyse_run(r) for r in runs]
+    keys, matrix = regression.compare_machines(runs, analyses)
+    report = machines.build(runs, keys, matrix, regression.same_cells(runs, analyses), redacted(sys.argv))
     terminal.render(report, console)
-    write_report_files(report, args, {"schema": "memsleuth.machines/1", "runs": [json_export.to_dict(r) for r in runs],
+    write_report_files(report, args, {"schema": "memsleuth.machines/1",
+                                      "runs": [json_export.document(r, a) for r, a in zip(runs, analyses)],
                                       "by_machine": {"columns": report.tables[0].columns,
                                                      "rows": report.tables[0].rows}})
     return 0

@@ -6,7 +6,7 @@ from statistics import median
 
 from typing import Callable
 
-from memsleuth.evidence import CounterReadings, Region, Sample
+from memsleuth.evidence import CounterReadings, Region, Sample, median_by_wall
 from memsleuth.findings import cost as cost_mod, phase as phase_mod
 from memsleuth.units import PAGE_BYTES
 
@@ -240,10 +240,8 @@ class CellView:
     @property
     def median_sample(self) -> Sample | None:
         """The run with the median wall time: the one a timeline is read from."""
-        if not self.samples:
-            return None
-        ordered = sorted(self.samples, key=lambda s: s.wall_ns)
-        return ordered[(len(ordered) - 1) // 2]
+        i = median_by_wall(self.samples)
+        return None if i is None else self.samples[i]
 
     @property
     def explain_sample(self) -> Sample | None:

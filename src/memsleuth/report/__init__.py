@@ -1,6 +1,6 @@
-"""The report: `model.py` builds it once as data; each format is a module whose `render(report)`
-returns it as text: terminal (rich), Markdown, HTML, and the exports of the run behind it
-(JSON, CSV, pyperf)."""
+"""The report: `content.py` is the report as data, `builders/` fill it (one per report kind, from
+what analysis computed), and each format is a module whose `render(report)` returns it as text:
+terminal (rich), Markdown, HTML, and the exports of the run behind it (JSON, CSV, pyperf)."""
 from __future__ import annotations
 
 

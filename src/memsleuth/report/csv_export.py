@@ -36,7 +36,11 @@ def cell_text(v):
 
 def render(report) -> str:
     """The stored run behind a report (report.run), one row per sample."""
-    run: StoredRun = report.run
+    return text(report.run)
+
+
+def text(run: StoredRun) -> str:
+    """A stored run, one row per sample."""
     out = io.StringIO()
     w = csv.writer(out)
     w.writerow(CSV_COLUMNS)

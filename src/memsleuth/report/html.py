@@ -2,7 +2,7 @@
 (inline SVG, text kept as text), no script, no external URL, nothing that leaves the file (a
 Content-Security-Policy says so to the browser). Every piece of user text goes through jinja2's
 autoescaping; the SVGs come from matplotlib, which escapes the text it draws. Formatting only:
-every number comes from the report model (report/model.py)."""
+every number comes from the report (report/content.py), filled by its builder."""
 from __future__ import annotations
 
 import io
@@ -10,8 +10,9 @@ import re
 from dataclasses import dataclass
 
 from memsleuth import __version__
-from memsleuth.report.model import (ChangeFigure, CompositionFigure, RatioFigure, Report, ResultFigure, ThroughputFigure,
-                                    TimelineFigure, TrendFigure, who_text)
+from memsleuth.report.content import (ChangeFigure, CompositionFigure, RatioFigure, Report, ResultFigure,
+                                      ThroughputFigure, TimelineFigure, TrendFigure)
+from memsleuth.report.wording import who_text
 
 
 @dataclass

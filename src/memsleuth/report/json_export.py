@@ -1,20 +1,36 @@
-"""The run as JSON (docs/json-schema.md): every cell, its summary and every sample's evidence."""
+"""The run as JSON (docs/json-schema.md): every cell, its summary and every sample's evidence,
+with the findings of the same analysis the report shows (the report's builder hands it over)."""
 from __future__ import annotations
 
 import json
 
-from memsleuth.analysis import analyse_run
+from memsleuth.analysis import CheckAnalysis, RunAnalysis, analyse_run
 from memsleuth.records import StoredRun
 
 SCHEMA = "memsleuth.run/1"
 
 
-def to_dict(run: StoredRun) -> dict:
-    a = analyse_run(run)
-    summaries = {c.cell.id: c for g in a.groups for c in g.cells}
+def document(run: StoredRun, a=None) -> dict:
+    """The JSON document of a run from its analysis: a RunAnalysis, a CheckAnalysis or a
+    cases.CaseAnalysis. A report that is not built from one (a gate or --try session, a fleet
+    task) has its run analysed as compare analyses it."""
+    from memsleuth.cases import CaseAnalysis
+    case = None
+    if isinstance(a, CaseAnalysis):
+        case = {"name": run.name, **a.result.to_dict()}
+        a = a.run
+    if isinstance(a, CheckAnalysis):
+        summaries = {a.cell.id: a.summary}
+        own = {id(f) for f in a.summary.findings}
+        run_level, quiet, answer = [f for f in a.findings if id(f) not in own], a.quiet, []
+    else:
+        if not isinstance(a, RunAnalysis):
+            a = analyse_run(run)
+        summaries = {c.cell.id: c for g in a.groups for c in g.cells}
+        run_level, quiet, answer = a.findings, a.quiet, a.answer
     cells = []
     for cell in run.cells:
-        s = summaries[cell.id]
+        s = summaries.get(cell.id)
         cells.append({
             "id": cell.id,
             "label": cell.label,
@@ -22,7 +38,7 @@ def to_dict(run: StoredRun) -> dict:
             "params": cell.params,
             "env": cell.env,
             "command": cell.command,
-            "summary": s.to_dict(),
+            "summary": s.to_dict() if s is not None else None,
             "where": cell.where,             # the call sites (where.py), or None
             "samples": [dict(round=r, warmup=w, **smp.to_dict()) for r, w, smp in cell.samples],
         })
@@ -33,19 +49,13 @@ def to_dict(run: StoredRun) -> dict:
                 "machine": run.machine.to_dict(),
                 "memsleuth_version": run.version},
         "cells": cells,
-        "findings": [f.to_dict() for f in a.findings],
-        "no_material_cost": a.quiet,
-        "answer": a.answer,
-        **({"case": _case(run)} if run.kind == "case" else {}),
+        "findings": [f.to_dict() for f in run_level],    # a cell's own are in its summary
+        "no_material_cost": quiet,
+        "answer": answer,
+        **({"case": case} if case is not None else {}),
     }
 
 
-def _case(run: StoredRun) -> dict:
-    """A case study's question, tables (formatted, with units) and statements."""
-    from memsleuth import cases
-    return {"name": run.name, **cases.get(run.name).analyse(run).to_dict()}
-
-
 def render(report) -> str:
-    """The stored run behind a report (report.run), as JSON."""
-    return json.dumps(to_dict(report.run), indent=2) + "\n"
+    """The stored run behind a report (report.run), as JSON, from the analysis its builder kept."""
+    return json.dumps(document(report.run, report.analysis), indent=2) + "\n"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import html
 import re
 
-from memsleuth.report.model import Report, who_text
+from memsleuth.report.content import Report
+from memsleuth.report.wording import who_text
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~])")
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from memsleuth.report.model import Report
+from memsleuth.report.content import Report
 from memsleuth.textsafe import visible
 
 
@@ -117,5 +117,5 @@ def _draw(report: Report, console: Console) -> None:
 
 
 def _who(f) -> str | None:
-    from memsleuth.report.model import who_text
+    from memsleuth.report.wording import who_text
     return who_text(f)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from memsleuth import trend
 from memsleuth.units import fmt_value
-from memsleuth.report.model import Report, Table, TrendFigure, memsleuth_command
+from memsleuth.report.content import Report, Table, TrendFigure
+from memsleuth.report.wording import memsleuth_command
 
 # At most this many series are drawn in the HTML report: every one with a step, then time series.
 MAX_FIGURES = 24

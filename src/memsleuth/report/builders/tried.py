@@ -5,9 +5,10 @@ from __future__ import annotations
 import shlex
 
 from memsleuth import gate as gating, tried
-from memsleuth.report.gate_report import _change
+from memsleuth.report.builders.gate import _change
 from memsleuth.units import fmt_value
-from memsleuth.report.model import Report, Table, command_text
+from memsleuth.report.content import Report, Table
+from memsleuth.report.wording import command_text
 
 WORDS = {gating.IMPROVEMENT: "down", gating.REGRESSION: "up", gating.PASS: "same", gating.UNRESOLVED: "overlap"}
 
@@ -57,9 +58,3 @@ def build(run, trials: list[tried.Trial], check_run: int | None) -> Report:
     return Report(f"memsleuth check --try — {base.command[0] if base.command else run.name}", header, [table],
                   footer, answer=answer, run=run)
 
-
-def build_stored(run) -> Report:
-    g = run.spec.gate or {}
-    trials = tried.evaluate(run, g.get("time", "cpu"), float(g.get("threshold", gating.DEFAULT_TIME_THRESHOLD)),
-                            float(g.get("count_threshold", gating.DEFAULT_COUNT_THRESHOLD)))
-    return build(run, trials, (run.spec.facts or {}).get("check_run"))

@@ -6,7 +6,8 @@ import shlex
 
 from memsleuth import gate as gating
 from memsleuth.units import fmt_value
-from memsleuth.report.model import Report, Table, command_text, memsleuth_command
+from memsleuth.report.content import Report, Table
+from memsleuth.report.wording import command_text, memsleuth_command
 
 VERDICT_WORDS = {gating.REGRESSION: "REGRESSION", gating.UNRESOLVED: "unresolved", gating.PASS: "pass",
                  gating.IMPROVEMENT: "improvement"}
@@ -85,10 +86,3 @@ def to_dict(run, result: gating.Result) -> dict:
                         "baseline_range": c.baseline_range, "candidate_range": c.candidate_range,
                         "threshold": c.threshold, "n": list(c.n), "text": c.text} for c in result.checks]}
 
-
-def build_stored(run) -> Report:
-    """A stored gate session shown again (`memsleuth show RUN`), with the settings it ran with."""
-    g = run.spec.gate or {}
-    result = gating.evaluate(run, g.get("time", "cpu"), float(g.get("threshold", gating.DEFAULT_TIME_THRESHOLD)),
-                             float(g.get("count_threshold", gating.DEFAULT_COUNT_THRESHOLD)))
-    return build(run, result, list(run.argv))

@@ -1,0 +1,145 @@
+"""`memsleuth check`: each region with its evidence, the whole process, what the resident memory
+is made of, the timeline and the findings."""
+from __future__ import annotations
+
+from memsleuth import heap
+from memsleuth.analysis import CheckAnalysis, failure_label
+from memsleuth.events import SYSCALL_COLUMNS
+from memsleuth.records import StoredRun
+from memsleuth.report.content import CompositionFigure, Report, Table
+from memsleuth.report.sections import MIN_PLOT_POINTS, timeline_figure
+from memsleuth.report.wording import command_text, environment_lines, leftover_lines, memsleuth_command
+from memsleuth.units import fmt_bytes, fmt_count, fmt_seconds, fmt_si
+
+
+# check's whole-process table: every counted syscall, mprotect too (glibc's arenas grow their
+# heaps with it; one row leaves room for the column the wide compare tables do without).
+CHECK_SYSCALLS = (*SYSCALL_COLUMNS, "mprotect")
+
+
+def build(run: StoredRun, a: CheckAnalysis) -> Report:
+    """`memsleuth check`: each region with its evidence, the whole process, and the findings, from
+    the run's analysis (analysis.analyse_check)."""
+    cell, measured = a.cell, a.measured
+    header = [f"command: {command_text(cell.command)}",
+              f"allocator {cell.allocator.name} {cell.allocator.version}; {len(measured)} run(s); "
+              f"status {', '.join(sorted({s.status for s in measured})) or 'none'}; {run.created_at}",
+              f"machine: {run.machine.cpu_model}, kernel {run.machine.kernel}, THP {run.machine.thp}",
+              *environment_lines(run.cells), *leftover_lines(run.cells)]
+    if (cell.where or {}).get("skipped"):
+        header.append(str(cell.where["skipped"]))
+    if measured and measured[-1].stdout_tail.strip():
+        header.append("program output (last run, tail): " +
+                      " | ".join(measured[-1].stdout_tail.strip().splitlines()[-3:]))
+    tables = []
+    region_rows = [[sc.name, str(count), fmt_count(sc.ops or 0), fmt_seconds(sc.wall_ns), fmt_seconds(sc.user_ns),
+                    fmt_seconds(sc.sys_ns), fmt_count(sc.minflt), fmt_bytes((sc.rss_growth_kb or 0) * 1024),
+                    fmt_bytes(sc.brk_delta_bytes or 0),
+                    " ".join(f"{k}={v:,.0f}" for k, v in sc.syscalls.items() if k in SYSCALL_COLUMNS and v) or "-"]
+                   for sc, count in a.regions]
+    if region_rows:
+        tables.append(Table("Regions (median per occurrence)", ["region", "per run", "ops", "wall", "user", "sys",
+                                                                "minor faults", "RSS growth", "brk moved",
+                                                                "syscalls"], region_rows,
+                            align_right={1, 2, 3, 4, 5, 6, 7, 8}))
+    else:
+        header.append("no probe regions: the figures are the whole process's (mark the timed part with "
+                      "ms_region_begin/ms_region_end)")
+    if a.view.samples:
+        p = a.view.process
+        tables.append(Table("Whole process (median)", ["wall", "user", "sys", "minor faults", "major faults",
+                                                        "peak RSS", *CHECK_SYSCALLS],
+                            [[fmt_seconds(p.wall_ns), fmt_seconds(p.user_ns), fmt_seconds(p.sys_ns), fmt_count(p.minflt),
+                              fmt_count(p.majflt), fmt_bytes((a.view.maxrss_kb or 0) * 1024),
+                              *[fmt_count(p.syscalls.get(s)) if s in p.syscalls else "n/a" for s in CHECK_SYSCALLS]]],
+                            align_right=set(range(6 + len(CHECK_SYSCALLS)))))
+    tables += memory_view_tables(a.view.heap)
+    timeline = timeline_table(a.view.median_sample)
+    if timeline:
+        tables.append(timeline)
+    elif a.view.samples:
+        header.append("no timeline: the program ended within one sampling tick")
+    if a.failed:
+        rows = [[failure_label(s), s.detail or "", " | ".join(s.stderr_tail.strip().splitlines()[-5:]) or "(empty)"]
+                for s in a.failed]
+        tables.append(Table("Failures", ["status", "detail", "stderr tail"], rows,
+                            failed={(r, 0) for r in range(len(rows))}))
+    fig = timeline_figure(cell.label, a.view.samples)
+    comp = composition_figure(cell.label, a.view)
+    footer = []
+    if a.untried and "--try" not in run.argv:
+        footer.append(f"The advice above is untried. `memsleuth check --try -- {command_text(cell.command)}` measures "
+                      f"the changes it names against this program ({', '.join(a.untried)}; the allocators that are "
+                      "installed) and says which help.")
+    return Report(f"memsleuth check — run {run.id}", header, tables, footer, a.findings, quiet=a.quiet,
+                  figures=[f for f in (comp, fig) if f],
+                  command=memsleuth_command(run.argv), run=run, analysis=a)
+
+
+def memory_view_tables(h: dict | None) -> list[Table]:
+    """check: what the resident memory is made of, and the allocations, from the heap accounting
+    of the explaining run (heap.py computes every number)."""
+    if not h:
+        return []
+    def size(v):
+        return "-" if v is None else fmt_bytes(v)
+    rows = [[what, str(p) if "count" in what and p is not None else size(p),
+             str(e) if "count" in what and e is not None else size(e)] for what, p, e in heap.composition(h)]
+    comp = Table("Memory: what the resident memory is made of (heap accounting, explaining run)",
+                 ["", "at the live peak", "at exit"], rows,
+                 ["Live heap: the usable bytes of every block malloc handed out and the program has not freed, counted "
+                  "by a library preloaded in front of the allocator (libmsheap) in one explaining run, never in a "
+                  "measured one; its own tables add a few MiB of the anonymous memory. 'At the live peak': read when "
+                  "live bytes had grown 10% past the previous reading (so within 10% of the peak)."],
+                 align_right={1, 2})
+    rate = heap.alloc_rate(h)
+    sizes = "; ".join(f"{share:.0%} of calls ask {fmt_bytes(lo)}-{fmt_bytes(hi)}" for lo, hi, share in heap.size_profile(h))
+    alloc_rows = [["allocations / frees", f"{h.get('allocs', 0):,} / {h.get('frees', 0):,}"
+                   + (f" ({rate:,.0f} allocations/s)" if rate is not None else "")],
+                  ["bytes requested", fmt_bytes(h.get("requested_bytes"))],
+                  ["request sizes", sizes or "-"],
+                  ["live at the peak / at exit",
+                   f"{fmt_bytes(h.get('peak_live_bytes'))} / {fmt_bytes(h.get('live_bytes'))}"]]
+    for key, what in (("alloc_bytes", "allocated"), ("peak_bytes", "live at the peak"), ("live_bytes", "live at exit")):
+        top = heap.top_sites(h, key)
+        if top:
+            alloc_rows.append([f"most bytes {what}", "; ".join(f"{s['site']} ~{fmt_bytes(s[key])}" for s in top)])
+    allocs = Table("Allocations (heap accounting)", ["", "value"], alloc_rows,
+                   [f"Call sites from allocation stacks sampled by bytes (one per {fmt_bytes(h.get('sample_bytes'))} "
+                    "allocated on average, each counting for the bytes it stands for): estimates, ~."])
+    return [comp, allocs]
+
+
+def composition_figure(label: str, view) -> CompositionFigure | None:
+    """The explaining run's resident memory, stacked (heap.composition_series computes it), in MiB."""
+    s = next((x for x in view.explain if x.heap and x.timeline), None)
+    series = heap.composition_series(s) if s is not None else None
+    if series is None or len(series["seconds"]) < MIN_PLOT_POINTS:
+        return None
+    mib = 1 << 20
+    return CompositionFigure(label, series["seconds"], [v / mib for v in series["live"]],
+                             [v / mib for v in series["beyond"]], [v / mib for v in series["file"]])
+
+
+TIMELINE_ROWS = 10   # the terminal and Markdown timeline: this many slices of the run
+
+
+def timeline_table(sample) -> Table | None:
+    """The run's timeline in a few slices: resident memory and the heap at the end of each, and
+    the fault and system call rates within it (Timeline.rate, from the running totals ms-run sampled)."""
+    t = sample.timeline if sample else None
+    if t is None or len(t.rows) < 2:
+        return None
+    times = t.times_ms
+    rate_cols = t.growing(("page-faults-minor", *SYSCALL_COLUMNS))
+    cols = ["from", "to", "RSS", "heap"] + [("faults/s" if c == "page-faults-minor" else f"{c}/s") for c in rate_cols]
+    rows = []
+    for a, b in t.slices(TIMELINE_ROWS):
+        row = [f"{times[a] / 1000:.2f} s", f"{times[b] / 1000:.2f} s",
+               fmt_bytes((t.column("rss_kb") or [0])[b] * 1024),
+               fmt_bytes((t.column("heap_kb") or [0])[b] * 1024) if "heap_kb" in t.columns else "n/a"]
+        row += [fmt_si(t.rate(c, a, b)) for c in rate_cols]
+        rows.append(row)
+    notes = [f"Median run, sampled every {t.interval_ms} ms for the whole process tree; rates are differences of "
+             "running totals over each slice."]
+    return Table("Timeline (median run)", cols, rows, notes, align_right=set(range(2, len(cols))))

@@ -1,0 +1,18 @@
+"""A fleet task Slurm did not complete, as `fleet collect` recorded it."""
+from __future__ import annotations
+
+from memsleuth.records import StoredRun
+from memsleuth.report.content import Report, Table
+from memsleuth.report.wording import command_text, memsleuth_command
+
+
+def build(run: StoredRun) -> Report:
+    """A fleet task Slurm did not complete (`fleet collect` records it): its state and log tail."""
+    f = run.spec.facts
+    header = [f"Slurm task {f.get('slurm_job', '?')} for target {run.name}: state {f.get('slurm_state', '?')}, "
+              f"exit code {f.get('exit_code') or '?'}, partition {f.get('partition') or '?'}, node {f.get('node') or '?'}",
+              f"its command: {command_text(run.argv)}"]
+    tail = [line for line in str(f.get("log_tail", "")).splitlines()]
+    return Report(f"memsleuth fleet task — run {run.id} ({run.status})", header,
+                  [Table("Log tail", ["line"], [[line] for line in tail] or [["(empty)"]])],
+                  command=memsleuth_command(run.argv), run=run)

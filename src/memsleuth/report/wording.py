@@ -1,0 +1,144 @@
+"""Wording shared by the report builders: how a cell, a figure with its CI, a command and a
+machine are written. Formatting only; the numbers come from analysis.
+"""
+from __future__ import annotations
+
+import shlex
+
+from memsleuth.analysis import CellSummary, Group, failure_label
+from memsleuth.records import StoredCell, StoredRun
+from memsleuth.stats import MIN_SAMPLES_FOR_CI
+from memsleuth.units import fmt_bytes, fmt_si
+
+
+def params_text(params: dict, swept: list[str]) -> str:
+    return ", ".join(f"{k}={params[k]}" for k in swept if k in params) or "-"
+
+
+# ---- figures: the numbers the HTML report draws (drawn by report/html.py, computed here) ----
+
+def group_label(g: Group, swept: list[str]) -> str:
+    """A plot's name for a group: its swept values; "all cells" when nothing is swept (never "-")."""
+    text = params_text(g.cells[0].cell.params, swept) if g.cells else ""
+    return "all cells" if text in ("", "-") else text
+
+
+def metric_text(c: CellSummary) -> tuple[str, str]:
+    e = c.estimate
+    if e is None:
+        return failure_label(c.failures[0]) if c.failures else "NO DATA", ""
+    unit = {"ops_per_s": "ops/s", "wall_s": "s"}.get(c.metric, "")
+    fmt = fmt_si if c.metric != "wall_s" else (lambda x: f"{x:.4g}")
+    ci = f"[{fmt(e.low)}, {fmt(e.high)}]" if e.low is not None else f"n/a (n={e.n} < {MIN_SAMPLES_FOR_CI})"
+    return f"{fmt(e.median)} {unit}", ci
+
+
+def verdict_text(c: CellSummary) -> str:
+    """Against the group's fastest, from per-round ratios; called only beyond the noise threshold."""
+    if c.estimate is None:
+        return "-"
+    if c.is_best:
+        return "fastest" if c.best_resolved else "no winner resolved"
+    return c.verdict.text if c.verdict else "-"
+
+
+def n_text(c: CellSummary, target: float | None) -> str:
+    n = f"{len(c.ok_samples)}" + (f" (+{len(c.failures)} failed)" if c.failures and c.ok_samples else "")
+    hw = c.estimate.half_width_rel if c.estimate else None
+    if hw is None:
+        return n
+    mark = "" if target is None else (" ok" if hw <= target else " (target not reached)")
+    return f"{n}, ±{hw:.1%}{mark}"
+
+
+def metric_title(run: StoredRun, groups: list[Group]) -> str:
+    kinds = {c.metric for g in groups for c in g.cells if c.estimate is not None}
+    if "output" in kinds:
+        m = run.spec.metric or {}
+        way = "higher" if m.get("higher", True) else "lower"
+        return f"{m.get('name', 'metric')} (printed by the program, {way} is better)"
+    return "throughput (region main)" if "ops_per_s" in kinds else "wall time (whole process)"
+
+
+def kb_ci(e) -> str:
+    if e is None:
+        return "n/a"
+    if e.low is None:
+        return f"{fmt_bytes(e.median * 1024)} (n={e.n} < {MIN_SAMPLES_FOR_CI})"
+    return f"{fmt_bytes(e.median * 1024)} [{fmt_bytes(e.low * 1024)}, {fmt_bytes(e.high * 1024)}]"
+
+
+def ns_ci(e) -> str:
+    if e is None:
+        return "-"
+    text = f"{e.median:,.1f}"
+    return text + (f" [{e.low:,.1f}, {e.high:,.1f}]" if e.low is not None else f" (n={e.n} < {MIN_SAMPLES_FOR_CI})")
+
+
+def command_text(argv) -> str:
+    """A command as it can be pasted into a shell."""
+    return shlex.join(str(a) for a in argv)
+
+
+def memsleuth_command(argv) -> str:
+    """The memsleuth command line as it can be pasted (argv[0] may be a path or __main__.py)."""
+    return command_text(["memsleuth", *list(argv)[1:]]) if argv else ""
+
+
+def who_text(f) -> str | None:
+    """Who makes a finding's costly calls, as the evidence decided it (analysis.attribute)."""
+    if not getattr(f, "calls", None):
+        return None
+    if f.who == "program":
+        return f"the program (its own code makes the {f.calls} calls: see the evidence)"
+    if f.who == "allocator":
+        return f"the allocator (it makes the {f.calls} calls: see the evidence)"
+    return (f"not determined: run `memsleuth compare` under two allocators (the {f.calls} calls are the "
+            "program's if their count does not change), or look at the call sites (`--where`)")
+
+
+def variant_lines(run: StoredRun) -> list[str]:
+    """The --variant settings, and the allocators each did not apply to."""
+    out = []
+    for v in run.spec.variants or []:
+        env = " ".join(shlex.quote(f"{k}={val}") for k, val in sorted(v.get("env", {}).items()))
+        skipped = v.get("skipped") or []
+        out.append(f"variant {v.get('name')}: {env}" + (f"; does not apply to {', '.join(skipped)}: skipped"
+                                                        if skipped else ""))
+    return out
+
+
+def environment_lines(cells: list[StoredCell]) -> list[str]:
+    """The --env settings the measured processes ran with (per cell where they differ)."""
+    # Variants say their own settings (variant_lines): here the settings every cell started from.
+    cells = [c for c in cells if c.params.get("variant") in (None, "default")]
+    envs = {tuple(sorted(c.env.items())) for c in cells}
+    if not any(envs):
+        return []
+    if len(envs) == 1:
+        return ["environment: " + " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(cells[0].env.items()))]
+    return [f"environment of {c.label}: " + (" ".join(shlex.quote(f"{k}={v}") for k, v in sorted(c.env.items()))
+                                             or "(none set)") for c in cells]
+
+
+def leftover_lines(cells: list[StoredCell]) -> list[str]:
+    """Processes a command left running, which ms-run had to kill when it ended."""
+    seen: dict[str, int] = {}
+    runs = 0
+    for c in cells:
+        for _, _, s in c.samples:
+            if s.leftover_processes:
+                runs += 1
+                for p in s.leftover_processes:
+                    seen[str(p.get("comm"))] = seen.get(str(p.get("comm")), 0) + 1
+    if not seen:
+        return []
+    names = ", ".join(f"{n} (x{k})" for n, k in sorted(seen.items()))
+    return [f"killed after the command ended, in {runs} run(s): processes it left running: {names}"]
+
+
+def machine_lines(run: StoredRun) -> list[str]:
+    m = run.machine
+    load = f"{m.loadavg_1m:.2f}" if m.loadavg_1m is not None else "n/a"
+    return [f"machine: {m.cpu_model} x{m.cpus}, kernel {m.kernel}, glibc {m.glibc}, THP {m.thp}, load {load}",
+            "allocators: " + "; ".join(f"{a.name} {a.version}" for a in m.allocators)]
