@@ -77,7 +77,6 @@ class CellSummary:
     sampling_share: float | None = None         # estimated share of region main the latency sampling took
     main_ns: stats.Estimate | None = None       # region main's ns per op
     harness_ns: stats.Estimate | None = None    # region harness's ns per op: the workload's loop alone
-    harness_share: float | None = None          # the harness's median ns/op over region main's
     own_ns: stats.Estimate | None = None        # per run, main minus harness: the allocator's own cost per op
     own_ratio: stats.Estimate | None = None     # own cost vs the group's least own cost, paired by round
     fragmentation: dict | None = None           # workloads reporting RSS / live bytes per phase: medians
@@ -106,6 +105,13 @@ class CellSummary:
         if self.ok_samples:
             return "ok"
         return failure_label(self.failures[0]) if self.failures else "NO DATA"
+
+    @property
+    def harness_share(self) -> float | None:
+        """The harness's median ns/op over region main's: how much of an operation is the loop."""
+        if self.harness_ns is None or self.main_ns is None or not self.main_ns.median:
+            return None
+        return self.harness_ns.median / self.main_ns.median
 
     @property
     def higher_is_better(self) -> bool:
@@ -249,10 +255,7 @@ def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list
                        latency=latency_mod.summarise([s.result for _, s in ok if s.result]),
                        sampling_share=_sampling_share([s for _, s in ok if s.result]),
                        main_ns=stats.median_ci(main_ns) if main_ns else None,
-                       harness_ns=(h_ns := stats.median_ci(harness_ns) if len(harness_ns) == len(ok) and harness_ns
-                                   else None),
-                       harness_share=(h_ns.median / m.median if h_ns and (m := stats.median_ci(main_ns) if main_ns else None)
-                                      and m.median else None),
+                       harness_ns=stats.median_ci(harness_ns) if len(harness_ns) == len(ok) and harness_ns else None,
                        own_ns=stats.median_ci(own) if own and len(own) == len(ok) else None,
                        fragmentation=_fragmentation([s.result for _, s in ok]), units=units,
                        per_cpu_s=_per_cpu_estimate(metric, [s for _, s in ok]))
@@ -350,6 +353,11 @@ def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) 
         if best is not None:
             # "fastest" only when the data resolve it: some other cell slower beyond the noise.
             best.best_resolved = any(c.verdict is not None and c.verdict.kind == "slower" for c in ok)
+            others = sorted((c for c in ok if c is not best and c.ratio is not None), key=lambda c: c.ratio.median)
+            group.runner_up = others[0] if others else None
+            for c in ok:
+                if c.peak_rss is not None and best.peak_rss is not None and best.peak_rss.median:
+                    c.rss_vs_fastest = c.peak_rss.median / best.peak_rss.median
     smallest = min((c for c in ok if c.peak_rss), key=lambda c: c.peak_rss.median, default=None)
     if smallest is not None:
         small_rounds = {r: s.maxrss_kb for r, s in smallest.ok_samples if s.maxrss_kb}
@@ -357,13 +365,6 @@ def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) 
             mine = {r: s.maxrss_kb for r, s in c.ok_samples if s.maxrss_kb}
             c.rss_ratio = stats.paired_by_round(mine, small_rounds)
     group.least_rss = smallest
-    best = next((c for c in ok if c.is_best), None)
-    if best is not None:
-        others = sorted((c for c in ok if c is not best and c.ratio is not None), key=lambda c: c.ratio.median)
-        group.runner_up = others[0] if others else None
-        for c in ok:
-            if c.peak_rss is not None and best.peak_rss is not None and best.peak_rss.median:
-                c.rss_vs_fastest = c.peak_rss.median / best.peak_rss.median
     standouts(ok)
     least = min((c for c in ok if c.own_ns is not None and c.own_ns.median > 0), key=lambda c: c.own_ns.median,
                 default=None)
