@@ -12,7 +12,7 @@ BUILD_PACKAGES := cmake gcc g++ make python3-venv linux-perf gzip time
 SOURCES := $(shell find src native -type f -not -name '*.pyc') CMakeLists.txt pyproject.toml
 TEST_BUILD := build/test
 
-.PHONY: all setup system-packages test-packages demo test test-native test-python test-unit lint bench clean
+.PHONY: all setup system-packages test-packages demo test test-native test-python test-unit lint format bench clean
 
 all: setup
 
@@ -36,10 +36,10 @@ system-packages:
 test-packages:
 	$(call apt_install,$(TEST_PACKAGES),the tests that need it skip with the reason)
 
-$(VENV)/.deps: pyproject.toml
+$(VENV)/.deps: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "scikit-build-core>=0.8" "rich>=13" "numpy>=1.24" "regex>=2023.0" "scipy>=1.10" "pyperf>=2.6" "jinja2>=3.1" "matplotlib>=3.7" "psycopg[binary]>=3.1" "pytest>=7" "hypothesis>=6" "ruff>=0.4"
+	$(PY) -m pip install -q "scikit-build-core>=0.8" "rich>=13" "numpy>=1.24" "regex>=2023.0" "scipy>=1.10" "pyperf>=2.6" "jinja2>=3.1" "matplotlib>=3.7" "psycopg[binary]>=3.1" "pytest>=7" "hypothesis>=6" "ruff>=0.4" "clang-format==18.1.8"
 	touch $@
 
 # The package with its native binaries, built by CMake through scikit-build-core.
@@ -64,9 +64,17 @@ test-native: setup $(TEST_BUILD)/Makefile
 test-unit: $(VENV)/.deps
 	PYTHONPATH=src $(PY) -m pytest -q -p no:cacheprovider tests/unit
 
-# The linter the code keeps (pyproject.toml [tool.ruff]: pyflakes, pycodestyle, 125 columns).
+# The linter and format the code keeps: Python by ruff (pyproject.toml [tool.ruff]: pyflakes,
+# pycodestyle, 125 columns), C and C++ by clang-format (.clang-format: Google, 120 columns).
+NATIVE_SOURCES = $(shell git ls-files 'native/*.c' 'native/*.h' 'native/*.cc' 2>/dev/null || find native -name '*.[ch]' -o -name '*.cc')
 lint: $(VENV)/.deps
 	$(VENV)/bin/ruff check src tests bench
+	@echo "clang-format --dry-run --Werror: $(words $(NATIVE_SOURCES)) files of native/"
+	@$(VENV)/bin/clang-format --dry-run --Werror $(NATIVE_SOURCES)
+
+# Rewrites native/ in the format `make lint` checks.
+format: $(VENV)/.deps
+	$(VENV)/bin/clang-format -i $(NATIVE_SOURCES)
 
 test-python: setup test-packages test-native lint
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) -m pytest -q tests/unit tests/e2e

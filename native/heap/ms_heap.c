@@ -40,12 +40,12 @@
 #define FLUSH_BYTES (256 << 10)
 #define HIST_BUCKETS 48
 #define MAX_FRAMES 16
-#define SKIP_FRAMES 2              /* record_sample and the hook itself */
+#define SKIP_FRAMES 2 /* record_sample and the hook itself */
 #define MAX_SITES 8192
-#define SAMPLE_SLOTS (1u << 17)    /* live sampled blocks: open addressing */
-#define FILTER_SLOTS (1u << 15)    /* counting filter over sampled pointers: 32 KiB, stays in cache */
+#define SAMPLE_SLOTS (1u << 17) /* live sampled blocks: open addressing */
+#define FILTER_SLOTS (1u << 15) /* counting filter over sampled pointers: 32 KiB, stays in cache */
 #define TIMELINE_POINTS 4096
-#define PEAK_STEP 1.10             /* a new peak snapshot when live grew by 10% since the last */
+#define PEAK_STEP 1.10 /* a new peak snapshot when live grew by 10% since the last */
 #define BOOT_BYTES (256 << 10)
 
 typedef void *(*malloc_fn)(size_t);
@@ -72,12 +72,12 @@ static int resolving;
 
 static _Atomic int64_t g_live, g_requested_total, g_allocs, g_frees, g_peak;
 static _Atomic int64_t g_hist[HIST_BUCKETS];
-static int g_ready;                     /* set once, before any thread but the first can call */
+static int g_ready; /* set once, before any thread but the first can call */
 static double g_sample_mean = 1024.0 * 1024;
 static char g_out[4096];
 static struct timespec g_t0;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_key_t g_thread_key;      /* its destructor adds an exiting thread's counts in */
+static pthread_key_t g_thread_key; /* its destructor adds an exiting thread's counts in */
 
 typedef struct {
   int64_t live, requested, allocs, frees, since_flush;
@@ -100,14 +100,16 @@ static int g_nsites;
 static int64_t g_dropped;
 
 typedef struct {
-  void *ptr;                        /* NULL: empty; (void *)1: deleted */
+  void *ptr; /* NULL: empty; (void *)1: deleted */
   int site;
   double weight_bytes, weight_count;
 } sampled;
 static sampled g_samples[SAMPLE_SLOTS];
 static _Atomic uint8_t g_filter[FILTER_SLOTS];
 
-typedef struct { int64_t t_us, live; } tpoint;
+typedef struct {
+  int64_t t_us, live;
+} tpoint;
 static tpoint g_tl[TIMELINE_POINTS];
 static int g_ntl, g_tl_stride = 1, g_tl_skip;
 static int64_t g_tl_last = -1;
@@ -128,7 +130,7 @@ static int64_t now_us(void) {
 }
 
 static int bucket(size_t n) {
-  int b = n > 1 ? 64 - __builtin_clzl((unsigned long)(n - 1)) : 0;   /* ceil(log2 n) */
+  int b = n > 1 ? 64 - __builtin_clzl((unsigned long)(n - 1)) : 0; /* ceil(log2 n) */
   return b < HIST_BUCKETS ? b : HIST_BUCKETS - 1;
 }
 
@@ -172,7 +174,7 @@ static void resolve(void) {
  * (8 bytes, 16 for an mmapped chunk). Used only when the allocator behind is glibc and this gives
  * malloc_usable_size's answer on probe blocks at start (glibc_fast); otherwise the real call. */
 static int glibc_fast;
-static int is_glibc;                  /* the allocator behind is glibc's: its arena heaps mean something */
+static int is_glibc; /* the allocator behind is glibc's: its arena heaps mean something */
 
 static inline size_t usable_size(void *p) {
   if (glibc_fast) {
@@ -232,7 +234,7 @@ static void read_memory(int64_t *rss_kb, int64_t *anon_kb) {
  * size: anonymous read-write mappings whose start is 64 MiB aligned, each followed by the
  * PROT_NONE rest of its reservation. Their resident size is read from smaps. */
 static void read_arenas(int *count, int64_t *rss_kb) {
-  *count = is_glibc ? 0 : -1;          /* -1: not glibc, where 64 MiB-aligned mappings are someone else's */
+  *count = is_glibc ? 0 : -1; /* -1: not glibc, where 64 MiB-aligned mappings are someone else's */
   *rss_kb = 0;
   if (!is_glibc) return;
   FILE *f = fopen("/proc/self/smaps", "re");
@@ -294,8 +296,7 @@ static void flush(void) {
     }
   T.live = T.requested = T.allocs = T.frees = T.since_flush = 0;
   int64_t peak = atomic_load(&g_peak);
-  while (live > peak && !atomic_compare_exchange_weak(&g_peak, &peak, live)) {
-  }
+  while (live > peak && !atomic_compare_exchange_weak(&g_peak, &peak, live)) {}
   int64_t last = g_tl_last;
   int moved = last < 0 || llabs(live - last) * 32 > (last > 4096 ? last : 4096);
   int new_peak = live > peak && live > (int64_t)(g_peak_snapshot_live * PEAK_STEP) && live > (1 << 20);
@@ -407,7 +408,7 @@ static __attribute__((noinline)) void slow_alloc(void *p, size_t requested) {
   }
   if (T.until_sample <= 0) {
     if (T.sampling) record_sample(p, requested);
-    T.sampling = 1;                    /* the first gap of a thread is drawn, not sampled */
+    T.sampling = 1; /* the first gap of a thread is drawn, not sampled */
     T.until_sample = next_sample_gap();
   }
   if (T.allocs + T.frees >= FLUSH_OPS || T.since_flush >= FLUSH_BYTES) flush();
@@ -430,8 +431,8 @@ static inline void on_alloc(void *p, size_t requested) {
   T.hist[bucket(requested)]++;
   T.since_flush += (int64_t)usable;
   T.until_sample -= (int64_t)requested;
-  if (__builtin_expect(T.until_sample <= 0 || !T.registered || T.allocs + T.frees >= FLUSH_OPS ||
-                       T.since_flush >= FLUSH_BYTES, 0))
+  if (__builtin_expect(
+          T.until_sample <= 0 || !T.registered || T.allocs + T.frees >= FLUSH_OPS || T.since_flush >= FLUSH_BYTES, 0))
     slow_alloc(p, requested);
 }
 
@@ -442,7 +443,8 @@ static inline void on_free(void *p) {
   T.frees++;
   T.since_flush += (int64_t)usable;
   if (__builtin_expect(atomic_load_explicit(&g_filter[filter_slot(p)], memory_order_relaxed) != 0 ||
-                       T.allocs + T.frees >= FLUSH_OPS || T.since_flush >= FLUSH_BYTES, 0))
+                           T.allocs + T.frees >= FLUSH_OPS || T.since_flush >= FLUSH_BYTES,
+                       0))
     slow_free(p);
 }
 
@@ -483,13 +485,13 @@ void *realloc(void *p, size_t n) {
   if (!real_realloc) resolve();
   if (p && is_boot(p)) {
     void *q = malloc(n);
-    if (q) memcpy(q, p, n);  /* the boot block is at least as large as what was asked of it */
+    if (q) memcpy(q, p, n); /* the boot block is at least as large as what was asked of it */
     return q;
   }
   if (p) on_free(p);
   void *q = real_realloc(p, n);
   if (q) on_alloc(q, n);
-  else if (p && n) on_alloc(p, real_usable ? real_usable(p) : n);  /* failed: the old block is still live */
+  else if (p && n) on_alloc(p, real_usable ? real_usable(p) : n); /* failed: the old block is still live */
   return q;
 }
 
@@ -594,26 +596,30 @@ static void write_report(void) {
   int arenas;
   int64_t arena_kb;
   read_arenas(&arenas, &arena_kb);
-  fprintf(f, "{\"pid\":%d,\"sample_bytes\":%.0f,\"live_bytes\":%lld,\"peak_live_bytes\":%lld,"
-             "\"allocs\":%lld,\"frees\":%lld,\"requested_bytes\":%lld,\"dropped_samples\":%lld,\"duration_us\":%lld,",
+  fprintf(f,
+          "{\"pid\":%d,\"sample_bytes\":%.0f,\"live_bytes\":%lld,\"peak_live_bytes\":%lld,"
+          "\"allocs\":%lld,\"frees\":%lld,\"requested_bytes\":%lld,\"dropped_samples\":%lld,\"duration_us\":%lld,",
           (int)getpid(), g_sample_mean, (long long)atomic_load(&g_live), (long long)atomic_load(&g_peak),
           (long long)atomic_load(&g_allocs), (long long)atomic_load(&g_frees),
           (long long)atomic_load(&g_requested_total), (long long)g_dropped, (long long)now_us());
   fprintf(f, "\"at_exit\":{\"rss_kb\":%lld,\"anon_kb\":%lld,\"arenas\":%d,\"arena_rss_kb\":%lld},", (long long)rss_kb,
           (long long)anon_kb, arenas, (long long)arena_kb);
-  fprintf(f, "\"at_peak\":{\"live_bytes\":%lld,\"t_us\":%lld,\"rss_kb\":%lld,\"anon_kb\":%lld,\"arenas\":%d,"
-             "\"arena_rss_kb\":%lld},",
+  fprintf(f,
+          "\"at_peak\":{\"live_bytes\":%lld,\"t_us\":%lld,\"rss_kb\":%lld,\"anon_kb\":%lld,\"arenas\":%d,"
+          "\"arena_rss_kb\":%lld},",
           (long long)g_at_peak.live, (long long)g_at_peak.t_us, (long long)g_at_peak.rss_kb,
           (long long)g_at_peak.anon_kb, g_at_peak.arenas, (long long)g_at_peak.arena_rss_kb);
   fputs("\"histogram\":[", f);
   for (int b = 0; b < HIST_BUCKETS; b++) fprintf(f, "%s%lld", b ? "," : "", (long long)atomic_load(&g_hist[b]));
   fputs("],\"timeline\":[", f);
-  for (int i = 0; i < g_ntl; i++) fprintf(f, "%s[%lld,%lld]", i ? "," : "", (long long)g_tl[i].t_us, (long long)g_tl[i].live);
+  for (int i = 0; i < g_ntl; i++)
+    fprintf(f, "%s[%lld,%lld]", i ? "," : "", (long long)g_tl[i].t_us, (long long)g_tl[i].live);
   fputs("],\"sites\":[", f);
   for (int i = 0; i < g_nsites; i++) {
     site *s = &g_sites[i];
-    fprintf(f, "%s{\"alloc_bytes\":%.0f,\"alloc_count\":%.0f,\"live_bytes\":%.0f,\"live_count\":%.0f,"
-               "\"peak_bytes\":%.0f,\"samples\":%.0f,\"frames\":[",
+    fprintf(f,
+            "%s{\"alloc_bytes\":%.0f,\"alloc_count\":%.0f,\"live_bytes\":%.0f,\"live_count\":%.0f,"
+            "\"peak_bytes\":%.0f,\"samples\":%.0f,\"frames\":[",
             i ? "," : "", s->alloc_bytes, s->alloc_count, s->live_bytes > 0 ? s->live_bytes : 0,
             s->live_count > 0 ? s->live_count : 0, s->peak_bytes > 0 ? s->peak_bytes : 0, s->samples);
     for (int k = 0; k < s->nframes; k++) fprintf(f, "%s%lu", k ? "," : "", (unsigned long)(uintptr_t)s->frames[k]);

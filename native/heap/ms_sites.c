@@ -37,9 +37,9 @@
 
 #define MAX_EVENTS 12
 #define MAX_FRAMES 24
-#define STACK_SLOTS 8192          /* distinct (event, stack) pairs kept per process */
-#define TRAP_PERF_CODE 6          /* si_code of a perf event's SIGTRAP (TRAP_PERF) */
-#define TRAP_PERF_FLAG_ASYNC 1u   /* delivered late (SIGTRAP was blocked): not the event's context */
+#define STACK_SLOTS 8192        /* distinct (event, stack) pairs kept per process */
+#define TRAP_PERF_CODE 6        /* si_code of a perf event's SIGTRAP (TRAP_PERF) */
+#define TRAP_PERF_FLAG_ASYNC 1u /* delivered late (SIGTRAP was blocked): not the event's context */
 
 #if !defined(__x86_64__) && !defined(__aarch64__)
 #error "libmssites reads the interrupted pc from the signal context: x86-64 and AArch64 only"
@@ -62,7 +62,7 @@ typedef struct {
 } event;
 
 typedef struct {
-  uint64_t hash;                  /* 0: empty */
+  uint64_t hash; /* 0: empty */
   int ev, nframes;
   uint64_t count;
   uintptr_t frames[MAX_FRAMES];
@@ -108,8 +108,7 @@ static uint64_t mix(uint64_t x) {
 }
 
 static void lock(void) {
-  while (atomic_flag_test_and_set_explicit(&g_lock, memory_order_acquire)) {
-  }
+  while (atomic_flag_test_and_set_explicit(&g_lock, memory_order_acquire)) {}
 }
 
 static void unlock(void) { atomic_flag_clear_explicit(&g_lock, memory_order_release); }
@@ -174,7 +173,7 @@ static void on_trap(int sig, siginfo_t *si, void *ucv) {
   w.pc = (uintptr_t)uc->uc_mcontext.pc;
 #endif
   _Unwind_Backtrace(step, &w);
-  if (!w.started) {         /* the unwinder could not cross the signal frame: keep the pc alone */
+  if (!w.started) { /* the unwinder could not cross the signal frame: keep the pc alone */
     frames[0] = w.pc + 1;
     w.n = 1;
     atomic_fetch_add(&g_unwound_none, 1);
@@ -203,19 +202,19 @@ static int open_event(event *e, int index) {
   /* No PERF_SAMPLE_PERIOD: with it the kernel overflows a tracepoint on every hit. */
   a.sample_period = (uint64_t)e->period;
   a.sigtrap = 1;
-  a.remove_on_exec = 1;      /* the kernel asks it of sigtrap; the new image opens its own */
+  a.remove_on_exec = 1; /* the kernel asks it of sigtrap; the new image opens its own */
   a.inherit = 1;
   a.sig_data = (uint64_t)index;
   a.exclude_hv = 1;
   int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
   if (fd < 0 && errno == EACCES && a.type == PERF_TYPE_SOFTWARE) {
-    a.exclude_kernel = 1;    /* unprivileged: the faults taken in user mode only */
+    a.exclude_kernel = 1; /* unprivileged: the faults taken in user mode only */
     fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
   }
   if (fd < 0) {
     int err = errno;
-    snprintf(e->why, sizeof e->why, "%s", err == EINVAL ? "sigtrap sampling not supported (kernel before 5.13?)"
-                                                        : strerror(err));
+    snprintf(e->why, sizeof e->why, "%s",
+             err == EINVAL ? "sigtrap sampling not supported (kernel before 5.13?)" : strerror(err));
     return -err;
   }
   return fd;

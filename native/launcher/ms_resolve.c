@@ -28,7 +28,7 @@ const char *ms_malloc_object(void) {
   struct link_map *lm = NULL;
   if (!self || dlinfo(self, RTLD_DI_LINKMAP, &lm) != 0) return obj ? obj : "";
   for (; lm; lm = lm->l_next) {
-    if (!lm->l_name || !lm->l_name[0]) continue;  /* the executable itself, the vDSO */
+    if (!lm->l_name || !lm->l_name[0]) continue; /* the executable itself, the vDSO */
     void *h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
     if (!h) continue;
     const char *where = defined_in(dlsym(h, "malloc"));

@@ -32,7 +32,7 @@
 #define MAX_LEFTOVERS 32
 
 static volatile sig_atomic_t g_interrupted;
-static volatile pid_t g_command_pgid;   /* the measured command's process group (its own) */
+static volatile pid_t g_command_pgid; /* the measured command's process group (its own) */
 /* A signal stops the run unless the measured command (its process group) sent it: a program that
  * signals its parent is measured as it is, and cannot end the comparison. */
 static void on_signal(int sig, siginfo_t *si, void *ctx) {
@@ -61,13 +61,16 @@ static int events_mode(void) {
   for (int i = 0; i < c.n; i++) {
     msj_obj_begin(&j, NULL);
     msj_str(&j, "name", c.ev[i].def->name);
-    msj_str(&j, "kind", c.ev[i].def->kind == MS_KIND_SOFTWARE ? "software"
-                        : c.ev[i].def->kind == MS_KIND_HARDWARE ? "hardware" : "syscall");
+    msj_str(&j, "kind",
+            c.ev[i].def->kind == MS_KIND_SOFTWARE   ? "software"
+            : c.ev[i].def->kind == MS_KIND_HARDWARE ? "hardware"
+                                                    : "syscall");
     msj_obj_end(&j);
   }
   msj_arr_end(&j);
   msj_arr_begin(&j, "opened");
-  for (int i = 0; i < c.n; i++) if (c.ev[i].fd >= 0) msj_str(&j, NULL, c.ev[i].def->name);
+  for (int i = 0; i < c.n; i++)
+    if (c.ev[i].fd >= 0) msj_str(&j, NULL, c.ev[i].def->name);
   msj_arr_end(&j);
   ms_json_counters(&j, &c, &s0, &s1, 1);
   msj_obj_end(&j);
@@ -119,7 +122,10 @@ static void drain(int fd, sbuf *b) {
   char tmp[65536];
   for (;;) {
     ssize_t n = read(fd, tmp, sizeof tmp);
-    if (n > 0) { sb_add(b, tmp, (size_t)n); continue; }
+    if (n > 0) {
+      sb_add(b, tmp, (size_t)n);
+      continue;
+    }
     if (n < 0 && errno == EINTR) continue;
     break;
   }
@@ -159,11 +165,15 @@ typedef struct {
   uint64_t n, max, interval_ms;
   int ncols;
   const char *col[TL_MAX_COLS];
-  int event[TL_MAX_COLS];   /* the counter behind a column, or -1 */
+  int event[TL_MAX_COLS]; /* the counter behind a column, or -1 */
 } timeline;
 
 static void tl_col(timeline *t, const char *name, int event) {
-  if (t->ncols < TL_MAX_COLS) { t->col[t->ncols] = name; t->event[t->ncols] = event; t->ncols++; }
+  if (t->ncols < TL_MAX_COLS) {
+    t->col[t->ncols] = name;
+    t->event[t->ncols] = event;
+    t->ncols++;
+  }
 }
 
 static uint64_t *tl_next(timeline *t) {
@@ -185,10 +195,10 @@ typedef struct {
   int timed_out, over_limit;
   uint64_t peak_rss_kb, peak_procs;
   timeline tl;
-  const ms_counters *ctr;             /* NULL without counters */
+  const ms_counters *ctr; /* NULL without counters */
   msr_args args;
   sbuf lines;
-  int nleft;                         /* processes still running when the command ended */
+  int nleft; /* processes still running when the command ended */
   pid_t left_pid[MAX_LEFTOVERS];
   char left_comm[MAX_LEFTOVERS][32];
   int left_more;
@@ -199,7 +209,7 @@ static pid_t spawn(const msr_options *o, int out_fd, int err_fd, int probe_w, in
   pid_t pid = fork();
   if (pid != 0) return pid;
   setpgid(0, 0);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);  /* if ms-run itself is killed, take the command with it */
+  prctl(PR_SET_PDEATHSIG, SIGKILL); /* if ms-run itself is killed, take the command with it */
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
   signal(SIGHUP, SIG_DFL);
@@ -207,7 +217,7 @@ static pid_t spawn(const msr_options *o, int out_fd, int err_fd, int probe_w, in
   if (devnull >= 0) dup2(devnull, 0);
   dup2(out_fd, 1);
   dup2(err_fd, 2);
-  int wfd = dup(probe_w);  /* dup clears CLOEXEC: this one survives exec */
+  int wfd = dup(probe_w); /* dup clears CLOEXEC: this one survives exec */
   char fdstr[16];
   snprintf(fdstr, sizeof fdstr, "%d", wfd);
   setenv("MEMSLEUTH_FD", fdstr, 1);
@@ -232,20 +242,26 @@ static void tl_columns(timeline *t, const ms_counters *ctr, const msr_args *args
       tl_col(t, e->def->name, i);
   }
   if (args->enabled) {
-    static const char *arg_cols[] = {"munmap_bytes", "madvise_bytes", "mmap_bytes", "mremap_grow_bytes",
-                                     "brk_up_bytes", "brk_down_bytes"};
+    static const char *arg_cols[] = {"munmap_bytes",      "madvise_bytes", "mmap_bytes",
+                                     "mremap_grow_bytes", "brk_up_bytes",  "brk_down_bytes"};
     for (int k = 0; k < 6; k++) tl_col(t, arg_cols[k], -2 - k);
   }
 }
 
 static uint64_t arg_value(const msr_args *a, int code) {
   switch (code) {
-    case -2: return a->bytes[MSR_A_MUNMAP];
-    case -3: return a->bytes[MSR_A_MADVISE];
-    case -4: return a->bytes[MSR_A_MMAP];
-    case -5: return a->mremap_grow_bytes;
-    case -6: return a->brk_up_bytes;
-    case -7: return a->brk_down_bytes;
+    case -2:
+      return a->bytes[MSR_A_MUNMAP];
+    case -3:
+      return a->bytes[MSR_A_MADVISE];
+    case -4:
+      return a->bytes[MSR_A_MMAP];
+    case -5:
+      return a->mremap_grow_bytes;
+    case -6:
+      return a->brk_up_bytes;
+    case -7:
+      return a->brk_down_bytes;
   }
   return 0;
 }
@@ -253,10 +269,10 @@ static uint64_t arg_value(const msr_args *a, int code) {
 static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint64_t t0) {
   msr_procs procs;
   msr_descendants(&procs);
-  if (!procs.n) return;  /* exiting: no live process to read, and a zero would be no measurement */
+  if (!procs.n) return; /* exiting: no live process to read, and a zero would be no measurement */
   uint64_t rss, anon;
   msr_tree_rss_kb(&procs, &rss, &anon);
-  if (!rss) return;      /* the last process is tearing its memory down: not a measurement */
+  if (!rss) return; /* the last process is tearing its memory down: not a measurement */
   if (rss > r->peak_rss_kb) r->peak_rss_kb = rss;
   if ((uint64_t)procs.n > r->peak_procs) r->peak_procs = (uint64_t)procs.n;
   ms_snapshot snap;
@@ -267,7 +283,7 @@ static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint
     int ev = r->tl.event[c];
     if (ev >= 0) {
       double v = 0;
-      ms_scale(snap.r[ev], &v);  /* counters start at zero: the reading is the running total */
+      ms_scale(snap.r[ev], &v); /* counters start at zero: the reading is the running total */
       p[c] = (uint64_t)(v + 0.5);
     } else if (ev < -1) {
       p[c] = arg_value(&r->args, ev);
@@ -310,7 +326,10 @@ static void supervise(const msr_options *o, run_result *r, int probe_r, uint64_t
       sample_tree(o, r, t, t0);
       next_sample = t + r->tl.interval_ms * 1000000u;
     }
-    if (deadline && t >= deadline && !r->timed_out) { r->timed_out = 1; msr_kill_tree(r->pid, &r->reaper); }
+    if (deadline && t >= deadline && !r->timed_out) {
+      r->timed_out = 1;
+      msr_kill_tree(r->pid, &r->reaper);
+    }
     if (g_interrupted) msr_kill_tree(r->pid, &r->reaper);
   }
   r->wall_ns = msr_now_ns() - t0;
@@ -341,8 +360,14 @@ static const char *classify(const msr_options *o, const run_result *r, char *det
              r->exec_errno == ENOEXEC ? " (not a binary the kernel can start: a script needs a #! line)" : "");
     return "error";
   }
-  if (g_interrupted) { snprintf(detail, cap, "interrupted by signal %d", (int)g_interrupted); return "error"; }
-  if (r->timed_out) { snprintf(detail, cap, "killed after %.3g s", o->timeout_s); return "timeout"; }
+  if (g_interrupted) {
+    snprintf(detail, cap, "interrupted by signal %d", (int)g_interrupted);
+    return "error";
+  }
+  if (r->timed_out) {
+    snprintf(detail, cap, "killed after %.3g s", o->timeout_s);
+    return "timeout";
+  }
   if (r->over_limit) {
     snprintf(detail, cap, "resident memory of the process tree exceeded the %.1f MiB limit; killed by ms-run",
              (double)o->mem_limit_bytes / (1024.0 * 1024.0));
@@ -360,7 +385,10 @@ static const char *classify(const msr_options *o, const run_result *r, char *det
       snprintf(detail, cap, "the command reported out of memory (exit %d)", code);
       return "oom";
     }
-    if (code != 0) { snprintf(detail, cap, "exited with status %d", code); return "error"; }
+    if (code != 0) {
+      snprintf(detail, cap, "exited with status %d", code);
+      return "error";
+    }
   }
   return "ok";
 }
@@ -389,13 +417,21 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   msj_arr_end(&j);
   msj_str(&j, "status", st);
   msj_str(&j, "detail", detail[0] ? detail : NULL);
-  if (code >= 0) msj_i64(&j, "exit_code", code); else msj_null(&j, "exit_code");
-  if (sig) { msj_i64(&j, "signal", sig); msj_str(&j, "signal_name", sigabbrev_np(sig)); }
-  else { msj_null(&j, "signal"); msj_null(&j, "signal_name"); }
+  if (code >= 0) msj_i64(&j, "exit_code", code);
+  else msj_null(&j, "exit_code");
+  if (sig) {
+    msj_i64(&j, "signal", sig);
+    msj_str(&j, "signal_name", sigabbrev_np(sig));
+  } else {
+    msj_null(&j, "signal");
+    msj_null(&j, "signal_name");
+  }
   msj_u64(&j, "wall_ns", r->wall_ns);
   /* The command's own rusage (with the children it waited for) plus the orphans ms-run reaped. */
-  msj_u64(&j, "user_ns", ms_tv_ns(a->ru_utime.tv_sec, a->ru_utime.tv_usec) + ms_tv_ns(b->ru_utime.tv_sec, b->ru_utime.tv_usec));
-  msj_u64(&j, "sys_ns", ms_tv_ns(a->ru_stime.tv_sec, a->ru_stime.tv_usec) + ms_tv_ns(b->ru_stime.tv_sec, b->ru_stime.tv_usec));
+  msj_u64(&j, "user_ns",
+          ms_tv_ns(a->ru_utime.tv_sec, a->ru_utime.tv_usec) + ms_tv_ns(b->ru_utime.tv_sec, b->ru_utime.tv_usec));
+  msj_u64(&j, "sys_ns",
+          ms_tv_ns(a->ru_stime.tv_sec, a->ru_stime.tv_usec) + ms_tv_ns(b->ru_stime.tv_sec, b->ru_stime.tv_usec));
   msj_i64(&j, "minflt", a->ru_minflt + b->ru_minflt);
   msj_i64(&j, "majflt", a->ru_majflt + b->ru_majflt);
   msj_i64(&j, "nvcsw", a->ru_nvcsw + b->ru_nvcsw);
@@ -403,20 +439,25 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   msj_u64(&j, "maxrss_kb", maxrss);
   msj_u64(&j, "peak_tree_rss_kb", r->peak_rss_kb);
   msj_u64(&j, "peak_procs", r->peak_procs);
-  if (o->timeout_s > 0) msj_dbl(&j, "timeout_s", o->timeout_s); else msj_null(&j, "timeout_s");
-  if (o->mem_limit_bytes) msj_u64(&j, "mem_limit_bytes", o->mem_limit_bytes); else msj_null(&j, "mem_limit_bytes");
+  if (o->timeout_s > 0) msj_dbl(&j, "timeout_s", o->timeout_s);
+  else msj_null(&j, "timeout_s");
+  if (o->mem_limit_bytes) msj_u64(&j, "mem_limit_bytes", o->mem_limit_bytes);
+  else msj_null(&j, "mem_limit_bytes");
   msj_str(&j, "preload", o->preload);
   msj_i64(&j, "counters_grouped", ctr->grouped);
   if (o->no_counters) {
     static const char *empty[] = {"counters", "syscalls", "running_fraction", "unsupported"};
-    for (int k = 0; k < 4; k++) { msj_obj_begin(&j, empty[k]); msj_obj_end(&j); }
+    for (int k = 0; k < 4; k++) {
+      msj_obj_begin(&j, empty[k]);
+      msj_obj_end(&j);
+    }
   } else {
     ms_json_counters(&j, ctr, s0, s1, 1);
   }
   if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args);
   msj_obj_begin(&j, "timeline");
   msj_u64(&j, "sample_ms", o->sample_ms);
-  msj_u64(&j, "interval_ms", r->tl.interval_ms);   /* after thinning */
+  msj_u64(&j, "interval_ms", r->tl.interval_ms); /* after thinning */
   msj_arr_begin(&j, "columns");
   for (int c = 0; c < r->tl.ncols; c++) msj_str(&j, NULL, r->tl.col[c]);
   msj_arr_end(&j);
@@ -453,12 +494,18 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   msj_raw(&j, "\n");
   free(out_tail);
   free(err_tail);
-  if (j.overflow) { fprintf(stderr, "ms-run: out of memory writing the document\n"); return 2; }
+  if (j.overflow) {
+    fprintf(stderr, "ms-run: out of memory writing the document\n");
+    return 2;
+  }
 
   int fd = 1;
   if (o->out) {
     fd = open(o->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) { fprintf(stderr, "ms-run: cannot write %s: %s\n", o->out, strerror(errno)); return 2; }
+    if (fd < 0) {
+      fprintf(stderr, "ms-run: cannot write %s: %s\n", o->out, strerror(errno));
+      return 2;
+    }
   }
   for (size_t off = 0; off < j.len;) {
     ssize_t w = write(fd, j.buf + off, j.len - off);
@@ -469,7 +516,10 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
     }
     off += (size_t)w;
   }
-  if (o->out && close(fd) != 0) { fprintf(stderr, "ms-run: cannot write %s: %s\n", o->out, strerror(errno)); return 2; }
+  if (o->out && close(fd) != 0) {
+    fprintf(stderr, "ms-run: cannot write %s: %s\n", o->out, strerror(errno));
+    return 2;
+  }
   free(j.buf);
   return 0;
 }
@@ -477,7 +527,10 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
 static int run_mode(const msr_options *o) {
   int out_fd = open_output(o->stdout_path, "stdout");
   int err_fd = open_output(o->stderr_path, "stderr");
-  if (out_fd < 0 || err_fd < 0) { perror("ms-run: cannot create output files"); return 2; }
+  if (out_fd < 0 || err_fd < 0) {
+    perror("ms-run: cannot create output files");
+    return 2;
+  }
   int probe_pipe[2], go_pipe[2], exec_pipe[2];
   if (pipe2(probe_pipe, O_CLOEXEC) || pipe2(go_pipe, O_CLOEXEC) || pipe2(exec_pipe, O_CLOEXEC)) {
     perror("ms-run: pipe");
@@ -501,13 +554,19 @@ static int run_mode(const msr_options *o) {
   r.tl.max = o->max_points;
   r.tl.interval_ms = o->sample_ms;
   r.tl.pt = calloc(o->max_points + 1, sizeof *r.tl.pt);
-  if (!r.tl.pt) { perror("ms-run: out of memory"); return 2; }
+  if (!r.tl.pt) {
+    perror("ms-run: out of memory");
+    return 2;
+  }
 
   r.pid = spawn(o, out_fd, err_fd, probe_pipe[1], go_pipe[0], exec_pipe[1]);
-  if (r.pid > 0) g_command_pgid = r.pid;   /* spawn's child makes itself a group leader */
-  if (r.pid < 0) { perror("ms-run: fork"); return 2; }
+  if (r.pid > 0) g_command_pgid = r.pid; /* spawn's child makes itself a group leader */
+  if (r.pid < 0) {
+    perror("ms-run: fork");
+    return 2;
+  }
   r.reaper.main = r.pid;
-  setpgid(r.pid, r.pid);  /* also from the parent: no race with a kill of the group */
+  setpgid(r.pid, r.pid); /* also from the parent: no race with a kill of the group */
   close(probe_pipe[1]);
   close(go_pipe[0]);
   close(exec_pipe[1]);
@@ -542,13 +601,22 @@ static int run_mode(const msr_options *o) {
 
 int main(int argc, char **argv) {
   msr_options o;
-  if (msr_parse_options(argc, argv, &o)) { fputs("ms-run: see ms-run --help\n", stderr); return 2; }
+  if (msr_parse_options(argc, argv, &o)) {
+    fputs("ms-run: see ms-run --help\n", stderr);
+    return 2;
+  }
   switch (o.mode) {
-    case MSR_HELP: msr_usage(stdout); return 0;
-    case MSR_EVENTS: return events_mode();
-    case MSR_HOLD_EVENTS: return hold_events();
-    case MSR_PRELOAD_CHECK: return msr_preload_check(&o);
-    case MSR_RUN: break;
+    case MSR_HELP:
+      msr_usage(stdout);
+      return 0;
+    case MSR_EVENTS:
+      return events_mode();
+    case MSR_HOLD_EVENTS:
+      return hold_events();
+    case MSR_PRELOAD_CHECK:
+      return msr_preload_check(&o);
+    case MSR_RUN:
+      break;
   }
   return run_mode(&o);
 }

@@ -14,18 +14,18 @@ typedef enum { MSR_RUN, MSR_EVENTS, MSR_HOLD_EVENTS, MSR_PRELOAD_CHECK, MSR_HELP
 typedef struct {
   msr_mode mode;
   const char *out, *preload, *expect_malloc, *checker, *stdout_path, *stderr_path;
-  double timeout_s;            /* 0: no limit */
-  uint64_t mem_limit_bytes;    /* 0: no cap */
-  int oom_exit_code;           /* -1: none */
+  double timeout_s;         /* 0: no limit */
+  uint64_t mem_limit_bytes; /* 0: no cap */
+  int oom_exit_code;        /* -1: none */
   uint64_t tail_bytes;
   uint64_t sample_ms;
-  uint64_t max_points;         /* the RSS timeline is thinned to at most this many points */
+  uint64_t max_points; /* the RSS timeline is thinned to at most this many points */
   int no_counters;
-  int syscall_args;            /* record munmap/madvise/mmap/mremap/brk arguments (msr_args.c) */
+  int syscall_args;             /* record munmap/madvise/mmap/mremap/brk arguments (msr_args.c) */
   uint64_t args_every[MSR_A_N]; /* --syscall-args-every NAME=P, by msr_args index (0: every call) */
   const char *env[MSR_MAX_ENV];
   int nenv;
-  char **argv;                 /* the command */
+  char **argv; /* the command */
 } msr_options;
 
 /* Parses argv; prints one line and returns 2 on bad input, else 0. */
@@ -54,8 +54,8 @@ void msr_comm(pid_t pid, char *out, size_t cap);
 typedef struct {
   pid_t main;
   int main_done, main_status;
-  struct rusage main_ru;     /* includes the children the command itself waited for */
-  struct rusage others_ru;   /* processes reaped by ms-run: orphans that were reparented to it */
+  struct rusage main_ru;   /* includes the children the command itself waited for */
+  struct rusage others_ru; /* processes reaped by ms-run: orphans that were reparented to it */
 } msr_reaper;
 
 /* Reaps every exited child without blocking. Returns 1 once the command has been reaped. */

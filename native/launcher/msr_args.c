@@ -20,19 +20,22 @@ static const struct {
   const char *tracepoint;
   const char *fields[4];
 } k_args[MSR_A_N] = {
-  [MSR_A_MUNMAP] = {"sys_enter_munmap", {"len", NULL}},
-  [MSR_A_MADVISE] = {"sys_enter_madvise", {"len_in", "behavior", NULL}},
-  [MSR_A_MMAP] = {"sys_enter_mmap", {"len", "flags", NULL}},
-  [MSR_A_MREMAP] = {"sys_enter_mremap", {"old_len", "new_len", NULL}},
-  [MSR_A_BRK] = {"sys_exit_brk", {"ret", NULL}},
-  [MSR_A_BRKQ] = {"sys_enter_brk", {"brk", NULL}},
+    [MSR_A_MUNMAP] = {"sys_enter_munmap", {"len", NULL}},
+    [MSR_A_MADVISE] = {"sys_enter_madvise", {"len_in", "behavior", NULL}},
+    [MSR_A_MMAP] = {"sys_enter_mmap", {"len", "flags", NULL}},
+    [MSR_A_MREMAP] = {"sys_enter_mremap", {"old_len", "new_len", NULL}},
+    [MSR_A_BRK] = {"sys_exit_brk", {"ret", NULL}},
+    [MSR_A_BRKQ] = {"sys_enter_brk", {"brk", NULL}},
 };
 static const char *const k_names[MSR_A_N] = {"munmap", "madvise", "mmap", "mremap", "brk", "brk_enter"};
 
 /* The tracepoint's id and the offsets of its fields, from its format file. */
 static int read_format(const char *tp, const char *const *fields, int *off, long *id, char *why, size_t wlen) {
   const char *dir = ms_tracefs_events_dir();
-  if (!dir) { snprintf(why, wlen, "tracefs not reachable"); return -1; }
+  if (!dir) {
+    snprintf(why, wlen, "tracefs not reachable");
+    return -1;
+  }
   char path[512], buf[8192];
   snprintf(path, sizeof path, "%s/syscalls/%s/id", dir, tp);
   FILE *f = fopen(path, "r");
@@ -46,14 +49,20 @@ static int read_format(const char *tp, const char *const *fields, int *off, long
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
   if (fd >= 0) close(fd);
-  if (n <= 0) { snprintf(why, wlen, "format of %s unreadable", tp); return -1; }
+  if (n <= 0) {
+    snprintf(why, wlen, "format of %s unreadable", tp);
+    return -1;
+  }
   buf[n] = 0;
   for (int k = 0; fields[k]; k++) {
     char pat[64];
     snprintf(pat, sizeof pat, " %s;", fields[k]);
     char *p = strstr(buf, pat);
     char *o = p ? strstr(p, "offset:") : NULL;
-    if (!o) { snprintf(why, wlen, "%s has no field %s", tp, fields[k]); return -1; }
+    if (!o) {
+      snprintf(why, wlen, "%s has no field %s", tp, fields[k]);
+      return -1;
+    }
     off[k] = atoi(o + 7);
   }
   return 0;
@@ -67,7 +76,8 @@ int msr_args_sampled_index(const char *name) {
 
 int msr_args_open(msr_args *a, pid_t pid, const uint64_t *every) {
   memset(a, 0, sizeof *a);
-  for (int i = 0; i < MSR_A_N; i++) a->every[i] = every && every[i] > 1 && i != MSR_A_BRK && i != MSR_A_BRKQ ? every[i] : 1;
+  for (int i = 0; i < MSR_A_N; i++)
+    a->every[i] = every && every[i] > 1 && i != MSR_A_BRK && i != MSR_A_BRKQ ? every[i] : 1;
   long page = sysconf(_SC_PAGESIZE);
   long ncpu = sysconf(_SC_NPROCESSORS_CONF);
   if (ncpu > MSR_MAX_CPUS) ncpu = MSR_MAX_CPUS;
@@ -84,18 +94,18 @@ int msr_args_open(msr_args *a, pid_t pid, const uint64_t *every) {
       attr.size = sizeof attr;
       attr.type = PERF_TYPE_TRACEPOINT;
       attr.config = (uint64_t)a->ev[i].id;
-      attr.sample_period = a->every[i];   /* no PERIOD in sample_type: the kernel honours it */
+      attr.sample_period = a->every[i]; /* no PERIOD in sample_type: the kernel honours it */
       /* TIME: the per-CPU buffers are merged in time order, so that a process's break moves are
        * read in the order they happened even when it migrates between CPUs. */
       attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
       attr.disabled = 1;
       attr.enable_on_exec = 1;
       attr.inherit = 1;
-      attr.wakeup_events = 1 << 30;  /* ms-run polls; no wake-ups needed */
+      attr.wakeup_events = 1 << 30; /* ms-run polls; no wake-ups needed */
       long fd = syscall(SYS_perf_event_open, &attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
       if (fd < 0) {
         if (errno != ENODEV && errno != EINVAL) snprintf(a->ev[i].why, sizeof a->ev[i].why, "%s", strerror(errno));
-        continue;  /* an offline CPU, or not permitted */
+        continue; /* an offline CPU, or not permitted */
       }
       if (out_fd < 0) {
         size_t len = (size_t)page * (1 + DATA_PAGES);
@@ -132,13 +142,16 @@ static uint64_t u64_at(const unsigned char *raw, uint32_t size, int off) {
 
 static int bucket(uint64_t bytes) {
   int k = 0;
-  while (bytes > 1 && k < MSR_HIST - 1) { bytes >>= 1; k++; }
+  while (bytes > 1 && k < MSR_HIST - 1) {
+    bytes >>= 1;
+    k++;
+  }
   return k;
 }
 
 static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw, uint32_t size) {
   const int *off = a->ev[i].off;
-  const uint64_t w = a->every[i];     /* the calls this record stands for */
+  const uint64_t w = a->every[i]; /* the calls this record stands for */
   a->calls[i] += w;
   switch (i) {
     case MSR_A_MUNMAP: {
@@ -152,14 +165,20 @@ static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw
       int advice = (int)(int64_t)u64_at(raw, size, off[1]);
       a->bytes[i] += w * len;
       a->hist[i][bucket(len)] += w;
-      if (advice >= 0 && advice < MSR_ADVICE) { a->madvise_calls[advice] += w; a->madvise_bytes[advice] += w * len; }
+      if (advice >= 0 && advice < MSR_ADVICE) {
+        a->madvise_calls[advice] += w;
+        a->madvise_bytes[advice] += w * len;
+      }
       break;
     }
     case MSR_A_MMAP: {
       uint64_t len = u64_at(raw, size, off[0]), flags = u64_at(raw, size, off[1]);
       a->bytes[i] += w * len;
       a->hist[i][bucket(len)] += w;
-      if (flags & 0x20) { a->mmap_anon_calls += w; a->mmap_anon_bytes += w * len; }  /* MAP_ANONYMOUS */
+      if (flags & 0x20) {
+        a->mmap_anon_calls += w;
+        a->mmap_anon_bytes += w * len;
+      } /* MAP_ANONYMOUS */
       break;
     }
     case MSR_A_MREMAP: {
@@ -167,7 +186,10 @@ static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw
       a->mremap_old_bytes += w * old_len;
       a->bytes[i] += w * new_len;
       a->hist[i][bucket(new_len)] += w;
-      if (new_len > old_len) { a->mremap_grow_calls += w; a->mremap_grow_bytes += w * (new_len - old_len); }
+      if (new_len > old_len) {
+        a->mremap_grow_calls += w;
+        a->mremap_grow_bytes += w * (new_len - old_len);
+      }
       break;
     }
     case MSR_A_BRK:
@@ -176,23 +198,36 @@ static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw
       uint64_t now = u64_at(raw, size, off[0]);
       int slot = -1, free_slot = -1;
       for (int k = 0; k < MSR_BRK_PIDS; k++) {
-        if (a->brk_pid[k] == (pid_t)pid) { slot = k; break; }
+        if (a->brk_pid[k] == (pid_t)pid) {
+          slot = k;
+          break;
+        }
         if (!a->brk_pid[k] && free_slot < 0) free_slot = k;
       }
       if (slot < 0) {
         if (free_slot < 0) break;
         slot = free_slot;
         a->brk_pid[slot] = (pid_t)pid;
-        a->brk_query[slot] = 1;       /* its first break is a baseline */
+        a->brk_query[slot] = 1; /* its first break is a baseline */
       }
-      if (i == MSR_A_BRKQ) {          /* entry: brk(0) asks for the break and moves nothing */
+      if (i == MSR_A_BRKQ) { /* entry: brk(0) asks for the break and moves nothing */
         if (now == 0) a->brk_query[slot] = 1;
         break;
       }
       uint64_t last = a->brk_last[slot];
-      if (a->brk_query[slot]) { a->brk_query[slot] = 0; a->brk_last[slot] = now; break; }
-      if (now > last) { a->brk_up_moves++; a->brk_up_bytes += now - last; a->hist[i][bucket(now - last)]++; }
-      else if (now < last) { a->brk_down_moves++; a->brk_down_bytes += last - now; }
+      if (a->brk_query[slot]) {
+        a->brk_query[slot] = 0;
+        a->brk_last[slot] = now;
+        break;
+      }
+      if (now > last) {
+        a->brk_up_moves++;
+        a->brk_up_bytes += now - last;
+        a->hist[i][bucket(now - last)]++;
+      } else if (now < last) {
+        a->brk_down_moves++;
+        a->brk_down_bytes += last - now;
+      }
       a->brk_last[slot] = now;
       break;
     }
@@ -215,7 +250,7 @@ static void peek(cursor *c) {
   for (size_t k = 0; k < sizeof c->h; k++) ((unsigned char *)&c->h)[k] = c->data[(c->tail + k) % c->size];
   if (c->h.size < sizeof c->h || c->tail + c->h.size > c->head) return;
   c->time = 0;
-  if (c->h.type == PERF_RECORD_SAMPLE && c->h.size >= sizeof c->h + 16)  /* { header, pid, tid, time, ... } */
+  if (c->h.type == PERF_RECORD_SAMPLE && c->h.size >= sizeof c->h + 16) /* { header, pid, tid, time, ... } */
     for (size_t k = 0; k < 8; k++) ((unsigned char *)&c->time)[k] = c->data[(c->tail + sizeof c->h + 8 + k) % c->size];
   c->ready = 1;
 }
@@ -223,7 +258,7 @@ static void peek(cursor *c) {
 static void consume(msr_args *a, cursor *c) {
   unsigned char rec[4096];
   size_t n = c->h.size < sizeof rec ? c->h.size : sizeof rec;
-  for (size_t k = 0; k < n; k++) rec[k] = c->data[(c->tail + k) % c->size];  /* a record may wrap */
+  for (size_t k = 0; k < n; k++) rec[k] = c->data[(c->tail + k) % c->size]; /* a record may wrap */
   size_t hs = sizeof c->h;
   if (c->h.type == PERF_RECORD_SAMPLE && n >= hs + 20) {
     /* { header, u32 pid, u32 tid, u64 time, u32 raw size, raw[] }; raw starts with u16 common_type */
@@ -234,7 +269,10 @@ static void consume(msr_args *a, cursor *c) {
     if (hs + 20 + rsize <= n && rsize >= 2) {
       memcpy(&type, rec + hs + 20, 2);
       for (int i = 0; i < MSR_A_N; i++)
-        if (a->ev[i].opened && a->ev[i].id == type) { on_record(a, i, pid, rec + hs + 20, rsize); break; }
+        if (a->ev[i].opened && a->ev[i].id == type) {
+          on_record(a, i, pid, rec + hs + 20, rsize);
+          break;
+        }
     }
   } else if (c->h.type == PERF_RECORD_LOST && n >= hs + 16) {
     uint64_t lost;
@@ -296,7 +334,10 @@ void msr_args_json(ms_json *j, const msr_args *a) {
     msj_u64(j, "calls", a->calls[i]);
     if (a->every[i] > 1) msj_u64(j, "every", a->every[i]);
     switch (i) {
-      case MSR_A_MUNMAP: msj_u64(j, "bytes", a->bytes[i]); hist_json(j, "sizes", a->hist[i]); break;
+      case MSR_A_MUNMAP:
+        msj_u64(j, "bytes", a->bytes[i]);
+        hist_json(j, "sizes", a->hist[i]);
+        break;
       case MSR_A_MMAP:
         msj_u64(j, "bytes", a->bytes[i]);
         msj_u64(j, "anon_calls", a->mmap_anon_calls);
@@ -305,7 +346,7 @@ void msr_args_json(ms_json *j, const msr_args *a) {
         break;
       case MSR_A_MADVISE:
         msj_u64(j, "bytes", a->bytes[i]);
-        msj_obj_begin(j, "by_advice");  /* advice number (MADV_*) -> [calls, bytes] */
+        msj_obj_begin(j, "by_advice"); /* advice number (MADV_*) -> [calls, bytes] */
         for (int k = 0; k < MSR_ADVICE; k++) {
           if (!a->madvise_calls[k]) continue;
           char key[16];

@@ -20,22 +20,22 @@
 /* MSR_A_BRKQ (brk's entry) only marks queries, brk(0): the break they return starts a new
  * baseline (a new program image after exec, whose randomised break says nothing of a move). */
 enum { MSR_A_MUNMAP, MSR_A_MADVISE, MSR_A_MMAP, MSR_A_MREMAP, MSR_A_BRK, MSR_A_BRKQ, MSR_A_N };
-#define MSR_HIST 48          /* log2 size buckets: bucket k holds sizes in [2^k, 2^(k+1)) */
+#define MSR_HIST 48 /* log2 size buckets: bucket k holds sizes in [2^k, 2^(k+1)) */
 #define MSR_ADVICE 32
 #define MSR_BRK_PIDS 64
 
 #define MSR_MAX_CPUS 256
 
 typedef struct {
-  long id;                 /* tracepoint id (= the raw common_type of its records) */
-  int opened;              /* on how many CPUs */
-  int off[4];              /* raw-field offsets of the arguments this syscall needs */
-  char why[96];            /* why it did not open */
+  long id;      /* tracepoint id (= the raw common_type of its records) */
+  int opened;   /* on how many CPUs */
+  int off[4];   /* raw-field offsets of the arguments this syscall needs */
+  char why[96]; /* why it did not open */
 } msr_argev;
 
 typedef struct {
-  int fd;                  /* the buffer's own event; the others of its CPU write into it */
-  void *base;              /* the mmap'd ring buffer (metadata page first) */
+  int fd;     /* the buffer's own event; the others of its CPU write into it */
+  void *base; /* the mmap'd ring buffer (metadata page first) */
 } msr_argbuf;
 
 typedef struct {
@@ -46,7 +46,7 @@ typedef struct {
   int fds[MSR_MAX_CPUS * MSR_A_N];
   int nfds;
   uint64_t calls[MSR_A_N];
-  uint64_t bytes[MSR_A_N];                    /* munmap/madvise/mmap: len; mremap: new_len */
+  uint64_t bytes[MSR_A_N]; /* munmap/madvise/mmap: len; mremap: new_len */
   uint64_t hist[MSR_A_N][MSR_HIST];
   uint64_t madvise_calls[MSR_ADVICE], madvise_bytes[MSR_ADVICE];
   uint64_t mmap_anon_calls, mmap_anon_bytes;
@@ -54,9 +54,9 @@ typedef struct {
   uint64_t brk_up_moves, brk_up_bytes, brk_down_moves, brk_down_bytes;
   pid_t brk_pid[MSR_BRK_PIDS];
   uint64_t brk_last[MSR_BRK_PIDS];
-  int brk_query[MSR_BRK_PIDS];                /* the next exit of this process's brk is a query */
-  uint64_t lost;                              /* records the kernel dropped (buffer full) */
-  uint64_t every[MSR_A_N];                    /* 0/1: every call; P: one call in P, counted P times */
+  int brk_query[MSR_BRK_PIDS]; /* the next exit of this process's brk is a query */
+  uint64_t lost;               /* records the kernel dropped (buffer full) */
+  uint64_t every[MSR_A_N];     /* 0/1: every call; P: one call in P, counted P times */
 } msr_args;
 
 /* Opens the events on `pid` (not yet exec'd: enable_on_exec). Returns how many opened. */

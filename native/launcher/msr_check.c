@@ -24,7 +24,10 @@
 #define CHECK_TIMEOUT_S 30.0
 
 void msr_checker_path(const msr_options *o, char *out, size_t cap) {
-  if (o->checker) { snprintf(out, cap, "%s", o->checker); return; }
+  if (o->checker) {
+    snprintf(out, cap, "%s", o->checker);
+    return;
+  }
   char self[PATH_MAX - 32];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   self[n > 0 ? n : 0] = 0;
@@ -39,7 +42,10 @@ void msr_apply_env(const msr_options *o) {
 
 /* argv[0] as execvp would find it. */
 static int find_program(const char *name, char *out, size_t cap) {
-  if (strchr(name, '/')) { snprintf(out, cap, "%s", name); return access(out, X_OK); }
+  if (strchr(name, '/')) {
+    snprintf(out, cap, "%s", name);
+    return access(out, X_OK);
+  }
   const char *path = getenv("PATH");
   if (!path) path = "/usr/local/bin:/usr/bin:/bin";
   for (const char *p = path; *p;) {
@@ -91,7 +97,10 @@ static int exe_kind(const char *path, int depth) {
         kind = EXE_UNKNOWN;
         break;
       }
-      if (type == PT_INTERP) { kind = EXE_DYNAMIC; break; }
+      if (type == PT_INTERP) {
+        kind = EXE_DYNAMIC;
+        break;
+      }
     }
   }
   close(fd);
@@ -110,7 +119,10 @@ static void object_of(const char *lines, char *out, size_t cap) {
     if (c == '\\' && p[1]) {
       p++;
       c = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p == 'r' ? '\r' : *p;
-      if (*p == 'u' && strlen(p) >= 5) { c = (char)strtol((char[]){p[3], p[4], 0}, NULL, 16); p += 4; }
+      if (*p == 'u' && strlen(p) >= 5) {
+        c = (char)strtol((char[]){p[3], p[4], 0}, NULL, 16);
+        p += 4;
+      }
     }
     out[k++] = c;
   }
@@ -137,11 +149,18 @@ static int emit(const msr_options *o, int checked, int ok, const char *object, c
   msj_str(&j, "malloc_object", object && object[0] ? object : NULL);
   msj_str(&j, "why", why);
   msj_strn(&j, "stderr_tail", err ? err : "", err ? errlen : 0);
-  if (code >= 0) msj_i64(&j, "exit_code", code); else msj_null(&j, "exit_code");
-  if (sig) { msj_i64(&j, "signal", sig); msj_str(&j, "signal_name", sigabbrev_np(sig)); }
+  if (code >= 0) msj_i64(&j, "exit_code", code);
+  else msj_null(&j, "exit_code");
+  if (sig) {
+    msj_i64(&j, "signal", sig);
+    msj_str(&j, "signal_name", sigabbrev_np(sig));
+  }
   msj_obj_end(&j);
   msj_raw(&j, "\n");
-  if (j.overflow) { fputs("ms-run: out of memory writing the check\n", stderr); return 2; }
+  if (j.overflow) {
+    fputs("ms-run: out of memory writing the check\n", stderr);
+    return 2;
+  }
   fwrite(j.buf, 1, j.len, stdout);
   free(j.buf);
   return 0;
@@ -150,7 +169,8 @@ static int emit(const msr_options *o, int checked, int ok, const char *object, c
 int msr_preload_check(const msr_options *o) {
   char checker[PATH_MAX], exe[PATH_MAX];
   msr_checker_path(o, checker, sizeof checker);
-  if (access(checker, R_OK) != 0) return emit(o, 0, -1, NULL, "the checker library libmscheck.so was not found", NULL, 0, -1, 0);
+  if (access(checker, R_OK) != 0)
+    return emit(o, 0, -1, NULL, "the checker library libmscheck.so was not found", NULL, 0, -1, 0);
   if (find_program(o->argv[0], exe, sizeof exe) != 0)
     return emit(o, 0, -1, NULL, "the command was not found or is not executable", NULL, 0, -1, 0);
   if (exe_kind(exe, 0) == EXE_STATIC)
@@ -163,9 +183,15 @@ int msr_preload_check(const msr_options *o) {
   int errfd = mkostemp(errpath, O_CLOEXEC);
   if (errfd >= 0) unlink(errpath);
   int pipefd[2];
-  if (pipe2(pipefd, O_CLOEXEC)) { perror("ms-run: pipe"); return 2; }
+  if (pipe2(pipefd, O_CLOEXEC)) {
+    perror("ms-run: pipe");
+    return 2;
+  }
   pid_t pid = fork();
-  if (pid < 0) { perror("ms-run: fork"); return 2; }
+  if (pid < 0) {
+    perror("ms-run: fork");
+    return 2;
+  }
   if (pid == 0) {
     setpgid(0, 0);
     int devnull = open("/dev/null", O_RDWR);
@@ -227,8 +253,9 @@ int msr_preload_check(const msr_options *o) {
   if (!object[0]) {
     const char *why = sig ? "the command was killed by a signal before its first instruction (a library's "
                             "constructor crashed?)"
-                    : code == 126 ? "the command could not be executed (see stderr_tail): not a preload failure"
-                    : "the checker library never loaded (LD_PRELOAD was refused or ignored: see stderr_tail)";
+                      : code == 126
+                          ? "the command could not be executed (see stderr_tail): not a preload failure"
+                          : "the checker library never loaded (LD_PRELOAD was refused or ignored: see stderr_tail)";
     /* A command the kernel cannot start says nothing about the preload: unchecked, not failed. */
     if (!sig && code == 126 && strstr(err, "ms-run: cannot execute"))
       return emit(o, 0, -1, NULL, why, err, (size_t)errlen, code, sig);

@@ -114,7 +114,10 @@ uint64_t msr_tree_heap_kb(const msr_procs *p) {
 void msr_comm(pid_t pid, char *out, size_t cap) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-  if (read_small(path, out, cap) <= 0) { snprintf(out, cap, "?"); return; }
+  if (read_small(path, out, cap) <= 0) {
+    snprintf(out, cap, "?");
+    return;
+  }
   out[strcspn(out, "\n")] = 0;
 }
 
@@ -135,8 +138,11 @@ int msr_reap(msr_reaper *r) {
   struct rusage ru;
   pid_t w;
   while ((w = wait4(-1, &st, WNOHANG, &ru)) > 0) {
-    if (w == r->main) { r->main_status = st; r->main_ru = ru; r->main_done = 1; }
-    else add_rusage(&r->others_ru, &ru);
+    if (w == r->main) {
+      r->main_status = st;
+      r->main_ru = ru;
+      r->main_done = 1;
+    } else add_rusage(&r->others_ru, &ru);
   }
   return r->main_done;
 }

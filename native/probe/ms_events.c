@@ -11,31 +11,31 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define HWC(cache, op, res) ((PERF_COUNT_HW_CACHE_##cache) | (PERF_COUNT_HW_CACHE_OP_##op << 8) | \
-                             (PERF_COUNT_HW_CACHE_RESULT_##res << 16))
+#define HWC(cache, op, res) \
+  ((PERF_COUNT_HW_CACHE_##cache) | (PERF_COUNT_HW_CACHE_OP_##op << 8) | (PERF_COUNT_HW_CACHE_RESULT_##res << 16))
 
 /* Groups: 0 software; 1..5 hardware, kept small so that each group fits the PMU's counters
  * (a group larger than the PMU never schedules); 6 syscall tracepoints. */
 static const ms_event_def k_events[] = {
-  {"task-clock-ns", MS_KIND_SOFTWARE, 0, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK},
-  {"page-faults-minor", MS_KIND_SOFTWARE, 0, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MIN},
-  {"page-faults-major", MS_KIND_SOFTWARE, 0, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MAJ},
-  {"context-switches", MS_KIND_SOFTWARE, 0, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES},
-  {"cpu-migrations", MS_KIND_SOFTWARE, 0, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS},
-  {"cycles", MS_KIND_HARDWARE, 1, PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES},
-  {"instructions", MS_KIND_HARDWARE, 1, PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS},
-  {"cache-references", MS_KIND_HARDWARE, 2, PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_REFERENCES},
-  {"cache-misses", MS_KIND_HARDWARE, 2, PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES},
-  {"branch-misses", MS_KIND_HARDWARE, 3, PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES},
-  {"L1-dcache-load-misses", MS_KIND_HARDWARE, 4, PERF_TYPE_HW_CACHE, HWC(L1D, READ, MISS)},
-  {"dTLB-load-misses", MS_KIND_HARDWARE, 5, PERF_TYPE_HW_CACHE, HWC(DTLB, READ, MISS)},
-  {"mmap", MS_KIND_SYSCALL, 6, PERF_TYPE_TRACEPOINT, 0},
-  {"munmap", MS_KIND_SYSCALL, 6, PERF_TYPE_TRACEPOINT, 0},
-  {"madvise", MS_KIND_SYSCALL, 6, PERF_TYPE_TRACEPOINT, 0},
-  {"brk", MS_KIND_SYSCALL, 6, PERF_TYPE_TRACEPOINT, 0},
-  {"mprotect", MS_KIND_SYSCALL, 6, PERF_TYPE_TRACEPOINT, 0},
-  {"mremap", MS_KIND_SYSCALL, 6, PERF_TYPE_TRACEPOINT, 0},
-  {"futex", MS_KIND_SYSCALL, 6, PERF_TYPE_TRACEPOINT, 0},
+    {"task-clock-ns", MS_KIND_SOFTWARE, 0, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK},
+    {"page-faults-minor", MS_KIND_SOFTWARE, 0, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MIN},
+    {"page-faults-major", MS_KIND_SOFTWARE, 0, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MAJ},
+    {"context-switches", MS_KIND_SOFTWARE, 0, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES},
+    {"cpu-migrations", MS_KIND_SOFTWARE, 0, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS},
+    {"cycles", MS_KIND_HARDWARE, 1, PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES},
+    {"instructions", MS_KIND_HARDWARE, 1, PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS},
+    {"cache-references", MS_KIND_HARDWARE, 2, PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_REFERENCES},
+    {"cache-misses", MS_KIND_HARDWARE, 2, PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES},
+    {"branch-misses", MS_KIND_HARDWARE, 3, PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES},
+    {"L1-dcache-load-misses", MS_KIND_HARDWARE, 4, PERF_TYPE_HW_CACHE, HWC(L1D, READ, MISS)},
+    {"dTLB-load-misses", MS_KIND_HARDWARE, 5, PERF_TYPE_HW_CACHE, HWC(DTLB, READ, MISS)},
+    {"mmap", MS_KIND_SYSCALL, 6, PERF_TYPE_TRACEPOINT, 0},
+    {"munmap", MS_KIND_SYSCALL, 6, PERF_TYPE_TRACEPOINT, 0},
+    {"madvise", MS_KIND_SYSCALL, 6, PERF_TYPE_TRACEPOINT, 0},
+    {"brk", MS_KIND_SYSCALL, 6, PERF_TYPE_TRACEPOINT, 0},
+    {"mprotect", MS_KIND_SYSCALL, 6, PERF_TYPE_TRACEPOINT, 0},
+    {"mremap", MS_KIND_SYSCALL, 6, PERF_TYPE_TRACEPOINT, 0},
+    {"futex", MS_KIND_SYSCALL, 6, PERF_TYPE_TRACEPOINT, 0},
 };
 #define N_EVENTS ((int)(sizeof k_events / sizeof k_events[0]))
 
@@ -67,7 +67,10 @@ const char *ms_tracefs_events_dir(void) {
 /* Tracepoint id of syscalls:sys_enter_<name>, or -errno. */
 long ms_tracepoint_id(const char *name, char *why, int whylen) {
   const char *dir = ms_tracefs_events_dir();
-  if (!dir) { snprintf(why, whylen, "tracefs not reachable"); return -ENOENT; }
+  if (!dir) {
+    snprintf(why, whylen, "tracefs not reachable");
+    return -ENOENT;
+  }
   char p[256];
   snprintf(p, sizeof p, "%s/syscalls/sys_enter_%s/id", dir, name);
   int fd = open(p, O_RDONLY | O_CLOEXEC);
@@ -79,14 +82,17 @@ long ms_tracepoint_id(const char *name, char *why, int whylen) {
   char buf[32] = {0};
   ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);
-  if (n <= 0) { snprintf(why, whylen, "tracepoint id unreadable"); return -EIO; }
+  if (n <= 0) {
+    snprintf(why, whylen, "tracepoint id unreadable");
+    return -EIO;
+  }
   long id = 0;
   sscanf(buf, "%ld", &id);
   return id;
 }
 
-static void fill_attr(struct perf_event_attr *a, const ms_event_def *d, uint64_t config, int flags,
-                      int is_leader, int grouped) {
+static void fill_attr(struct perf_event_attr *a, const ms_event_def *d, uint64_t config, int flags, int is_leader,
+                      int grouped) {
   memset(a, 0, sizeof *a);
   a->size = sizeof *a;
   a->type = d->type;
@@ -106,7 +112,10 @@ static int open_all(ms_counters *c, pid_t pid, int flags, int grouped) {
   int opened = 0;
   int leader_of_group[16];
   int slots_of_group[16];
-  for (int g = 0; g < 16; g++) { leader_of_group[g] = -1; slots_of_group[g] = 0; }
+  for (int g = 0; g < 16; g++) {
+    leader_of_group[g] = -1;
+    slots_of_group[g] = 0;
+  }
   c->n = 0;
   c->grouped = grouped;
   for (int i = 0; i < N_EVENTS && i < MS_MAX_EVENTS; i++) {
@@ -116,12 +125,23 @@ static int open_all(ms_counters *c, pid_t pid, int flags, int grouped) {
     e->def = d;
     e->fd = -1;
     e->leader = -1;
-    if (d->kind == MS_KIND_HARDWARE && (flags & MS_OPEN_NO_HARDWARE)) { e->err = EPERM; snprintf(e->why, sizeof e->why, "disabled by option"); continue; }
-    if (d->kind == MS_KIND_SYSCALL && (flags & MS_OPEN_NO_SYSCALLS)) { e->err = EPERM; snprintf(e->why, sizeof e->why, "disabled by option"); continue; }
+    if (d->kind == MS_KIND_HARDWARE && (flags & MS_OPEN_NO_HARDWARE)) {
+      e->err = EPERM;
+      snprintf(e->why, sizeof e->why, "disabled by option");
+      continue;
+    }
+    if (d->kind == MS_KIND_SYSCALL && (flags & MS_OPEN_NO_SYSCALLS)) {
+      e->err = EPERM;
+      snprintf(e->why, sizeof e->why, "disabled by option");
+      continue;
+    }
     uint64_t config = d->config;
     if (d->kind == MS_KIND_SYSCALL) {
       long id = ms_tracepoint_id(d->name, e->why, sizeof e->why);
-      if (id < 0) { e->err = (int)-id; continue; }
+      if (id < 0) {
+        e->err = (int)-id;
+        continue;
+      }
       config = (uint64_t)id;
     }
     int g = d->group;
@@ -147,7 +167,10 @@ static int open_all(ms_counters *c, pid_t pid, int flags, int grouped) {
     if (lead < 0) {
       e->leader = c->n - 1;
       e->slot = 0;
-      if (grouped) { leader_of_group[g] = c->n - 1; slots_of_group[g] = 1; }
+      if (grouped) {
+        leader_of_group[g] = c->n - 1;
+        slots_of_group[g] = 1;
+      }
     } else {
       e->leader = lead;
       e->slot = slots_of_group[g]++;
@@ -171,7 +194,10 @@ void ms_counters_enable(ms_counters *c) {
 
 void ms_counters_close(ms_counters *c) {
   for (int i = 0; i < c->n; i++)
-    if (c->ev[i].fd >= 0) { close(c->ev[i].fd); c->ev[i].fd = -1; }
+    if (c->ev[i].fd >= 0) {
+      close(c->ev[i].fd);
+      c->ev[i].fd = -1;
+    }
 }
 
 int ms_counters_read(const ms_counters *c, ms_snapshot *s) {
@@ -182,7 +208,10 @@ int ms_counters_read(const ms_counters *c, ms_snapshot *s) {
     if (e->fd < 0 || e->leader != i) continue;
     uint64_t buf[3 + MS_MAX_EVENTS];
     ssize_t n = read(e->fd, buf, sizeof buf);
-    if (n < (ssize_t)(3 * sizeof(uint64_t))) { rc = -1; continue; }
+    if (n < (ssize_t)(3 * sizeof(uint64_t))) {
+      rc = -1;
+      continue;
+    }
     if (c->grouped) {
       /* { nr, time_enabled, time_running, value[nr] } */
       uint64_t nr = buf[0];
@@ -209,8 +238,7 @@ const char *ms_event_reason(const ms_event *e, char *buf, int len) {
       hint = "no PMU for this event (VM or container)";
     else if (e->err == EACCES || e->err == EPERM)
       hint = "not permitted: see /proc/sys/kernel/perf_event_paranoid or run as root";
-    else if (e->err == ENOSYS)
-      hint = "kernel has no perf_event_open";
+    else if (e->err == ENOSYS) hint = "kernel has no perf_event_open";
   }
   snprintf(buf, len, "%s%s%s", strerror(e->err), hint[0] ? ": " : "", hint);
   return buf;

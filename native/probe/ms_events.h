@@ -15,27 +15,27 @@ enum { MS_KIND_SOFTWARE = 0, MS_KIND_HARDWARE = 1, MS_KIND_SYSCALL = 2 };
 #define MS_MAX_EVENTS 24
 
 typedef struct {
-  const char *name;   /* output name: "page-faults-minor", "cycles", or the syscall name */
-  int kind;           /* MS_KIND_* */
-  int group;          /* events with the same group number are opened as one perf group */
-  uint32_t type;      /* perf type; for syscalls resolved at open time */
+  const char *name; /* output name: "page-faults-minor", "cycles", or the syscall name */
+  int kind;         /* MS_KIND_* */
+  int group;        /* events with the same group number are opened as one perf group */
+  uint32_t type;    /* perf type; for syscalls resolved at open time */
   uint64_t config;
 } ms_event_def;
 
 typedef struct {
   const ms_event_def *def;
-  int fd;             /* -1 when not open */
-  int leader;         /* index of the event whose fd is read for this one's group */
-  int slot;           /* position inside the group read */
-  int err;            /* errno of the failed open, 0 when open */
-  int user_only;      /* opened with exclude_kernel: the kernel refused kernel-side counting */
-  char why[64];       /* short reason beyond errno ("no tracefs", "tracepoint missing") */
+  int fd;        /* -1 when not open */
+  int leader;    /* index of the event whose fd is read for this one's group */
+  int slot;      /* position inside the group read */
+  int err;       /* errno of the failed open, 0 when open */
+  int user_only; /* opened with exclude_kernel: the kernel refused kernel-side counting */
+  char why[64];  /* short reason beyond errno ("no tracefs", "tracepoint missing") */
 } ms_event;
 
 typedef struct {
   int n;
   ms_event ev[MS_MAX_EVENTS];
-  int grouped;        /* 0 when the kernel refused group reads and events are read singly */
+  int grouped; /* 0 when the kernel refused group reads and events are read singly */
 } ms_counters;
 
 typedef struct {

@@ -4,7 +4,12 @@
 #include <string.h>
 
 void msj_init(ms_json *j, char *buf, size_t cap) {
-  j->buf = buf; j->cap = cap; j->len = 0; j->need_comma = 0; j->overflow = 0; j->growable = 0;
+  j->buf = buf;
+  j->cap = cap;
+  j->len = 0;
+  j->need_comma = 0;
+  j->overflow = 0;
+  j->growable = 0;
   if (cap) buf[0] = 0;
 }
 
@@ -21,9 +26,15 @@ static void put(ms_json *j, const char *s, size_t n) {
     size_t cap = j->cap ? j->cap : 64;
     while (cap < j->len + n + 1) cap *= 2;
     char *p = realloc(j->buf, cap);
-    if (p) { j->buf = p; j->cap = cap; }
+    if (p) {
+      j->buf = p;
+      j->cap = cap;
+    }
   }
-  if (j->len + n + 1 > j->cap) { j->overflow = 1; return; }
+  if (j->len + n + 1 > j->cap) {
+    j->overflow = 1;
+    return;
+  }
   memcpy(j->buf + j->len, s, n);
   j->len += n;
   j->buf[j->len] = 0;
@@ -36,12 +47,17 @@ static void escaped(ms_json *j, const char *s, size_t n) {
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
     char e[8];
-    if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; put(j, e, 2); }
-    else if (c == '\n') put(j, "\\n", 2);
+    if (c == '"' || c == '\\') {
+      e[0] = '\\';
+      e[1] = (char)c;
+      put(j, e, 2);
+    } else if (c == '\n') put(j, "\\n", 2);
     else if (c == '\t') put(j, "\\t", 2);
     else if (c == '\r') put(j, "\\r", 2);
-    else if (c < 0x20 || c == 0x7f) { snprintf(e, sizeof e, "\\u%04x", c); put(j, e, 6); }
-    else put(j, (const char *)&s[i], 1);
+    else if (c < 0x20 || c == 0x7f) {
+      snprintf(e, sizeof e, "\\u%04x", c);
+      put(j, e, 6);
+    } else put(j, (const char *)&s[i], 1);
   }
   put(j, "\"", 1);
 }
@@ -49,28 +65,60 @@ static void escaped(ms_json *j, const char *s, size_t n) {
 static void key(ms_json *j, const char *k) {
   if (j->need_comma) put(j, ",", 1);
   j->need_comma = 1;
-  if (k) { escaped(j, k, strlen(k)); put(j, ":", 1); }
+  if (k) {
+    escaped(j, k, strlen(k));
+    put(j, ":", 1);
+  }
 }
 
-void msj_obj_begin(ms_json *j, const char *k) { key(j, k); put(j, "{", 1); j->need_comma = 0; }
-void msj_obj_end(ms_json *j) { put(j, "}", 1); j->need_comma = 1; }
-void msj_arr_begin(ms_json *j, const char *k) { key(j, k); put(j, "[", 1); j->need_comma = 0; }
-void msj_arr_end(ms_json *j) { put(j, "]", 1); j->need_comma = 1; }
+void msj_obj_begin(ms_json *j, const char *k) {
+  key(j, k);
+  put(j, "{", 1);
+  j->need_comma = 0;
+}
+void msj_obj_end(ms_json *j) {
+  put(j, "}", 1);
+  j->need_comma = 1;
+}
+void msj_arr_begin(ms_json *j, const char *k) {
+  key(j, k);
+  put(j, "[", 1);
+  j->need_comma = 0;
+}
+void msj_arr_end(ms_json *j) {
+  put(j, "]", 1);
+  j->need_comma = 1;
+}
 
 void msj_strn(ms_json *j, const char *k, const char *v, size_t n) {
   key(j, k);
-  if (!v) put(j, "null", 4); else escaped(j, v, n);
+  if (!v) put(j, "null", 4);
+  else escaped(j, v, n);
 }
 void msj_str(ms_json *j, const char *k, const char *v) { msj_strn(j, k, v, v ? strlen(v) : 0); }
 void msj_u64(ms_json *j, const char *k, uint64_t v) {
-  char b[32]; key(j, k); snprintf(b, sizeof b, "%llu", (unsigned long long)v); msj_raw(j, b);
+  char b[32];
+  key(j, k);
+  snprintf(b, sizeof b, "%llu", (unsigned long long)v);
+  msj_raw(j, b);
 }
 void msj_i64(ms_json *j, const char *k, int64_t v) {
-  char b[32]; key(j, k); snprintf(b, sizeof b, "%lld", (long long)v); msj_raw(j, b);
+  char b[32];
+  key(j, k);
+  snprintf(b, sizeof b, "%lld", (long long)v);
+  msj_raw(j, b);
 }
 void msj_dbl(ms_json *j, const char *k, double v) {
-  char b[48]; key(j, k);
-  if (v != v) { msj_raw(j, "null"); return; }   /* NaN is not JSON */
-  snprintf(b, sizeof b, "%.17g", v); msj_raw(j, b);
+  char b[48];
+  key(j, k);
+  if (v != v) {
+    msj_raw(j, "null");
+    return;
+  } /* NaN is not JSON */
+  snprintf(b, sizeof b, "%.17g", v);
+  msj_raw(j, b);
 }
-void msj_null(ms_json *j, const char *k) { key(j, k); msj_raw(j, "null"); }
+void msj_null(ms_json *j, const char *k) {
+  key(j, k);
+  msj_raw(j, "null");
+}

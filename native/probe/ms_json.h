@@ -9,20 +9,20 @@
 typedef struct {
   char *buf;
   size_t cap, len;
-  int need_comma;   /* a value was written at this nesting level */
-  int overflow;     /* fixed buffer: something did not fit (the text is cut there) */
-  int growable;     /* buf is malloc'd and grows as needed */
+  int need_comma; /* a value was written at this nesting level */
+  int overflow;   /* fixed buffer: something did not fit (the text is cut there) */
+  int growable;   /* buf is malloc'd and grows as needed */
 } ms_json;
 
 void msj_init(ms_json *j, char *buf, size_t cap);
 /* A growable document; j->buf is malloc'd (free it); overflow is set only if realloc fails. */
 int msj_init_growable(ms_json *j, size_t initial);
 void msj_raw(ms_json *j, const char *s);
-void msj_obj_begin(ms_json *j, const char *key);   /* key NULL for a top-level or array member */
+void msj_obj_begin(ms_json *j, const char *key); /* key NULL for a top-level or array member */
 void msj_obj_end(ms_json *j);
 void msj_arr_begin(ms_json *j, const char *key);
 void msj_arr_end(ms_json *j);
-void msj_str(ms_json *j, const char *key, const char *val);        /* val NULL writes null */
+void msj_str(ms_json *j, const char *key, const char *val); /* val NULL writes null */
 void msj_strn(ms_json *j, const char *key, const char *val, size_t n);
 void msj_u64(ms_json *j, const char *key, uint64_t v);
 void msj_i64(ms_json *j, const char *key, int64_t v);

@@ -15,11 +15,17 @@ ms_count_kind ms_scale(ms_reading r, double *out) {
     /* A software event with no time at all in the interval still has an exact value (0 or
      * the count), because software events are never multiplexed; an event that was enabled
      * but never running has no value. */
-    if (r.enabled_ns == 0) { *out = (double)r.value; return MS_COUNTED; }
+    if (r.enabled_ns == 0) {
+      *out = (double)r.value;
+      return MS_COUNTED;
+    }
     *out = 0.0;
     return MS_NOT_COUNTED;
   }
-  if (r.running_ns >= r.enabled_ns) { *out = (double)r.value; return MS_COUNTED; }
+  if (r.running_ns >= r.enabled_ns) {
+    *out = (double)r.value;
+    return MS_COUNTED;
+  }
   /* long double keeps 64 bits of mantissa: value * enabled would overflow uint64_t for
    * counts above ~2^34 over a few seconds. */
   *out = (double)((long double)r.value * (long double)r.enabled_ns / (long double)r.running_ns);

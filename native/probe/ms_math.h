@@ -16,9 +16,9 @@ typedef struct {
 } ms_reading;
 
 typedef enum {
-  MS_COUNTED = 0,     /* ran the whole time: value is exact */
-  MS_SCALED = 1,      /* ran part of the time: value is an estimate */
-  MS_NOT_COUNTED = 2  /* never scheduled in the interval: no value */
+  MS_COUNTED = 0,    /* ran the whole time: value is exact */
+  MS_SCALED = 1,     /* ran part of the time: value is an estimate */
+  MS_NOT_COUNTED = 2 /* never scheduled in the interval: no value */
 } ms_count_kind;
 
 /* b - a, field by field; a counter never goes backwards, so a "negative" difference

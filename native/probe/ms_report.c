@@ -8,8 +8,7 @@ void ms_json_unsupported(ms_json *j, const ms_counters *c) {
   msj_obj_end(j);
 }
 
-void ms_json_counters(ms_json *j, const ms_counters *c, const ms_snapshot *s0, const ms_snapshot *s1,
-                      int unsupported) {
+void ms_json_counters(ms_json *j, const ms_counters *c, const ms_snapshot *s0, const ms_snapshot *s1, int unsupported) {
   msj_obj_begin(j, "counters");
   for (int i = 0; i < c->n; i++) {
     const ms_event *e = &c->ev[i];
@@ -36,7 +35,7 @@ void ms_json_counters(ms_json *j, const ms_counters *c, const ms_snapshot *s0, c
     if (d.running_ns < d.enabled_ns) msj_dbl(j, c->ev[i].def->name, ms_running_fraction(d));
   }
   msj_obj_end(j);
-  msj_arr_begin(j, "user_only");  /* events counted in user space only (perf_event_paranoid) */
+  msj_arr_begin(j, "user_only"); /* events counted in user space only (perf_event_paranoid) */
   for (int i = 0; i < c->n; i++)
     if (c->ev[i].fd >= 0 && c->ev[i].user_only) msj_str(j, NULL, c->ev[i].def->name);
   msj_arr_end(j);

@@ -23,8 +23,8 @@ typedef struct {
   uint64_t t0_ns;
   struct rusage ru0;
   ms_snapshot snap0;
-  uintptr_t brk0;     /* program break at the border: heap growth and trimming (seed 000) */
-  uint64_t rss0_kb;   /* resident memory at the border: faults that add no RSS map the zero page */
+  uintptr_t brk0;   /* program break at the border: heap growth and trimming (seed 000) */
+  uint64_t rss0_kb; /* resident memory at the border: faults that add no RSS map the zero page */
 } frame;
 
 typedef struct {
@@ -49,8 +49,12 @@ static uint64_t now_ns(void) {
 static void write_all(int fd, const char *s, size_t n) {
   while (n) {
     ssize_t w = write(fd, s, n);
-    if (w < 0) { if (errno == EINTR) continue; return; }
-    s += w; n -= (size_t)w;
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    s += w;
+    n -= (size_t)w;
   }
 }
 
@@ -104,7 +108,10 @@ __attribute__((constructor)) static void probe_ctor(void) { ms_probe_init(); }
 
 void ms_region_begin(const char *name) {
   ms_probe_init();
-  if (g_depth >= MAX_DEPTH) { g_depth++; return; }  /* too deep: counted so that end pairs up */
+  if (g_depth >= MAX_DEPTH) {
+    g_depth++;
+    return;
+  } /* too deep: counted so that end pairs up */
   frame *f = &g_stack[g_depth++];
   snprintf(f->name, sizeof f->name, "%s", name ? name : "region");
   f->rss0_kb = current_rss_kb();
@@ -122,14 +129,17 @@ static uint64_t ru_ns(struct timeval a, struct timeval b) {
 
 void ms_region_end(uint64_t ops) {
   ms_snapshot s1;
-  ms_counters_read(&g_ctr, &s1);  /* first, mirror of begin */
+  ms_counters_read(&g_ctr, &s1); /* first, mirror of begin */
   uint64_t t1 = now_ns();
   struct rusage ru1;
   getrusage(RUSAGE_SELF, &ru1);
   uintptr_t brk1 = current_brk();
   uint64_t rss1_kb = current_rss_kb();
   if (g_depth <= 0) return;
-  if (g_depth > MAX_DEPTH) { g_depth--; return; }
+  if (g_depth > MAX_DEPTH) {
+    g_depth--;
+    return;
+  }
   frame *f = &g_stack[--g_depth];
 
   summary cur;
@@ -140,7 +150,10 @@ void ms_region_end(uint64_t ops) {
   cur.user_ns = ru_ns(f->ru0.ru_utime, ru1.ru_utime);
   cur.sys_ns = ru_ns(f->ru0.ru_stime, ru1.ru_stime);
   for (int i = 0; i < g_ctr.n; i++) {
-    if (g_ctr.ev[i].fd < 0) { cur.kind[i] = MS_NOT_COUNTED; continue; }
+    if (g_ctr.ev[i].fd < 0) {
+      cur.kind[i] = MS_NOT_COUNTED;
+      continue;
+    }
     cur.kind[i] = ms_scale(ms_reading_delta(f->snap0.r[i], s1.r[i]), &cur.val[i]);
   }
 
@@ -179,14 +192,17 @@ static void print_summary(void) {
     summary *s = &g_sum[k];
     int n = snprintf(line, sizeof line, "memsleuth probe: region \"%s\": %.3f ms wall, user %.3f ms, sys %.3f ms",
                      s->name, s->wall_ns / 1e6, s->user_ns / 1e6, s->sys_ns / 1e6);
-    if (s->ops) n += snprintf(line + n, sizeof line - n, ", %llu ops, %.2f ns/op",
-                              (unsigned long long)s->ops, (double)s->wall_ns / (double)s->ops);
+    if (s->ops)
+      n += snprintf(line + n, sizeof line - n, ", %llu ops, %.2f ns/op", (unsigned long long)s->ops,
+                    (double)s->wall_ns / (double)s->ops);
     n += snprintf(line + n, sizeof line - n, "\n   ");
     for (int i = 0; i < g_ctr.n && n < (int)sizeof line - 64; i++) {
       if (g_ctr.ev[i].fd < 0) continue;
-      if (s->kind[i] == MS_NOT_COUNTED) n += snprintf(line + n, sizeof line - n, " %s=not-counted", g_ctr.ev[i].def->name);
-      else n += snprintf(line + n, sizeof line - n, " %s=%.0f%s", g_ctr.ev[i].def->name, s->val[i],
-                         s->kind[i] == MS_SCALED ? "(scaled)" : "");
+      if (s->kind[i] == MS_NOT_COUNTED)
+        n += snprintf(line + n, sizeof line - n, " %s=not-counted", g_ctr.ev[i].def->name);
+      else
+        n += snprintf(line + n, sizeof line - n, " %s=%.0f%s", g_ctr.ev[i].def->name, s->val[i],
+                      s->kind[i] == MS_SCALED ? "(scaled)" : "");
     }
     n += snprintf(line + n, sizeof line - n, "\n");
     write_all(2, line, (size_t)n);

@@ -4,7 +4,14 @@
 #include "../probe/ms_math.h"
 
 static int passed, failed;
-#define CHECK(cond) do { if (cond) passed++; else { failed++; fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); } } while (0)
+#define CHECK(cond)                                                   \
+  do {                                                                \
+    if (cond) passed++;                                               \
+    else {                                                            \
+      failed++;                                                       \
+      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                 \
+  } while (0)
 #define NEAR(a, b) (fabs((double)(a) - (double)(b)) <= 1e-9 * (fabs((double)(b)) + 1))
 
 int main(void) {

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "memsleuth/probe.h"
+#include <errno.h>
 #include "ms_args.h"
 
 #define EXIT_OOM 3
@@ -36,7 +37,7 @@ static const char *const VARIANTS[] = {"free-all", "leak-last", "hoisted", "targ
 static uint64_t sizes[MAX_SIZES];
 static int nsizes;
 
-static void parse_sizes(const char *v) {
+static void parse_sizes(const char *prog, const char *v) {
   char buf[1024];
   snprintf(buf, sizeof buf, "%s", v);
   nsizes = 0;
@@ -45,12 +46,15 @@ static void parse_sizes(const char *v) {
     errno = 0;
     unsigned long long x = strtoull(tok, &end, 10);
     if (errno || end == tok || *end || *tok == '-' || x < LINE || x > (UINT64_C(1) << 36) || nsizes == MAX_SIZES) {
-      fprintf(stderr, "alloc-churn: --sizes must be up to %d byte counts in [%d, 2^36], got '%s'\n", MAX_SIZES, LINE, v);
+      fprintf(stderr, "%s: --sizes must be up to %d byte counts in [%d, 2^36], got '%s'\n", prog, MAX_SIZES, LINE, v);
       exit(2);
     }
     sizes[nsizes++] = x;
   }
-  if (!nsizes) { fprintf(stderr, "alloc-churn: --sizes is empty\n"); exit(2); }
+  if (!nsizes) {
+    fprintf(stderr, "%s: --sizes is empty\n", prog);
+    exit(2);
+  }
 }
 
 static int allocate(unsigned char **b, uint64_t nbuf, unsigned char **small, uint64_t small_bytes) {
@@ -64,19 +68,19 @@ int main(int argc, char **argv) {
   int variant = FREE_ALL;
   sizes[0] = 4u << 20;
   nsizes = 1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v;
-    if (ms_arg_u64("alloc-churn", a, "steps", &steps, 1, UINT64_C(1) << 32) ||
-        ms_arg_u64("alloc-churn", a, "nbuf", &nbuf, 1, 4096) ||
-        ms_arg_u64("alloc-churn", a, "small", &small_bytes, 1, UINT64_C(1) << 30) ||
-        ms_arg_choice("alloc-churn", a, "variant", VARIANTS, &variant))
-      continue;
-    if ((v = ms_arg_value(a, "sizes"))) { parse_sizes(v); continue; }
-    fprintf(stderr, "alloc-churn: unknown argument '%s'\n", a);
-    return 2;
-  }
+  const ms_opt opts[] = {
+      MS_U64("steps", &steps, 1, UINT64_C(1) << 32, "steps"),
+      MS_U64("nbuf", &nbuf, 1, 4096, "buffers allocated per step"),
+      MS_PARSE("sizes", parse_sizes, "the buffers' sizes in bytes, comma-separated, in turn (default 4194304)"),
+      MS_U64("small", &small_bytes, 1, UINT64_C(1) << 30, "the small buffer allocated last, bytes"),
+      MS_CHOICE("variant", &variant, VARIANTS, "what the step loop does with its buffers"),
+      MS_END};
+  ms_parse("alloc-churn", "seed 000's step loop", opts, argc, argv);
   unsigned char **b = calloc(nbuf, sizeof *b), *small = NULL;
-  if (!b) { fprintf(stderr, "alloc-churn: out of memory\n"); return EXIT_OOM; }
+  if (!b) {
+    fprintf(stderr, "alloc-churn: out of memory\n");
+    return EXIT_OOM;
+  }
   uint64_t step_bytes = 0;
   for (uint64_t i = 0; i < nbuf; i++) step_bytes += sizes[i % (uint64_t)nsizes];
   uint64_t checksum = 0;
@@ -88,7 +92,7 @@ int main(int argc, char **argv) {
     int got = variant == HOISTED || allocate(b, nbuf, &small, small_bytes);
     ms_region_end(variant == HOISTED ? 0 : nbuf + 1);
     if (!got) goto oom;
-    small[0] = (unsigned char)s;  /* the small buffer is used, like the seed's 100-element array */
+    small[0] = (unsigned char)s; /* the small buffer is used, like the seed's 100-element array */
 
     ms_region_begin("init");
     if (variant != TARGET_FIRST_TOUCH)
@@ -110,7 +114,10 @@ int main(int argc, char **argv) {
     uint64_t freed = 0;
     if (variant != HOISTED) {
       for (uint64_t i = 0; i < nbuf; i++, freed++) free(b[i]);
-      if (variant != LEAK_LAST) { free(small); freed++; }
+      if (variant != LEAK_LAST) {
+        free(small);
+        freed++;
+      }
     }
     ms_region_end(freed);
   }

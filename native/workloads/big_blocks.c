@@ -11,8 +11,8 @@
  * (--touch=ends), and cookies written at both ends. ops = N x T. Latency is sampled on every
  * call by default (--latency-every=1): the calls are few and slow.
  *
- * Regions: setup, main, harness (--harness-ops operations on the no-op pool's one block: the
- * same writes into pages already faulted in), teardown. Exit 3: out of memory; 4: corruption. */
+ * Regions (wl_main): setup, main, teardown, harness (--harness-ops operations on the no-op pool's
+ * one block: the same writes into pages already faulted in). Exit 3: out of memory; 4: corruption. */
 #include "ms_args.h"
 #include "ms_wl.h"
 
@@ -58,64 +58,55 @@ static void *run_worker(void *arg) {
   return NULL;
 }
 
-static void release_all(worker *ws, const params *p) {
+/* Frees the blocks the workers still hold (none of them in the harness: the pool's one area). */
+static void release_all(void *workers, void *ctx, int harness) {
+  worker *ws = workers;
+  const params *p = ctx;
   for (unsigned i = 0; i < p->threads; i++)
     for (uint64_t s = 0; s < p->ws; s++) {
-      if (ws[i].sizes[s] && !ws[i].t.harness) free(ws[i].slots[s]);
+      if (ws[i].sizes[s] && !harness) free(ws[i].slots[s]);
       ws[i].slots[s] = NULL;
       ws[i].sizes[s] = 0;
     }
 }
 
+static int setup(void *workers, void *ctx) {
+  worker *ws = workers;
+  params *p = ctx;
+  for (unsigned i = 0; i < p->threads; i++) {
+    ws[i].p = p;
+    ws[i].slots = calloc(p->ws, sizeof(unsigned char *));
+    ws[i].sizes = calloc(p->ws, sizeof(uint64_t));
+    if (!ws[i].slots || !ws[i].sizes) return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   params p = {1000, 8, UINT64_C(64) << 10, UINT64_C(64) << 20, 1, 1, 1, UINT64_MAX, 0};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (ms_arg_u64(PROG, a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) ||
-        ms_arg_u64(PROG, a, "ws", &p.ws, 1, 1 << 20) ||
-        ms_arg_u64(PROG, a, "min-size", &p.min_size, 16, UINT64_C(1) << 36) ||
-        ms_arg_u64(PROG, a, "max-size", &p.max_size, 16, UINT64_C(1) << 36) ||
-        ms_arg_u64(PROG, a, "threads", &p.threads, 1, 1024) ||
-        wl_common_arg(PROG, a, &p.seed, &p.every, &p.harness_ops) ||
-        ms_arg_choice(PROG, a, "touch", TOUCH, &p.touch))
-      continue;
-    return wl_unknown_arg(PROG, a);
-  }
+  const ms_opt opts[] = {MS_U64("iterations", &p.iterations, 1, UINT64_C(1) << 40, "operations per thread"),
+                         MS_U64("ws", &p.ws, 1, 1 << 20, "slots per thread"),
+                         MS_U64("min-size", &p.min_size, 16, UINT64_C(1) << 36, "smallest block, bytes"),
+                         MS_U64("max-size", &p.max_size, 16, UINT64_C(1) << 36, "largest block, bytes"),
+                         MS_U64("threads", &p.threads, 1, 1024, "threads"),
+                         MS_CHOICE("touch", &p.touch, TOUCH, "write one byte per page, or only the two ends"),
+                         WL_SEED_OPTS(&p.seed, &p.every),
+                         WL_HARNESS_OPT(&p.harness_ops),
+                         MS_END};
+  ms_parse(PROG, "large blocks allocated, touched and freed", opts, argc, argv);
   if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
-  if (p.harness_ops == UINT64_MAX) p.harness_ops = p.iterations / 4;
-  uint64_t timer_ns = wl_timer_ns();
-  unsigned n = (unsigned)p.threads;
-
-  ms_region_begin("setup");
-  worker *ws = calloc(n, sizeof *ws);
-  int bad = !ws || wl_threads_init(&ws[0].t, sizeof *ws, n, p.seed, p.every, p.harness_ops ? p.max_size : 64);
-  for (unsigned i = 0; !bad && i < n; i++) {
-    ws[i].p = &p;
-    ws[i].slots = calloc(p.ws, sizeof(unsigned char *));
-    ws[i].sizes = calloc(p.ws, sizeof(uint64_t));
-    bad = !ws[i].slots || !ws[i].sizes;
-  }
-  ms_region_end(0);
-  if (bad) { fprintf(stderr, "%s: out of memory in setup\n", PROG); return EXIT_OOM; }
-
-  ms_region_begin("main");
-  wl_phase(ws, sizeof *ws, n, 0, p.iterations, run_worker);
-  ms_region_end(p.iterations * p.threads);
-  int rc = wl_failure(PROG, &ws[0].t, sizeof *ws, n);
-  if (rc) return rc;
-
-  char *result = wl_result_json(PROG, p.iterations * p.threads, "", &ws[0].t, sizeof *ws, n, p.every, timer_ns);
-
-  ms_region_begin("teardown");
-  release_all(ws, &p);
-  ms_region_end(0);
-  if (p.harness_ops) {
-    ms_region_begin("harness");
-    wl_phase(ws, sizeof *ws, n, 1, p.harness_ops, run_worker);
-    ms_region_end(p.harness_ops * p.threads);
-    release_all(ws, &p);
-  }
-  for (unsigned i = 0; i < n; i++) free(ws[i].t.scratch);
-  wl_send(result);
-  return 0;
+  wl_program prog = {.name = PROG,
+                     .stride = sizeof(worker),
+                     .workers = (unsigned)p.threads,
+                     .iterations = p.iterations,
+                     .harness_ops = p.harness_ops,
+                     .seed = p.seed,
+                     .every = p.every,
+                     .scratch_bytes = p.max_size,
+                     .ops_per_iteration = 1,
+                     .ctx = &p,
+                     .setup = setup,
+                     .run = run_worker,
+                     .release = release_all};
+  return wl_main(&prog);
 }

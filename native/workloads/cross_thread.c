@@ -8,8 +8,8 @@
  * consumer k, which checks the cookies and frees it. Every block is freed by a thread other than
  * the one that allocated it. One operation is one malloc or one free: ops = 2 x N x T.
  *
- * Regions: setup, main, harness (--harness-ops blocks per producer through the same rings with
- * the no-op pool: the hand-off's own cost), teardown. Exit 3: out of memory; 4: a cookie changed. */
+ * Regions (wl_main): setup, main, teardown, harness (--harness-ops blocks per producer through the
+ * same rings with the no-op pool: the hand-off's own cost). Exit 3: out of memory; 4: a cookie changed. */
 #include <sched.h>
 #include <stdatomic.h>
 #include "ms_args.h"
@@ -18,19 +18,23 @@
 static const char *const PROG = "cross-thread";
 
 typedef struct {
-  uint64_t iterations, threads, min_size, max_size, queue, seed, every, harness_ops;
-} params;
-
-typedef struct { void *block; uint64_t size, seq; } entry;
+  void *block;
+  uint64_t size, seq;
+} entry;
 
 /* One ring per pair; head and tail on their own cache lines, so the hand-off measures the
  * allocator's cross-thread cost, not false sharing in the harness. */
 typedef struct {
-  _Alignas(64) _Atomic uint64_t head;   /* next to write (producer) */
-  _Alignas(64) _Atomic uint64_t tail;   /* next to read (consumer) */
+  _Alignas(64) _Atomic uint64_t head; /* next to write (producer) */
+  _Alignas(64) _Atomic uint64_t tail; /* next to read (consumer) */
   _Alignas(64) entry *slots;
   uint64_t cap;
 } ring;
+
+typedef struct {
+  uint64_t iterations, threads, min_size, max_size, queue, seed, every, harness_ops;
+  ring *rings; /* one per pair, made in setup */
+} params;
 
 typedef struct {
   wl_thread t;
@@ -40,7 +44,10 @@ typedef struct {
 } worker;
 
 static void wait_a_little(unsigned *spins) {
-  if (++*spins > 64) { sched_yield(); *spins = 0; }
+  if (++*spins > 64) {
+    sched_yield();
+    *spins = 0;
+  }
 }
 
 static void *produce(worker *w) {
@@ -91,66 +98,54 @@ static void *run_worker(void *arg) {
   return w->producer ? produce(w) : consume(w);
 }
 
-static void phase(worker *ws, ring *rings, const params *p, int harness, uint64_t n) {
-  for (unsigned k = 0; k < p->threads; k++) rings[k].head = rings[k].tail = 0;
-  wl_phase(ws, sizeof *ws, (unsigned)(2 * p->threads), harness, n, run_worker);
+static void phase(void *workers, void *ctx, int harness, uint64_t n) {
+  params *p = ctx;
+  for (unsigned k = 0; k < p->threads; k++) p->rings[k].head = p->rings[k].tail = 0;
+  wl_phase(workers, sizeof(worker), (unsigned)(2 * p->threads), harness, n, run_worker);
+}
+
+/* Workers 0..T-1 produce into ring k, T..2T-1 consume from it. */
+static int setup(void *workers, void *ctx) {
+  worker *ws = workers;
+  params *p = ctx;
+  if (!(p->rings = aligned_alloc(64, p->threads * sizeof(ring)))) return 1;
+  for (unsigned k = 0; k < p->threads; k++) {
+    memset(&p->rings[k], 0, sizeof(ring));
+    p->rings[k].cap = p->queue;
+    if (!(p->rings[k].slots = calloc(p->queue, sizeof(entry)))) return 1;
+  }
+  for (unsigned i = 0; i < 2 * p->threads; i++) {
+    ws[i].p = p;
+    ws[i].producer = i < p->threads;
+    ws[i].q = &p->rings[i % p->threads];
+  }
+  return 0;
 }
 
 int main(int argc, char **argv) {
-  params p = {1000000, 1, 16, 256, 256, 1, WL_LATENCY_EVERY, UINT64_MAX};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (ms_arg_u64(PROG, a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) ||
-        ms_arg_u64(PROG, a, "threads", &p.threads, 1, 512) ||
-        ms_arg_u64(PROG, a, "min-size", &p.min_size, 16, UINT64_C(1) << 30) ||
-        ms_arg_u64(PROG, a, "max-size", &p.max_size, 16, UINT64_C(1) << 30) ||
-        ms_arg_u64(PROG, a, "queue", &p.queue, 1, UINT64_C(1) << 24) ||
-        wl_common_arg(PROG, a, &p.seed, &p.every, &p.harness_ops))
-      continue;
-    return wl_unknown_arg(PROG, a);
-  }
+  params p = {1000000, 1, 16, 256, 256, 1, WL_LATENCY_EVERY, UINT64_MAX, NULL};
+  const ms_opt opts[] = {MS_U64("iterations", &p.iterations, 1, UINT64_C(1) << 40, "blocks each producer allocates"),
+                         MS_U64("threads", &p.threads, 1, 512, "producer-consumer pairs"),
+                         MS_U64("min-size", &p.min_size, 16, UINT64_C(1) << 30, "smallest block, bytes"),
+                         MS_U64("max-size", &p.max_size, 16, UINT64_C(1) << 30, "largest block, bytes"),
+                         MS_U64("queue", &p.queue, 1, UINT64_C(1) << 24, "entries in each ring"),
+                         WL_SEED_OPTS(&p.seed, &p.every),
+                         WL_HARNESS_OPT(&p.harness_ops),
+                         MS_END};
+  ms_parse(PROG, "producers allocate, consumers free", opts, argc, argv);
   if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
-  if (p.harness_ops == UINT64_MAX) p.harness_ops = p.iterations / 4;
-  uint64_t timer_ns = wl_timer_ns();
-  unsigned n = (unsigned)(2 * p.threads);
-
-  ms_region_begin("setup");
-  worker *ws = calloc(n, sizeof *ws);
-  ring *rings = aligned_alloc(64, p.threads * sizeof *rings);
-  int bad = !ws || !rings;
-  for (unsigned k = 0; !bad && k < p.threads; k++) {
-    memset(&rings[k], 0, sizeof rings[k]);
-    rings[k].cap = p.queue;
-    rings[k].slots = calloc(p.queue, sizeof(entry));
-    bad = !rings[k].slots;
-  }
-  if (!bad) bad = wl_threads_init(&ws[0].t, sizeof *ws, n, p.seed, p.every, p.max_size) != 0;
-  for (unsigned i = 0; !bad && i < n; i++) {
-    ws[i].p = &p;
-    ws[i].producer = i < p.threads;
-    ws[i].q = &rings[i % p.threads];
-  }
-  ms_region_end(0);
-  if (bad) { fprintf(stderr, "%s: out of memory for the rings\n", PROG); return EXIT_OOM; }
-
-  ms_region_begin("main");
-  phase(ws, rings, &p, 0, p.iterations);
-  ms_region_end(2 * p.iterations * p.threads);
-  int rc = wl_failure(PROG, &ws[0].t, sizeof *ws, n);
-  if (rc) return rc;
-
-  /* The counts and checksum are main's: the harness phase adds to neither. */
-  char *result = wl_result_json(PROG, 2 * p.iterations * p.threads, "", &ws[0].t, sizeof *ws, n, p.every, timer_ns);
-
-  if (p.harness_ops) {
-    ms_region_begin("harness");
-    phase(ws, rings, &p, 1, p.harness_ops);
-    ms_region_end(2 * p.harness_ops * p.threads);
-  }
-  ms_region_begin("teardown");
-  for (unsigned i = 0; i < n; i++) free(ws[i].t.scratch);
-  for (unsigned k = 0; k < p.threads; k++) free(rings[k].slots);
-  ms_region_end(0);
-  wl_send(result);
-  return 0;
+  /* One operation is one malloc or one free: 2 x N x T, and 2T workers each do N. */
+  wl_program prog = {.name = PROG,
+                     .stride = sizeof(worker),
+                     .workers = (unsigned)(2 * p.threads),
+                     .iterations = p.iterations,
+                     .harness_ops = p.harness_ops,
+                     .seed = p.seed,
+                     .every = p.every,
+                     .scratch_bytes = p.max_size,
+                     .ops_per_iteration = 1,
+                     .ctx = &p,
+                     .setup = setup,
+                     .phase = phase};
+  return wl_main(&prog);
 }

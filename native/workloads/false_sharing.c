@@ -13,8 +13,8 @@
  * started; one that allocates per thread ends it.
  * One operation is one malloc, its writes and its free: ops = N x T.
  *
- * Regions: setup, main, harness (--harness-ops iterations per thread on the no-op pool's block,
- * which is on its own cache line), teardown. Exit 3: out of memory; 4: a block's bytes changed
+ * Regions (wl_main): setup, main, teardown, harness (--harness-ops iterations per thread on the
+ * no-op pool's block, which is on its own cache line). Exit 3: out of memory; 4: a block's bytes changed
  * under the thread that owns it. */
 #include "ms_args.h"
 #include "ms_wl.h"
@@ -35,7 +35,7 @@ enum { LINE_SAMPLES = 256, LINE_EVERY = 16 };
 typedef struct {
   wl_thread t;
   const params *p;
-  unsigned char *handed;   /* passive: the block the main thread allocated for this thread */
+  unsigned char *handed; /* passive: the block the main thread allocated for this thread */
   uintptr_t lines[LINE_SAMPLES];
   unsigned nlines;
 } worker;
@@ -87,7 +87,10 @@ static void *run_worker(void *arg) {
   if (w->handed && !t->harness) {
     note_line(w, w->handed);
     uint64_t s = hammer(w->handed, p->size, p->writes);
-    if (s == UINT64_MAX) { t->failed = EXIT_CORRUPT; return NULL; }
+    if (s == UINT64_MAX) {
+      t->failed = EXIT_CORRUPT;
+      return NULL;
+    }
     wl_free(t, w->handed);
     w->handed = NULL;
   }
@@ -96,61 +99,57 @@ static void *run_worker(void *arg) {
     if (!b) break;
     if (!t->harness && i % LINE_EVERY == 0) note_line(w, b);
     uint64_t s = hammer(b, p->size, p->writes);
-    if (s == UINT64_MAX) { t->failed = EXIT_CORRUPT; break; }
+    if (s == UINT64_MAX) {
+      t->failed = EXIT_CORRUPT;
+      break;
+    }
     t->checksum += s;
     wl_free(t, b);
   }
   return NULL;
 }
 
+static int setup(void *workers, void *ctx) {
+  worker *ws = workers;
+  params *p = ctx;
+  for (unsigned i = 0; i < p->threads; i++) {
+    ws[i].p = p;
+    /* passive: consecutive small mallocs from one thread, as a program's setup makes them. */
+    if (p->mode == 1 && !(ws[i].handed = malloc(p->size))) return 1;
+  }
+  return 0;
+}
+
+static void extra(FILE *f, void *workers, void *ctx) {
+  const params *p = ctx;
+  unsigned sampled = 0, shared = shared_lines(workers, (unsigned)p->threads, &sampled);
+  fprintf(f, "\"mode\":\"%s\",\"lines_sampled\":%u,\"lines_shared\":%u", MODES[p->mode], sampled, shared);
+}
+
 int main(int argc, char **argv) {
   params p = {200000, 2, 8, 200, 1, WL_LATENCY_EVERY, UINT64_MAX, 0};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (ms_arg_u64(PROG, a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) ||
-        ms_arg_u64(PROG, a, "threads", &p.threads, 1, 1024) ||
-        ms_arg_u64(PROG, a, "size", &p.size, 1, 4096) ||
-        ms_arg_u64(PROG, a, "writes", &p.writes, 1, UINT64_C(1) << 20) ||
-        wl_common_arg(PROG, a, &p.seed, &p.every, &p.harness_ops) ||
-        ms_arg_choice(PROG, a, "mode", MODES, &p.mode))
-      continue;
-    return wl_unknown_arg(PROG, a);
-  }
-  if (p.harness_ops == UINT64_MAX) p.harness_ops = p.iterations / 4;
-  uint64_t timer_ns = wl_timer_ns();
-  unsigned n = (unsigned)p.threads;
-
-  ms_region_begin("setup");
-  worker *ws = calloc(n, sizeof *ws);
-  int bad = !ws || wl_threads_init(&ws[0].t, sizeof *ws, n, p.seed, p.every, p.size);
-  for (unsigned i = 0; !bad && i < n; i++) {
-    ws[i].p = &p;
-    /* passive: consecutive small mallocs from one thread, as a program's setup makes them. */
-    if (p.mode == 1 && !(ws[i].handed = malloc(p.size))) bad = 1;
-  }
-  ms_region_end(0);
-  if (bad) { fprintf(stderr, "%s: out of memory in setup\n", PROG); return EXIT_OOM; }
-
-  ms_region_begin("main");
-  wl_phase(ws, sizeof *ws, n, 0, p.iterations, run_worker);
-  ms_region_end(p.iterations * p.threads);
-  int rc = wl_failure(PROG, &ws[0].t, sizeof *ws, n);
-  if (rc) return rc;
-
-  unsigned sampled = 0, shared = shared_lines(ws, n, &sampled);
-  char extra[160];
-  snprintf(extra, sizeof extra, "\"mode\":\"%s\",\"lines_sampled\":%u,\"lines_shared\":%u", MODES[p.mode], sampled,
-           shared);
-  char *result = wl_result_json(PROG, p.iterations * p.threads, extra, &ws[0].t, sizeof *ws, n, p.every, timer_ns);
-
-  if (p.harness_ops) {
-    ms_region_begin("harness");
-    wl_phase(ws, sizeof *ws, n, 1, p.harness_ops, run_worker);
-    ms_region_end(p.harness_ops * p.threads);
-  }
-  ms_region_begin("teardown");
-  for (unsigned i = 0; i < n; i++) free(ws[i].t.scratch);
-  ms_region_end(0);
-  wl_send(result);
-  return 0;
+  const ms_opt opts[] = {
+      MS_U64("iterations", &p.iterations, 1, UINT64_C(1) << 40, "operations per thread"),
+      MS_U64("threads", &p.threads, 1, 1024, "threads"),
+      MS_U64("size", &p.size, 1, 4096, "block size, bytes"),
+      MS_U64("writes", &p.writes, 1, UINT64_C(1) << 20, "writes into a block per operation"),
+      MS_CHOICE("mode", &p.mode, MODES, "threads allocate their own blocks, or get one from the main thread"),
+      WL_SEED_OPTS(&p.seed, &p.every),
+      WL_HARNESS_OPT(&p.harness_ops),
+      MS_END};
+  ms_parse(PROG, "small blocks of different threads on one cache line", opts, argc, argv);
+  wl_program prog = {.name = PROG,
+                     .stride = sizeof(worker),
+                     .workers = (unsigned)p.threads,
+                     .iterations = p.iterations,
+                     .harness_ops = p.harness_ops,
+                     .seed = p.seed,
+                     .every = p.every,
+                     .scratch_bytes = p.size,
+                     .ops_per_iteration = 1,
+                     .ctx = &p,
+                     .setup = setup,
+                     .run = run_worker,
+                     .extra = extra};
+  return wl_main(&prog);
 }

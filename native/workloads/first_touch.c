@@ -29,20 +29,21 @@
 #include "ms_args.h"
 
 #ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  /* Linux 5.14; older headers lack the name */
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older headers lack the name */
 #endif
 #define EXIT_OOM 3
 #define EXIT_CORRUPT 4
 #define HUGE_2M (2u << 20)
 
 enum { FRESH, SRC_WRITTEN, PREFAULTED, POPULATE, HUGEPAGE, POPULATE_WRITE };
-static const char *const SETUPS[] = {"fresh", "src-written", "prefaulted", "populate", "hugepage", "populate-write",
-                                     NULL};
+static const char *const SETUPS[] = {"fresh",    "src-written",    "prefaulted", "populate",
+                                     "hugepage", "populate-write", NULL};
 
 static void unsupported(int setup, const char *what) {
   char result[512];
-  snprintf(result, sizeof result, "{\"workload\":\"first-touch\",\"setup\":\"%s\",\"supported\":false,\"reason\":\"%s: %s\"}",
-           SETUPS[setup], what, strerror(errno));
+  snprintf(result, sizeof result,
+           "{\"workload\":\"first-touch\",\"setup\":\"%s\",\"supported\":false,\"reason\":\"%s: %s\"}", SETUPS[setup],
+           what, strerror(errno));
   ms_result(result);
 }
 
@@ -54,13 +55,9 @@ static void *map_anon(size_t n, int extra_flags) {
 int main(int argc, char **argv) {
   uint64_t bytes = UINT64_C(1) << 30;
   int setup = FRESH;
-  for (int i = 1; i < argc; i++) {
-    if (ms_arg_u64("first-touch", argv[i], "bytes", &bytes, 4096, UINT64_C(1) << 40) ||
-        ms_arg_choice("first-touch", argv[i], "setup", SETUPS, &setup))
-      continue;
-    fprintf(stderr, "first-touch: unknown argument '%s'\n", argv[i]);
-    return 2;
-  }
+  const ms_opt opts[] = {MS_U64("bytes", &bytes, 4096, UINT64_C(1) << 40, "the buffers, bytes"),
+                         MS_CHOICE("setup", &setup, SETUPS, "how the destination is prepared before the copy"), MS_END};
+  ms_parse("first-touch", "a copy into memory prepared in different ways", opts, argc, argv);
   size_t n = (size_t)bytes;
   unsigned char *src = NULL, *dst = NULL;
   uint64_t prepared = 0;
@@ -79,7 +76,10 @@ int main(int argc, char **argv) {
       dst = malloc(n);
       break;
     case PREFAULTED:
-      if ((dst = malloc(n))) { memset(dst, 0xa5, n); prepared += n; }
+      if ((dst = malloc(n))) {
+        memset(dst, 0xa5, n);
+        prepared += n;
+      }
       break;
     case POPULATE:
       if ((dst = map_anon(n, MAP_POPULATE))) prepared += n;
@@ -89,7 +89,11 @@ int main(int argc, char **argv) {
       unsigned char *raw = map_anon(n + HUGE_2M, 0);
       if (!raw) break;
       dst = (unsigned char *)(((uintptr_t)raw + HUGE_2M - 1) & ~(uintptr_t)(HUGE_2M - 1));
-      if (madvise(dst, n, MADV_HUGEPAGE)) { ms_region_end(prepared); unsupported(setup, "madvise(MADV_HUGEPAGE)"); return 0; }
+      if (madvise(dst, n, MADV_HUGEPAGE)) {
+        ms_region_end(prepared);
+        unsupported(setup, "madvise(MADV_HUGEPAGE)");
+        return 0;
+      }
       break;
     }
     case POPULATE_WRITE:
@@ -119,7 +123,8 @@ int main(int argc, char **argv) {
       return EXIT_CORRUPT;
     }
   char result[512];
-  snprintf(result, sizeof result, "{\"workload\":\"first-touch\",\"setup\":\"%s\",\"supported\":true,\"bytes\":%llu,\"checksum\":%u}",
+  snprintf(result, sizeof result,
+           "{\"workload\":\"first-touch\",\"setup\":\"%s\",\"supported\":true,\"bytes\":%llu,\"checksum\":%u}",
            SETUPS[setup], (unsigned long long)bytes, (unsigned)dst[n - 1]);
   ms_result(result);
   return 0;

@@ -25,7 +25,11 @@ typedef struct {
   uint64_t phases, count, min_size, max_size, keep, live_max, seed, every, harness_phases;
 } params;
 
-typedef struct { unsigned char **blocks; uint32_t *sizes; uint64_t n, bytes; } survivors;
+typedef struct {
+  unsigned char **blocks;
+  uint32_t *sizes;
+  uint64_t n, bytes;
+} survivors;
 
 typedef struct {
   uint64_t live, rss;
@@ -51,8 +55,8 @@ static void release(wl_thread *t, survivors *s, uint64_t *live, uint64_t phase) 
 }
 
 /* Runs `phases` phases; marks (when not NULL) gets each phase's live bytes and RSS. */
-static void run(wl_thread *t, const params *p, uint64_t phases, survivors *kept, unsigned char **tmp, uint32_t *tmp_sizes,
-                phase_mark *marks) {
+static void run(wl_thread *t, const params *p, uint64_t phases, survivors *kept, unsigned char **tmp,
+                uint32_t *tmp_sizes, phase_mark *marks) {
   unsigned classes = 0;
   while ((p->min_size << classes) <= p->max_size) classes++;
   uint64_t live = 0, oldest = 0;
@@ -90,19 +94,17 @@ static void run(wl_thread *t, const params *p, uint64_t phases, survivors *kept,
 
 int main(int argc, char **argv) {
   params p = {24, 50000, 32, 4096, 4, UINT64_C(64) << 20, 1, WL_LATENCY_EVERY, 6};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (ms_arg_u64(PROG, a, "phases", &p.phases, 1, 1 << 20) ||
-        ms_arg_u64(PROG, a, "count", &p.count, 1, UINT64_C(1) << 26) ||
-        ms_arg_u64(PROG, a, "min-size", &p.min_size, 16, UINT64_C(1) << 24) ||
-        ms_arg_u64(PROG, a, "max-size", &p.max_size, 16, UINT64_C(1) << 24) ||
-        ms_arg_u64(PROG, a, "keep", &p.keep, 1, UINT64_C(1) << 20) ||
-        ms_arg_u64(PROG, a, "live-max", &p.live_max, 0, UINT64_C(1) << 40) ||
-        wl_common_arg(PROG, a, &p.seed, &p.every, NULL) ||
-        ms_arg_u64(PROG, a, "harness-phases", &p.harness_phases, 0, 1 << 20))
-      continue;
-    return wl_unknown_arg(PROG, a);
-  }
+  const ms_opt opts[] = {
+      MS_U64("phases", &p.phases, 1, 1 << 20, "phases"),
+      MS_U64("count", &p.count, 1, UINT64_C(1) << 26, "blocks allocated per phase"),
+      MS_U64("min-size", &p.min_size, 16, UINT64_C(1) << 24, "smallest block, bytes"),
+      MS_U64("max-size", &p.max_size, 16, UINT64_C(1) << 24, "largest block, bytes"),
+      MS_U64("keep", &p.keep, 1, UINT64_C(1) << 20, "one block in this many survives its phase"),
+      MS_U64("live-max", &p.live_max, 0, UINT64_C(1) << 40, "bytes kept alive at most (0: no limit)"),
+      WL_SEED_OPTS(&p.seed, &p.every),
+      MS_U64("harness-phases", &p.harness_phases, 0, 1 << 20, "phases on the no-op pool, in region harness"),
+      MS_END};
+  ms_parse(PROG, "phases of blocks of which a few survive", opts, argc, argv);
   if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
   uint64_t timer_ns = wl_timer_ns();
   uint64_t per_phase = (p.count + p.keep - 1) / p.keep;
@@ -114,14 +116,18 @@ int main(int argc, char **argv) {
   unsigned char **tmp = calloc(p.count, sizeof *tmp);
   uint32_t *tmp_sizes = calloc(p.count, sizeof *tmp_sizes);
   phase_mark *marks = calloc(p.phases, sizeof *marks);
-  int bad = !kept || !tmp || !tmp_sizes || !marks || wl_threads_init(&t, sizeof t, 1, p.seed, p.every, p.max_size + p.max_size / 4);
+  int bad = !kept || !tmp || !tmp_sizes || !marks ||
+            wl_threads_init(&t, sizeof t, 1, p.seed, p.every, p.max_size + p.max_size / 4);
   for (uint64_t k = 0; !bad && k < most; k++) {
     kept[k].blocks = calloc(per_phase, sizeof(unsigned char *));
     kept[k].sizes = calloc(per_phase, sizeof(uint32_t));
     bad = !kept[k].blocks || !kept[k].sizes;
   }
   ms_region_end(0);
-  if (bad) { fprintf(stderr, "%s: out of memory in setup\n", PROG); return EXIT_OOM; }
+  if (bad) {
+    fprintf(stderr, "%s: out of memory in setup\n", PROG);
+    return EXIT_OOM;
+  }
 
   ms_region_begin("main");
   run(&t, &p, p.phases, kept, tmp, tmp_sizes, marks);
@@ -139,12 +145,13 @@ int main(int argc, char **argv) {
   for (uint64_t k = 0; k < p.phases; k++) {
     fprintf(f, "%s{\"live_bytes\":%" PRIu64 ",\"rss_bytes\":%" PRIu64 "}", k ? "," : "", marks[k].live, marks[k].rss);
     if (marks[k].live > peak_live) peak_live = marks[k].live;
-    if (marks[k].live && (double)marks[k].rss / (double)marks[k].live > worst) worst = (double)marks[k].rss / (double)marks[k].live;
+    if (marks[k].live && (double)marks[k].rss / (double)marks[k].live > worst)
+      worst = (double)marks[k].rss / (double)marks[k].live;
   }
   phase_mark last = marks[p.phases - 1];
   fprintf(f, "],\"peak_live_bytes\":%" PRIu64 ",\"fragmentation\":%.4f,\"fragmentation_worst\":%.4f", peak_live,
           last.live ? (double)last.rss / (double)last.live : 0.0, worst);
-  fclose(f);   /* sets extra */
+  fclose(f); /* sets extra */
   char *result = wl_result_json(PROG, ops, extra, &t, sizeof t, 1, p.every, timer_ns);
   free(extra);
 

@@ -43,7 +43,7 @@ static inline uint64_t wl_below(uint32_t r, uint64_t n) { return (uint64_t)(((ui
 static inline uint64_t wl_log_size(uint64_t *rng, uint64_t lo, uint64_t hi) {
   if (lo >= hi) return lo;
   uint64_t r = wl_rand(rng);
-  unsigned octaves = 64u - (unsigned)__builtin_clzll(hi / lo);   /* lo << (octaves - 1) <= hi */
+  unsigned octaves = 64u - (unsigned)__builtin_clzll(hi / lo); /* lo << (octaves - 1) <= hi */
   uint64_t base = lo << wl_below((uint32_t)r, octaves);
   uint64_t top = 2 * base - 1 < hi ? 2 * base - 1 : hi;
   return base + wl_below((uint32_t)(r >> 32), top - base + 1);
@@ -68,7 +68,7 @@ typedef struct {
 
 static inline unsigned wl_bucket(uint64_t v) {
   if (v < 16) return (unsigned)v;
-  unsigned e = 63u - (unsigned)__builtin_clzll(v);  /* >= 4 */
+  unsigned e = 63u - (unsigned)__builtin_clzll(v); /* >= 4 */
   unsigned b = 16 + (e - 4) * 8 + (unsigned)((v >> (e - 3)) & 7);
   return b < WL_LAT_BUCKETS ? b : WL_LAT_BUCKETS - 1;
 }
@@ -104,11 +104,11 @@ static inline void wl_lat_add(wl_lat *l, int op, uint64_t ns) {
 /* One worker thread's common state. */
 typedef struct {
   unsigned idx;
-  int harness;              /* 1: the calls are the no-op pool (region "harness") */
-  int failed;               /* EXIT_OOM or EXIT_CORRUPT */
+  int harness; /* 1: the calls are the no-op pool (region "harness") */
+  int failed;  /* EXIT_OOM or EXIT_CORRUPT */
   uint64_t rng;
-  unsigned char *scratch;   /* the no-op pool's one block, as large as the largest request */
-  uint64_t phase_ops;        /* operations (or blocks, buffers) each thread does in this phase */
+  unsigned char *scratch; /* the no-op pool's one block, as large as the largest request */
+  uint64_t phase_ops;     /* operations (or blocks, buffers) each thread does in this phase */
   uint64_t mallocs, frees, reallocs, checksum;
   wl_lat lat;
 } wl_thread;
@@ -157,7 +157,9 @@ static inline void *wl_realloc(wl_thread *t, void *p, size_t n) {
 
 /* A cookie at both ends of a block (blocks are at least 16 bytes): a changed one is heap
  * corruption. In a harness phase every block is the same scratch area, so nothing is checked. */
-static inline uint64_t wl_cookie(uint64_t a, uint64_t b) { return 0x6d656d736c657574ull ^ (a << 40) ^ (b * 0x9e3779b97f4a7c15ull); }
+static inline uint64_t wl_cookie(uint64_t a, uint64_t b) {
+  return 0x6d656d736c657574ull ^ (a << 40) ^ (b * 0x9e3779b97f4a7c15ull);
+}
 
 static inline void wl_mark(void *block, size_t size, uint64_t c) {
   memcpy(block, &c, 8);
@@ -168,7 +170,10 @@ static inline int wl_check(wl_thread *t, const void *block, size_t size, uint64_
   uint64_t head, tail;
   memcpy(&head, block, 8);
   memcpy(&tail, (const unsigned char *)block + size - 8, 8);
-  if (!t->harness && (head != c || tail != c)) { t->failed = EXIT_CORRUPT; return 0; }
+  if (!t->harness && (head != c || tail != c)) {
+    t->failed = EXIT_CORRUPT;
+    return 0;
+  }
   return 1;
 }
 
@@ -204,7 +209,10 @@ static inline int wl_threads_init(wl_thread *ts, size_t stride, unsigned n, uint
 
 /* Runs fn on n threads (one thread: on this one) and waits for them all. */
 static inline void wl_run_threads(unsigned n, void *(*fn)(void *), void *arr, size_t stride) {
-  if (n == 1) { fn(arr); return; }
+  if (n == 1) {
+    fn(arr);
+    return;
+  }
   pthread_t *tids = calloc(n, sizeof *tids);
   for (unsigned i = 0; i < n; i++) pthread_create(&tids[i], NULL, fn, (char *)arr + i * stride);
   for (unsigned i = 0; i < n; i++) pthread_join(tids[i], NULL);
@@ -246,8 +254,14 @@ static inline int wl_order(const char *prog, const char *lo_name, uint64_t lo, c
 static inline int wl_failure(const char *prog, wl_thread *ts, size_t stride, unsigned n) {
   for (unsigned i = 0; i < n; i++) {
     wl_thread *t = (wl_thread *)((char *)ts + i * stride);
-    if (t->failed == EXIT_OOM) { fprintf(stderr, "%s: out of memory (an allocation returned NULL) in thread %u\n", prog, i); return EXIT_OOM; }
-    if (t->failed == EXIT_CORRUPT) { fprintf(stderr, "%s: heap corruption: a block's cookie changed in thread %u\n", prog, i); return EXIT_CORRUPT; }
+    if (t->failed == EXIT_OOM) {
+      fprintf(stderr, "%s: out of memory (an allocation returned NULL) in thread %u\n", prog, i);
+      return EXIT_OOM;
+    }
+    if (t->failed == EXIT_CORRUPT) {
+      fprintf(stderr, "%s: heap corruption: a block's cookie changed in thread %u\n", prog, i);
+      return EXIT_CORRUPT;
+    }
   }
   return 0;
 }
@@ -285,7 +299,8 @@ static inline void wl_latency_json(FILE *f, wl_lat *const *lats, unsigned n, uin
 }
 
 /* The common part of the result: the calls made, the checksum, and the merged latency. */
-static inline void wl_result_common(FILE *f, wl_thread *ts, size_t stride, unsigned n, uint64_t every, uint64_t timer_ns) {
+static inline void wl_result_common(FILE *f, wl_thread *ts, size_t stride, unsigned n, uint64_t every,
+                                    uint64_t timer_ns) {
   uint64_t mallocs = 0, frees = 0, reallocs = 0, checksum = 0;
   wl_lat **lats = calloc(n, sizeof *lats);
   for (unsigned i = 0; i < n; i++) {
@@ -313,7 +328,7 @@ static inline char *wl_result_json(const char *prog, uint64_t ops, const char *e
   fprintf(f, "{\"workload\":\"%s\",\"ops\":%" PRIu64 ",%s%s", prog, ops, extra, *extra ? "," : "");
   wl_result_common(f, ts, stride, n, every, timer_ns);
   fputs("}", f);
-  fclose(f);   /* sets buf */
+  fclose(f); /* sets buf */
   return buf;
 }
 
@@ -323,15 +338,103 @@ static inline void wl_send(char *json) {
   free(json);
 }
 
-/* The options every allocator workload shares; 1 when `a` was one of them. */
-static inline int wl_common_arg(const char *prog, const char *a, uint64_t *seed, uint64_t *every, uint64_t *harness) {
-  return ms_arg_u64(prog, a, "seed", seed, 0, UINT64_MAX) ||
-         ms_arg_u64(prog, a, "latency-every", every, 0, UINT64_C(1) << 30) ||
-         (harness && ms_arg_u64(prog, a, "harness-ops", harness, 0, UINT64_C(1) << 40));
+/* The options every allocator workload shares, as entries of its option table. */
+#define WL_SEED_OPTS(seed, every)                                  \
+  MS_U64("seed", seed, 0, UINT64_MAX, "the random numbers' seed"), \
+      MS_U64("latency-every", every, 0, UINT64_C(1) << 30,         \
+             "time one allocator call in this many on average (0: none)")
+#define WL_HARNESS_OPT(harness)                        \
+  MS_U64("harness-ops", harness, 0, UINT64_C(1) << 40, \
+         "operations per thread in region harness, on the no-op pool (default: a quarter of main's)")
+
+/* The lifecycle most allocator workloads share (wl_main): worker threads, each a struct whose
+ * first member is its wl_thread, run a phase of `iterations` operations with the allocator
+ * (region main) and a phase of `harness_ops` with the no-op pool (region harness). The program
+ * fills in what differs; a hook left NULL does nothing (phase: wl_phase with run). */
+typedef struct {
+  const char *name;
+  size_t stride; /* sizeof the program's worker */
+  unsigned workers;
+  uint64_t iterations;  /* per worker, in main */
+  uint64_t harness_ops; /* per worker, in harness; UINT64_MAX: a quarter of iterations, rounded up */
+  uint64_t seed, every;
+  size_t scratch_bytes;                   /* the no-op pool's block: the largest request */
+  uint64_t ops_per_iteration;             /* a phase's ops: iterations x workers x this; 0: the allocator calls made */
+  void *ctx;                              /* the program's parameters and shared state, given to every hook */
+  int (*setup)(void *workers, void *ctx); /* region setup; nonzero: out of memory */
+  int (*warmup)(void *workers, void *ctx, uint64_t *ops); /* region warmup, if any; nonzero: out of memory */
+  void *(*run)(void *worker);                             /* one worker's phase_ops, on its thread */
+  void (*phase)(void *workers, void *ctx, int harness, uint64_t ops); /* replaces wl_phase(run) */
+  void (*extra)(FILE *f, void *workers, void *ctx);                   /* result members after "ops" */
+  void (*release)(void *workers, void *ctx, int harness);             /* frees the blocks left after a phase */
+} wl_program;
+
+static inline void wl_run_phase(const wl_program *prog, void *ws, int harness, uint64_t ops) {
+  if (prog->phase) prog->phase(ws, prog->ctx, harness, ops);
+  else wl_phase(ws, prog->stride, prog->workers, harness, ops, prog->run);
 }
 
-static inline int wl_unknown_arg(const char *prog, const char *a) {
-  fprintf(stderr, "%s: unknown argument '%s'\n", prog, a);
-  return 2;
+static inline uint64_t wl_phase_ops(const wl_program *prog, void *ws, uint64_t iterations) {
+  if (prog->ops_per_iteration) return iterations * prog->workers * prog->ops_per_iteration;
+  return wl_calls(ws, prog->stride, prog->workers);
+}
+
+/* Regions setup, [warmup], main, teardown, [harness]; the result is main's, sent last. Returns
+ * the exit code: 0, EXIT_OOM or EXIT_CORRUPT (with one line on stderr). */
+static inline int wl_main(const wl_program *prog) {
+  unsigned n = prog->workers;
+  uint64_t harness_ops = prog->harness_ops == UINT64_MAX ? (prog->iterations + 3) / 4 : prog->harness_ops;
+  uint64_t timer_ns = wl_timer_ns();
+
+  ms_region_begin("setup");
+  void *ws = calloc(n, prog->stride);
+  int bad = !ws ||
+            wl_threads_init(ws, prog->stride, n, prog->seed, prog->every, harness_ops ? prog->scratch_bytes : 64) ||
+            (prog->setup && prog->setup(ws, prog->ctx));
+  ms_region_end(0);
+  if (bad) {
+    fprintf(stderr, "%s: out of memory in setup\n", prog->name);
+    return EXIT_OOM;
+  }
+
+  if (prog->warmup) {
+    uint64_t ops = 0;
+    ms_region_begin("warmup");
+    bad = prog->warmup(ws, prog->ctx, &ops);
+    ms_region_end(ops);
+    if (bad) {
+      fprintf(stderr, "%s: out of memory in the warm-up\n", prog->name);
+      return EXIT_OOM;
+    }
+  }
+
+  ms_region_begin("main");
+  wl_run_phase(prog, ws, 0, prog->iterations);
+  uint64_t ops = wl_phase_ops(prog, ws, prog->iterations);
+  ms_region_end(ops);
+  int rc = wl_failure(prog->name, ws, prog->stride, n);
+  if (rc) return rc;
+
+  /* The counts and checksum are main's: read before the harness phase moves them. */
+  char *extra = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&extra, &len);
+  if (f && prog->extra) prog->extra(f, ws, prog->ctx);
+  if (f) fclose(f); /* sets extra */
+  char *result = wl_result_json(prog->name, ops, extra ? extra : "", ws, prog->stride, n, prog->every, timer_ns);
+  free(extra);
+
+  ms_region_begin("teardown");
+  if (prog->release) prog->release(ws, prog->ctx, 0);
+  ms_region_end(0);
+  if (harness_ops) {
+    ms_region_begin("harness");
+    wl_run_phase(prog, ws, 1, harness_ops);
+    ms_region_end(wl_phase_ops(prog, ws, harness_ops));
+    if (prog->release) prog->release(ws, prog->ctx, 1);
+  }
+  for (unsigned i = 0; i < n; i++) free(((wl_thread *)((char *)ws + i * prog->stride))->scratch);
+  wl_send(result);
+  return 0;
 }
 #endif

@@ -39,7 +39,7 @@ typedef struct {
 
 typedef struct {
   const params *p;
-  pthread_barrier_t *ready, *go;  /* threads: warm up, wait for region main to start, run */
+  pthread_barrier_t *ready, *go; /* threads: warm up, wait for region main to start, run */
   uint64_t rng;
   unsigned idx;
   void **slots;
@@ -69,7 +69,11 @@ static void run_ops(worker *w, uint64_t n) {
         uint64_t c = cookie(w->idx, slot, size), head, tail;
         memcpy(&head, b, 8);
         memcpy(&tail, b + size - 8, 8);
-        if (head != c || tail != c) { w->failed = EXIT_CORRUPT; w->rng = rng; return; }
+        if (head != c || tail != c) {
+          w->failed = EXIT_CORRUPT;
+          w->rng = rng;
+          return;
+        }
         if (wl_lat_due(&w->lat)) {
           uint64_t t0 = wl_now_ns();
           free(b);
@@ -93,7 +97,11 @@ static void run_ops(worker *w, uint64_t n) {
         } else {
           b = malloc(size);
         }
-        if (!b) { w->failed = EXIT_OOM; w->rng = rng; return; }
+        if (!b) {
+          w->failed = EXIT_OOM;
+          w->rng = rng;
+          return;
+        }
         uint64_t c = cookie(w->idx, slot, size);
         memcpy(b, &c, 8);
         memcpy(b + size - 8, &c, 8);
@@ -136,22 +144,19 @@ static void *run_worker(void *arg) {
 
 int main(int argc, char **argv) {
   params p = {1000000, 400, 1, 16, 1024, 1, 0, UINT64_MAX, WL_LATENCY_EVERY, UINT64_MAX};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *w = "random-mixed";
-    if (ms_arg_u64(w, a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) ||
-        ms_arg_u64(w, a, "ws", &p.ws, 1, UINT64_C(1) << 28) || ms_arg_u64(w, a, "seed", &p.seed, 0, UINT64_MAX) ||
-        ms_arg_u64(w, a, "min-size", &p.min_size, 16, UINT64_C(1) << 30) ||
-        ms_arg_u64(w, a, "max-size", &p.max_size, 16, UINT64_C(1) << 30) ||
-        ms_arg_u64(w, a, "threads", &p.threads, 1, 1024) || ms_arg_u64(w, a, "harness-only", &p.harness_only, 0, 1) ||
-        ms_arg_u64(w, a, "warmup-ops", &p.warmup_ops, 0, UINT64_C(1) << 40) ||
-        ms_arg_u64(w, a, "latency-every", &p.every, 0, UINT64_C(1) << 30) ||
-        ms_arg_u64(w, a, "harness-ops", &p.harness_ops, 0, UINT64_C(1) << 40))
-      continue;
-    fprintf(stderr, "random-mixed: unknown argument '%s'\n", a);
-    return 2;
-  }
-  if (p.min_size > p.max_size) { fprintf(stderr, "random-mixed: --min-size must not exceed --max-size\n"); return 2; }
+  const ms_opt opts[] = {MS_U64("iterations", &p.iterations, 1, UINT64_C(1) << 40, "operations per thread"),
+                         MS_U64("ws", &p.ws, 1, UINT64_C(1) << 28, "slots per thread (the working set)"),
+                         MS_U64("min-size", &p.min_size, 16, UINT64_C(1) << 30, "smallest block, bytes"),
+                         MS_U64("max-size", &p.max_size, 16, UINT64_C(1) << 30, "largest block, bytes"),
+                         MS_U64("threads", &p.threads, 1, 1024, "threads"),
+                         MS_U64("harness-only", &p.harness_only, 0, 1, "1: region main runs on the no-op pool"),
+                         MS_U64("warmup-ops", &p.warmup_ops, 0, UINT64_C(1) << 40,
+                                "operations per thread before main (default: two per slot)"),
+                         WL_SEED_OPTS(&p.seed, &p.every),
+                         WL_HARNESS_OPT(&p.harness_ops),
+                         MS_END};
+  ms_parse("random-mixed", "random mallocs and frees over a working set", opts, argc, argv);
+  if (wl_order("random-mixed", "min-size", p.min_size, "max-size", p.max_size)) return 2;
   /* Default warm-up: two operations per slot, which brings the working set near its steady
    * occupancy (about half the slots full). */
   if (p.warmup_ops == UINT64_MAX) p.warmup_ops = 2 * p.ws;
@@ -168,10 +173,16 @@ int main(int argc, char **argv) {
     ws[t].rng = p.seed * 0x100000001b3ull + t + 1;
     ws[t].slots = calloc(p.ws, sizeof(void *));
     ws[t].sizes = calloc(p.ws, sizeof(uint32_t));
-    if (!ws[t].slots || !ws[t].sizes) { ws = NULL; break; }
+    if (!ws[t].slots || !ws[t].sizes) {
+      ws = NULL;
+      break;
+    }
   }
   ms_region_end(0);
-  if (!ws) { fprintf(stderr, "random-mixed: out of memory for the slot arrays\n"); return EXIT_OOM; }
+  if (!ws) {
+    fprintf(stderr, "random-mixed: out of memory for the slot arrays\n");
+    return EXIT_OOM;
+  }
 
   pthread_t *tids = p.threads > 1 ? calloc(p.threads, sizeof *tids) : NULL;
   pthread_barrier_t ready, go;
@@ -203,8 +214,14 @@ int main(int argc, char **argv) {
 
   uint64_t checksum = 0, peak = 0, mallocs = 0, frees = 0;
   for (unsigned t = 0; t < p.threads; t++) {
-    if (ws[t].failed == EXIT_OOM) { fprintf(stderr, "random-mixed: out of memory (malloc returned NULL) in thread %u\n", t); return EXIT_OOM; }
-    if (ws[t].failed == EXIT_CORRUPT) { fprintf(stderr, "random-mixed: heap corruption: a block's cookie changed in thread %u\n", t); return EXIT_CORRUPT; }
+    if (ws[t].failed == EXIT_OOM) {
+      fprintf(stderr, "random-mixed: out of memory (malloc returned NULL) in thread %u\n", t);
+      return EXIT_OOM;
+    }
+    if (ws[t].failed == EXIT_CORRUPT) {
+      fprintf(stderr, "random-mixed: heap corruption: a block's cookie changed in thread %u\n", t);
+      return EXIT_CORRUPT;
+    }
     checksum += ws[t].checksum;
     peak += ws[t].peak_live_bytes;
     mallocs += ws[t].mallocs;
@@ -214,14 +231,15 @@ int main(int argc, char **argv) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
-  fprintf(f, "{\"workload\":\"random-mixed\",\"ops\":%" PRIu64 ",\"warmup_ops\":%" PRIu64 ",\"mallocs\":%" PRIu64
+  fprintf(f,
+          "{\"workload\":\"random-mixed\",\"ops\":%" PRIu64 ",\"warmup_ops\":%" PRIu64 ",\"mallocs\":%" PRIu64
           ",\"frees\":%" PRIu64 ",\"checksum\":\"%016" PRIx64 "\",\"peak_live_bytes\":%" PRIu64 ",",
           p.iterations * p.threads, p.warmup_ops * p.threads, mallocs, frees, checksum, peak);
   wl_lat **lats = calloc(p.threads, sizeof *lats);
   for (unsigned t = 0; t < p.threads; t++) lats[t] = &ws[t].lat;
   wl_latency_json(f, lats, (unsigned)p.threads, p.every, timer_ns);
   fputs("}", f);
-  fclose(f);   /* sets buf */
+  fclose(f); /* sets buf */
 
   /* The harness phase: the same loop, same kind of slot choices, no malloc or free, on the
    * slots as main left them (their blocks stay where they are, freed in teardown). */

@@ -12,7 +12,7 @@
  * contents are checked (a cookie at its start and at the end of every earlier size must have
  * survived each realloc) and it is freed. One operation is one malloc, realloc or free.
  *
- * Regions: setup, main, harness (--harness-ops buffers per thread on the no-op pool), teardown.
+ * Regions (wl_main): setup, main, teardown, harness (--harness-ops buffers per thread on the no-op pool).
  * Exit 3: out of memory; 4: realloc lost a buffer's contents. */
 #include "ms_args.h"
 #include "ms_wl.h"
@@ -64,7 +64,10 @@ static void *run_worker(void *arg) {
       }
       uint64_t size = w->sizes[k];
       if (size == p->final_size) {
-        if (!t->harness && !intact(w->bufs[k], size)) { t->failed = EXIT_CORRUPT; return NULL; }
+        if (!t->harness && !intact(w->bufs[k], size)) {
+          t->failed = EXIT_CORRUPT;
+          return NULL;
+        }
         wl_free(t, w->bufs[k]);
         w->sizes[k] = 0;
         done++;
@@ -83,55 +86,44 @@ static void *run_worker(void *arg) {
   return NULL;
 }
 
+static int setup(void *workers, void *ctx) {
+  worker *ws = workers;
+  params *p = ctx;
+  for (unsigned i = 0; i < p->threads; i++) {
+    ws[i].p = p;
+    ws[i].bufs = calloc(p->live, sizeof(unsigned char *));
+    ws[i].sizes = calloc(p->live, sizeof(uint64_t));
+    if (!ws[i].bufs || !ws[i].sizes) return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   params p = {200, 64, 16, UINT64_C(256) << 10, 4, 1, 1, WL_LATENCY_EVERY, UINT64_MAX, 0};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (ms_arg_u64(PROG, a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) ||
-        ms_arg_u64(PROG, a, "step", &p.step, 1, UINT64_C(1) << 30) ||
-        ms_arg_u64(PROG, a, "start-size", &p.start_size, 1, UINT64_C(1) << 30) ||
-        ms_arg_u64(PROG, a, "final-size", &p.final_size, 1, UINT64_C(1) << 34) ||
-        ms_arg_u64(PROG, a, "live", &p.live, 1, 1 << 20) ||
-        ms_arg_u64(PROG, a, "threads", &p.threads, 1, 1024) ||
-        wl_common_arg(PROG, a, &p.seed, &p.every, &p.harness_ops) ||
-        ms_arg_choice(PROG, a, "growth", GROWTH, &p.growth))
-      continue;
-    return wl_unknown_arg(PROG, a);
-  }
+  const ms_opt opts[] = {
+      MS_U64("iterations", &p.iterations, 1, UINT64_C(1) << 40, "buffers each thread grows to the final size"),
+      MS_U64("step", &p.step, 1, UINT64_C(1) << 30, "bytes added per realloc (--growth=add)"),
+      MS_U64("start-size", &p.start_size, 1, UINT64_C(1) << 30, "a buffer's first size, bytes"),
+      MS_U64("final-size", &p.final_size, 1, UINT64_C(1) << 34, "a buffer's last size, bytes"),
+      MS_U64("live", &p.live, 1, 1 << 20, "buffers growing at once per thread"),
+      MS_U64("threads", &p.threads, 1, 1024, "threads"),
+      MS_CHOICE("growth", &p.growth, GROWTH, "add a step, or double"),
+      WL_SEED_OPTS(&p.seed, &p.every),
+      WL_HARNESS_OPT(&p.harness_ops),
+      MS_END};
+  ms_parse(PROG, "buffers grown by realloc", opts, argc, argv);
   if (wl_order(PROG, "start-size", p.start_size, "final-size", p.final_size)) return 2;
-  if (p.harness_ops == UINT64_MAX) p.harness_ops = (p.iterations + 3) / 4;
-  uint64_t timer_ns = wl_timer_ns();
-  unsigned n = (unsigned)p.threads;
-
-  ms_region_begin("setup");
-  worker *ws = calloc(n, sizeof *ws);
-  int bad = !ws || wl_threads_init(&ws[0].t, sizeof *ws, n, p.seed, p.every, p.final_size);
-  for (unsigned i = 0; !bad && i < n; i++) {
-    ws[i].p = &p;
-    ws[i].bufs = calloc(p.live, sizeof(unsigned char *));
-    ws[i].sizes = calloc(p.live, sizeof(uint64_t));
-    bad = !ws[i].bufs || !ws[i].sizes;
-  }
-  ms_region_end(0);
-  if (bad) { fprintf(stderr, "%s: out of memory in setup\n", PROG); return EXIT_OOM; }
-
-  ms_region_begin("main");
-  wl_phase(ws, sizeof *ws, n, 0, p.iterations, run_worker);
-  uint64_t ops = wl_calls(ws, sizeof *ws, n);
-  ms_region_end(ops);
-  int rc = wl_failure(PROG, &ws[0].t, sizeof *ws, n);
-  if (rc) return rc;
-
-  char *result = wl_result_json(PROG, ops, "", &ws[0].t, sizeof *ws, n, p.every, timer_ns);
-
-  if (p.harness_ops) {
-    ms_region_begin("harness");
-    wl_phase(ws, sizeof *ws, n, 1, p.harness_ops, run_worker);
-    ms_region_end(wl_calls(ws, sizeof *ws, n));
-  }
-  ms_region_begin("teardown");
-  for (unsigned i = 0; i < n; i++) free(ws[i].t.scratch), free(ws[i].bufs), free(ws[i].sizes);
-  ms_region_end(0);
-  wl_send(result);
-  return 0;
+  wl_program prog = {.name = PROG,
+                     .stride = sizeof(worker),
+                     .workers = (unsigned)p.threads,
+                     .iterations = p.iterations,
+                     .harness_ops = p.harness_ops,
+                     .seed = p.seed,
+                     .every = p.every,
+                     .scratch_bytes = p.final_size,
+                     .ops_per_iteration = 0,
+                     .ctx = &p,
+                     .setup = setup,
+                     .run = run_worker};
+  return wl_main(&prog);
 }

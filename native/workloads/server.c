@@ -11,8 +11,8 @@
  * ops = 2 x N x T.
  *
  * Block layout: [size: 8 bytes][cookie: 8 bytes] ... [cookie: 8 bytes], so min-size >= 24.
- * Regions: setup, warmup, main, harness (--harness-ops replacements per thread on a table of
- * the no-op pool's blocks), teardown. Exit 3: out of memory; 4: a cookie changed. */
+ * Regions (wl_main): setup, warmup, main, teardown, harness (--harness-ops replacements per thread
+ * on a table of the no-op pool's blocks). Exit 3: out of memory; 4: a cookie changed. */
 #include "ms_args.h"
 #include "ms_wl.h"
 
@@ -20,6 +20,8 @@ static const char *const PROG = "server";
 
 typedef struct {
   uint64_t iterations, threads, slots, min_size, max_size, seed, every, harness_ops;
+  void **table, **pool_table; /* the shared table, and the harness's (every slot a scratch area) */
+  wl_thread filler;           /* fills the table in the warm-up */
 } params;
 
 typedef struct {
@@ -64,72 +66,78 @@ static void *run_worker(void *arg) {
       uint64_t osize, oc, tail;
       memcpy(&osize, old, 8);
       memcpy(&oc, old + 8, 8);
-      if (osize < p->min_size || osize > p->max_size) { t->failed = EXIT_CORRUPT; break; }
+      if (osize < p->min_size || osize > p->max_size) {
+        t->failed = EXIT_CORRUPT;
+        break;
+      }
       memcpy(&tail, old + osize - 8, 8);
-      if (oc != block_cookie(osize) || tail != oc) { t->failed = EXIT_CORRUPT; break; }
+      if (oc != block_cookie(osize) || tail != oc) {
+        t->failed = EXIT_CORRUPT;
+        break;
+      }
     }
     wl_free(t, old);
   }
   return NULL;
 }
 
-static void phase(worker *ws, const params *p, void **table, int harness, uint64_t n) {
-  for (unsigned i = 0; i < p->threads; i++) ws[i].table = table;
+static void phase(void *workers, void *ctx, int harness, uint64_t n) {
+  worker *ws = workers;
+  params *p = ctx;
+  if (harness)
+    for (uint64_t s = 0; s < p->slots; s++) p->pool_table[s] = ws[s % p->threads].t.scratch;
+  for (unsigned i = 0; i < p->threads; i++) ws[i].table = harness ? p->pool_table : p->table;
   wl_phase(ws, sizeof *ws, (unsigned)p->threads, harness, n, run_worker);
 }
 
+static int setup(void *workers, void *ctx) {
+  worker *ws = workers;
+  params *p = ctx;
+  for (unsigned i = 0; i < p->threads; i++) ws[i].p = p;
+  p->table = calloc(p->slots, sizeof(void *));
+  p->pool_table = calloc(p->slots, sizeof(void *));
+  return !p->table || !p->pool_table || wl_threads_init(&p->filler, sizeof p->filler, 1, p->seed ^ 0xf111, 0, 64);
+}
+
+static int warmup(void *workers, void *ctx, uint64_t *ops) {
+  params *p = ctx;
+  fill(&p->filler, p, p->table);
+  *ops = p->slots;
+  return p->filler.failed;
+}
+
+static void release(void *workers, void *ctx, int harness) {
+  params *p = ctx;
+  if (!harness)
+    for (uint64_t s = 0; s < p->slots; s++) free(p->table[s]);
+}
+
 int main(int argc, char **argv) {
-  params p = {500000, 2, 4000, 32, 512, 1, WL_LATENCY_EVERY, UINT64_MAX};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (ms_arg_u64(PROG, a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) ||
-        ms_arg_u64(PROG, a, "threads", &p.threads, 1, 1024) ||
-        ms_arg_u64(PROG, a, "slots", &p.slots, 1, UINT64_C(1) << 28) ||
-        ms_arg_u64(PROG, a, "min-size", &p.min_size, 24, UINT64_C(1) << 30) ||
-        ms_arg_u64(PROG, a, "max-size", &p.max_size, 24, UINT64_C(1) << 30) ||
-        wl_common_arg(PROG, a, &p.seed, &p.every, &p.harness_ops))
-      continue;
-    return wl_unknown_arg(PROG, a);
-  }
+  params p = {500000, 2, 4000, 32, 512, 1, WL_LATENCY_EVERY, UINT64_MAX, NULL, NULL, {0}};
+  const ms_opt opts[] = {MS_U64("iterations", &p.iterations, 1, UINT64_C(1) << 40, "requests each thread serves"),
+                         MS_U64("threads", &p.threads, 1, 1024, "threads"),
+                         MS_U64("slots", &p.slots, 1, UINT64_C(1) << 28, "entries in the shared table"),
+                         MS_U64("min-size", &p.min_size, 24, UINT64_C(1) << 30, "smallest block, bytes"),
+                         MS_U64("max-size", &p.max_size, 24, UINT64_C(1) << 30, "largest block, bytes"),
+                         WL_SEED_OPTS(&p.seed, &p.every),
+                         WL_HARNESS_OPT(&p.harness_ops),
+                         MS_END};
+  ms_parse(PROG, "threads replace entries of a shared table", opts, argc, argv);
   if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
-  if (p.harness_ops == UINT64_MAX) p.harness_ops = p.iterations / 4;
-  uint64_t timer_ns = wl_timer_ns();
-  unsigned n = (unsigned)p.threads;
-
-  ms_region_begin("setup");
-  worker *ws = calloc(n, sizeof *ws);
-  void **table = calloc(p.slots, sizeof(void *));
-  void **pool_table = calloc(p.slots, sizeof(void *));
-  wl_thread filler = {0};
-  int bad = !ws || !table || !pool_table || wl_threads_init(&ws[0].t, sizeof *ws, n, p.seed, p.every, p.max_size) ||
-            wl_threads_init(&filler, sizeof filler, 1, p.seed ^ 0xf111, 0, 64);
-  for (unsigned i = 0; !bad && i < n; i++) ws[i].p = &p;
-  ms_region_end(0);
-  if (bad) { fprintf(stderr, "%s: out of memory for the table\n", PROG); return EXIT_OOM; }
-
-  ms_region_begin("warmup");
-  fill(&filler, &p, table);
-  ms_region_end(p.slots);
-  if (filler.failed) { fprintf(stderr, "%s: out of memory filling the table\n", PROG); return EXIT_OOM; }
-
-  ms_region_begin("main");
-  phase(ws, &p, table, 0, p.iterations);
-  ms_region_end(2 * p.iterations * p.threads);
-  int rc = wl_failure(PROG, &ws[0].t, sizeof *ws, n);
-  if (rc) return rc;
-
-  char *result = wl_result_json(PROG, 2 * p.iterations * p.threads, "", &ws[0].t, sizeof *ws, n, p.every, timer_ns);
-
-  if (p.harness_ops) {
-    for (uint64_t s = 0; s < p.slots; s++) pool_table[s] = ws[s % n].t.scratch;
-    ms_region_begin("harness");
-    phase(ws, &p, pool_table, 1, p.harness_ops);
-    ms_region_end(2 * p.harness_ops * p.threads);
-  }
-  ms_region_begin("teardown");
-  for (uint64_t s = 0; s < p.slots; s++) free(table[s]);
-  for (unsigned i = 0; i < n; i++) free(ws[i].t.scratch);
-  ms_region_end(0);
-  wl_send(result);
-  return 0;
+  /* One request is one malloc and one free. */
+  wl_program prog = {.name = PROG,
+                     .stride = sizeof(worker),
+                     .workers = (unsigned)p.threads,
+                     .iterations = p.iterations,
+                     .harness_ops = p.harness_ops,
+                     .seed = p.seed,
+                     .every = p.every,
+                     .scratch_bytes = p.max_size,
+                     .ops_per_iteration = 2,
+                     .ctx = &p,
+                     .setup = setup,
+                     .warmup = warmup,
+                     .phase = phase,
+                     .release = release};
+  return wl_main(&prog);
 }

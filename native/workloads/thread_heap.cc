@@ -125,21 +125,21 @@ void read_heap(Heap *h) {
 int main(int argc, char **argv) {
   uint64_t threads = 2, calls = 20000, elems = 4096;
   int form = LOCAL, mode = THREADS;
-  for (int i = 1; i < argc; i++) {
-    if (ms_arg_u64("thread-heap", argv[i], "threads", &threads, 1, kMaxWorkers) ||
-        ms_arg_u64("thread-heap", argv[i], "calls", &calls, 1, UINT64_C(1) << 40) ||
-        ms_arg_u64("thread-heap", argv[i], "elems", &elems, 1, UINT64_C(1) << 28) ||
-        ms_arg_choice("thread-heap", argv[i], "form", kForms, &form) ||
-        ms_arg_choice("thread-heap", argv[i], "mode", kModes, &mode))
-      continue;
-    fprintf(stderr, "thread-heap: unknown argument '%s'\n", argv[i]);
-    return 2;
-  }
+  const ms_opt opts[] = {MS_U64("threads", &threads, 1, kMaxWorkers, "workers"),
+                         MS_U64("calls", &calls, 1, UINT64_C(1) << 40, "calls each worker makes"),
+                         MS_U64("elems", &elems, 1, UINT64_C(1) << 28, "elements of each call's vector"),
+                         MS_CHOICE("form", &form, kForms, "where the vector lives"),
+                         MS_CHOICE("mode", &mode, kModes, "threads or processes"),
+                         MS_END};
+  ms_parse("thread-heap", "seed 002: a vector per call in threads or processes", opts, argc, argv);
   const int n = static_cast<int>(threads);
   const bool glibc = malloc_is_glibc();
-  auto *shared = static_cast<Shared *>(
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  if (shared == MAP_FAILED) { perror("thread-heap: mmap"); return 3; }
+  auto *shared =
+      static_cast<Shared *>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (shared == MAP_FAILED) {
+    perror("thread-heap: mmap");
+    return 3;
+  }
   int procs = 1;
 
   ms_region_begin("main");
@@ -153,7 +153,10 @@ int main(int argc, char **argv) {
     pid_t pids[kMaxWorkers];
     for (int w = 0; w < n; w++) {
       pids[w] = fork();
-      if (pids[w] < 0) { perror("thread-heap: fork"); return 5; }
+      if (pids[w] < 0) {
+        perror("thread-heap: fork");
+        return 5;
+      }
       if (pids[w] == 0) {
         shared->checksum[w] = work(static_cast<Form>(form), w, calls, elems);
         if (glibc) read_heap(&shared->heap[w]);
@@ -163,7 +166,10 @@ int main(int argc, char **argv) {
     for (int w = 0; w < n; w++) {
       int st = 0;
       while (waitpid(pids[w], &st, 0) < 0) {}
-      if (WIFSIGNALED(st)) { signal(WTERMSIG(st), SIG_DFL); raise(WTERMSIG(st)); }
+      if (WIFSIGNALED(st)) {
+        signal(WTERMSIG(st), SIG_DFL);
+        raise(WTERMSIG(st));
+      }
       if (!WIFEXITED(st) || WEXITSTATUS(st)) {
         fprintf(stderr, "thread-heap: worker process %d exited with status %d\n", w, WEXITSTATUS(st));
         return 5;
@@ -178,8 +184,9 @@ int main(int argc, char **argv) {
   char head[1024];
   snprintf(head, sizeof head,
            "{\"workload\":\"thread-heap\",\"form\":\"%s\",\"mode\":\"%s\",\"threads\":%d,\"checksum\":%llu,"
-           "\"malloc_object\":\"%s\",\"malloc_info\":%s,\"heaps\":[", kForms[form], kModes[mode], n,
-           static_cast<unsigned long long>(checksum), malloc_object(), glibc ? "true" : "false");
+           "\"malloc_object\":\"%s\",\"malloc_info\":%s,\"heaps\":[",
+           kForms[form], kModes[mode], n, static_cast<unsigned long long>(checksum), malloc_object(),
+           glibc ? "true" : "false");
   std::string result = head;
   for (int p = 0; glibc && p < procs; p++) {
     result += p ? ",[" : "[";

@@ -10,8 +10,8 @@
  * so some blocks live for the whole run). Every freed block is checked. One operation is one
  * malloc or one free.
  *
- * Regions: setup, main, harness (--harness-ops iterations per thread on the no-op pool),
- * teardown. Exit 3: out of memory; 4: a cookie changed. */
+ * Regions (wl_main): setup, main, teardown, harness (--harness-ops iterations per thread on the
+ * no-op pool). Exit 3: out of memory; 4: a cookie changed. */
 #include "ms_args.h"
 #include "ms_wl.h"
 
@@ -21,15 +21,18 @@ typedef struct {
   uint64_t iterations, threads, min_size, max_size, medium, lng, seed, every, harness_ops;
 } params;
 
-typedef struct { unsigned char *b; uint64_t size; } block;
+typedef struct {
+  unsigned char *b;
+  uint64_t size;
+} block;
 
 typedef struct {
   wl_thread t;
   const params *p;
   block shortlived;
-  block *fifo;          /* medium lifetimes, a ring */
+  block *fifo; /* medium lifetimes, a ring */
   uint64_t fifo_head;
-  block *slots;         /* long lifetimes */
+  block *slots; /* long lifetimes */
 } worker;
 
 static int drop(wl_thread *t, block *x) {
@@ -70,62 +73,54 @@ static void *run_worker(void *arg) {
   return NULL;
 }
 
-static void release_all(worker *w, const params *p) {
-  drop(&w->t, &w->shortlived);
-  for (uint64_t k = 0; k < p->medium; k++) drop(&w->t, &w->fifo[k]);
-  for (uint64_t k = 0; k < p->lng; k++) drop(&w->t, &w->slots[k]);
+static void release_all(void *workers, void *ctx, int harness) {
+  worker *ws = workers;
+  const params *p = ctx;
+  for (unsigned i = 0; i < p->threads; i++) {
+    worker *w = &ws[i];
+    drop(&w->t, &w->shortlived);
+    for (uint64_t k = 0; k < p->medium; k++) drop(&w->t, &w->fifo[k]);
+    for (uint64_t k = 0; k < p->lng; k++) drop(&w->t, &w->slots[k]);
+  }
+}
+
+static int setup(void *workers, void *ctx) {
+  worker *ws = workers;
+  params *p = ctx;
+  for (unsigned i = 0; i < p->threads; i++) {
+    ws[i].p = p;
+    ws[i].fifo = calloc(p->medium, sizeof(block));
+    ws[i].slots = calloc(p->lng, sizeof(block));
+    if (!ws[i].fifo || !ws[i].slots) return 1;
+  }
+  return 0;
 }
 
 int main(int argc, char **argv) {
   params p = {200000, 8, 16, 4096, 64, 4096, 1, WL_LATENCY_EVERY, UINT64_MAX};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (ms_arg_u64(PROG, a, "iterations", &p.iterations, 1, UINT64_C(1) << 40) ||
-        ms_arg_u64(PROG, a, "threads", &p.threads, 1, 1024) ||
-        ms_arg_u64(PROG, a, "min-size", &p.min_size, 16, UINT64_C(1) << 30) ||
-        ms_arg_u64(PROG, a, "max-size", &p.max_size, 16, UINT64_C(1) << 30) ||
-        ms_arg_u64(PROG, a, "medium", &p.medium, 1, 1 << 24) ||
-        ms_arg_u64(PROG, a, "long", &p.lng, 1, 1 << 24) ||
-        wl_common_arg(PROG, a, &p.seed, &p.every, &p.harness_ops))
-      continue;
-    return wl_unknown_arg(PROG, a);
-  }
+  const ms_opt opts[] = {MS_U64("iterations", &p.iterations, 1, UINT64_C(1) << 40, "blocks each thread allocates"),
+                         MS_U64("threads", &p.threads, 1, 1024, "threads"),
+                         MS_U64("min-size", &p.min_size, 16, UINT64_C(1) << 30, "smallest block, bytes"),
+                         MS_U64("max-size", &p.max_size, 16, UINT64_C(1) << 30, "largest block, bytes"),
+                         MS_U64("medium", &p.medium, 1, 1 << 24, "blocks a medium lifetime lasts"),
+                         MS_U64("long", &p.lng, 1, 1 << 24, "slots of long-lived blocks per thread"),
+                         WL_SEED_OPTS(&p.seed, &p.every),
+                         WL_HARNESS_OPT(&p.harness_ops),
+                         MS_END};
+  ms_parse(PROG, "many threads, blocks of mixed sizes and lifetimes", opts, argc, argv);
   if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
-  if (p.harness_ops == UINT64_MAX) p.harness_ops = p.iterations / 4;
-  uint64_t timer_ns = wl_timer_ns();
-  unsigned n = (unsigned)p.threads;
-
-  ms_region_begin("setup");
-  worker *ws = calloc(n, sizeof *ws);
-  int bad = !ws || wl_threads_init(&ws[0].t, sizeof *ws, n, p.seed, p.every, p.max_size);
-  for (unsigned i = 0; !bad && i < n; i++) {
-    ws[i].p = &p;
-    ws[i].fifo = calloc(p.medium, sizeof(block));
-    ws[i].slots = calloc(p.lng, sizeof(block));
-    bad = !ws[i].fifo || !ws[i].slots;
-  }
-  ms_region_end(0);
-  if (bad) { fprintf(stderr, "%s: out of memory in setup\n", PROG); return EXIT_OOM; }
-
-  ms_region_begin("main");
-  wl_phase(ws, sizeof *ws, n, 0, p.iterations, run_worker);
-  uint64_t ops = wl_calls(ws, sizeof *ws, n);
-  ms_region_end(ops);
-  int rc = wl_failure(PROG, &ws[0].t, sizeof *ws, n);
-  if (rc) return rc;
-
-  char *result = wl_result_json(PROG, ops, "", &ws[0].t, sizeof *ws, n, p.every, timer_ns);
-
-  ms_region_begin("teardown");
-  for (unsigned i = 0; i < n; i++) release_all(&ws[i], &p);
-  ms_region_end(0);
-  if (p.harness_ops) {
-    ms_region_begin("harness");
-    wl_phase(ws, sizeof *ws, n, 1, p.harness_ops, run_worker);
-    ms_region_end(wl_calls(ws, sizeof *ws, n));
-    for (unsigned i = 0; i < n; i++) release_all(&ws[i], &p);
-  }
-  for (unsigned i = 0; i < n; i++) free(ws[i].t.scratch);
-  wl_send(result);
-  return 0;
+  wl_program prog = {.name = PROG,
+                     .stride = sizeof(worker),
+                     .workers = (unsigned)p.threads,
+                     .iterations = p.iterations,
+                     .harness_ops = p.harness_ops,
+                     .seed = p.seed,
+                     .every = p.every,
+                     .scratch_bytes = p.max_size,
+                     .ops_per_iteration = 0,
+                     .ctx = &p,
+                     .setup = setup,
+                     .run = run_worker,
+                     .release = release_all};
+  return wl_main(&prog);
 }

@@ -39,6 +39,7 @@ class Region {
   void set_ops(uint64_t ops) { ops_ = ops; }
   Region(const Region &) = delete;
   Region &operator=(const Region &) = delete;
+
  private:
   uint64_t ops_;
 };
