@@ -13,7 +13,7 @@ from memsleuth import analysis
 from memsleuth.cases import alloc_churn, first_touch
 from memsleuth.evidence import Timeline, median_by_wall
 from memsleuth.findings import heap_trim, zero_page
-from memsleuth.report import builders, json_export, markdown
+from memsleuth.report import builders, json_export, markdown, wording
 from memsleuth.store import Store
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "compare-random-mixed.db"
@@ -117,3 +117,40 @@ def test_first_touch_flags_the_zero_page_at_the_zero_page_rule_threshold():
                                          rss_before_kb=0.0, rss_after_kb=n / 1024, status="ok")
     at = (1 - zero_page.MAX_RSS_PER_FAULT) * pages
     assert setup(at + 0.5).zero_page and not setup(at - 1).zero_page
+
+
+CASE_DATA = Path(__file__).resolve().parents[1] / "data" / "case-thread-heap.db"
+
+
+def test_case_tables_carry_numbers_that_only_the_report_formats(tmp_path):
+    db = tmp_path / "c.db"
+    shutil.copy(CASE_DATA, db)
+    st = Store(str(db), readonly=True)
+    run = st.load_run(1)
+    st.close()
+    report = builders.for_run(run)
+    result = report.analysis.result
+    (cells,) = [t for t in result.tables]
+    doc = json.loads(json_export.render(report))
+    (table,) = doc["case"]["tables"]
+    time_col = table["columns"].index("time per call")
+    for raw, shown, cooked in zip(table["rows"], report.tables[0].rows, cells.rows):
+        assert isinstance(raw[time_col], dict) and raw[time_col]["unit"] == "ns"
+        assert isinstance(raw[time_col]["value"], float)
+        assert shown == [wording.case_cell_text(c) for c in cooked]
+        assert shown[time_col] == f"{raw[time_col]['value']:,.0f} ns"
+    assert time_col in report.tables[0].align_right
+
+
+def test_case_cells_in_words_and_in_json():
+    from memsleuth.cases.base import Num, Ratio, Seq, cell_json, mib_of, percent_of
+    from memsleuth.stats import Estimate
+    assert wording.case_cell_text(mib_of(3 << 20, signed=True)) == "+3.0 MiB"
+    assert wording.case_cell_text(percent_of(0.123)) == "12.3 %"
+    assert wording.case_cell_text(Num(None, "ns")) == "n/a"
+    assert wording.case_cell_text(Seq((Num(1), Num(2000)))) == "1 / 2,000"
+    assert cell_json(Seq((Num(1), Num(2.5, "GB/s")))) == [1, {"value": 2.5, "unit": "GB/s"}]
+    e = Estimate(1.5, 1.25, 1.75, 0.97, 6)
+    assert wording.case_cell_text(Ratio(e)).startswith("1.50x [1.25, 1.75]")
+    assert cell_json(Ratio(e)) == {"median": 1.5, "low": 1.25, "high": 1.75, "n": 6}
+    assert cell_json(Ratio(None)) is None

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memsleuth.analysis import cell_view
-from memsleuth.cases.base import (Case, CaseResult, CaseTable, Tunable, Variant, median_text, paired, per_run, ratio_text,
-                                  status_text, tunable_variant)
+from memsleuth.cases.base import (Case, CaseResult, CaseTable, Num, Seq, Tunable, Variant, median_text, mib_of, ms_of,
+                                  paired, per_run, ratio_text, status_text, tunable_variant)
 from memsleuth.findings.heap_trim import MIN_REFAULT_RATIO, MIN_SHRINK_PER_STEP, MIN_SHRINKING_SHARE
 from memsleuth.findings.mmap_churn import MUNMAP_PER_STEP
 from memsleuth.findings.view import typical_step
-from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, fmt_num as fmt
+from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_num as fmt
 from memsleuth.records import StoredCell, StoredRun
 from memsleuth.workloads import alloc_churn
 from memsleuth.workloads.base import Param
@@ -179,10 +179,9 @@ class AllocChurn(Case):
         ev = [_evidence(c) for c in run.cells]
         rows = []
         for e in ev:
-            rows.append([e.allocator, e.tunables, e.variant, fmt_ms(e.step_wall_ns), fmt_ms(e.wall_ns["target"]),
-                         " / ".join(fmt(e.faults[r]) for r in REGIONS),
-                         " / ".join(fmt(e.calls[s]) for s in SYSCALLS),
-                         fmt_mib(e.alloc_brk_delta, signed=True), fmt_mib(e.free_brk_delta, signed=True), e.status])
+            rows.append([e.allocator, e.tunables, e.variant, ms_of(e.step_wall_ns), ms_of(e.wall_ns["target"]),
+                         Seq(tuple(Num(e.faults[r]) for r in REGIONS)), Seq(tuple(Num(e.calls[s]) for s in SYSCALLS)),
+                         mib_of(e.alloc_brk_delta, signed=True), mib_of(e.free_brk_delta, signed=True), e.status])
         first = ev[0] if ev else None
         table = CaseTable(
             "Per step (median step after the first, median over runs; the statements give the 95% CIs)",

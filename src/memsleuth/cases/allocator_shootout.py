@@ -9,11 +9,9 @@ rules (madvise storm, heap-trim and mmap churn, first touch, ...).
 from __future__ import annotations
 
 from memsleuth.analysis import CellSummary, analyse, failure_label
-from memsleuth.cases.base import Case, CaseResult, CaseTable, Variant
-from memsleuth.units import fmt_num as fmt
+from memsleuth.cases.base import Case, CaseResult, CaseTable, Num, Variant, mib_of, percent_of
 from memsleuth.findings import unstable as unstable_rule
 from memsleuth.records import StoredRun
-from memsleuth.units import fmt_bytes
 from memsleuth.workloads import random_mixed
 from memsleuth.workloads.base import Param
 
@@ -55,15 +53,14 @@ class AllocatorShootout(Case):
             for c in g.cells:
                 e, est = c.evidence, c.estimate
                 vs = "fastest" if c.is_best else (c.verdict.text if c.verdict else "-")
-                rows.append([c.cell.params.get("run", ""), str(c.cell.params.get("ws")),
-                             f"{int(c.cell.params.get('iterations', 0)):,}", c.cell.allocator.name,
-                             fmt(est.median / 1e6 if est else None, ",.2f", "Mops/s"), vs,
-                             fmt(100 * e.sys_share if e.sys_share is not None else None, ".1f", "%"),
-                             fmt(_per_kop(c, e.syscalls.get("madvise")), ",.2f"),
-                             fmt(_per_kop(c, sum(e.syscalls.get(k, 0) for k in ("mmap", "munmap", "brk"))
-                                          if e.syscalls else None), ",.2f"),
-                             fmt(_per_kop(c, e.minflt), ",.2f"),
-                             fmt_bytes(e.maxrss_kb * 1024) if e.maxrss_kb is not None else "n/a",
+                rows.append([c.cell.params.get("run", ""), Num(int(c.cell.params.get("ws", 0))),
+                             Num(int(c.cell.params.get("iterations", 0))), c.cell.allocator.name,
+                             Num(est.median / 1e6 if est else None, "Mops/s", ",.2f"), vs, percent_of(e.sys_share),
+                             Num(_per_kop(c, e.syscalls.get("madvise")), "", ",.2f"),
+                             Num(_per_kop(c, sum(e.syscalls.get(k, 0) for k in ("mmap", "munmap", "brk"))
+                                          if e.syscalls else None), "", ",.2f"),
+                             Num(_per_kop(c, e.minflt), "", ",.2f"),
+                             mib_of(e.maxrss_kb * 1024 if e.maxrss_kb is not None else None),
                              c.label if not c.failures or not c.ok_samples else
                              f"{len(c.failures)} of {len(c.failures) + len(c.ok_samples)} failed"])
         table = CaseTable(

@@ -32,15 +32,65 @@ class Variant:
     where: bool = False              # explain it: syscall arguments and call sites (runner, where.py)
 
 
+@dataclass(frozen=True)
+class Num:
+    """A number in a case table, in the unit it is shown in (None: not measured). `spec` is the
+    report's format; JSON carries the value and unit."""
+    value: float | None
+    unit: str = ""
+    spec: str = ",.0f"
+    signed: bool = False             # shown with its sign (a change)
+
+
+@dataclass(frozen=True)
+class Seq:
+    """Several numbers in one cell, in order (faults per region, RSS before and after)."""
+    parts: tuple
+    sep: str = " / "
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A paired ratio with its 95% CI (stats.paired_by_round); None: no round in which both ran."""
+    estimate: stats.Estimate | None
+
+
+# A case table's cell is a label or status (str), or a Num, Seq or Ratio.
+
+def ms_of(ns: float | None) -> Num:
+    return Num(None if ns is None else ns / 1e6, "ms", ",.2f")
+
+
+def mib_of(n_bytes: float | None, signed: bool = False) -> Num:
+    return Num(None if n_bytes is None else n_bytes / (1 << 20), "MiB", ",.1f", signed)
+
+
+def percent_of(share: float | None) -> Num:
+    return Num(None if share is None else 100 * share, "%", ".1f")
+
+
+def cell_json(c):
+    """A cell as JSON: a label as text, a number with its unit, a ratio with its CI."""
+    if isinstance(c, Num):
+        return {"value": c.value, "unit": c.unit} if c.unit else c.value
+    if isinstance(c, Seq):
+        return [cell_json(x) for x in c.parts]
+    if isinstance(c, Ratio):
+        e = c.estimate
+        return None if e is None else {"median": e.median, "low": e.low, "high": e.high, "n": e.n}
+    return c
+
+
 @dataclass
 class CaseTable:
     title: str
     columns: list[str]               # each names its unit
-    rows: list[list[str]]
+    rows: list[list]                 # Cells: numbers stay numbers until a report formats them
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"title": self.title, "columns": self.columns, "rows": self.rows, "notes": self.notes}
+        return {"title": self.title, "columns": self.columns, "rows": [[cell_json(c) for c in r] for r in self.rows],
+                "notes": self.notes}
 
 
 @dataclass

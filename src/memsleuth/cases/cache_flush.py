@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 from memsleuth import native, stats
 from memsleuth.analysis import cell_view
-from memsleuth.cases.base import (CASE_NOISE, Case, CaseFigure, CaseResult, CaseTable, Variant, median_text, result_rows,
-                                  status_text)
+from memsleuth.cases.base import (CASE_NOISE, Case, CaseFigure, CaseResult, CaseTable, Num, Variant, percent_of,
+                                  median_text, result_rows, status_text)
 from memsleuth.stats import median_of as med
-from memsleuth.units import fmt_num as fmt
 from memsleuth.errors import UsageError
 from memsleuth.records import StoredCell, StoredRun
 from memsleuth.workloads import cache_flush
@@ -117,8 +116,8 @@ class CacheFlush(Case):
         for e in ev:
             line_ns = LINE_BYTES / e.gbs if e.gbs else None
             rows.append([e.op, FENCE.get(e.op, "-"), *([e.allocator] if several else []),
-                         fmt(e.gbs, ".2f", "GB/s"), fmt(line_ns, ".2f", "ns"), fmt(e.faults_per_pass),
-                         fmt(100 * e.sys_share if e.sys_share is not None else None, ".1f", "%"),
+                         Num(e.gbs, "GB/s", ".2f"), Num(line_ns, "ns", ".2f"), Num(e.faults_per_pass),
+                         percent_of(e.sys_share),
                          e.status if not e.unsupported else f"not supported on this CPU ({e.unsupported})"])
         for op, why in facts.get("unsupported", {}).items():
             rows.append([op, FENCE.get(op, "-"), *(["-"] if several else []), "-", "-", "-", "-",

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from memsleuth.findings.zero_page import MAX_RSS_PER_FAULT
 from memsleuth.analysis import cell_view
-from memsleuth.cases.base import (CASE_NOISE, Case, CaseFigure, CaseResult, CaseTable, Variant, median_text, paired, per_run,
-                                  ratio_text, resolved_above, result_rows, status_text)
+from memsleuth.cases.base import (CASE_NOISE, Case, CaseFigure, CaseResult, CaseTable, Num, Seq, Variant, mib_of, ms_of,
+                                  median_text, paired, per_run, ratio_text, resolved_above, result_rows, status_text)
 from memsleuth.stats import median_of
-from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, fmt_num as fmt, gb_per_s
+from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, gb_per_s
 from memsleuth.records import StoredCell, StoredRun
 from memsleuth.workloads import first_touch
 from memsleuth.workloads.base import Param
@@ -141,12 +141,12 @@ class FirstTouch(Case):
             if not e.supported:
                 rows.append([e.setup, e.allocator, "not supported", *["-"] * 9, e.reason or ""])
                 continue
-            rss = (f"{fmt_mib((e.rss_before_kb or 0) * 1024)} → {fmt_mib((e.rss_after_kb or 0) * 1024)}"
-                   if e.rss_before_kb is not None else "n/a")
-            rows.append([e.setup, e.allocator, fmt(e.copy_gbs, ".2f", "GB/s"), fmt(e.copy_faults),
-                         fmt(e.again_gbs, ".2f", "GB/s"), fmt(e.again_faults), fmt_ms(e.source_ns),
-                         fmt_ms(e.setup_ns), fmt(e.setup_faults),
-                         rss, fmt(e.zero_page_faults), ("ZERO-PAGE " if e.zero_page else "") + e.status])
+            rss = (Seq((mib_of((e.rss_before_kb or 0) * 1024), mib_of((e.rss_after_kb or 0) * 1024)), " → ")
+                   if e.rss_before_kb is not None else Num(None))
+            rows.append([e.setup, e.allocator, Num(e.copy_gbs, "GB/s", ".2f"), Num(e.copy_faults),
+                         Num(e.again_gbs, "GB/s", ".2f"), Num(e.again_faults), ms_of(e.source_ns),
+                         ms_of(e.setup_ns), Num(e.setup_faults),
+                         rss, Num(e.zero_page_faults), ("ZERO-PAGE " if e.zero_page else "") + e.status])
         n = ev[0].n_bytes if ev else 0
         table = CaseTable(
             f"Copy of {fmt_mib(n)} (median over runs; the statements give the 95% CIs)",

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from memsleuth import stats
 from memsleuth.findings.lock_contention import FUTEX_PER_KOP
 from memsleuth.analysis import cell_view
-from memsleuth.cases.base import (CASE_NOISE, Case, CaseResult, CaseTable, Tunable, Variant, status_text,
-                                  tunable_variant)
+from memsleuth.cases.base import (CASE_NOISE, Case, CaseResult, CaseTable, Num, Ratio, Seq, Tunable, Variant, percent_of,
+                                  status_text, tunable_variant)
 from memsleuth.stats import median_of as med
-from memsleuth.units import fmt_num as fmt
 from memsleuth.records import StoredCell, StoredRun
 from memsleuth.workloads import thread_heap
 from memsleuth.workloads.base import Param
@@ -99,12 +98,19 @@ def ratio_text(r: stats.Estimate | None) -> str:
     return f"{r.median:.2f}x{ci}"
 
 
-def heaps_text(e: VariantEvidence) -> str:
+def _heaps_words(e: VariantEvidence) -> str:
+    per = "; ".join(", ".join(f"{b / 1024:,.0f} KiB" for b in h) for h in e.heaps[:4])
+    return per + (f"; +{len(e.heaps) - 4} more processes" if len(e.heaps) > 4 else "")
+
+
+def heaps_cell(e: VariantEvidence):
+    """Per process (the first four), each arena's system bytes in KiB; how many arenas is how many numbers."""
     if e.heaps is None:
-        return "not read (malloc is not glibc's)" if e.malloc_object else "n/a"
-    per = [f"{len(h)} ({', '.join(f'{b / 1024:,.0f}' for b in h)} KiB)" for h in e.heaps[:4]]
-    more = f" +{len(e.heaps) - 4} more" if len(e.heaps) > 4 else ""
-    return "; ".join(per) + more
+        return "not read (malloc is not glibc's)" if e.malloc_object else Num(None)
+    per = tuple(Seq(tuple(Num(b / 1024, "KiB") for b in h), ", ") for h in e.heaps[:4])
+    if len(e.heaps) > 4:
+        per += (f"+{len(e.heaps) - 4} more",)
+    return Seq(per, "; ")
 
 
 class ThreadHeap(Case):
@@ -139,11 +145,10 @@ class ThreadHeap(Case):
         rows = []
         for e in ev:
             procs = index.get((e.allocator, e.tunables, e.form, "processes"))
-            vs = ratio_text(ratio(e, procs)) if e.mode == "threads" and procs else "-"
-            rows.append([e.allocator, e.tunables, e.form, e.mode, fmt(e.per_call, ",.0f", "ns"), vs,
-                         fmt(e.futex_per_kcall, ",.2f"), fmt(e.cs_per_kcall, ",.2f"), fmt(e.maps_per_kcall, ",.2f"),
-                         fmt(100 * e.sys_share if e.sys_share is not None else None, ".1f", "%"), heaps_text(e),
-                         e.status])
+            vs = Ratio(ratio(e, procs)) if e.mode == "threads" and procs else "-"
+            rows.append([e.allocator, e.tunables, e.form, e.mode, Num(e.per_call, "ns"), vs,
+                         Num(e.futex_per_kcall, "", ",.2f"), Num(e.cs_per_kcall, "", ",.2f"),
+                         Num(e.maps_per_kcall, "", ",.2f"), percent_of(e.sys_share), heaps_cell(e), e.status])
         workers = run.cells[0].params.get("threads") if run.cells else "?"
         table = CaseTable(
             f"{workers} workers (median over runs)",
@@ -194,7 +199,8 @@ class ThreadHeap(Case):
                     (e.tunables == "default" or "arena" in e.tunables):
                 n = [len(h) for h in e.heaps]
                 out.append(f"{e.where}, {e.mode}: malloc_info lists {', '.join(map(str, n))} arena(s) "
-                           f"{'per process' if e.mode == 'processes' else 'in the process'} ({heaps_text(e)}).")
+                           f"{'per process' if e.mode == 'processes' else 'in the process'} "
+                           f"(system bytes per arena: {_heaps_words(e)}).")
             elif e.heaps is None and e.malloc_object and e.form == "local" and e.mode == "threads":
                 out.append(f"{e.where}: malloc resolves to {e.malloc_object}, so glibc's malloc_info would not "
                            f"describe the heap in use; no arena evidence.")

@@ -6,9 +6,10 @@ from __future__ import annotations
 import shlex
 
 from memsleuth.analysis import CellSummary, Group, failure_label
+from memsleuth.cases.base import Num, Ratio, Seq, ratio_text
 from memsleuth.records import StoredCell, StoredRun
 from memsleuth.stats import MIN_SAMPLES_FOR_CI
-from memsleuth.units import fmt_bytes, fmt_si
+from memsleuth.units import fmt_bytes, fmt_num, fmt_si
 
 
 def params_text(params: dict, swept: list[str]) -> str:
@@ -142,3 +143,14 @@ def machine_lines(run: StoredRun) -> list[str]:
     load = f"{m.loadavg_1m:.2f}" if m.loadavg_1m is not None else "n/a"
     return [f"machine: {m.cpu_model} x{m.cpus}, kernel {m.kernel}, glibc {m.glibc}, THP {m.thp}, load {load}",
             "allocators: " + "; ".join(f"{a.name} {a.version}" for a in m.allocators)]
+
+
+def case_cell_text(c) -> str:
+    """A case table's cell (cases.base: a label, Num, Seq or Ratio) as the report shows it."""
+    if isinstance(c, Num):
+        return fmt_num(c.value, ("+" if c.signed else "") + c.spec, c.unit)
+    if isinstance(c, Seq):
+        return c.sep.join(case_cell_text(x) for x in c.parts)
+    if isinstance(c, Ratio):
+        return ratio_text(c.estimate)
+    return str(c)

@@ -8,7 +8,7 @@ from memsleuth.model import cell_label
 from memsleuth.records import StoredRun
 from memsleuth.report.content import Report, ResultFigure, Table
 from memsleuth.report.sections import FLAT_RSS_MIB, FLAT_RSS_SHARE, failures_table, flat_timeline, timeline_figure
-from memsleuth.report.wording import leftover_lines, machine_lines, memsleuth_command
+from memsleuth.report.wording import case_cell_text, leftover_lines, machine_lines, memsleuth_command
 from memsleuth.units import fmt_size_arg
 
 
@@ -21,9 +21,9 @@ def build(run: StoredRun, a: CaseAnalysis) -> Report:
               f"warm-up per cell; status {run.status}; {run.created_at}", *machine_lines(run)]
     if params:
         header.append("parameters: " + ", ".join(f"{k}={_param_text(case, k, v)}" for k, v in params.items()))
-    tables = [Table(t.title, t.columns, t.rows, t.notes,
+    tables = [Table(t.title, t.columns, [[case_cell_text(c) for c in r] for r in t.rows], t.notes,
                     align_right={i for i, c in enumerate(t.columns) if i and t.rows and
-                                 all(_numeric(r[i]) for r in t.rows)})
+                                 all(not isinstance(r[i], str) for r in t.rows)})
               for t in result.tables]
     header += leftover_lines(run.cells)
     swept = list(run.spec.swept)
@@ -54,7 +54,3 @@ def _param_text(case, key: str, value) -> str:
     except UsageError:            # a label the case adds (variant, tunables), not a parameter
         return text
     return fmt_size_arg(text) if kind in ("size", "sizes") else text
-
-
-def _numeric(text: str) -> bool:
-    return bool(text) and (text[0].isdigit() or text[0] in "+-") or text == "n/a"
