@@ -12,7 +12,7 @@ import pytest
 from memsleuth import analysis
 from memsleuth.cases import alloc_churn, first_touch
 from memsleuth.evidence import Timeline, median_by_wall
-from memsleuth.findings import heap_trim, zero_page
+from memsleuth.findings import cost, heap_trim, zero_page
 from memsleuth.report import builders, json_export, markdown, wording
 from memsleuth.store import Store
 
@@ -96,7 +96,7 @@ def _churn(faults: float, shrink: float, shrinking: int, steps: int = 10) -> all
 
 def test_alloc_churn_names_re_faulting_and_trimming_by_the_heap_trim_rule():
     pages = (8 << 20) / 4096
-    at = heap_trim.MIN_REFAULT_RATIO * pages
+    at = cost.REFAULT_SHARE * pages
     assert _churn(at, 0, 0).refaults and not _churn(at - 1, 0, 0).refaults
     trimmed = alloc_churn.mechanism(_churn(pages, heap_trim.MIN_SHRINK_PER_STEP, 9))
     assert "heap-top trimming" in trimmed

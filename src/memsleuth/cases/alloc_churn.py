@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from memsleuth.analysis import cell_view
 from memsleuth.cases.base import (Case, CaseResult, CaseTable, Num, Seq, Tunable, Variant, median_text, mib_of, ms_of,
                                   paired, per_run, ratio_text, status_text, tunable_variant)
-from memsleuth.findings.heap_trim import MIN_REFAULT_RATIO, MIN_SHRINK_PER_STEP, MIN_SHRINKING_SHARE
+from memsleuth.findings.cost import REFAULT_SHARE
+from memsleuth.findings.heap_trim import MIN_SHRINK_PER_STEP, MIN_SHRINKING_SHARE
 from memsleuth.findings.mmap_churn import MUNMAP_PER_STEP
 from memsleuth.findings.view import typical_step
 from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_num as fmt
@@ -33,7 +34,7 @@ TUNABLES: dict[str, Tunable] = {
     "tcache_count": ("tcache_count=0", "glibc.malloc.tcache_count=0"),
 }
 # The mechanisms are named by the rules' own thresholds (one per mechanism in the project):
-# - a step re-faults when its faults reach heap_trim.MIN_REFAULT_RATIO of the pages it allocates;
+# - a step re-faults when its faults reach cost.REFAULT_SHARE of the pages it allocates;
 # - the heap top is trimmed when the break moves down at least heap_trim.MIN_SHRINK_PER_STEP per
 #   step in region free, in at least heap_trim.MIN_SHRINKING_SHARE of the steps after the first;
 # - the large blocks are mapped and unmapped at mmap_churn.MUNMAP_PER_STEP munmap calls per step;
@@ -70,7 +71,7 @@ class CellEvidence:
 
     @property
     def refaults(self) -> bool:
-        return (self.total_faults or 0) >= MIN_REFAULT_RATIO * self.pages
+        return (self.total_faults or 0) >= REFAULT_SHARE * self.pages
 
     @property
     def step_wall_ns(self) -> float | None:
@@ -236,7 +237,7 @@ def _against(e: CellEvidence, ref: CellEvidence, ref_name: str, judge: bool = Tr
     if t and t0:
         ft = e.faults.get("target") or 0
         paid = (f"; region target took {ft:,.0f} faults per step, so the timed region paid for first touch"
-                if ft >= MIN_REFAULT_RATIO * e.pages else "")
+                if ft >= REFAULT_SHARE * e.pages else "")
 
         def step(s):
             return typical_step([s], "target", lambda x: x.wall_ns)

@@ -30,6 +30,10 @@ TICK_SLACK_NS = 8_000_000
 # (no kernel-side arguments, no call sites to confirm them).
 HIGH_SHARE = 0.25
 MEDIUM_SHARE = 0.10
+# Memory given back to the kernel (a trimmed heap top, an unmapped block) comes back when the page
+# faults that follow account for at least this share of it: one threshold for every mechanism
+# that gives memory back and faults it in again (heap_trim, mmap_churn, the alloc-churn case).
+REFAULT_SHARE = 0.5
 
 
 # MADV_* numbers (asm-generic/mman-common.h) as the kernel's tracepoint reports them, and the

@@ -14,8 +14,6 @@ from memsleuth.findings.view import CellView
 MIN_SHRINK_PER_STEP = 256 * 1024
 # The break must move down in most steps, not once.
 MIN_SHRINKING_SHARE = 0.5
-# The re-faults must account for the returned memory: at least half of its pages per step.
-MIN_REFAULT_RATIO = 0.5
 # Without step regions: a heap that only grows moves the break about once per 128 KiB (glibc's
 # default top_pad) of net growth. Four times more brk calls than that growth explains means the
 # top was trimmed and grown again; fewer than 50 calls in all is not a churn.
@@ -79,7 +77,7 @@ def _process(view: CellView) -> list[Finding]:
         mechanism = ("the top of the heap is given back to the kernel by moving the program break down "
                      + ("a page or two at a time" if small else f"{_size(step)} at a time")
                      + " and taken again by moving it up")
-        if up_bytes and refault_pages >= MIN_REFAULT_RATIO * min(up_bytes, down_bytes) / PAGE_BYTES:
+        if up_bytes and refault_pages >= cost_mod.REFAULT_SHARE * min(up_bytes, down_bytes) / PAGE_BYTES:
             # An upper bound (faults beyond the pages resident at the peak), so said as room, not fact.
             mechanism += (", and there are enough faults beyond the peak's resident pages for the memory taken "
                           "again to be faulted in again each time")
@@ -122,7 +120,7 @@ def _timeline(view: CellView, sc, split) -> list[Finding]:
     drops = [a - b for a, b in zip(heap, heap[1:]) if (a - b) * 1024 >= MIN_SHRINK_PER_STEP]
     dropped = sum(drops) * 1024
     fault_bytes = sc.minflt * PAGE_BYTES
-    if len(drops) < MIN_HEAP_DROPS or fault_bytes < MIN_REFAULT_RATIO * dropped:
+    if len(drops) < MIN_HEAP_DROPS or fault_bytes < cost_mod.REFAULT_SHARE * dropped:
         return []
     refault_ns = min(dropped / PAGE_BYTES * split.units.fault_ns * split.scale, split.cost("page-faults"))
     spent = split.cost("brk") + refault_ns
@@ -150,7 +148,7 @@ def _steps(view: CellView, steps) -> list[Finding]:
         return []
     returned_pages = shrink.brk_shrink_per_step / PAGE_BYTES
     ratio = faulting.minflt_per_step / returned_pages
-    if ratio < MIN_REFAULT_RATIO:
+    if ratio < cost_mod.REFAULT_SHARE:
         return []
     brk_calls = sum(s.syscalls_per_step.get("brk", 0) for s in steps)
     evidence = [

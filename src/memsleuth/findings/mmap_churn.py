@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memsleuth.findings.base import Finding, kernel_share, mib
 from memsleuth.findings import cost as cost_mod
-from memsleuth.findings.cost import confidence
+from memsleuth.findings.cost import REFAULT_SHARE, confidence
 from memsleuth.units import PAGE_BYTES
 from memsleuth.events import MECHANISM_FLOORS
 from memsleuth.findings.view import CellView
@@ -23,8 +23,6 @@ MIN_MUNMAPS = MECHANISM_FLOORS["munmap"]
 # Blocks of at least this size on average are "large blocks" (an allocator's mmap threshold is
 # 128 KiB to a few MiB); smaller ones are a program's own small mappings.
 LARGE_BLOCK_BYTES = 64 << 10
-# The faults account for at least this share of the bytes unmapped: the memory comes back.
-MIN_REFAULT_SHARE = 0.5
 
 
 def _process(view: CellView) -> list[Finding]:
@@ -46,7 +44,7 @@ def _process(view: CellView) -> list[Finding]:
     if unmapped is not None:
         per = unmapped / munmaps
         large = per >= LARGE_BLOCK_BYTES
-        refaults = refault_pages * PAGE_BYTES >= MIN_REFAULT_SHARE * unmapped
+        refaults = refault_pages * PAGE_BYTES >= REFAULT_SHARE * unmapped
         evidence.append(f"munmap returned {mib(unmapped)} ({mib(per)} per call; {view.args_source('munmap')})")
         evidence.append(f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)}, {fault_bytes / unmapped:.2f}x the bytes "
                         "unmapped")

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 
-from memsleuth.analysis import CheckAnalysis, RunAnalysis, analyse_run
+from memsleuth.analysis import CheckAnalysis, RunAnalysis
 from memsleuth.records import StoredRun
 
 SCHEMA = "memsleuth.run/1"
 
 
 def document(run: StoredRun, a=None) -> dict:
-    """The JSON document of a run from its analysis: a RunAnalysis, a CheckAnalysis or a
-    cases.CaseAnalysis. A report that is not built from one (a gate or --try session, a fleet
-    task) has its run analysed as compare analyses it."""
+    """The JSON document of a run from its analysis, made once by whoever built the report
+    (builders.for_run): a RunAnalysis, a CheckAnalysis or a cases.CaseAnalysis."""
     from memsleuth.cases import CaseAnalysis
     case = None
     if isinstance(a, CaseAnalysis):
@@ -25,7 +24,7 @@ def document(run: StoredRun, a=None) -> dict:
         run_level, quiet, answer = [f for f in a.findings if id(f) not in own], a.quiet, []
     else:
         if not isinstance(a, RunAnalysis):
-            a = analyse_run(run)
+            raise TypeError(f"run {run.id}: no analysis to export (got {type(a).__name__})")
         summaries = {c.cell.id: c for g in a.groups for c in g.cells}
         run_level, quiet, answer = a.findings, a.quiet, a.answer
     cells = []

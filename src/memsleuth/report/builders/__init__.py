@@ -2,7 +2,9 @@
 computed from it, and words it as a `Report` (report/content.py); none computes a number.
 
 `for_run` is where a stored run is analysed for its report: once, by its kind, and the result is
-handed to the builder, which keeps it on the report for the JSON export.
+handed to the builder, which keeps it on the report for the JSON export. A gate session, a
+`--try` session and a fleet task are words about their cells, not an analysis of them: their
+JSON carries the cells as compare analyses them, made here too and handed over the same way.
 
 | report | analysis | builder |
 |---|---|---|
@@ -35,9 +37,10 @@ def for_run(run: StoredRun) -> Report:
         if run.kind == "try" and len(run.cells) >= 2:
             from memsleuth import tried as trying
             return tried.build(run, trying.evaluate(run, time, threshold, count_threshold),
-                               (run.spec.facts or {}).get("check_run"))
+                               (run.spec.facts or {}).get("check_run"), analysis.analyse_run(run))
         if run.spec.gate and len(run.cells) == 2:
-            return gate.build(run, gating.evaluate(run, time, threshold, count_threshold), list(run.argv))
+            return gate.build(run, gating.evaluate(run, time, threshold, count_threshold), list(run.argv),
+                              analysis.analyse_run(run))
     except (KeyError, TypeError, ValueError):
         pass     # a damaged gate/try record: shown as the plain run it also is
     if run.kind == "check":
@@ -46,5 +49,5 @@ def for_run(run: StoredRun) -> Report:
         from memsleuth import cases
         return case.build(run, cases.analyse(run))
     if run.kind == "fleet-task":
-        return fleet_task.build(run)
+        return fleet_task.build(run, analysis.analyse_run(run))
     return compare.build(run, analysis.analyse_run(run))

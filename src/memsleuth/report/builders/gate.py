@@ -44,7 +44,9 @@ def answer(result: gating.Result) -> list[str]:
     return [head, f"time ({result.estimator}), candidate / baseline, paired by round: {time.text}"]
 
 
-def build(run, result: gating.Result, argv: list[str]) -> Report:
+def build(run, result: gating.Result, argv: list[str], cells=None) -> Report:
+    """The gate session's checks; `cells` (analysis.RunAnalysis) is the run's cells as compare analyses
+    them, kept for the run's JSON."""
     base, cand = run.cells
     header = [f"run {run.id} ({run.created_at}, {run.machine.name}); status {run.status}",
               f"baseline:  {_setup(base)}",
@@ -70,7 +72,8 @@ def build(run, result: gating.Result, argv: list[str]) -> Report:
                                   "could be resolved either.",
                gating.PASS: "Gate: pass (exit 0)."}[result.verdict]]
     return Report(f"memsleuth gate — {result.cell}", header, [table], footer, answer=answer(result),
-                  command=memsleuth_command(argv), run=run, footer_alert=result.verdict == gating.REGRESSION)
+                  command=memsleuth_command(argv), run=run, analysis=cells,
+                  footer_alert=result.verdict == gating.REGRESSION)
 
 
 def to_dict(run, result: gating.Result) -> dict:

@@ -23,7 +23,9 @@ def _setup(t) -> str:
     return "; ".join(parts)
 
 
-def build(run, trials: list[tried.Trial], check_run: int | None) -> Report:
+def build(run, trials: list[tried.Trial], check_run: int | None, cells=None) -> Report:
+    """The candidates tried against the baseline; `cells` (analysis.RunAnalysis) is the run's cells as
+    compare analyses them, kept for the run's JSON."""
     base = run.cells[0]
     rounds = min((c.n[0] for t in trials for c in [t.time]), default=0)
     header = [f"run {run.id} ({run.created_at}, {run.machine.name}); tried after check run {check_run}" if check_run
@@ -56,5 +58,5 @@ def build(run, trials: list[tried.Trial], check_run: int | None) -> Report:
     footer = ([f"Measured to help here: {', '.join(t.candidate.name for t in best)}."] if best else
               ["No candidate was measured to help here."])
     return Report(f"memsleuth check --try — {base.command[0] if base.command else run.name}", header, [table],
-                  footer, answer=answer, run=run)
+                  footer, answer=answer, run=run, analysis=cells)
 
