@@ -30,22 +30,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ms_dump.h"
 
-#define FLUSH_OPS 256
+/* A thread adds its counts into the process's every FLUSH_OPS calls, or when its live bytes moved
+ * by FLUSH_BYTES since its last flush (so the process's live and peak are never further off than
+ * that per thread). Each flush is a dozen atomic adds on lines the threads share: 1024 calls
+ * make that about 1 ns a call with two threads (bench/heap_cost.py). */
+#define FLUSH_OPS 1024
 #define FLUSH_BYTES (256 << 10)
 #define HIST_BUCKETS 48
 #define MAX_FRAMES 16
 #define SKIP_FRAMES 2 /* record_sample and the hook itself */
 #define MAX_SITES 8192
-#define SAMPLE_SLOTS (1u << 17) /* live sampled blocks: open addressing */
-#define FILTER_SLOTS (1u << 15) /* counting filter over sampled pointers: 32 KiB, stays in cache */
+#define SAMPLE_SLOTS_MIN 4096u /* live sampled blocks: open addressing, grown by doubling at half full */
+#define SAMPLE_SLOTS_MAX (1u << 22)
+#define FILTER_SLOTS (1u << 15) /* filter over sampled pointers */
 #define TIMELINE_POINTS 4096
 #define PEAK_STEP 1.10 /* a new peak snapshot when live grew by 10% since the last */
+/* A snapshot reads /proc (smaps: the kernel walks the page tables, a millisecond or more in a big
+ * process). The next one waits at least this many times as long as the last took, so snapshots
+ * cost at most about 5% of the run however often the peak moves. */
+#define SNAPSHOT_SPACING 20
 #define BOOT_BYTES (256 << 10)
 
 typedef void *(*malloc_fn)(size_t);
@@ -80,7 +90,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t g_thread_key; /* its destructor adds an exiting thread's counts in */
 
 typedef struct {
-  int64_t live, requested, allocs, frees, since_flush;
+  int64_t live, requested, allocs, frees; /* since the last flush; live: the net change */
   int64_t hist[HIST_BUCKETS];
   int64_t until_sample;
   uint64_t rng;
@@ -104,8 +114,17 @@ typedef struct {
   int site;
   double weight_bytes, weight_count;
 } sampled;
-static sampled g_samples[SAMPLE_SLOTS];
-static _Atomic uint8_t g_filter[FILTER_SLOTS];
+/* mmap'd (not malloc'd: the hooks must not call themselves) and grown as the live samples need:
+ * a fixed table as large as the worst case would fault a fresh page in, under the lock, for
+ * nearly every sample. */
+static sampled *g_samples;
+static uint32_t g_sample_cap, g_sample_used; /* used: entries and deletion marks */
+/* Which pointers may be sampled, checked on every free: a bit per slot (4 KiB, so the check stays
+ * in L1), set while the slot's count of live samples (under g_lock) is above zero. */
+static _Atomic uint64_t g_filter_bits[FILTER_SLOTS / 64];
+static uint16_t g_filter_count[FILTER_SLOTS];
+
+static inline int maybe_sampled(void *p);
 
 typedef struct {
   int64_t t_us, live;
@@ -259,14 +278,35 @@ static void read_arenas(int *count, int64_t *rss_kb) {
   fclose(f);
 }
 
-static void snapshot_peak(int64_t live) {
-  /* under g_lock */
+static _Atomic int g_snapping;     /* a thread is taking a snapshot */
+static int64_t g_snapshot_next_us; /* the earliest time of the next one */
+
+/* At a new peak (10% above the last snapshot's live, and live now within 10% of the peak): the
+ * sites' live bytes, resident memory and the arenas, read by one thread at a time, outside the
+ * lock, no sooner than SNAPSHOT_SPACING times the last one's cost after it. */
+static void maybe_snapshot(int64_t live, int64_t peak) {
+  if (peak <= (1 << 20) || peak <= (int64_t)(g_peak_snapshot_live * PEAK_STEP) || live * PEAK_STEP < peak) return;
+  int64_t t0 = now_us();
+  if (t0 < g_snapshot_next_us) return;
+  int idle = 0;
+  if (!atomic_compare_exchange_strong(&g_snapping, &idle, 1)) return;
+  int64_t rss_kb, anon_kb, arena_kb;
+  int arenas;
+  read_memory(&rss_kb, &anon_kb);
+  read_arenas(&arenas, &arena_kb);
+  pthread_mutex_lock(&g_lock);
   g_peak_snapshot_live = live;
   for (int i = 0; i < g_nsites; i++) g_sites[i].peak_bytes = g_sites[i].live_bytes;
   g_at_peak.live = live;
-  g_at_peak.t_us = now_us();
-  read_memory(&g_at_peak.rss_kb, &g_at_peak.anon_kb);
-  read_arenas(&g_at_peak.arenas, &g_at_peak.arena_rss_kb);
+  g_at_peak.t_us = t0;
+  g_at_peak.rss_kb = rss_kb;
+  g_at_peak.anon_kb = anon_kb;
+  g_at_peak.arenas = arenas;
+  g_at_peak.arena_rss_kb = arena_kb;
+  pthread_mutex_unlock(&g_lock);
+  int64_t t1 = now_us();
+  g_snapshot_next_us = t1 + SNAPSHOT_SPACING * (t1 - t0);
+  atomic_store(&g_snapping, 0);
 }
 
 static void timeline_add(int64_t live) {
@@ -294,21 +334,20 @@ static void flush(void) {
       atomic_fetch_add(&g_hist[b], T.hist[b]);
       T.hist[b] = 0;
     }
-  T.live = T.requested = T.allocs = T.frees = T.since_flush = 0;
+  T.live = T.requested = T.allocs = T.frees = 0;
   int64_t peak = atomic_load(&g_peak);
   while (live > peak && !atomic_compare_exchange_weak(&g_peak, &peak, live)) {}
+  if (live > peak) peak = live;
   int64_t last = g_tl_last;
   int moved = last < 0 || llabs(live - last) * 32 > (last > 4096 ? last : 4096);
-  int new_peak = live > peak && live > (int64_t)(g_peak_snapshot_live * PEAK_STEP) && live > (1 << 20);
-  if (moved || new_peak) {
-    pthread_mutex_lock(&g_lock);
-    if (moved) {
-      g_tl_last = live;
-      timeline_add(live);
-    }
-    if (new_peak && live > (int64_t)(g_peak_snapshot_live * PEAK_STEP)) snapshot_peak(live);
+  /* Another thread holding the lock is adding its own point: this one is skipped, not waited for
+   * (the next flush adds one if live is still away from the last point). */
+  if (moved && pthread_mutex_trylock(&g_lock) == 0) {
+    g_tl_last = live;
+    timeline_add(live);
     pthread_mutex_unlock(&g_lock);
   }
+  maybe_snapshot(live, peak);
 }
 
 /* ---- sampling ---------------------------------------------------------------------------- */
@@ -317,6 +356,11 @@ static void flush(void) {
 static inline uint32_t filter_slot(void *p) {
   uintptr_t x = (uintptr_t)p >> 4;
   return (uint32_t)((x ^ (x >> 15)) & (FILTER_SLOTS - 1));
+}
+
+static inline int maybe_sampled(void *p) {
+  uint32_t f = filter_slot(p);
+  return (atomic_load_explicit(&g_filter_bits[f / 64], memory_order_relaxed) >> (f % 64)) & 1;
 }
 
 static int site_of(void **frames, int n) {
@@ -331,6 +375,41 @@ static int site_of(void **frames, int n) {
   s->nframes = n;
   memcpy(s->frames, frames, (size_t)n * sizeof(void *));
   return g_nsites++;
+}
+
+/* Under g_lock: the slot for a new pointer (a free one or a deletion mark). */
+static sampled *sample_insert(void *p) {
+  uint32_t mask = g_sample_cap - 1, h = (uint32_t)mix((uint64_t)(uintptr_t)p) & mask;
+  for (;; h = (h + 1) & mask) {
+    sampled *e = &g_samples[h];
+    if (e->ptr == NULL || e->ptr == (void *)1) {
+      if (e->ptr == NULL) g_sample_used++;
+      e->ptr = p;
+      return e;
+    }
+  }
+}
+
+/* Under g_lock: room for one more sample, growing (or rehashing away deletion marks) at half
+ * full. 0: no memory, or the table is at its largest. */
+static int sample_room(void) {
+  if (g_samples && (g_sample_used + 1) * 2 <= g_sample_cap) return 1;
+  uint32_t live = 0;
+  for (uint32_t i = 0; i < g_sample_cap; i++) live += g_samples[i].ptr > (void *)1;
+  uint32_t cap = SAMPLE_SLOTS_MIN;
+  while (cap < (live + 1) * 4 && cap < SAMPLE_SLOTS_MAX) cap *= 2;
+  if ((live + 1) * 2 > cap) return 0;
+  sampled *old = g_samples,
+          *t = mmap(NULL, cap * sizeof *t, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (t == MAP_FAILED) return 0;
+  uint32_t old_cap = g_sample_cap;
+  g_samples = t;
+  g_sample_cap = cap;
+  g_sample_used = 0;
+  for (uint32_t i = 0; i < old_cap; i++)
+    if (old[i].ptr > (void *)1) *sample_insert(old[i].ptr) = old[i];
+  if (old) munmap(old, old_cap * sizeof *old);
+  return 1;
 }
 
 static void record_sample(void *p, size_t size) {
@@ -353,37 +432,35 @@ static void record_sample(void *p, size_t size) {
   s->alloc_bytes += wbytes;
   s->alloc_count += wcount;
   s->samples += 1;
-  uint32_t h = (uint32_t)mix((uint64_t)(uintptr_t)p) & (SAMPLE_SLOTS - 1);
-  for (uint32_t k = 0; k < SAMPLE_SLOTS; k++) {
-    sampled *e = &g_samples[(h + k) & (SAMPLE_SLOTS - 1)];
-    if (e->ptr == NULL || e->ptr == (void *)1) {
-      e->ptr = p;
-      e->site = si;
-      e->weight_bytes = wbytes;
-      e->weight_count = wcount;
-      s->live_bytes += wbytes;
-      s->live_count += wcount;
-      atomic_fetch_add(&g_filter[filter_slot(p)], 1);
-      pthread_mutex_unlock(&g_lock);
-      return;
-    }
+  if (!sample_room()) {
+    g_dropped++;
+    pthread_mutex_unlock(&g_lock);
+    return;
   }
-  g_dropped++;
+  sampled *e = sample_insert(p);
+  e->site = si;
+  e->weight_bytes = wbytes;
+  e->weight_count = wcount;
+  s->live_bytes += wbytes;
+  s->live_count += wcount;
+  uint32_t f = filter_slot(p);
+  if (g_filter_count[f]++ == 0) atomic_fetch_or(&g_filter_bits[f / 64], UINT64_C(1) << (f % 64));
   pthread_mutex_unlock(&g_lock);
 }
 
 static void forget_sample(void *p) {
-  if (!atomic_load_explicit(&g_filter[filter_slot(p)], memory_order_relaxed)) return;
+  if (!maybe_sampled(p)) return;
   pthread_mutex_lock(&g_lock);
-  uint32_t h = (uint32_t)mix((uint64_t)(uintptr_t)p) & (SAMPLE_SLOTS - 1);
-  for (uint32_t k = 0; k < SAMPLE_SLOTS; k++) {
-    sampled *e = &g_samples[(h + k) & (SAMPLE_SLOTS - 1)];
+  uint32_t mask = g_sample_cap - 1, h = (uint32_t)mix((uint64_t)(uintptr_t)p) & mask;
+  for (uint32_t k = 0; g_samples && k < g_sample_cap; k++) {
+    sampled *e = &g_samples[(h + k) & mask];
     if (e->ptr == NULL) break;
     if (e->ptr == p) {
       g_sites[e->site].live_bytes -= e->weight_bytes;
       g_sites[e->site].live_count -= e->weight_count;
       e->ptr = (void *)1;
-      atomic_fetch_sub(&g_filter[filter_slot(p)], 1);
+      uint32_t f = filter_slot(p);
+      if (--g_filter_count[f] == 0) atomic_fetch_and(&g_filter_bits[f / 64], ~(UINT64_C(1) << (f % 64)));
       break;
     }
   }
@@ -411,14 +488,14 @@ static __attribute__((noinline)) void slow_alloc(void *p, size_t requested) {
     T.sampling = 1; /* the first gap of a thread is drawn, not sampled */
     T.until_sample = next_sample_gap();
   }
-  if (T.allocs + T.frees >= FLUSH_OPS || T.since_flush >= FLUSH_BYTES) flush();
+  if (T.allocs + T.frees >= FLUSH_OPS || T.live >= FLUSH_BYTES) flush();
   T.in_hook = 0;
 }
 
 static __attribute__((noinline)) void slow_free(void *p) {
   T.in_hook = 1;
-  if (atomic_load_explicit(&g_filter[filter_slot(p)], memory_order_relaxed)) forget_sample(p);
-  if (T.allocs + T.frees >= FLUSH_OPS || T.since_flush >= FLUSH_BYTES) flush();
+  if (maybe_sampled(p)) forget_sample(p);
+  if (T.allocs + T.frees >= FLUSH_OPS || T.live <= -FLUSH_BYTES) flush();
   T.in_hook = 0;
 }
 
@@ -429,10 +506,9 @@ static inline void on_alloc(void *p, size_t requested) {
   T.requested += (int64_t)requested;
   T.allocs++;
   T.hist[bucket(requested)]++;
-  T.since_flush += (int64_t)usable;
   T.until_sample -= (int64_t)requested;
-  if (__builtin_expect(
-          T.until_sample <= 0 || !T.registered || T.allocs + T.frees >= FLUSH_OPS || T.since_flush >= FLUSH_BYTES, 0))
+  if (__builtin_expect(T.until_sample <= 0 || !T.registered || T.allocs + T.frees >= FLUSH_OPS || T.live >= FLUSH_BYTES,
+                       0))
     slow_alloc(p, requested);
 }
 
@@ -441,11 +517,7 @@ static inline void on_free(void *p) {
   size_t usable = usable_size(p);
   T.live -= (int64_t)usable;
   T.frees++;
-  T.since_flush += (int64_t)usable;
-  if (__builtin_expect(atomic_load_explicit(&g_filter[filter_slot(p)], memory_order_relaxed) != 0 ||
-                           T.allocs + T.frees >= FLUSH_OPS || T.since_flush >= FLUSH_BYTES,
-                       0))
-    slow_free(p);
+  if (__builtin_expect(maybe_sampled(p) || T.allocs + T.frees >= FLUSH_OPS || T.live <= -FLUSH_BYTES, 0)) slow_free(p);
 }
 
 /* ---- the interposed functions -------------------------------------------------------------- */
@@ -554,9 +626,14 @@ static void on_fork_child(void) {
   g_tl_stride = 1;
   g_tl_last = -1;
   g_peak_snapshot_live = 0;
+  g_snapshot_next_us = 0;
+  atomic_store(&g_snapping, 0);
   memset(&g_at_peak, 0, sizeof g_at_peak);
-  memset(g_samples, 0, sizeof g_samples);
-  for (uint32_t i = 0; i < FILTER_SLOTS; i++) atomic_store(&g_filter[i], 0);
+  if (g_samples) munmap(g_samples, g_sample_cap * sizeof *g_samples);
+  g_samples = NULL;
+  g_sample_cap = g_sample_used = 0;
+  for (uint32_t i = 0; i < FILTER_SLOTS / 64; i++) atomic_store(&g_filter_bits[i], 0);
+  memset(g_filter_count, 0, sizeof g_filter_count);
   pthread_mutex_init(&g_lock, NULL);
   clock_gettime(CLOCK_MONOTONIC, &g_t0);
 }
