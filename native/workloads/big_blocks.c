@@ -20,7 +20,8 @@ static const char *const PROG = "big-blocks";
 static const char *const TOUCH[] = {"pages", "ends", NULL};
 
 typedef struct {
-  uint64_t iterations, ws, min_size, max_size, threads, seed, every, harness_ops;
+  wl_common c;
+  uint64_t ws, min_size, max_size;
   int touch;
 } params;
 
@@ -62,7 +63,7 @@ static void *run_worker(void *arg) {
 static void release_all(void *workers, void *ctx, int harness) {
   worker *ws = workers;
   const params *p = ctx;
-  for (unsigned i = 0; i < p->threads; i++)
+  for (unsigned i = 0; i < p->c.threads; i++)
     for (uint64_t s = 0; s < p->ws; s++) {
       if (ws[i].sizes[s] && !harness) free(ws[i].slots[s]);
       ws[i].slots[s] = NULL;
@@ -73,7 +74,7 @@ static void release_all(void *workers, void *ctx, int harness) {
 static int setup(void *workers, void *ctx) {
   worker *ws = workers;
   params *p = ctx;
-  for (unsigned i = 0; i < p->threads; i++) {
+  for (unsigned i = 0; i < p->c.threads; i++) {
     ws[i].p = p;
     ws[i].slots = calloc(p->ws, sizeof(unsigned char *));
     ws[i].sizes = calloc(p->ws, sizeof(uint64_t));
@@ -83,25 +84,18 @@ static int setup(void *workers, void *ctx) {
 }
 
 int main(int argc, char **argv) {
-  params p = {1000, 8, UINT64_C(64) << 10, UINT64_C(64) << 20, 1, 1, 1, UINT64_MAX, 0};
-  const ms_opt opts[] = {MS_U64("iterations", &p.iterations, 1, UINT64_C(1) << 40, "operations per thread"),
+  params p = {{1000, 1, 1, 1, UINT64_MAX}, 8, UINT64_C(64) << 10, UINT64_C(64) << 20, 0};
+  const ms_opt opts[] = {WL_COMMON_OPTS(&p.c, "operations per thread", 1024, "threads"),
                          MS_U64("ws", &p.ws, 1, 1 << 20, "slots per thread"),
                          MS_U64("min-size", &p.min_size, 16, UINT64_C(1) << 36, "smallest block, bytes"),
                          MS_U64("max-size", &p.max_size, 16, UINT64_C(1) << 36, "largest block, bytes"),
-                         MS_U64("threads", &p.threads, 1, 1024, "threads"),
                          MS_CHOICE("touch", &p.touch, TOUCH, "write one byte per page, or only the two ends"),
-                         WL_SEED_OPTS(&p.seed, &p.every),
-                         WL_HARNESS_OPT(&p.harness_ops),
                          MS_END};
   ms_parse(PROG, "large blocks allocated, touched and freed", opts, argc, argv);
   if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
   wl_program prog = {.name = PROG,
                      .stride = sizeof(worker),
-                     .workers = (unsigned)p.threads,
-                     .iterations = p.iterations,
-                     .harness_ops = p.harness_ops,
-                     .seed = p.seed,
-                     .every = p.every,
+                     .c = &p.c,
                      .scratch_bytes = p.max_size,
                      .ops_per_iteration = 1,
                      .ctx = &p,

@@ -32,7 +32,8 @@ typedef struct {
 } ring;
 
 typedef struct {
-  uint64_t iterations, threads, min_size, max_size, queue, seed, every, harness_ops;
+  wl_common c; /* threads: producer-consumer pairs */
+  uint64_t min_size, max_size, queue;
   ring *rings; /* one per pair, made in setup */
 } params;
 
@@ -79,7 +80,7 @@ static void *produce(worker *w) {
 static void *consume(worker *w) {
   wl_thread *t = &w->t;
   ring *q = w->q;
-  unsigned pair = t->idx - (unsigned)w->p->threads;
+  unsigned pair = t->idx - (unsigned)w->p->c.threads;
   for (uint64_t i = 0; i < t->phase_ops; i++) {
     uint64_t tl = atomic_load_explicit(&q->tail, memory_order_relaxed);
     unsigned spins = 0;
@@ -100,48 +101,41 @@ static void *run_worker(void *arg) {
 
 static void phase(void *workers, void *ctx, int harness, uint64_t n) {
   params *p = ctx;
-  for (unsigned k = 0; k < p->threads; k++) p->rings[k].head = p->rings[k].tail = 0;
-  wl_phase(workers, sizeof(worker), (unsigned)(2 * p->threads), harness, n, run_worker);
+  for (unsigned k = 0; k < p->c.threads; k++) p->rings[k].head = p->rings[k].tail = 0;
+  wl_phase(workers, sizeof(worker), (unsigned)(2 * p->c.threads), harness, n, run_worker);
 }
 
 /* Workers 0..T-1 produce into ring k, T..2T-1 consume from it. */
 static int setup(void *workers, void *ctx) {
   worker *ws = workers;
   params *p = ctx;
-  if (!(p->rings = aligned_alloc(64, p->threads * sizeof(ring)))) return 1;
-  for (unsigned k = 0; k < p->threads; k++) {
+  if (!(p->rings = aligned_alloc(64, p->c.threads * sizeof(ring)))) return 1;
+  for (unsigned k = 0; k < p->c.threads; k++) {
     memset(&p->rings[k], 0, sizeof(ring));
     p->rings[k].cap = p->queue;
     if (!(p->rings[k].slots = calloc(p->queue, sizeof(entry)))) return 1;
   }
-  for (unsigned i = 0; i < 2 * p->threads; i++) {
+  for (unsigned i = 0; i < 2 * p->c.threads; i++) {
     ws[i].p = p;
-    ws[i].producer = i < p->threads;
-    ws[i].q = &p->rings[i % p->threads];
+    ws[i].producer = i < p->c.threads;
+    ws[i].q = &p->rings[i % p->c.threads];
   }
   return 0;
 }
 
 int main(int argc, char **argv) {
-  params p = {1000000, 1, 16, 256, 256, 1, WL_LATENCY_EVERY, UINT64_MAX, NULL};
-  const ms_opt opts[] = {MS_U64("iterations", &p.iterations, 1, UINT64_C(1) << 40, "blocks each producer allocates"),
-                         MS_U64("threads", &p.threads, 1, 512, "producer-consumer pairs"),
+  params p = {{1000000, 1, 1, WL_LATENCY_EVERY, UINT64_MAX}, 16, 256, 256, NULL};
+  const ms_opt opts[] = {WL_COMMON_OPTS(&p.c, "blocks each producer allocates", 512, "producer-consumer pairs"),
                          MS_U64("min-size", &p.min_size, 16, UINT64_C(1) << 30, "smallest block, bytes"),
                          MS_U64("max-size", &p.max_size, 16, UINT64_C(1) << 30, "largest block, bytes"),
-                         MS_U64("queue", &p.queue, 1, UINT64_C(1) << 24, "entries in each ring"),
-                         WL_SEED_OPTS(&p.seed, &p.every),
-                         WL_HARNESS_OPT(&p.harness_ops),
-                         MS_END};
+                         MS_U64("queue", &p.queue, 1, UINT64_C(1) << 24, "entries in each ring"), MS_END};
   ms_parse(PROG, "producers allocate, consumers free", opts, argc, argv);
   if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
   /* One operation is one malloc or one free: 2 x N x T, and 2T workers each do N. */
   wl_program prog = {.name = PROG,
                      .stride = sizeof(worker),
-                     .workers = (unsigned)(2 * p.threads),
-                     .iterations = p.iterations,
-                     .harness_ops = p.harness_ops,
-                     .seed = p.seed,
-                     .every = p.every,
+                     .c = &p.c,
+                     .per_thread = 2,
                      .scratch_bytes = p.max_size,
                      .ops_per_iteration = 1,
                      .ctx = &p,

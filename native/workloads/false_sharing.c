@@ -23,7 +23,8 @@ static const char *const PROG = "false-sharing";
 static const char *const MODES[] = {"active", "passive", NULL};
 
 typedef struct {
-  uint64_t iterations, threads, size, writes, seed, every, harness_ops;
+  wl_common c;
+  uint64_t size, writes;
   int mode;
 } params;
 
@@ -112,7 +113,7 @@ static void *run_worker(void *arg) {
 static int setup(void *workers, void *ctx) {
   worker *ws = workers;
   params *p = ctx;
-  for (unsigned i = 0; i < p->threads; i++) {
+  for (unsigned i = 0; i < p->c.threads; i++) {
     ws[i].p = p;
     /* passive: consecutive small mallocs from one thread, as a program's setup makes them. */
     if (p->mode == 1 && !(ws[i].handed = malloc(p->size))) return 1;
@@ -122,29 +123,21 @@ static int setup(void *workers, void *ctx) {
 
 static void extra(FILE *f, void *workers, void *ctx) {
   const params *p = ctx;
-  unsigned sampled = 0, shared = shared_lines(workers, (unsigned)p->threads, &sampled);
+  unsigned sampled = 0, shared = shared_lines(workers, (unsigned)p->c.threads, &sampled);
   fprintf(f, "\"mode\":\"%s\",\"lines_sampled\":%u,\"lines_shared\":%u", MODES[p->mode], sampled, shared);
 }
 
 int main(int argc, char **argv) {
-  params p = {200000, 2, 8, 200, 1, WL_LATENCY_EVERY, UINT64_MAX, 0};
+  params p = {{200000, 2, 1, WL_LATENCY_EVERY, UINT64_MAX}, 8, 200, 0};
   const ms_opt opts[] = {
-      MS_U64("iterations", &p.iterations, 1, UINT64_C(1) << 40, "operations per thread"),
-      MS_U64("threads", &p.threads, 1, 1024, "threads"),
+      WL_COMMON_OPTS(&p.c, "operations per thread", 1024, "threads"),
       MS_U64("size", &p.size, 1, 4096, "block size, bytes"),
       MS_U64("writes", &p.writes, 1, UINT64_C(1) << 20, "writes into a block per operation"),
-      MS_CHOICE("mode", &p.mode, MODES, "threads allocate their own blocks, or get one from the main thread"),
-      WL_SEED_OPTS(&p.seed, &p.every),
-      WL_HARNESS_OPT(&p.harness_ops),
-      MS_END};
+      MS_CHOICE("mode", &p.mode, MODES, "threads allocate their own blocks, or get one from the main thread"), MS_END};
   ms_parse(PROG, "small blocks of different threads on one cache line", opts, argc, argv);
   wl_program prog = {.name = PROG,
                      .stride = sizeof(worker),
-                     .workers = (unsigned)p.threads,
-                     .iterations = p.iterations,
-                     .harness_ops = p.harness_ops,
-                     .seed = p.seed,
-                     .every = p.every,
+                     .c = &p.c,
                      .scratch_bytes = p.size,
                      .ops_per_iteration = 1,
                      .ctx = &p,

@@ -347,17 +347,27 @@ static inline void wl_send(char *json) {
   MS_U64("harness-ops", harness, 0, UINT64_C(1) << 40, \
          "operations per thread in region harness, on the no-op pool (default: a quarter of main's)")
 
+/* The parameters every threaded allocator workload has (the first member of its params, `c`),
+ * and their options: the per-thread operations, the threads, the seed, the latency sampling and
+ * the harness phase's operations (UINT64_MAX: a quarter of the iterations, rounded up). */
+typedef struct {
+  uint64_t iterations, threads, seed, every, harness_ops;
+} wl_common;
+
+#define WL_COMMON_OPTS(c, iterations_about, max_threads, threads_about)                                       \
+  MS_U64("iterations", &(c)->iterations, 1, UINT64_C(1) << 40, iterations_about),                             \
+      MS_U64("threads", &(c)->threads, 1, max_threads, threads_about), WL_SEED_OPTS(&(c)->seed, &(c)->every), \
+      WL_HARNESS_OPT(&(c)->harness_ops)
+
 /* The lifecycle most allocator workloads share (wl_main): worker threads, each a struct whose
  * first member is its wl_thread, run a phase of `iterations` operations with the allocator
  * (region main) and a phase of `harness_ops` with the no-op pool (region harness). The program
  * fills in what differs; a hook left NULL does nothing (phase: wl_phase with run). */
 typedef struct {
   const char *name;
-  size_t stride; /* sizeof the program's worker */
-  unsigned workers;
-  uint64_t iterations;  /* per worker, in main */
-  uint64_t harness_ops; /* per worker, in harness; UINT64_MAX: a quarter of iterations, rounded up */
-  uint64_t seed, every;
+  size_t stride;                          /* sizeof the program's worker */
+  const wl_common *c;                     /* iterations and harness_ops are per worker */
+  unsigned per_thread;                    /* workers per thread (0: one) */
   size_t scratch_bytes;                   /* the no-op pool's block: the largest request */
   uint64_t ops_per_iteration;             /* a phase's ops: iterations x workers x this; 0: the allocator calls made */
   void *ctx;                              /* the program's parameters and shared state, given to every hook */
@@ -369,27 +379,27 @@ typedef struct {
   void (*release)(void *workers, void *ctx, int harness);             /* frees the blocks left after a phase */
 } wl_program;
 
-static inline void wl_run_phase(const wl_program *prog, void *ws, int harness, uint64_t ops) {
+static inline void wl_run_phase(const wl_program *prog, void *ws, unsigned n, int harness, uint64_t ops) {
   if (prog->phase) prog->phase(ws, prog->ctx, harness, ops);
-  else wl_phase(ws, prog->stride, prog->workers, harness, ops, prog->run);
+  else wl_phase(ws, prog->stride, n, harness, ops, prog->run);
 }
 
-static inline uint64_t wl_phase_ops(const wl_program *prog, void *ws, uint64_t iterations) {
-  if (prog->ops_per_iteration) return iterations * prog->workers * prog->ops_per_iteration;
-  return wl_calls(ws, prog->stride, prog->workers);
+static inline uint64_t wl_phase_ops(const wl_program *prog, void *ws, unsigned n, uint64_t iterations) {
+  if (prog->ops_per_iteration) return iterations * n * prog->ops_per_iteration;
+  return wl_calls(ws, prog->stride, n);
 }
 
 /* Regions setup, [warmup], main, teardown, [harness]; the result is main's, sent last. Returns
  * the exit code: 0, EXIT_OOM or EXIT_CORRUPT (with one line on stderr). */
 static inline int wl_main(const wl_program *prog) {
-  unsigned n = prog->workers;
-  uint64_t harness_ops = prog->harness_ops == UINT64_MAX ? (prog->iterations + 3) / 4 : prog->harness_ops;
+  const wl_common *c = prog->c;
+  unsigned n = (unsigned)c->threads * (prog->per_thread ? prog->per_thread : 1);
+  uint64_t harness_ops = c->harness_ops == UINT64_MAX ? (c->iterations + 3) / 4 : c->harness_ops;
   uint64_t timer_ns = wl_timer_ns();
 
   ms_region_begin("setup");
   void *ws = calloc(n, prog->stride);
-  int bad = !ws ||
-            wl_threads_init(ws, prog->stride, n, prog->seed, prog->every, harness_ops ? prog->scratch_bytes : 64) ||
+  int bad = !ws || wl_threads_init(ws, prog->stride, n, c->seed, c->every, harness_ops ? prog->scratch_bytes : 64) ||
             (prog->setup && prog->setup(ws, prog->ctx));
   ms_region_end(0);
   if (bad) {
@@ -409,8 +419,8 @@ static inline int wl_main(const wl_program *prog) {
   }
 
   ms_region_begin("main");
-  wl_run_phase(prog, ws, 0, prog->iterations);
-  uint64_t ops = wl_phase_ops(prog, ws, prog->iterations);
+  wl_run_phase(prog, ws, n, 0, c->iterations);
+  uint64_t ops = wl_phase_ops(prog, ws, n, c->iterations);
   ms_region_end(ops);
   int rc = wl_failure(prog->name, ws, prog->stride, n);
   if (rc) return rc;
@@ -421,7 +431,7 @@ static inline int wl_main(const wl_program *prog) {
   FILE *f = open_memstream(&extra, &len);
   if (f && prog->extra) prog->extra(f, ws, prog->ctx);
   if (f) fclose(f); /* sets extra */
-  char *result = wl_result_json(prog->name, ops, extra ? extra : "", ws, prog->stride, n, prog->every, timer_ns);
+  char *result = wl_result_json(prog->name, ops, extra ? extra : "", ws, prog->stride, n, c->every, timer_ns);
   free(extra);
 
   ms_region_begin("teardown");
@@ -429,8 +439,8 @@ static inline int wl_main(const wl_program *prog) {
   ms_region_end(0);
   if (harness_ops) {
     ms_region_begin("harness");
-    wl_run_phase(prog, ws, 1, harness_ops);
-    ms_region_end(wl_phase_ops(prog, ws, harness_ops));
+    wl_run_phase(prog, ws, n, 1, harness_ops);
+    ms_region_end(wl_phase_ops(prog, ws, n, harness_ops));
     if (prog->release) prog->release(ws, prog->ctx, 1);
   }
   for (unsigned i = 0; i < n; i++) free(((wl_thread *)((char *)ws + i * prog->stride))->scratch);

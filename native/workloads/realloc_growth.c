@@ -21,7 +21,8 @@ static const char *const PROG = "realloc-growth";
 static const char *const GROWTH[] = {"add", "double", NULL};
 
 typedef struct {
-  uint64_t iterations, step, start_size, final_size, live, threads, seed, every, harness_ops;
+  wl_common c;
+  uint64_t step, start_size, final_size, live;
   int growth;
 } params;
 
@@ -89,7 +90,7 @@ static void *run_worker(void *arg) {
 static int setup(void *workers, void *ctx) {
   worker *ws = workers;
   params *p = ctx;
-  for (unsigned i = 0; i < p->threads; i++) {
+  for (unsigned i = 0; i < p->c.threads; i++) {
     ws[i].p = p;
     ws[i].bufs = calloc(p->live, sizeof(unsigned char *));
     ws[i].sizes = calloc(p->live, sizeof(uint64_t));
@@ -99,27 +100,19 @@ static int setup(void *workers, void *ctx) {
 }
 
 int main(int argc, char **argv) {
-  params p = {200, 64, 16, UINT64_C(256) << 10, 4, 1, 1, WL_LATENCY_EVERY, UINT64_MAX, 0};
-  const ms_opt opts[] = {
-      MS_U64("iterations", &p.iterations, 1, UINT64_C(1) << 40, "buffers each thread grows to the final size"),
-      MS_U64("step", &p.step, 1, UINT64_C(1) << 30, "bytes added per realloc (--growth=add)"),
-      MS_U64("start-size", &p.start_size, 1, UINT64_C(1) << 30, "a buffer's first size, bytes"),
-      MS_U64("final-size", &p.final_size, 1, UINT64_C(1) << 34, "a buffer's last size, bytes"),
-      MS_U64("live", &p.live, 1, 1 << 20, "buffers growing at once per thread"),
-      MS_U64("threads", &p.threads, 1, 1024, "threads"),
-      MS_CHOICE("growth", &p.growth, GROWTH, "add a step, or double"),
-      WL_SEED_OPTS(&p.seed, &p.every),
-      WL_HARNESS_OPT(&p.harness_ops),
-      MS_END};
+  params p = {{200, 1, 1, WL_LATENCY_EVERY, UINT64_MAX}, 64, 16, UINT64_C(256) << 10, 4, 0};
+  const ms_opt opts[] = {WL_COMMON_OPTS(&p.c, "buffers each thread grows to the final size", 1024, "threads"),
+                         MS_U64("step", &p.step, 1, UINT64_C(1) << 30, "bytes added per realloc (--growth=add)"),
+                         MS_U64("start-size", &p.start_size, 1, UINT64_C(1) << 30, "a buffer's first size, bytes"),
+                         MS_U64("final-size", &p.final_size, 1, UINT64_C(1) << 34, "a buffer's last size, bytes"),
+                         MS_U64("live", &p.live, 1, 1 << 20, "buffers growing at once per thread"),
+                         MS_CHOICE("growth", &p.growth, GROWTH, "add a step, or double"),
+                         MS_END};
   ms_parse(PROG, "buffers grown by realloc", opts, argc, argv);
   if (wl_order(PROG, "start-size", p.start_size, "final-size", p.final_size)) return 2;
   wl_program prog = {.name = PROG,
                      .stride = sizeof(worker),
-                     .workers = (unsigned)p.threads,
-                     .iterations = p.iterations,
-                     .harness_ops = p.harness_ops,
-                     .seed = p.seed,
-                     .every = p.every,
+                     .c = &p.c,
                      .scratch_bytes = p.final_size,
                      .ops_per_iteration = 0,
                      .ctx = &p,

@@ -19,7 +19,8 @@
 static const char *const PROG = "server";
 
 typedef struct {
-  uint64_t iterations, threads, slots, min_size, max_size, seed, every, harness_ops;
+  wl_common c;
+  uint64_t slots, min_size, max_size;
   void **table, **pool_table; /* the shared table, and the harness's (every slot a scratch area) */
   wl_thread filler;           /* fills the table in the warm-up */
 } params;
@@ -85,18 +86,18 @@ static void phase(void *workers, void *ctx, int harness, uint64_t n) {
   worker *ws = workers;
   params *p = ctx;
   if (harness)
-    for (uint64_t s = 0; s < p->slots; s++) p->pool_table[s] = ws[s % p->threads].t.scratch;
-  for (unsigned i = 0; i < p->threads; i++) ws[i].table = harness ? p->pool_table : p->table;
-  wl_phase(ws, sizeof *ws, (unsigned)p->threads, harness, n, run_worker);
+    for (uint64_t s = 0; s < p->slots; s++) p->pool_table[s] = ws[s % p->c.threads].t.scratch;
+  for (unsigned i = 0; i < p->c.threads; i++) ws[i].table = harness ? p->pool_table : p->table;
+  wl_phase(ws, sizeof *ws, (unsigned)p->c.threads, harness, n, run_worker);
 }
 
 static int setup(void *workers, void *ctx) {
   worker *ws = workers;
   params *p = ctx;
-  for (unsigned i = 0; i < p->threads; i++) ws[i].p = p;
+  for (unsigned i = 0; i < p->c.threads; i++) ws[i].p = p;
   p->table = calloc(p->slots, sizeof(void *));
   p->pool_table = calloc(p->slots, sizeof(void *));
-  return !p->table || !p->pool_table || wl_threads_init(&p->filler, sizeof p->filler, 1, p->seed ^ 0xf111, 0, 64);
+  return !p->table || !p->pool_table || wl_threads_init(&p->filler, sizeof p->filler, 1, p->c.seed ^ 0xf111, 0, 64);
 }
 
 static int warmup(void *workers, void *ctx, uint64_t *ops) {
@@ -113,25 +114,17 @@ static void release(void *workers, void *ctx, int harness) {
 }
 
 int main(int argc, char **argv) {
-  params p = {500000, 2, 4000, 32, 512, 1, WL_LATENCY_EVERY, UINT64_MAX, NULL, NULL, {0}};
-  const ms_opt opts[] = {MS_U64("iterations", &p.iterations, 1, UINT64_C(1) << 40, "requests each thread serves"),
-                         MS_U64("threads", &p.threads, 1, 1024, "threads"),
+  params p = {{500000, 2, 1, WL_LATENCY_EVERY, UINT64_MAX}, 4000, 32, 512, NULL, NULL, {0}};
+  const ms_opt opts[] = {WL_COMMON_OPTS(&p.c, "requests each thread serves", 1024, "threads"),
                          MS_U64("slots", &p.slots, 1, UINT64_C(1) << 28, "entries in the shared table"),
                          MS_U64("min-size", &p.min_size, 24, UINT64_C(1) << 30, "smallest block, bytes"),
-                         MS_U64("max-size", &p.max_size, 24, UINT64_C(1) << 30, "largest block, bytes"),
-                         WL_SEED_OPTS(&p.seed, &p.every),
-                         WL_HARNESS_OPT(&p.harness_ops),
-                         MS_END};
+                         MS_U64("max-size", &p.max_size, 24, UINT64_C(1) << 30, "largest block, bytes"), MS_END};
   ms_parse(PROG, "threads replace entries of a shared table", opts, argc, argv);
   if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
   /* One request is one malloc and one free. */
   wl_program prog = {.name = PROG,
                      .stride = sizeof(worker),
-                     .workers = (unsigned)p.threads,
-                     .iterations = p.iterations,
-                     .harness_ops = p.harness_ops,
-                     .seed = p.seed,
-                     .every = p.every,
+                     .c = &p.c,
                      .scratch_bytes = p.max_size,
                      .ops_per_iteration = 2,
                      .ctx = &p,

@@ -18,7 +18,8 @@
 static const char *const PROG = "threads-stress";
 
 typedef struct {
-  uint64_t iterations, threads, min_size, max_size, medium, lng, seed, every, harness_ops;
+  wl_common c;
+  uint64_t min_size, max_size, medium, lng;
 } params;
 
 typedef struct {
@@ -76,7 +77,7 @@ static void *run_worker(void *arg) {
 static void release_all(void *workers, void *ctx, int harness) {
   worker *ws = workers;
   const params *p = ctx;
-  for (unsigned i = 0; i < p->threads; i++) {
+  for (unsigned i = 0; i < p->c.threads; i++) {
     worker *w = &ws[i];
     drop(&w->t, &w->shortlived);
     for (uint64_t k = 0; k < p->medium; k++) drop(&w->t, &w->fifo[k]);
@@ -87,7 +88,7 @@ static void release_all(void *workers, void *ctx, int harness) {
 static int setup(void *workers, void *ctx) {
   worker *ws = workers;
   params *p = ctx;
-  for (unsigned i = 0; i < p->threads; i++) {
+  for (unsigned i = 0; i < p->c.threads; i++) {
     ws[i].p = p;
     ws[i].fifo = calloc(p->medium, sizeof(block));
     ws[i].slots = calloc(p->lng, sizeof(block));
@@ -97,25 +98,18 @@ static int setup(void *workers, void *ctx) {
 }
 
 int main(int argc, char **argv) {
-  params p = {200000, 8, 16, 4096, 64, 4096, 1, WL_LATENCY_EVERY, UINT64_MAX};
-  const ms_opt opts[] = {MS_U64("iterations", &p.iterations, 1, UINT64_C(1) << 40, "blocks each thread allocates"),
-                         MS_U64("threads", &p.threads, 1, 1024, "threads"),
+  params p = {{200000, 8, 1, WL_LATENCY_EVERY, UINT64_MAX}, 16, 4096, 64, 4096};
+  const ms_opt opts[] = {WL_COMMON_OPTS(&p.c, "blocks each thread allocates", 1024, "threads"),
                          MS_U64("min-size", &p.min_size, 16, UINT64_C(1) << 30, "smallest block, bytes"),
                          MS_U64("max-size", &p.max_size, 16, UINT64_C(1) << 30, "largest block, bytes"),
                          MS_U64("medium", &p.medium, 1, 1 << 24, "blocks a medium lifetime lasts"),
                          MS_U64("long", &p.lng, 1, 1 << 24, "slots of long-lived blocks per thread"),
-                         WL_SEED_OPTS(&p.seed, &p.every),
-                         WL_HARNESS_OPT(&p.harness_ops),
                          MS_END};
   ms_parse(PROG, "many threads, blocks of mixed sizes and lifetimes", opts, argc, argv);
   if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
   wl_program prog = {.name = PROG,
                      .stride = sizeof(worker),
-                     .workers = (unsigned)p.threads,
-                     .iterations = p.iterations,
-                     .harness_ops = p.harness_ops,
-                     .seed = p.seed,
-                     .every = p.every,
+                     .c = &p.c,
                      .scratch_bytes = p.max_size,
                      .ops_per_iteration = 0,
                      .ctx = &p,
