@@ -39,8 +39,8 @@
 
 /* A thread adds its counts into the process's every FLUSH_OPS calls, or when its live bytes moved
  * by FLUSH_BYTES since its last flush (so the process's live and peak are never further off than
- * that per thread). Each flush is a dozen atomic adds on lines the threads share: 1024 calls
- * make that about 1 ns a call with two threads (bench/heap_cost.py). */
+ * that per thread). Each flush is a dozen atomic adds on cache lines the threads share, so it is
+ * made rarely. */
 #define FLUSH_OPS 1024
 #define FLUSH_BYTES (256 << 10)
 #define HIST_BUCKETS 48
@@ -123,8 +123,6 @@ static uint32_t g_sample_cap, g_sample_used; /* used: entries and deletion marks
  * in L1), set while the slot's count of live samples (under g_lock) is above zero. */
 static _Atomic uint64_t g_filter_bits[FILTER_SLOTS / 64];
 static uint16_t g_filter_count[FILTER_SLOTS];
-
-static inline int maybe_sampled(void *p);
 
 typedef struct {
   int64_t t_us, live;
@@ -278,8 +276,8 @@ static void read_arenas(int *count, int64_t *rss_kb) {
   fclose(f);
 }
 
-static _Atomic int g_snapping;     /* a thread is taking a snapshot */
-static int64_t g_snapshot_next_us; /* the earliest time of the next one */
+static _Atomic int g_snapping;             /* a thread is taking a snapshot */
+static _Atomic int64_t g_snapshot_next_us; /* the earliest time of the next one */
 
 /* At a new peak (10% above the last snapshot's live, and live now within 10% of the peak): the
  * sites' live bytes, resident memory and the arenas, read by one thread at a time, outside the
@@ -287,7 +285,7 @@ static int64_t g_snapshot_next_us; /* the earliest time of the next one */
 static void maybe_snapshot(int64_t live, int64_t peak) {
   if (peak <= (1 << 20) || peak <= (int64_t)(g_peak_snapshot_live * PEAK_STEP) || live * PEAK_STEP < peak) return;
   int64_t t0 = now_us();
-  if (t0 < g_snapshot_next_us) return;
+  if (t0 < atomic_load_explicit(&g_snapshot_next_us, memory_order_relaxed)) return;
   int idle = 0;
   if (!atomic_compare_exchange_strong(&g_snapping, &idle, 1)) return;
   int64_t rss_kb, anon_kb, arena_kb;
@@ -305,7 +303,7 @@ static void maybe_snapshot(int64_t live, int64_t peak) {
   g_at_peak.arena_rss_kb = arena_kb;
   pthread_mutex_unlock(&g_lock);
   int64_t t1 = now_us();
-  g_snapshot_next_us = t1 + SNAPSHOT_SPACING * (t1 - t0);
+  atomic_store_explicit(&g_snapshot_next_us, t1 + SNAPSHOT_SPACING * (t1 - t0), memory_order_relaxed);
   atomic_store(&g_snapping, 0);
 }
 
@@ -448,8 +446,8 @@ static void record_sample(void *p, size_t size) {
   pthread_mutex_unlock(&g_lock);
 }
 
+/* A block the filter says may be sampled: its sample, if it has one, is forgotten. */
 static void forget_sample(void *p) {
-  if (!maybe_sampled(p)) return;
   pthread_mutex_lock(&g_lock);
   uint32_t mask = g_sample_cap - 1, h = (uint32_t)mix((uint64_t)(uintptr_t)p) & mask;
   for (uint32_t k = 0; g_samples && k < g_sample_cap; k++) {
@@ -626,7 +624,7 @@ static void on_fork_child(void) {
   g_tl_stride = 1;
   g_tl_last = -1;
   g_peak_snapshot_live = 0;
-  g_snapshot_next_us = 0;
+  atomic_store(&g_snapshot_next_us, 0);
   atomic_store(&g_snapping, 0);
   memset(&g_at_peak, 0, sizeof g_at_peak);
   if (g_samples) munmap(g_samples, g_sample_cap * sizeof *g_samples);
