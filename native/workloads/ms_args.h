@@ -100,6 +100,11 @@ static inline void ms_parse(const char *prog, const char *what, const ms_opt *op
     for (; o->name; o++)
       if ((v = ms_arg_value(a, o->name))) break;
     if (!o->name) {
+      for (o = opts; o->name; o++)
+        if (!strncmp(a, "--", 2) && !strcmp(a + 2, o->name)) {
+          fprintf(stderr, "%s: --%s needs a value: --%s=VALUE\n", prog, o->name, o->name);
+          exit(2);
+        }
       fprintf(stderr, "%s: unknown argument '%s' (--help lists the options)\n", prog, a);
       exit(2);
     }
