@@ -130,7 +130,7 @@ def test_case_tables_carry_numbers_that_only_the_report_formats(tmp_path):
     st.close()
     report = builders.for_run(run)
     result = report.analysis.result
-    (cells,) = [t for t in result.tables]
+    (cells,) = result.tables
     doc = json.loads(json_export.render(report))
     (table,) = doc["case"]["tables"]
     time_col = table["columns"].index("time per call")

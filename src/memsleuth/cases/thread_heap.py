@@ -91,13 +91,6 @@ def ratio(a: VariantEvidence, b: VariantEvidence) -> stats.Estimate | None:
     return stats.paired_by_round(a.per_call_ns, b.per_call_ns)
 
 
-def ratio_text(r: stats.Estimate | None) -> str:
-    if r is None:
-        return "n/a"
-    ci = f" [{r.low:.2f}, {r.high:.2f}]" if r.low is not None else ""
-    return f"{r.median:.2f}x{ci}"
-
-
 def _heaps_words(e: VariantEvidence) -> str:
     per = "; ".join(", ".join(f"{b / 1024:,.0f} KiB" for b in h) for h in e.heaps[:4])
     return per + (f"; +{len(e.heaps) - 4} more processes" if len(e.heaps) > 4 else "")

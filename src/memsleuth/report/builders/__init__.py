@@ -31,18 +31,20 @@ def for_run(run: StoredRun) -> Report:
     from memsleuth.report.builders import case, check, compare, fleet_task, gate, tried
     settings = run.spec.gate or {}
     time = settings.get("time", "cpu")
-    try:
-        threshold = float(settings.get("threshold", gating.DEFAULT_TIME_THRESHOLD))
-        count_threshold = float(settings.get("count_threshold", gating.DEFAULT_COUNT_THRESHOLD))
-        if run.kind == "try" and len(run.cells) >= 2:
-            from memsleuth import tried as trying
-            return tried.build(run, trying.evaluate(run, time, threshold, count_threshold),
-                               (run.spec.facts or {}).get("check_run"), analysis.analyse_run(run))
-        if run.spec.gate and len(run.cells) == 2:
-            return gate.build(run, gating.evaluate(run, time, threshold, count_threshold), list(run.argv),
-                              analysis.analyse_run(run))
-    except (KeyError, TypeError, ValueError):
-        pass     # a damaged gate/try record: shown as the plain run it also is
+    compared = None     # the cells as compare analyses them: a gate or --try session's JSON, or its fallback
+    is_try, is_gate = run.kind == "try" and len(run.cells) >= 2, bool(run.spec.gate) and len(run.cells) == 2
+    if is_try or is_gate:
+        compared = analysis.analyse_run(run)
+        try:
+            threshold = float(settings.get("threshold", gating.DEFAULT_TIME_THRESHOLD))
+            count_threshold = float(settings.get("count_threshold", gating.DEFAULT_COUNT_THRESHOLD))
+            if is_try:
+                from memsleuth import tried as trying
+                return tried.build(run, trying.evaluate(run, time, threshold, count_threshold),
+                                   (run.spec.facts or {}).get("check_run"), compared)
+            return gate.build(run, gating.evaluate(run, time, threshold, count_threshold), list(run.argv), compared)
+        except (KeyError, TypeError, ValueError):
+            pass     # a damaged gate/try record: shown as the plain run it also is
     if run.kind == "check":
         return check.build(run, analysis.analyse_check(run))
     if run.kind == "case":
@@ -50,4 +52,4 @@ def for_run(run: StoredRun) -> Report:
         return case.build(run, cases.analyse(run))
     if run.kind == "fleet-task":
         return fleet_task.build(run, analysis.analyse_run(run))
-    return compare.build(run, analysis.analyse_run(run))
+    return compare.build(run, compared or analysis.analyse_run(run))
