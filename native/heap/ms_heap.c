@@ -5,14 +5,16 @@
  * What it keeps, per process:
  *   - live bytes as the allocator sees them (malloc_usable_size of every block: what the program
  *     can use, which is what the allocator must keep), allocations and frees, bytes requested;
- *   - the peak of live bytes, and at that peak the resident and anonymous memory of the process
- *     and glibc's arena heaps (from /proc/self/smaps_rollup and /proc/self/maps);
+ *   - the peak of live bytes, and at that peak (and at exit) the resident and anonymous memory of
+ *     the process and, under glibc, its arenas: how many, and each one's resident bytes (from
+ *     /proc/self/smaps_rollup and /proc/self/smaps);
  *   - a size histogram (powers of two) of the requests;
  *   - a timeline of live bytes (a point each time it moved by 1/32 since the last one);
  *   - allocation stacks sampled by bytes (as tcmalloc and jemalloc sample: on average one sample
  *     per MEMSLEUTH_HEAP_SAMPLE bytes allocated, 1 MiB by default, each weighted by the bytes it
  *     stands for), each with the bytes it allocated, still live at the peak and still live at exit.
- * It writes one JSON document per process at exit to $MEMSLEUTH_HEAP_OUT/heap-<pid>.json.
+ * It writes one JSON document per process at exit (or _exit: forked workers) to
+ * $MEMSLEUTH_HEAP_OUT/heap-<pid>.json, with the object that served malloc.
  *
  * Cost: counters are per thread, added into the process's totals every FLUSH_OPS calls or
  * FLUSH_BYTES bytes (so the peak is exact to within threads x FLUSH_BYTES); a free() looks its
@@ -32,6 +34,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -131,11 +135,20 @@ static tpoint g_tl[TIMELINE_POINTS];
 static int g_ntl, g_tl_stride = 1, g_tl_skip;
 static int64_t g_tl_last = -1;
 
+/* glibc's arenas at one moment (read_arenas): the main arena's resident KiB, and the others' count,
+ * resident KiB in all and per arena (the first MAX_ARENAS). */
+#define MAX_ARENAS 256
+typedef struct {
+  int count, listed;
+  int64_t rss_kb, main_kb;
+  void *owner[MAX_ARENAS];
+  int64_t kb[MAX_ARENAS];
+} arenas_t;
+
 static int64_t g_peak_snapshot_live;
 static struct {
   int64_t live, rss_kb, anon_kb, t_us;
-  int arenas;
-  int64_t arena_rss_kb;
+  arenas_t arenas;
 } g_at_peak;
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -247,33 +260,62 @@ static void read_memory(int64_t *rss_kb, int64_t *anon_kb) {
   if (p) *anon_kb = strtoll(p + 11, NULL, 10);
 }
 
-/* glibc's secondary arenas live in heaps of HEAP_MAX_SIZE (64 MiB on 64-bit) aligned to their
- * size: anonymous read-write mappings whose start is 64 MiB aligned, each followed by the
- * PROT_NONE rest of its reservation. Their resident size is read from smaps. */
-static void read_arenas(int *count, int64_t *rss_kb) {
-  *count = is_glibc ? 0 : -1; /* -1: not glibc, where 64 MiB-aligned mappings are someone else's */
-  *rss_kb = 0;
+/* glibc's arenas: the main one grows the brk heap ("[heap]"); every other one lives in heaps of
+ * HEAP_MAX_SIZE (64 MiB on 64-bit) aligned to their size, anonymous read-write mappings whose
+ * start is 64 MiB aligned, and grows by more heaps. A heap begins with glibc's heap_info, whose
+ * first word is its arena's address: the heaps of one arena are grouped by it. The word is read
+ * with process_vm_readv, which fails (instead of faulting) if another thread unmaps the heap
+ * meanwhile. Resident sizes come from smaps. */
+static void read_arenas(arenas_t *a) {
+  memset(a, 0, sizeof *a);
+  a->count = is_glibc ? 0 : -1; /* -1: not glibc, where 64 MiB-aligned mappings are someone else's */
+  a->main_kb = -1;
   if (!is_glibc) return;
   FILE *f = fopen("/proc/self/smaps", "re");
   if (!f) return;
   char line[512];
-  int in_arena = 0;
+  int in = -1; /* the arena (index into a->kb) of the mapping being read; -2: the brk heap */
   while (fgets(line, sizeof line, f)) {
-    unsigned long lo, hi;
-    char perms[8];
-    if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && strchr(line, ' ')) {
-      unsigned long long inode = 0;
-      char dev[16];
-      unsigned long off;
-      int fields = sscanf(line, "%lx-%lx %7s %lx %15s %llu", &lo, &hi, perms, &off, dev, &inode);
-      in_arena = fields == 6 && inode == 0 && (lo & ((1UL << 26) - 1)) == 0 && perms[0] == 'r' && perms[1] == 'w' &&
-                 hi - lo <= (1UL << 26) && !strstr(line, "[");
-      if (in_arena) (*count)++;
-    } else if (in_arena && strncmp(line, "Rss:", 4) == 0) {
-      *rss_kb += strtoll(line + 4, NULL, 10);
+    unsigned long lo, hi, off;
+    unsigned long long inode = 0;
+    char perms[8], dev[16];
+    int fields = sscanf(line, "%lx-%lx %7s %lx %15s %llu", &lo, &hi, perms, &off, dev, &inode);
+    if (fields >= 3 && strchr(line, ' ') && strchr(line, '-') < strchr(line, ' ')) {
+      in = -1;
+      if (strstr(line, "[heap]")) {
+        in = -2;
+        a->main_kb = 0;
+      } else if (fields == 6 && inode == 0 && (lo & ((1UL << 26) - 1)) == 0 && perms[0] == 'r' && perms[1] == 'w' &&
+                 hi - lo <= (1UL << 26) && !strstr(line, "[")) {
+        void *owner = NULL;
+        struct iovec mine = {&owner, sizeof owner}, theirs = {(void *)lo, sizeof owner};
+        if (process_vm_readv(getpid(), &mine, 1, &theirs, 1, 0) != (ssize_t)sizeof owner) owner = (void *)lo;
+        int k = 0;
+        while (k < a->listed && a->owner[k] != owner) k++;
+        if (k == a->listed) { /* a new arena (past MAX_ARENAS, each further heap counts as one) */
+          a->count++;
+          if (k < MAX_ARENAS) a->owner[a->listed++] = owner;
+        }
+        in = k;
+      }
+    } else if (in != -1 && strncmp(line, "Rss:", 4) == 0) {
+      int64_t kb = strtoll(line + 4, NULL, 10);
+      if (in == -2) {
+        a->main_kb += kb;
+      } else {
+        a->rss_kb += kb;
+        if (in < MAX_ARENAS) a->kb[in] += kb;
+      }
     }
   }
   fclose(f);
+}
+
+static void write_arenas(FILE *f, const arenas_t *a) {
+  fprintf(f, "\"arenas\":%d,\"arena_rss_kb\":%lld,\"main_arena_kb\":%lld,\"arena_kb\":[", a->count,
+          (long long)a->rss_kb, (long long)a->main_kb);
+  for (int k = 0; k < a->listed; k++) fprintf(f, "%s%lld", k ? "," : "", (long long)a->kb[k]);
+  fputc(']', f);
 }
 
 static _Atomic int g_snapping;             /* a thread is taking a snapshot */
@@ -288,10 +330,10 @@ static void maybe_snapshot(int64_t live, int64_t peak) {
   if (t0 < atomic_load_explicit(&g_snapshot_next_us, memory_order_relaxed)) return;
   int idle = 0;
   if (!atomic_compare_exchange_strong(&g_snapping, &idle, 1)) return;
-  int64_t rss_kb, anon_kb, arena_kb;
-  int arenas;
+  static arenas_t arenas; /* one snapshot at a time (g_snapping); static, not on a program's stack */
+  int64_t rss_kb, anon_kb;
   read_memory(&rss_kb, &anon_kb);
-  read_arenas(&arenas, &arena_kb);
+  read_arenas(&arenas);
   pthread_mutex_lock(&g_lock);
   g_peak_snapshot_live = live;
   for (int i = 0; i < g_nsites; i++) g_sites[i].peak_bytes = g_sites[i].live_bytes;
@@ -300,7 +342,6 @@ static void maybe_snapshot(int64_t live, int64_t peak) {
   g_at_peak.rss_kb = rss_kb;
   g_at_peak.anon_kb = anon_kb;
   g_at_peak.arenas = arenas;
-  g_at_peak.arena_rss_kb = arena_kb;
   pthread_mutex_unlock(&g_lock);
   int64_t t1 = now_us();
   atomic_store_explicit(&g_snapshot_next_us, t1 + SNAPSHOT_SPACING * (t1 - t0), memory_order_relaxed);
@@ -609,9 +650,11 @@ size_t malloc_usable_size(void *p) {
 /* ---- start and the report at exit ------------------------------------------------------- */
 
 static void write_report(void);
+static _Atomic int g_reported; /* this process's document is written (at exit, or at _exit) */
 
 static void on_fork_child(void) {
   /* The child starts its own account: what it inherited is the parent's. */
+  atomic_store(&g_reported, 0);
   atomic_store(&g_live, 0);
   atomic_store(&g_peak, 0);
   atomic_store(&g_allocs, 0);
@@ -656,7 +699,7 @@ __attribute__((constructor)) static void heap_init(void) {
 }
 
 static void write_report(void) {
-  if (!g_out[0]) return;
+  if (!g_out[0] || atomic_exchange(&g_reported, 1)) return;
   T.in_hook = 1;
   flush();
   pthread_mutex_lock(&g_lock);
@@ -666,24 +709,27 @@ static void write_report(void) {
     pthread_mutex_unlock(&g_lock);
     return;
   }
+  static arenas_t arenas; /* once per process */
   int64_t rss_kb, anon_kb;
   read_memory(&rss_kb, &anon_kb);
-  int arenas;
-  int64_t arena_kb;
-  read_arenas(&arenas, &arena_kb);
+  read_arenas(&arenas);
+  Dl_info info;
+  const char *object = real_malloc && dladdr((void *)real_malloc, &info) && info.dli_fname ? info.dli_fname : "";
   fprintf(f,
           "{\"pid\":%d,\"sample_bytes\":%.0f,\"live_bytes\":%lld,\"peak_live_bytes\":%lld,"
-          "\"allocs\":%lld,\"frees\":%lld,\"requested_bytes\":%lld,\"dropped_samples\":%lld,\"duration_us\":%lld,",
+          "\"allocs\":%lld,\"frees\":%lld,\"requested_bytes\":%lld,\"dropped_samples\":%lld,\"duration_us\":%lld,"
+          "\"malloc_object\":",
           (int)getpid(), g_sample_mean, (long long)atomic_load(&g_live), (long long)atomic_load(&g_peak),
           (long long)atomic_load(&g_allocs), (long long)atomic_load(&g_frees),
           (long long)atomic_load(&g_requested_total), (long long)g_dropped, (long long)now_us());
-  fprintf(f, "\"at_exit\":{\"rss_kb\":%lld,\"anon_kb\":%lld,\"arenas\":%d,\"arena_rss_kb\":%lld},", (long long)rss_kb,
-          (long long)anon_kb, arenas, (long long)arena_kb);
-  fprintf(f,
-          "\"at_peak\":{\"live_bytes\":%lld,\"t_us\":%lld,\"rss_kb\":%lld,\"anon_kb\":%lld,\"arenas\":%d,"
-          "\"arena_rss_kb\":%lld},",
+  ms_dump_json_str(f, object);
+  fprintf(f, ",\"at_exit\":{\"rss_kb\":%lld,\"anon_kb\":%lld,", (long long)rss_kb, (long long)anon_kb);
+  write_arenas(f, &arenas);
+  fprintf(f, "},\"at_peak\":{\"live_bytes\":%lld,\"t_us\":%lld,\"rss_kb\":%lld,\"anon_kb\":%lld,",
           (long long)g_at_peak.live, (long long)g_at_peak.t_us, (long long)g_at_peak.rss_kb,
-          (long long)g_at_peak.anon_kb, g_at_peak.arenas, (long long)g_at_peak.arena_rss_kb);
+          (long long)g_at_peak.anon_kb);
+  write_arenas(f, &g_at_peak.arenas);
+  fputs("},", f);
   fputs("\"histogram\":[", f);
   for (int b = 0; b < HIST_BUCKETS; b++) fprintf(f, "%s%lld", b ? "," : "", (long long)atomic_load(&g_hist[b]));
   fputs("],\"timeline\":[", f);
@@ -706,3 +752,17 @@ static void write_report(void) {
   ms_dump_close(f, path);
   pthread_mutex_unlock(&g_lock);
 }
+
+/* A process that ends by _exit (a forked worker, Python's os._exit) runs no atexit handler: its
+ * document is written here. exit() reaches the kernel through glibc's own _exit, not this one. */
+typedef void (*exit_fn)(int);
+
+static __attribute__((noreturn)) void exit_now(const char *name, int status) {
+  write_report();
+  exit_fn real = (exit_fn)dlsym(RTLD_NEXT, name);
+  if (real) real(status);
+  for (;;) syscall(SYS_exit_group, status);
+}
+
+void _exit(int status) { exit_now("_exit", status); }
+void _Exit(int status) { exit_now("_Exit", status); }

@@ -9,13 +9,12 @@
  * every --keep-th: the survivors pin the pages around the holes. When the live bytes exceed
  * --live-max, the oldest phases' survivors are freed. Blocks of the next class rarely fit the
  * holes, so an allocator's RSS grows beyond the live bytes; how far, and whether it comes back,
- * is the allocator's fragmentation. After each phase the live bytes and the RSS are recorded:
- * the result has them per phase and the ratio RSS / live at the end ("fragmentation").
- * One operation is one malloc or one free.
+ * is the allocator's fragmentation. The workload measures none of it itself: memsleuth's heap
+ * accounting (libmsheap, in each cell's explaining run) reads the live bytes and the resident
+ * memory, as for any program. One operation is one malloc or one free.
  *
  * Regions: setup, main, harness (the same phases on the no-op pool, --harness-phases of them),
  * teardown. Exit 3: out of memory; 4: a cookie changed. */
-#include <unistd.h>
 #include "ms_args.h"
 #include "ms_wl.h"
 
@@ -31,20 +30,6 @@ typedef struct {
   uint64_t n, bytes;
 } survivors;
 
-typedef struct {
-  uint64_t live, rss;
-} phase_mark;
-
-static uint64_t rss_bytes(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  unsigned long long size = 0, resident = 0;
-  if (f) {
-    if (fscanf(f, "%llu %llu", &size, &resident) != 2) resident = 0;
-    fclose(f);
-  }
-  return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 static void release(wl_thread *t, survivors *s, uint64_t *live, uint64_t phase) {
   for (uint64_t i = 0; i < s->n && !t->failed; i++) {
     if (!wl_check(t, s->blocks[i], s->sizes[i], wl_cookie(phase, s->sizes[i]))) return;
@@ -54,9 +39,9 @@ static void release(wl_thread *t, survivors *s, uint64_t *live, uint64_t phase) 
   s->n = s->bytes = 0;
 }
 
-/* Runs `phases` phases; marks (when not NULL) gets each phase's live bytes and RSS. */
+/* Runs `phases` phases. */
 static void run(wl_thread *t, const params *p, uint64_t phases, survivors *kept, unsigned char **tmp,
-                uint32_t *tmp_sizes, phase_mark *marks) {
+                uint32_t *tmp_sizes) {
   unsigned classes = 0;
   while ((p->min_size << classes) <= p->max_size) classes++;
   uint64_t live = 0, oldest = 0;
@@ -87,7 +72,6 @@ static void run(wl_thread *t, const params *p, uint64_t phases, survivors *kept,
     }
     live += s->bytes;
     while (live > p->live_max && oldest < k) release(t, &kept[oldest], &live, oldest), oldest++;
-    if (marks) marks[k] = (phase_mark){live, rss_bytes()};
   }
   for (uint64_t k = oldest; k < phases; k++) release(t, &kept[k], &live, k);
 }
@@ -115,9 +99,8 @@ int main(int argc, char **argv) {
   survivors *kept = calloc(most, sizeof *kept);
   unsigned char **tmp = calloc(p.count, sizeof *tmp);
   uint32_t *tmp_sizes = calloc(p.count, sizeof *tmp_sizes);
-  phase_mark *marks = calloc(p.phases, sizeof *marks);
-  int bad = !kept || !tmp || !tmp_sizes || !marks ||
-            wl_threads_init(&t, sizeof t, 1, p.seed, p.every, p.max_size + p.max_size / 4);
+  int bad =
+      !kept || !tmp || !tmp_sizes || wl_threads_init(&t, sizeof t, 1, p.seed, p.every, p.max_size + p.max_size / 4);
   for (uint64_t k = 0; !bad && k < most; k++) {
     kept[k].blocks = calloc(per_phase, sizeof(unsigned char *));
     kept[k].sizes = calloc(per_phase, sizeof(uint32_t));
@@ -130,36 +113,18 @@ int main(int argc, char **argv) {
   }
 
   ms_region_begin("main");
-  run(&t, &p, p.phases, kept, tmp, tmp_sizes, marks);
+  run(&t, &p, p.phases, kept, tmp, tmp_sizes);
   ms_region_end(t.mallocs + t.frees);
   int rc = wl_failure(PROG, &t, sizeof t, 1);
   if (rc) return rc;
 
-  /* The per-phase record, as members of the result. */
-  char *extra = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&extra, &len);
-  uint64_t ops = t.mallocs + t.frees, peak_live = 0;
-  double worst = 0;
-  fputs("\"phases\":[", f);
-  for (uint64_t k = 0; k < p.phases; k++) {
-    fprintf(f, "%s{\"live_bytes\":%" PRIu64 ",\"rss_bytes\":%" PRIu64 "}", k ? "," : "", marks[k].live, marks[k].rss);
-    if (marks[k].live > peak_live) peak_live = marks[k].live;
-    if (marks[k].live && (double)marks[k].rss / (double)marks[k].live > worst)
-      worst = (double)marks[k].rss / (double)marks[k].live;
-  }
-  phase_mark last = marks[p.phases - 1];
-  fprintf(f, "],\"peak_live_bytes\":%" PRIu64 ",\"fragmentation\":%.4f,\"fragmentation_worst\":%.4f", peak_live,
-          last.live ? (double)last.rss / (double)last.live : 0.0, worst);
-  fclose(f); /* sets extra */
-  char *result = wl_result_json(PROG, ops, extra, &t, sizeof t, 1, p.every, timer_ns);
-  free(extra);
+  char *result = wl_result_json(PROG, t.mallocs + t.frees, "", &t, sizeof t, 1, p.every, timer_ns);
 
   if (p.harness_phases) {
     uint64_t before = t.mallocs + t.frees;
     t.harness = 1;
     ms_region_begin("harness");
-    run(&t, &p, p.harness_phases, kept, tmp, tmp_sizes, NULL);
+    run(&t, &p, p.harness_phases, kept, tmp, tmp_sizes);
     ms_region_end(t.mallocs + t.frees - before);
   }
   ms_region_begin("teardown");

@@ -12,16 +12,11 @@
 // analogue). Region "main" spans starting the workers to joining them (ops = T x C); the
 // probe's counters are inherited by the threads and the processes.
 //
-// At the end each process reads its heap from glibc's malloc_info(): how many arenas, and the
-// system bytes of each. When malloc is not glibc's (another allocator is preloaded),
-// malloc_info would describe glibc's unused heap, so it is not read and the result says why.
+// The workload counts nothing about its heap: its arenas and live bytes are read by memsleuth's
+// heap accounting (libmsheap, preloaded in the explaining run), per process, as for any program.
 //
-// Result (one JSON line on stdout): the checksum (depends only on the parameters), where malloc
-// resolves, and per process the arena count and system bytes. A worker process that dies by a
-// signal is re-raised in the parent, so the run is recorded as that crash.
-#include <dlfcn.h>
-#include <string>
-#include <malloc.h>
+// Result (one JSON line on stdout): the checksum (depends only on the parameters). A worker
+// process that dies by a signal is re-raised in the parent, so the run is recorded as that crash.
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,7 +37,6 @@ extern "C" {
 namespace {
 
 constexpr int kMaxWorkers = 256;
-constexpr int kMaxArenas = 64;
 enum Form { LOCAL, THREAD_LOCAL, STATIC };
 enum Mode { THREADS, PROCESSES };
 const char *const kForms[] = {"local", "thread_local", "static", nullptr};
@@ -78,47 +72,9 @@ uint64_t work(Form form, int worker, uint64_t calls, uint64_t elems) {
   return sum;
 }
 
-struct Heap {  // one process's heap, as malloc_info reports it
-  int arenas;
-  uint64_t system_bytes[kMaxArenas];
-};
-
 struct Shared {  // written by forked workers, read by the parent (MAP_SHARED)
   uint64_t checksum[kMaxWorkers];
-  Heap heap[kMaxWorkers];
 };
-
-// Where `malloc` resolves in this process: glibc's, or a preloaded allocator's.
-const char *malloc_object() {
-  Dl_info info;
-  void *sym = dlsym(RTLD_DEFAULT, "malloc");
-  if (sym && dladdr(sym, &info) && info.dli_fname) return info.dli_fname;
-  return "unknown";
-}
-
-bool malloc_is_glibc() {
-  const char *obj = malloc_object();
-  const char *base = strrchr(obj, '/');
-  return strncmp(base ? base + 1 : obj, "libc.so", 7) == 0;
-}
-
-// malloc_info's XML: each <heap nr="N"> holds <system type="current" size="BYTES"/>.
-void read_heap(Heap *h) {
-  h->arenas = 0;
-  char *buf = nullptr;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (!f) return;
-  malloc_info(0, f);
-  fclose(f);
-  for (char *p = strstr(buf, "<heap nr="); p && h->arenas < kMaxArenas;) {
-    char *next = strstr(p + 1, "<heap nr=");
-    char *sys = strstr(p, "<system type=\"current\" size=\"");
-    h->system_bytes[h->arenas++] = (sys && (!next || sys < next)) ? strtoull(sys + 29, nullptr, 10) : 0;
-    p = next;
-  }
-  free(buf);
-}
 
 }  // namespace
 
@@ -133,14 +89,12 @@ int main(int argc, char **argv) {
                          MS_END};
   ms_parse("thread-heap", "seed 002: a vector per call in threads or processes", opts, argc, argv);
   const int n = static_cast<int>(threads);
-  const bool glibc = malloc_is_glibc();
   auto *shared =
       static_cast<Shared *>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED) {
     perror("thread-heap: mmap");
     return 3;
   }
-  int procs = 1;
 
   ms_region_begin("main");
   if (mode == THREADS) {
@@ -149,7 +103,6 @@ int main(int argc, char **argv) {
       ts.emplace_back([=] { shared->checksum[w] = work(static_cast<Form>(form), w, calls, elems); });
     for (auto &t : ts) t.join();
   } else {
-    procs = n;
     pid_t pids[kMaxWorkers];
     for (int w = 0; w < n; w++) {
       pids[w] = fork();
@@ -159,7 +112,6 @@ int main(int argc, char **argv) {
       }
       if (pids[w] == 0) {
         shared->checksum[w] = work(static_cast<Form>(form), w, calls, elems);
-        if (glibc) read_heap(&shared->heap[w]);
         _exit(0);  // no atexit handlers: the parent reports
       }
     }
@@ -177,24 +129,13 @@ int main(int argc, char **argv) {
     }
   }
   ms_region_end(threads * calls);
-  if (mode == THREADS && glibc) read_heap(&shared->heap[0]);
 
   uint64_t checksum = 0;
   for (int w = 0; w < n; w++) checksum += shared->checksum[w];
-  char head[1024];
-  snprintf(head, sizeof head,
-           "{\"workload\":\"thread-heap\",\"form\":\"%s\",\"mode\":\"%s\",\"threads\":%d,\"checksum\":%llu,"
-           "\"malloc_object\":\"%s\",\"malloc_info\":%s,\"heaps\":[",
-           kForms[form], kModes[mode], n, static_cast<unsigned long long>(checksum), malloc_object(),
-           glibc ? "true" : "false");
-  std::string result = head;
-  for (int p = 0; glibc && p < procs; p++) {
-    result += p ? ",[" : "[";
-    for (int a = 0; a < shared->heap[p].arenas; a++)
-      result += (a ? "," : "") + std::to_string(static_cast<unsigned long long>(shared->heap[p].system_bytes[a]));
-    result += "]";
-  }
-  result += "]}";
-  ms_result(result.c_str());
+  char result[256];
+  snprintf(result, sizeof result,
+           "{\"workload\":\"thread-heap\",\"form\":\"%s\",\"mode\":\"%s\",\"threads\":%d,\"checksum\":%llu}",
+           kForms[form], kModes[mode], n, static_cast<unsigned long long>(checksum));
+  ms_result(result);
   return 0;
 }

@@ -79,7 +79,7 @@ class CellSummary:
     harness_ns: stats.Estimate | None = None    # region harness's ns per op: the workload's loop alone
     own_ns: stats.Estimate | None = None        # per run, main minus harness: the allocator's own cost per op
     own_ratio: stats.Estimate | None = None     # own cost vs the group's least own cost, paired by round
-    fragmentation: dict | None = None           # workloads reporting RSS / live bytes per phase: medians
+    heap: dict | None = None                    # the explaining run's heap accounting: heap.footprint
     units: UnitCosts | None = None              # the run's machine's unit costs (findings/cost.py)
     # A program's own figure (--metric, higher is better) per CPU-second of the run: on a CPU-starved
     # machine a fixed-duration benchmark's figure tracks the CPU time it got; this one does not.
@@ -139,7 +139,7 @@ class CellSummary:
             "latency_sampling_share": self.sampling_share,
             "ns_per_op": _estimate_dict(self.main_ns), "harness_ns_per_op": _estimate_dict(self.harness_ns),
             "own_ns_per_op": _estimate_dict(self.own_ns), "own_cost_vs_least": _estimate_dict(self.own_ratio),
-            "fragmentation": self.fragmentation,
+            "heap": self.heap,
             "per_cpu_second": _estimate_dict(self.per_cpu_s),
             "per_cpu_second_vs_best": _estimate_dict(self.per_cpu_ratio),
         }
@@ -185,18 +185,11 @@ def _sampling_share(ok: list[Sample]) -> float | None:
     return float(sorted(shares)[len(shares) // 2]) if shares else None
 
 
-def _fragmentation(results: list[dict]) -> dict | None:
-    """Medians over the runs of what a fragmentation workload reports: RSS / live bytes at the end
-    and at its worst phase end, and the live bytes and RSS after the last phase."""
-    from statistics import median
-    res = [r for r in results if r and "fragmentation" in r]
-    if not res:
-        return None
-    last = [r["phases"][-1] for r in res if r.get("phases")]
-    return {"rss_over_live_end": median(r["fragmentation"] for r in res),
-            "rss_over_live_worst": median(r["fragmentation_worst"] for r in res),
-            "live_bytes_end": median(p["live_bytes"] for p in last) if last else None,
-            "rss_bytes_end": median(p["rss_bytes"] for p in last) if last else None}
+def _heap_footprint(cell: StoredCell) -> dict | None:
+    """heap.footprint of the cell's explaining run, when it accounted the heap."""
+    from memsleuth import heap
+    s = next((s for s in cell.explain_samples if s.heap), None)
+    return heap.footprint(s) if s is not None else None
 
 
 def _evidence(samples: list[Sample]) -> MedianEvidence:
@@ -257,7 +250,7 @@ def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list
                        main_ns=stats.median_ci(main_ns) if main_ns else None,
                        harness_ns=stats.median_ci(harness_ns) if len(harness_ns) == len(ok) and harness_ns else None,
                        own_ns=stats.median_ci(own) if own and len(own) == len(ok) else None,
-                       fragmentation=_fragmentation([s.result for _, s in ok]), units=units,
+                       heap=_heap_footprint(cell), units=units,
                        per_cpu_s=_per_cpu_estimate(metric, [s for _, s in ok]))
 
 

@@ -6,9 +6,15 @@ The summary (stored as the run's "heap", docs/json-schema.md):
   live_bytes, peak_live_bytes  usable bytes live at exit and at the peak (summed over processes:
                                the peak is an upper bound when several processes peak apart)
   allocs, frees, requested_bytes, duration_s, histogram (requests by power of two)
-  at_peak, at_exit             the main process's resident and anonymous memory and glibc arena
-                               heaps at its live peak (read when live had grown 10% past the last
+  at_peak, at_exit             the main process's (the largest live peak's) live bytes, resident
+                               and anonymous memory and, under glibc, its arenas (arenas: how many
+                               besides the main one, -1 when malloc is not glibc's; arena_rss_kb,
+                               arena_kb: their resident KiB in all and each; main_arena_kb: the brk
+                               heap's) at its live peak (read when live had grown 10% past the last
                                reading, so within 10% of the peak) and at exit
+  malloc_object                the object that served malloc (glibc's libc, or the preloaded allocator)
+  processes_detail             per process, by pid: pid, live_bytes, peak_live_bytes, allocs, frees,
+                               at_exit (as above)
   timeline                     the main process's live bytes over time: [[ms, bytes], ...]
   sites                        the program's call sites by sampled bytes: allocated, live at the
                                peak, live at exit (estimates from samples, each standing for
@@ -75,8 +81,13 @@ def summarise(docs: list[dict]) -> dict | None:
         "duration_s": (main.get("duration_us") or 0) / 1e6,
         "dropped_samples": sum(int(d.get("dropped_samples") or 0) for d in docs),
         "histogram": hist,
+        "malloc_object": main.get("malloc_object"),
+        "processes_detail": [{"pid": d.get("pid"), **{k: int(d.get(k) or 0) for k in (
+            "live_bytes", "peak_live_bytes", "allocs", "frees")}, "at_exit": d.get("at_exit") or {}}
+            for d in sorted(docs, key=lambda d: d.get("pid") or 0)],
         "at_peak": main.get("at_peak") or {},
-        "at_exit": main.get("at_exit") or {},
+        # the main process's live bytes beside its own memory (live_bytes above is every process's)
+        "at_exit": {**(main.get("at_exit") or {}), "live_bytes": int(main.get("live_bytes") or 0)},
         "timeline": [[t / 1000.0, v] for t, v in (main.get("timeline") or [])],
         "sites": sorted((s for s in sites.values() if s["site"] in keep), key=lambda s: -s["alloc_bytes"]),
     }
@@ -95,29 +106,57 @@ def read(folder: str) -> dict | None:
 
 # ---- the numbers the reports show (computed here, worded in report/builders/check.py) ----------
 
+def _in_bytes(snap: dict, live) -> dict:
+    """A snapshot (at the peak or at exit) in bytes; None where it was not read."""
+    rss = snap.get("rss_kb")
+    anon = snap.get("anon_kb")
+    rss = rss * 1024.0 if isinstance(rss, (int, float)) and rss >= 0 else None
+    anon = anon * 1024.0 if isinstance(anon, (int, float)) and anon >= 0 else None
+    live = float(live) if isinstance(live, (int, float)) else None
+    arena = snap.get("arena_rss_kb")
+    glibc = isinstance(snap.get("arenas"), int) and snap["arenas"] >= 0    # -1: the allocator is not glibc
+    main = snap.get("main_arena_kb")
+    return {"rss": rss, "anon": anon, "live": live,
+            "beyond": anon - live if anon is not None and live is not None else None,
+            "file": rss - anon if rss is not None and anon is not None else None,
+            "main_arena": main * 1024.0 if glibc and isinstance(main, (int, float)) and main >= 0 else None,
+            "arena": arena * 1024.0 if glibc and isinstance(arena, (int, float)) else None,
+            "arenas": snap.get("arenas") if glibc else None}
+
+
+def _at_peak_and_exit(h: dict) -> tuple[dict, dict]:
+    return (_in_bytes(h.get("at_peak") or {}, (h.get("at_peak") or {}).get("live_bytes")),
+            _in_bytes(h.get("at_exit") or {}, (h.get("at_exit") or {}).get("live_bytes", h.get("live_bytes"))))
+
+
 def composition(h: dict) -> list[tuple[str, float | None, float | None]]:
     """What resident memory is made of, in bytes, at the live peak and at exit: rows of
     (what, at the peak, at exit); None where it was not read."""
-    def col(snap: dict, live) -> dict:
-        rss = snap.get("rss_kb")
-        anon = snap.get("anon_kb")
-        rss = rss * 1024.0 if isinstance(rss, (int, float)) and rss >= 0 else None
-        anon = anon * 1024.0 if isinstance(anon, (int, float)) and anon >= 0 else None
-        live = float(live) if isinstance(live, (int, float)) else None
-        arena = snap.get("arena_rss_kb")
-        glibc = isinstance(snap.get("arenas"), int) and snap["arenas"] >= 0    # -1: the allocator is not glibc
-        return {"rss": rss, "anon": anon, "live": live,
-                "beyond": anon - live if anon is not None and live is not None else None,
-                "file": rss - anon if rss is not None and anon is not None else None,
-                "arena": arena * 1024.0 if glibc and isinstance(arena, (int, float)) else None,
-                "arenas": snap.get("arenas") if glibc else None}
-    p = col(h.get("at_peak") or {}, (h.get("at_peak") or {}).get("live_bytes"))
-    e = col(h.get("at_exit") or {}, h.get("live_bytes"))
+    p, e = _at_peak_and_exit(h)
     return [(what, p[k], e[k]) for what, k in (
         ("resident (RSS)", "rss"), ("anonymous", "anon"), ("live heap (usable bytes of live blocks)", "live"),
         ("anonymous beyond the live heap (allocator overhead, freed memory kept, other mappings)", "beyond"),
-        ("file-backed (RSS - anonymous)", "file"), ("glibc arena heaps, resident", "arena"),
-        ("glibc arena heaps, count", "arenas"))]
+        ("file-backed (RSS - anonymous)", "file"), ("glibc main arena (brk heap), resident", "main_arena"),
+        ("glibc other arenas' heaps, resident", "arena"), ("glibc other arenas, count", "arenas"))]
+
+
+def footprint(sample) -> dict | None:
+    """An explaining run's heap as compare's Heap table shows it (a cell's JSON "heap"), in bytes of
+    the main process: the live heap and the anonymous resident memory at the live peak and at exit;
+    the most anonymous memory beyond the live heap at any tick of the run (composition_series), with
+    the live heap and the time then (fragmentation and freed memory kept show there: after frees,
+    not at the peak); glibc's other arenas at the peak. None where not read; None without accounting."""
+    h = sample.heap
+    if not h:
+        return None
+    p, e = _at_peak_and_exit(h)
+    series = composition_series(sample)
+    most = max(range(len(series["beyond"])), key=series["beyond"].__getitem__) if series and series["beyond"] else None
+    return {"live_at_peak_bytes": p["live"], "anon_at_peak_bytes": p["anon"],
+            "most_beyond_live_bytes": series["beyond"][most] if most is not None else None,
+            "live_then_bytes": series["live"][most] if most is not None else None,
+            "most_beyond_live_at_s": series["seconds"][most] if most is not None else None,
+            "live_at_exit_bytes": e["live"], "anon_at_exit_bytes": e["anon"], "other_arenas_at_peak": p["arenas"]}
 
 
 def size_profile(h: dict, top: int = 3) -> list[tuple[int, int, float]]:

@@ -1,6 +1,7 @@
 """A spec (what the user asked for) expanded into cells: allocator x parameter values."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ class Cell:
     env: dict[str, str] = field(default_factory=dict)
     oom_exit_code: int | None = None
     where: bool = False              # explain this cell (syscall arguments, call sites) whatever the plan says
+    heap: bool = False               # account its heap in the explaining run whatever it holds (its figures
+                                     # come from the heap accounting: heap.py)
 
     @property
     def label(self) -> str:
@@ -136,12 +139,10 @@ def with_variants(cells: list[Cell], variants: list[EnvVariant]) -> tuple[list[C
         return cells, []
     out = []
     for c in cells:
-        out.append(Cell(c.allocator, {**c.params, VARIANT_KEY: "default"}, c.command, dict(c.env), c.oom_exit_code,
-                        c.where))
+        out.append(dataclasses.replace(c, params={**c.params, VARIANT_KEY: "default"}, env=dict(c.env)))
         for v in variants:
             if v.applies_to(c.allocator.name):
-                out.append(Cell(c.allocator, {**c.params, VARIANT_KEY: v.name}, c.command, {**c.env, **v.env},
-                                c.oom_exit_code, c.where))
+                out.append(dataclasses.replace(c, params={**c.params, VARIANT_KEY: v.name}, env={**c.env, **v.env}))
     names = list(dict.fromkeys(c.allocator.name for c in cells))
     report = [{"name": v.name, "env": v.env, "skipped": [a for a in names if not v.applies_to(a)]} for v in variants]
     return out, report
@@ -261,7 +262,7 @@ def workload_plan(workload: Workload, allocators: list[Allocator], param_options
             workload.validate(values)
         for alloc in allocators:
             cells.append(Cell(alloc, values, tuple(workload.argv(values)), dict(env or {}),
-                              oom_exit_code=workload.oom_exit_code))
+                              oom_exit_code=workload.oom_exit_code, heap=workload.heap))
     swept = tuple(k for k in keys if len(sweep[k]) > 1) or tuple(keys)
     return Plan("workload", workload.name, tuple(cells), swept, rounds, warmup, timeout_s, mem_limit_bytes)
 

@@ -292,7 +292,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                 if i in failed or not values[i]:
                     continue
                 wanted = needs_call_sites(samples[i]) if plan.explain_if_needed else True
-                heap = plan.heap and needs_heap(samples[i])
+                heap = cell.heap or (plan.heap and needs_heap(samples[i]))
                 sites = bool(cell.where or (plan.where and wanted))
                 args = bool(cell.where or (plan.syscall_args and wanted) or needs_arguments(samples[i]) or heap or sites)
                 todo.append((i, cell, args, sites, heap))

@@ -155,7 +155,7 @@ def test_thread_heap_arenas_threads_processes_and_arena_max(tmp_path):
     procs = thread_heap._evidence(cell(run, form="local", mode="processes", tunables="default"))
     capped = thread_heap._evidence(cell(run, form="local", mode="threads", tunables="arena_max=1"))
     assert len(threads.heaps) == 1 and len(threads.heaps[0]) >= 2    # the main arena and the threads'
-    assert [len(h) for h in procs.heaps] == [1, 1]                      # one arena in each process
+    assert [len(h) for h in procs.heaps] == [1, 1, 1]    # the parent and each worker (it ends by _exit): one arena
     assert capped.heaps == [capped.heaps[0]] and len(capped.heaps[0]) == 1
     assert all(b > 0 for b in threads.heaps[0])
     assert threads.per_call and procs.per_call

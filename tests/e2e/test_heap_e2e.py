@@ -65,3 +65,35 @@ def test_per_thread_arenas_keep_what_their_threads_freed(tmp_path):
     f = found["heap-retained"]
     assert f["numbers"]["arenas"] >= 2 and f["numbers"]["kept_bytes"] >= 64 << 20
     assert "arena_max" in f["advice"]
+
+
+def test_forked_workers_that_end_by_exit_are_accounted_with_their_arenas():
+    """thread-heap's workers are forked and end with _exit (no atexit handler runs): each still
+    writes its document. In threads mode each thread's arena is one arena, its heaps grouped."""
+    from memsleuth import native
+    prog = str(native.native_path("thread-heap"))
+    h, _ = _account(prog, "--mode=processes", "--threads=3", "--calls=200", "--elems=1000")
+    assert h["processes"] == 4 and len(h["processes_detail"]) == 4      # the parent and three workers
+    workers = [p for p in h["processes_detail"] if p["allocs"] >= 200 * 10]
+    assert len(workers) == 3 and all(p["at_exit"]["arenas"] == 0 and p["at_exit"]["main_arena_kb"] > 0
+                                     for p in workers)
+    h, _ = _account(prog, "--mode=threads", "--threads=3", "--calls=200", "--elems=1000")
+    at = h["at_exit"]
+    assert h["processes"] == 1 and at["main_arena_kb"] > 0 and "libc.so" in h["malloc_object"]
+    assert 1 <= at["arenas"] <= 3 and len(at["arena_kb"]) == at["arenas"] and sum(at["arena_kb"]) == at["arena_rss_kb"]
+
+
+def test_compare_reads_the_fragmentation_workloads_heap_from_the_accounting(tmp_path):
+    """The fragmentation workload counts nothing itself: compare's Heap table and the cell's JSON
+    "heap" come from the explaining run's accounting, for every allocator."""
+    js = tmp_path / "f.json"
+    proc = memsleuth("compare", "--workload", "fragmentation", "--alloc", "glibc", "--reps", "1", "--param",
+                     "phases=4", "--param", "count=5000", "--param", "live-max=1048576", "--no-reference",
+                     "--db", str(tmp_path / "f.db"), "--json", str(js))
+    assert proc.returncode == 0, proc.stderr
+    (cell,) = json.loads(js.read_text())["cells"]
+    f = cell["summary"]["heap"]
+    # Phase 3 holds 5000 blocks of 192-320 bytes (1.2 MiB usable) with the survivors of phases 0-2.
+    assert 1 << 20 <= f["live_at_peak_bytes"] <= 3 << 20, f
+    assert f["anon_at_peak_bytes"] >= f["live_at_peak_bytes"] and f["live_at_exit_bytes"] < f["live_at_peak_bytes"]
+    assert "Heap: live bytes against resident memory" in proc.stdout

@@ -140,6 +140,13 @@ def test_case_tables_carry_numbers_that_only_the_report_formats(tmp_path):
         assert shown == [wording.case_cell_text(c) for c in cooked]
         assert shown[time_col] == f"{raw[time_col]['value']:,.0f} ns"
     assert time_col in report.tables[0].align_right
+    # Arenas come from the heap accounting of each cell's explaining run, per process, in KiB.
+    arenas = table["columns"].index("arenas per process (resident, main first)")
+    rows = {(r[0], r[1], r[3]): r[arenas] for r in table["rows"]}
+    threads, procs = rows[("glibc", "default", "threads")], rows[("glibc", "default", "processes")]
+    assert len(threads) == 1 and len(threads[0]) >= 2 and all(a["unit"] == "KiB" and a["value"] > 0 for a in threads[0])
+    assert [len(p) for p in procs] == [1, 1, 1]
+    assert rows[("mimalloc", "default", "threads")] == "not read (malloc is not glibc's)"
 
 
 def test_case_cells_in_words_and_in_json():

@@ -2,8 +2,10 @@
 synthetic heap accounting documents: each just past its threshold and just short of it."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from memsleuth import heap
-from memsleuth.evidence import Sample
+from memsleuth.evidence import Sample, Timeline
 from memsleuth.findings import heap_leak, heap_overhead, heap_retained
 from memsleuth.findings.view import CellView
 
@@ -31,7 +33,7 @@ def test_overhead_fires_past_its_share_and_names_the_arenas():
     # 100 MiB anonymous, 50 MiB live: 50 MiB (50%) beyond the live heap, 4 arenas hold most of it.
     f = heap_overhead.check(view(doc(anon_exit_kb=100 * 1024, arenas=4, arena_kb=45 * 1024)))
     assert f and f[0].id == "heap-overhead" and f[0].numbers["when"] == "at exit"
-    assert "4 glibc arena heaps" in f[0].title and "arena_max" in f[0].advice
+    assert "4 glibc thread arenas" in f[0].title and "arena_max" in f[0].advice
     # 70 MiB anonymous: 20 MiB beyond is 29%, under the 35% share.
     assert heap_overhead.check(view(doc(anon_exit_kb=70 * 1024))) == []
 
@@ -86,4 +88,30 @@ def test_arena_rows_only_under_glibc():
     h = doc(anon_exit_kb=100 * 1024)
     h["at_exit"]["arenas"], h["at_peak"]["arenas"] = -1, -1      # another allocator's 64 MiB-aligned segments
     rows = {what: (p, e) for what, p, e in heap.composition(h)}
-    assert rows["glibc arena heaps, count"] == (None, None) and rows["glibc arena heaps, resident"] == (None, None)
+    assert rows["glibc other arenas, count"] == (None, None) and rows["glibc other arenas' heaps, resident"] == (None, None)
+    assert rows["glibc main arena (brk heap), resident"] == (None, None)
+
+
+def test_arenas_per_process_and_the_footprint():
+    """summarise keeps each process's arenas (the thread-heap case reads them); footprint is compare's view."""
+    from memsleuth.cases.thread_heap import arenas_by_process
+    parent = doc(live=1000, peak=2000)
+    parent["pid"] = 10
+    parent["at_exit"].update({"arenas": 0, "main_arena_kb": 132, "arena_kb": []})
+    child = doc(live=10 * MIB, peak=40 * MIB, anon_peak_kb=50 * 1024, live_at_peak=40 * MIB)
+    child["pid"] = 11
+    child["at_exit"].update({"arenas": 2, "main_arena_kb": 200, "arena_kb": [300, 400]})
+    s = heap.summarise([child, parent])
+    assert [p["pid"] for p in s["processes_detail"]] == [10, 11]
+    assert arenas_by_process(s) == [[132 * 1024], [200 * 1024, 300 * 1024, 400 * 1024]]
+    # The main process's 10 ms ticks: live climbs to 40 MiB, then 30 MiB of it is freed while anonymous
+    # memory stays: the most beyond live is after the frees, not at the peak.
+    ms_timeline = Timeline(("t_ms", "rss_kb", "anon_kb"), ((0, 3000, 1000), (10, 53000, 50 * 1024),
+                                                            (20, 53000, 50 * 1024), (30, 40000, 40 * 1024)))
+    s["timeline"] = [[0.0, 0], [8.0, 40 * MIB], [15.0, 10 * MIB]]
+    f = heap.footprint(SimpleNamespace(heap=s, timeline=ms_timeline))
+    assert f["live_at_peak_bytes"] == 40 * MIB and f["anon_at_peak_bytes"] == 50 * MIB * 1.0
+    assert (f["most_beyond_live_bytes"], f["live_then_bytes"], f["most_beyond_live_at_s"]) == (40 * MIB, 10 * MIB, 0.02)
+    assert f["live_at_exit_bytes"] == 10 * MIB and heap.footprint(SimpleNamespace(heap=None, timeline=None)) is None
+    child["at_exit"]["arenas"] = -1                 # not glibc: no arena evidence at all
+    assert arenas_by_process(heap.summarise([child, parent])) is None

@@ -5,7 +5,8 @@ std::vector fixed part of it. The case runs T workers that each build a vector m
 threads of one process and as T processes, in three forms (function-local, thread_local reused,
 static indexed by worker), under glibc tunables (arena_max, mmap_threshold, trim_threshold) and
 other allocators. It shows the speed ratios with their CIs, the futex and context-switch counts,
-and each process's arenas from malloc_info.
+and each process's glibc arenas with their resident bytes, from the heap accounting of each cell's
+explaining run (heap.py), as `check` shows them for any program.
 """
 from __future__ import annotations
 
@@ -46,8 +47,9 @@ class VariantEvidence:
     cs_per_kcall: float | None
     maps_per_kcall: float | None          # mmap + munmap
     sys_share: float | None
-    heaps: list[list[int]] | None         # per process, system bytes per arena; None: not read
-    malloc_object: str | None
+    heaps: list[list[int]] | None         # per process (by pid), resident bytes per arena, the main one
+                                          # first; None: not read (no accounting, or not glibc's malloc)
+    malloc_object: str | None             # what served malloc in the accounted run
     status: str
 
     @property
@@ -71,8 +73,8 @@ def _evidence(cell: StoredCell) -> VariantEvidence:
     total = workers * calls
     per_call = {r: s.main.wall_ns / calls for r, s in cell.measured() if s.ok and s.main}
     main = [s.main for s in samples if s.main]
-    results = [s.result for s in samples if s.result]
-    heaps = next((r.get("heaps") for r in results if r.get("malloc_info")), None)
+    accounted = next((s.heap for s in cell.explain_samples if s.heap), None) or {}
+    heaps = arenas_by_process(accounted)
     cpu = [(s.user_ns, s.sys_ns) for s in samples]
     sys_share = med(sy / (u + sy) for u, sy in cpu if u + sy > 0)
     return VariantEvidence(
@@ -83,7 +85,21 @@ def _evidence(cell: StoredCell) -> VariantEvidence:
         maps_per_kcall=_per_k(main, lambda r: (r.syscalls.get("mmap", 0) + r.syscalls.get("munmap", 0))
                               if "mmap" in r.syscalls else None, total) if main else None,
         sys_share=sys_share, heaps=heaps,
-        malloc_object=next((r.get("malloc_object") for r in results), None), status=status_text(cell))
+        malloc_object=accounted.get("malloc_object"), status=status_text(cell))
+
+
+def arenas_by_process(accounted: dict) -> list[list[int]] | None:
+    """Per accounted process, its glibc arenas' resident bytes at exit (the main arena first); None
+    when no process was accounted or malloc was not glibc's (the accounting reads no arenas)."""
+    out = []
+    for p in accounted.get("processes_detail") or []:
+        at = p.get("at_exit") or {}
+        if not isinstance(at.get("arenas"), int) or at["arenas"] < 0:
+            return None
+        main = at.get("main_arena_kb")
+        out.append(([int(main) * 1024] if isinstance(main, int) and main >= 0 else [])
+                   + [int(kb) * 1024 for kb in at.get("arena_kb") or []])
+    return out or None
 
 
 def ratio(a: VariantEvidence, b: VariantEvidence) -> stats.Estimate | None:
@@ -97,7 +113,7 @@ def _heaps_words(e: VariantEvidence) -> str:
 
 
 def heaps_cell(e: VariantEvidence):
-    """Per process (the first four), each arena's system bytes in KiB; how many arenas is how many numbers."""
+    """Per process (the first four), each arena's resident KiB; how many arenas is how many numbers."""
     if e.heaps is None:
         return "not read (malloc is not glibc's)" if e.malloc_object else Num(None)
     per = tuple(Seq(tuple(Num(b / 1024, "KiB") for b in h), ", ") for h in e.heaps[:4])
@@ -147,12 +163,13 @@ class ThreadHeap(Case):
             f"{workers} workers (median over runs)",
             ["allocator", "tunables", "form", "mode", "time per call", "threads / processes (paired)",
              "futex per 1k calls", "context switches per 1k calls", "mmap+munmap per 1k calls", "sys share",
-             "arenas per process (system bytes)", "status"],
+             "arenas per process (resident, main first)", "status"],
             rows,
             notes=["time per call = region main's wall time / calls per worker (the workers run at once). Counts are "
                    "region main's, inherited by every thread and process. Ratios: median of per-round ratios with "
-                   "a 95% CI (order statistics; none below 6 rounds). Arenas: glibc's malloc_info at exit, per "
-                   "process."])
+                   "a 95% CI (order statistics; none below 6 rounds). Arenas: each process's glibc arenas at its "
+                   "exit, resident KiB of each (the main arena's brk heap, then the others' heaps, from smaps), from "
+                   "the heap accounting of the cell's explaining run."])
         return CaseResult(self.question, [table], self._statements(ev, index))
 
     def _statements(self, ev: list[VariantEvidence], index: dict) -> list[str]:
@@ -191,12 +208,12 @@ class ThreadHeap(Case):
             if e.heaps is not None and e.form == "local" and e.per_call is not None and \
                     (e.tunables == "default" or "arena" in e.tunables):
                 n = [len(h) for h in e.heaps]
-                out.append(f"{e.where}, {e.mode}: malloc_info lists {', '.join(map(str, n))} arena(s) "
+                out.append(f"{e.where}, {e.mode}: the heap accounting found {', '.join(map(str, n))} glibc arena(s) "
                            f"{'per process' if e.mode == 'processes' else 'in the process'} "
-                           f"(system bytes per arena: {_heaps_words(e)}).")
+                           f"(resident per arena, the main one first: {_heaps_words(e)}).")
             elif e.heaps is None and e.malloc_object and e.form == "local" and e.mode == "threads":
-                out.append(f"{e.where}: malloc resolves to {e.malloc_object}, so glibc's malloc_info would not "
-                           f"describe the heap in use; no arena evidence.")
+                out.append(f"{e.where}: malloc was served by {e.malloc_object}, not glibc's arenas; no arena "
+                           f"evidence.")
         unchanged = []
         for e in ev:
             base = index.get((e.allocator, "default", e.form, e.mode))

@@ -22,7 +22,7 @@ def _snapshot(h: dict) -> tuple[str, float, float, dict] | None:
     peak, live = float(h.get("peak_live_bytes") or 0), h.get("live_bytes")
     freed = peak > 0 and live is not None and peak - live >= heap_retained.MIN_FREED_SHARE * peak
     when, snap = ("at the live peak", h.get("at_peak") or {}) if freed else ("at exit", h.get("at_exit") or {})
-    live_then = snap.get("live_bytes") if freed else live
+    live_then = snap.get("live_bytes", None if freed else live)
     anon = snap.get("anon_kb")
     if anon is None or anon < 0 or live_then is None:
         return None

@@ -17,8 +17,8 @@ ARENA_SHARE = 0.5
 
 
 def arenas_in(snap: dict) -> tuple[int, float]:
-    """glibc arena heaps in a heap accounting snapshot: (count, resident bytes); (-1, 0) when the
-    allocator is not glibc."""
+    """glibc's arenas besides the main one in a heap accounting snapshot (the threads' arenas, in
+    their 64 MiB-aligned heaps): (count, resident bytes); (-1, 0) when the allocator is not glibc."""
     return int(snap.get("arenas") if snap.get("arenas") is not None else -1), float(snap.get("arena_rss_kb") or 0) * 1024
 
 
@@ -28,8 +28,8 @@ def arena_evidence(snap: dict, beyond: float, when: str) -> tuple[str | None, st
     arenas, arena = arenas_in(snap)
     if arenas < 2 or arena < ARENA_SHARE * beyond:
         return None, ""
-    return (f"{arenas} glibc arena heaps (64 MiB-aligned anonymous mappings) hold {mib(arena)} resident {when}: "
-            "each thread's arena keeps the memory freed in it", f"; {arenas} glibc arena heaps hold {mib(arena)}")
+    return (f"{arenas} glibc arenas besides the main one (their 64 MiB-aligned heaps) hold {mib(arena)} resident "
+            f"{when}: each arena keeps the memory freed in it", f"; {arenas} glibc thread arenas hold {mib(arena)}")
 
 
 def check(view: CellView) -> list[Finding]:

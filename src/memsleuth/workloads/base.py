@@ -99,6 +99,8 @@ class Workload:
     # An allocator workload (docs/workloads.md): it samples latency and measures its harness in
     # region "harness"; `suite` holds the parameters `compare --suite` runs it with.
     suite: dict[str, Value] | None = None
+    # Its figures come from the heap accounting (heap.py): every cell gets an explaining run with it.
+    heap: bool = False
 
     def param(self, name: str) -> Param:
         for p in self.params:

@@ -6,7 +6,7 @@ from memsleuth.workloads.base import LATENCY_EVERY, Param, Workload, size_order
 WORKLOAD = Workload(
     name="fragmentation",
     program="fragmentation",
-    description="phases malloc one size class, free all but every keep-th; RSS / live bytes per phase",
+    description="phases malloc one size class, free all but every keep-th; resident memory / live heap (heap accounting)",
     params=(
         Param("phases", 24, 1, 1 << 20, "phases (each a size class, in turn)"),
         Param("count", 50_000, 1, 1 << 26, "blocks per phase"),
@@ -22,4 +22,5 @@ WORKLOAD = Workload(
     oom_exit_code=3,
     validate=size_order("fragmentation"),
     suite={"phases": 16, "count": 40_000},
+    heap=True,
 )

@@ -9,7 +9,8 @@ MODES = ("threads", "processes")
 WORKLOAD = Workload(
     name="thread-heap",
     program="thread-heap",
-    description="T workers each build a std::vector C times (forms local, thread_local, static); glibc arenas at the end",
+    description="T workers each build a std::vector C times (forms local, thread_local, static); glibc arenas per "
+                "process (heap accounting)",
     params=(
         Param("threads", 2, 1, 256, "workers (threads or processes)"),
         Param("calls", 20000, 1, 1 << 40, "calls per worker"),
@@ -17,4 +18,5 @@ WORKLOAD = Workload(
         Param("form", "local", help=", ".join(FORMS), kind="choice", choices=FORMS),
         Param("mode", "threads", help=", ".join(MODES), kind="choice", choices=MODES),
     ),
+    heap=True,
 )

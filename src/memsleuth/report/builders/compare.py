@@ -29,7 +29,7 @@ def build(run: StoredRun, a: RunAnalysis) -> Report:
         header.append("parameters: " + ", ".join(f"{k}={v}" for k, v in fixed.items()))
     header += environment_lines(run.cells) + leftover_lines(run.cells) + variant_lines(run)
     tables = [throughput_table(run, groups, swept), memory_table(groups, swept)]
-    tables += [t for t in (fragmentation_table(groups, swept), cost_table(groups, swept),
+    tables += [t for t in (heap_table(groups, swept), cost_table(groups, swept),
                            latency_table(groups, swept, a.latency_sampling)) if t]
     tables.append(evidence_table(groups, swept))
     for extra in (failures_table(groups, swept), quality_table(a)):
@@ -170,27 +170,36 @@ def cost_table(groups: list[Group], swept: list[str]) -> Table | None:
     return Table("Cost per operation", cols, rows, notes, align_right={n - 4, n - 3, n - 2})
 
 
-def fragmentation_table(groups: list[Group], swept: list[str]) -> Table | None:
-    """Workloads that record live bytes and RSS per phase (fragmentation): RSS / live bytes."""
+def heap_table(groups: list[Group], swept: list[str]) -> Table | None:
+    """The cells whose explaining run accounted the heap (heap.footprint): the live heap against the
+    anonymous resident memory, at the live peak, where the most memory beyond it was, and at exit."""
     rows = []
     for g in groups:
         for c in g.cells:
-            f = c.fragmentation
+            f = c.heap
             if f is None:
                 continue
+            most = (f"{fmt_bytes(f['most_beyond_live_bytes'])} (live {fmt_bytes(f['live_then_bytes'])}, "
+                    f"{f['most_beyond_live_at_s']:.1f} s)" if f["most_beyond_live_bytes"] is not None else "n/a")
+            arenas = f["other_arenas_at_peak"]
             rows.append(([params_text(c.cell.params, swept)] if swept else []) +
-                        [c.cell.contender, f"{f['rss_over_live_end']:.2f}", f"{f['rss_over_live_worst']:.2f}",
-                         fmt_bytes(f["live_bytes_end"]) if f["live_bytes_end"] is not None else "-",
-                         fmt_bytes(f["rss_bytes_end"]) if f["rss_bytes_end"] is not None else "-"])
+                        [c.cell.contender, fmt_bytes(f["live_at_peak_bytes"]), fmt_bytes(f["anon_at_peak_bytes"]), most,
+                         fmt_bytes(f["live_at_exit_bytes"]), fmt_bytes(f["anon_at_exit_bytes"]),
+                         str(arenas) if arenas is not None else "n/a"])
     if not rows:
         return None
-    cols = ([", ".join(swept)] if swept else []) + ["allocator", "RSS / live, end", "RSS / live, worst phase",
-                                                    "live at end", "RSS at end"]
+    cols = ([", ".join(swept)] if swept else []) + [
+        "allocator", "live heap at its peak", "anonymous then", "most anonymous beyond live", "live heap at exit",
+        "anonymous at exit", "glibc arenas besides main"]
     n = len(cols)
-    return Table("Fragmentation", cols, rows,
-                 ["Measured by the workload after each phase (its frees done): the process's RSS over the bytes its "
-                  "blocks hold. 1.0 would be no overhead at all; the process's own few MiB count too. Medians over "
-                  "the runs."], align_right=set(range(n - 4, n)))
+    return Table("Heap: live bytes against resident memory", cols, rows,
+                 ["From the heap accounting of each cell's explaining run (one run, not the measured ones), for its "
+                  "main process (the largest live peak): live heap = usable bytes of the live blocks; anonymous = "
+                  "anonymous resident memory (smaps_rollup), read when the live heap was within 10% of its peak and "
+                  "at exit. Most anonymous beyond live: the largest anonymous - live of any 10 ms tick, with the live "
+                  "heap and the time then; after frees it is the allocator's overhead, the freed memory it keeps "
+                  "(fragmentation) and the program's other anonymous mappings."],
+                 align_right=set(range(n - 6, n)))
 
 
 def latency_table(groups: list[Group], swept: list[str], info: tuple[int, float] | None) -> Table | None:
