@@ -78,6 +78,8 @@ static memalign_fn real_memalign, real_aligned_alloc;
 static posix_memalign_fn real_posix_memalign;
 static malloc_fn real_valloc, real_pvalloc;
 static usable_fn real_usable;
+typedef void (*exit_fn)(int);
+static exit_fn real__exit, real__Exit; /* resolved at start: a vfork child must not call dlsym */
 
 /* Allocations made while dlsym resolves the real functions come from here and are never freed. */
 static _Alignas(64) char boot[BOOT_BYTES];
@@ -196,6 +198,8 @@ static void resolve(void) {
   real_valloc = (malloc_fn)dlsym(RTLD_NEXT, "valloc");
   real_pvalloc = (malloc_fn)dlsym(RTLD_NEXT, "pvalloc");
   real_usable = (usable_fn)dlsym(RTLD_NEXT, "malloc_usable_size");
+  real__exit = (exit_fn)dlsym(RTLD_NEXT, "_exit");
+  real__Exit = (exit_fn)dlsym(RTLD_NEXT, "_Exit");
   resolving = 0;
 }
 
@@ -651,10 +655,12 @@ size_t malloc_usable_size(void *p) {
 
 static void write_report(void);
 static _Atomic int g_reported; /* this process's document is written (at exit, or at _exit) */
+static pid_t g_pid;            /* the process this account is of (set at start and in a forked child) */
 
 static void on_fork_child(void) {
   /* The child starts its own account: what it inherited is the parent's. */
   atomic_store(&g_reported, 0);
+  g_pid = getpid();
   atomic_store(&g_live, 0);
   atomic_store(&g_peak, 0);
   atomic_store(&g_allocs, 0);
@@ -681,6 +687,7 @@ static void on_fork_child(void) {
 
 __attribute__((constructor)) static void heap_init(void) {
   clock_gettime(CLOCK_MONOTONIC, &g_t0);
+  g_pid = getpid();
   resolve();
   probe_glibc();
   const char *out = getenv("MEMSLEUTH_HEAP_OUT");
@@ -754,15 +761,14 @@ static void write_report(void) {
 }
 
 /* A process that ends by _exit (a forked worker, Python's os._exit) runs no atexit handler: its
- * document is written here. exit() reaches the kernel through glibc's own _exit, not this one. */
-typedef void (*exit_fn)(int);
-
-static __attribute__((noreturn)) void exit_now(const char *name, int status) {
-  write_report();
-  exit_fn real = (exit_fn)dlsym(RTLD_NEXT, name);
+ * document is written here. exit() reaches the kernel through glibc's own _exit, not this one.
+ * A vfork child (or a clone without fork handlers) shares the parent's memory and has another pid
+ * than the account: it writes nothing, which would change the parent's account and heap. */
+static __attribute__((noreturn)) void exit_now(exit_fn real, int status) {
+  if (getpid() == g_pid) write_report();
   if (real) real(status);
   for (;;) syscall(SYS_exit_group, status);
 }
 
-void _exit(int status) { exit_now("_exit", status); }
-void _Exit(int status) { exit_now("_Exit", status); }
+void _exit(int status) { exit_now(real__exit, status); }
+void _Exit(int status) { exit_now(real__Exit, status); }

@@ -97,3 +97,12 @@ def test_compare_reads_the_fragmentation_workloads_heap_from_the_accounting(tmp_
     assert 1 << 20 <= f["live_at_peak_bytes"] <= 3 << 20, f
     assert f["anon_at_peak_bytes"] >= f["live_at_peak_bytes"] and f["live_at_exit_bytes"] < f["live_at_peak_bytes"]
     assert "Heap: live bytes against resident memory" in proc.stdout
+
+
+def test_a_vfork_child_that_ends_by_exit_leaves_the_parents_account_alone():
+    """The vfork child shares the parent's memory: were its _exit to write a document, the parent's
+    would never be written (and the child's would be the parent's counts under another pid)."""
+    h, out = _account(fixture("fx-vfork_exit"), "1000")
+    truth = json.loads(out)
+    assert [p["pid"] for p in h["processes_detail"]] == [truth["pid"]]
+    assert h["allocs"] >= truth["allocs"] and h["frees"] >= 500
