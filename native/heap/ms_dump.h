@@ -3,6 +3,7 @@
  * is gone (src/memsleuth/symbols.py). */
 #ifndef MS_DUMP_H
 #define MS_DUMP_H
+#include <signal.h>
 #include <stdio.h>
 
 /* A JSON string: quotes, backslashes and control characters escaped. */
@@ -13,4 +14,15 @@ void ms_dump_maps(FILE *f);
  * never sees half a document). Returns NULL when it cannot be created. */
 FILE *ms_dump_open(const char *dir, const char *prefix, char *path, int pathlen);
 void ms_dump_close(FILE *f, const char *path);
+/* Writes the library's document once per process: `report` runs at exit (atexit) and at _exit or
+ * _Exit (a forked worker, Python's os._exit; this object interposes them), never in a vfork child
+ * (another pid than the account's, sharing its parent's memory). Call at start and, with the new
+ * pid, in a forked child (ms_dump_forked). */
+void ms_dump_at_exit(void (*report)(void));
+void ms_dump_forked(void);
+/* Blocks SIGTRAP for the library's own work (a forked child's reset, a snapshot, the report), so
+ * that the in-program sampler (libmssites) never takes a stack of it: a perf SIGTRAP that arrives
+ * blocked is delivered late, marked asynchronous, and left out. */
+void ms_dump_quiet(sigset_t *old);
+void ms_dump_loud(const sigset_t *old);
 #endif

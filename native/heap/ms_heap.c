@@ -7,7 +7,7 @@
  *     can use, which is what the allocator must keep), allocations and frees, bytes requested;
  *   - the peak of live bytes, and at that peak (and at exit) the resident and anonymous memory of
  *     the process and, under glibc, its arenas: how many, and each one's resident bytes (from
- *     /proc/self/smaps_rollup and /proc/self/smaps);
+ *     /proc/self/status, /proc/self/maps and mincore: costs that do not grow with the process);
  *   - a size histogram (powers of two) of the requests;
  *   - a timeline of live bytes (a point each time it moved by 1/32 since the last one);
  *   - allocation stacks sampled by bytes (as tcmalloc and jemalloc sample: on average one sample
@@ -56,9 +56,9 @@
 #define FILTER_SLOTS (1u << 15) /* filter over sampled pointers */
 #define TIMELINE_POINTS 4096
 #define PEAK_STEP 1.10 /* a new peak snapshot when live grew by 10% since the last */
-/* A snapshot reads /proc (smaps: the kernel walks the page tables, a millisecond or more in a big
- * process). The next one waits at least this many times as long as the last took, so snapshots
- * cost at most about 5% of the run however often the peak moves. */
+/* A snapshot reads /proc (status, and under glibc maps with mincore over the arenas' heaps: tens
+ * of microseconds, more with many mappings). The next one waits at least this many times as long
+ * as the last took, so snapshots cost at most about 5% of the run however often the peak moves. */
 #define SNAPSHOT_SPACING 20
 #define BOOT_BYTES (256 << 10)
 
@@ -78,8 +78,6 @@ static memalign_fn real_memalign, real_aligned_alloc;
 static posix_memalign_fn real_posix_memalign;
 static malloc_fn real_valloc, real_pvalloc;
 static usable_fn real_usable;
-typedef void (*exit_fn)(int);
-static exit_fn real__exit, real__Exit; /* resolved at start: a vfork child must not call dlsym */
 
 /* Allocations made while dlsym resolves the real functions come from here and are never freed. */
 static _Alignas(64) char boot[BOOT_BYTES];
@@ -198,8 +196,6 @@ static void resolve(void) {
   real_valloc = (malloc_fn)dlsym(RTLD_NEXT, "valloc");
   real_pvalloc = (malloc_fn)dlsym(RTLD_NEXT, "pvalloc");
   real_usable = (usable_fn)dlsym(RTLD_NEXT, "malloc_usable_size");
-  real__exit = (exit_fn)dlsym(RTLD_NEXT, "_exit");
-  real__Exit = (exit_fn)dlsym(RTLD_NEXT, "_Exit");
   resolving = 0;
 }
 
@@ -249,19 +245,39 @@ static int is_boot(void *p) { return (char *)p >= boot && (char *)p < boot + BOO
 
 /* ---- the process's totals ------------------------------------------------------------- */
 
+/* The process's resident and anonymous resident memory, from /proc/self/status: kept as counters
+ * by the kernel, so reading them costs the same in a process of any size (smaps_rollup walks every
+ * page table). */
 static void read_memory(int64_t *rss_kb, int64_t *anon_kb) {
   *rss_kb = *anon_kb = -1;
-  int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
   char buf[4096];
   ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);
   if (n <= 0) return;
   buf[n] = 0;
-  char *p = strstr(buf, "\nRss:");
-  if (p) *rss_kb = strtoll(p + 5, NULL, 10);
-  p = strstr(buf, "\nAnonymous:");
-  if (p) *anon_kb = strtoll(p + 11, NULL, 10);
+  char *p = strstr(buf, "\nVmRSS:");
+  if (p) *rss_kb = strtoll(p + 7, NULL, 10);
+  p = strstr(buf, "\nRssAnon:");
+  if (p) *anon_kb = strtoll(p + 9, NULL, 10);
+}
+
+/* Resident KiB of [lo, hi) from mincore: the page tables of that range only. 0 from where the
+ * range was unmapped meanwhile (ENOMEM). */
+static int64_t resident_kb(unsigned long lo, unsigned long hi) {
+  static long page;
+  if (!page) page = sysconf(_SC_PAGESIZE);
+  unsigned char vec[1024];
+  int64_t pages = 0;
+  for (unsigned long at = lo; at < hi;) {
+    unsigned long n = (hi - at) / (unsigned long)page;
+    if (n > sizeof vec) n = sizeof vec;
+    if (!n || mincore((void *)at, n * (unsigned long)page, vec) != 0) break;
+    for (unsigned long i = 0; i < n; i++) pages += vec[i] & 1;
+    at += n * (unsigned long)page;
+  }
+  return pages * page / 1024;
 }
 
 /* glibc's arenas: the main one grows the brk heap ("[heap]"); every other one lives in heaps of
@@ -269,47 +285,37 @@ static void read_memory(int64_t *rss_kb, int64_t *anon_kb) {
  * start is 64 MiB aligned, and grows by more heaps. A heap begins with glibc's heap_info, whose
  * first word is its arena's address: the heaps of one arena are grouped by it. The word is read
  * with process_vm_readv, which fails (instead of faulting) if another thread unmaps the heap
- * meanwhile. Resident sizes come from smaps. */
+ * meanwhile. The mappings come from /proc/self/maps, their resident sizes from mincore. */
 static void read_arenas(arenas_t *a) {
   memset(a, 0, sizeof *a);
   a->count = is_glibc ? 0 : -1; /* -1: not glibc, where 64 MiB-aligned mappings are someone else's */
   a->main_kb = -1;
   if (!is_glibc) return;
-  FILE *f = fopen("/proc/self/smaps", "re");
+  FILE *f = fopen("/proc/self/maps", "re");
   if (!f) return;
   char line[512];
-  int in = -1; /* the arena (index into a->kb) of the mapping being read; -2: the brk heap */
   while (fgets(line, sizeof line, f)) {
     unsigned long lo, hi, off;
     unsigned long long inode = 0;
     char perms[8], dev[16];
     int fields = sscanf(line, "%lx-%lx %7s %lx %15s %llu", &lo, &hi, perms, &off, dev, &inode);
-    if (fields >= 3 && strchr(line, ' ') && strchr(line, '-') < strchr(line, ' ')) {
-      in = -1;
-      if (strstr(line, "[heap]")) {
-        in = -2;
-        a->main_kb = 0;
-      } else if (fields == 6 && inode == 0 && (lo & ((1UL << 26) - 1)) == 0 && perms[0] == 'r' && perms[1] == 'w' &&
-                 hi - lo <= (1UL << 26) && !strstr(line, "[")) {
-        void *owner = NULL;
-        struct iovec mine = {&owner, sizeof owner}, theirs = {(void *)lo, sizeof owner};
-        if (process_vm_readv(getpid(), &mine, 1, &theirs, 1, 0) != (ssize_t)sizeof owner) owner = (void *)lo;
-        int k = 0;
-        while (k < a->listed && a->owner[k] != owner) k++;
-        if (k == a->listed) { /* a new arena (past MAX_ARENAS, each further heap counts as one) */
-          a->count++;
-          if (k < MAX_ARENAS) a->owner[a->listed++] = owner;
-        }
-        in = k;
+    if (fields < 3) continue;
+    if (strstr(line, "[heap]")) {
+      a->main_kb = (a->main_kb < 0 ? 0 : a->main_kb) + resident_kb(lo, hi);
+    } else if (fields == 6 && inode == 0 && (lo & ((1UL << 26) - 1)) == 0 && perms[0] == 'r' && perms[1] == 'w' &&
+               hi - lo <= (1UL << 26) && !strchr(line, '[')) {
+      void *owner = NULL;
+      struct iovec mine = {&owner, sizeof owner}, theirs = {(void *)lo, sizeof owner};
+      if (process_vm_readv(getpid(), &mine, 1, &theirs, 1, 0) != (ssize_t)sizeof owner) owner = (void *)lo;
+      int k = 0;
+      while (k < a->listed && a->owner[k] != owner) k++;
+      if (k == a->listed) { /* a new arena (past MAX_ARENAS, each further heap counts as one) */
+        a->count++;
+        if (k < MAX_ARENAS) a->owner[a->listed++] = owner;
       }
-    } else if (in != -1 && strncmp(line, "Rss:", 4) == 0) {
-      int64_t kb = strtoll(line + 4, NULL, 10);
-      if (in == -2) {
-        a->main_kb += kb;
-      } else {
-        a->rss_kb += kb;
-        if (in < MAX_ARENAS) a->kb[in] += kb;
-      }
+      int64_t kb = resident_kb(lo, hi);
+      a->rss_kb += kb;
+      if (k < MAX_ARENAS) a->kb[k] += kb;
     }
   }
   fclose(f);
@@ -336,6 +342,8 @@ static void maybe_snapshot(int64_t live, int64_t peak) {
   if (!atomic_compare_exchange_strong(&g_snapping, &idle, 1)) return;
   static arenas_t arenas; /* one snapshot at a time (g_snapping); static, not on a program's stack */
   int64_t rss_kb, anon_kb;
+  sigset_t old;
+  ms_dump_quiet(&old);
   read_memory(&rss_kb, &anon_kb);
   read_arenas(&arenas);
   pthread_mutex_lock(&g_lock);
@@ -347,6 +355,7 @@ static void maybe_snapshot(int64_t live, int64_t peak) {
   g_at_peak.anon_kb = anon_kb;
   g_at_peak.arenas = arenas;
   pthread_mutex_unlock(&g_lock);
+  ms_dump_loud(&old);
   int64_t t1 = now_us();
   atomic_store_explicit(&g_snapshot_next_us, t1 + SNAPSHOT_SPACING * (t1 - t0), memory_order_relaxed);
   atomic_store(&g_snapping, 0);
@@ -442,9 +451,14 @@ static int sample_room(void) {
   uint32_t cap = SAMPLE_SLOTS_MIN;
   while (cap < (live + 1) * 4 && cap < SAMPLE_SLOTS_MAX) cap *= 2;
   if ((live + 1) * 2 > cap) return 0;
+  sigset_t mask;
+  ms_dump_quiet(&mask);
   sampled *old = g_samples,
           *t = mmap(NULL, cap * sizeof *t, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (t == MAP_FAILED) return 0;
+  if (t == MAP_FAILED) {
+    ms_dump_loud(&mask);
+    return 0;
+  }
   uint32_t old_cap = g_sample_cap;
   g_samples = t;
   g_sample_cap = cap;
@@ -452,6 +466,7 @@ static int sample_room(void) {
   for (uint32_t i = 0; i < old_cap; i++)
     if (old[i].ptr > (void *)1) *sample_insert(old[i].ptr) = old[i];
   if (old) munmap(old, old_cap * sizeof *old);
+  ms_dump_loud(&mask);
   return 1;
 }
 
@@ -654,13 +669,12 @@ size_t malloc_usable_size(void *p) {
 /* ---- start and the report at exit ------------------------------------------------------- */
 
 static void write_report(void);
-static _Atomic int g_reported; /* this process's document is written (at exit, or at _exit) */
-static pid_t g_pid;            /* the process this account is of (set at start and in a forked child) */
 
 static void on_fork_child(void) {
   /* The child starts its own account: what it inherited is the parent's. */
-  atomic_store(&g_reported, 0);
-  g_pid = getpid();
+  sigset_t old;
+  ms_dump_quiet(&old);
+  ms_dump_forked();
   atomic_store(&g_live, 0);
   atomic_store(&g_peak, 0);
   atomic_store(&g_allocs, 0);
@@ -683,11 +697,11 @@ static void on_fork_child(void) {
   memset(g_filter_count, 0, sizeof g_filter_count);
   pthread_mutex_init(&g_lock, NULL);
   clock_gettime(CLOCK_MONOTONIC, &g_t0);
+  ms_dump_loud(&old);
 }
 
 __attribute__((constructor)) static void heap_init(void) {
   clock_gettime(CLOCK_MONOTONIC, &g_t0);
-  g_pid = getpid();
   resolve();
   probe_glibc();
   const char *out = getenv("MEMSLEUTH_HEAP_OUT");
@@ -701,12 +715,14 @@ __attribute__((constructor)) static void heap_init(void) {
   T.in_hook = 0;
   pthread_key_create(&g_thread_key, on_thread_exit);
   pthread_atfork(NULL, NULL, on_fork_child);
-  atexit(write_report);
+  ms_dump_at_exit(write_report);
   g_ready = 1;
 }
 
 static void write_report(void) {
-  if (!g_out[0] || atomic_exchange(&g_reported, 1)) return;
+  if (!g_out[0]) return;
+  sigset_t old; /* left blocked: the process is ending */
+  ms_dump_quiet(&old);
   T.in_hook = 1;
   flush();
   pthread_mutex_lock(&g_lock);
@@ -759,16 +775,3 @@ static void write_report(void) {
   ms_dump_close(f, path);
   pthread_mutex_unlock(&g_lock);
 }
-
-/* A process that ends by _exit (a forked worker, Python's os._exit) runs no atexit handler: its
- * document is written here. exit() reaches the kernel through glibc's own _exit, not this one.
- * A vfork child (or a clone without fork handlers) shares the parent's memory and has another pid
- * than the account: it writes nothing, which would change the parent's account and heap. */
-static __attribute__((noreturn)) void exit_now(exit_fn real, int status) {
-  if (getpid() == g_pid) write_report();
-  if (real) real(status);
-  for (;;) syscall(SYS_exit_group, status);
-}
-
-void _exit(int status) { exit_now(real__exit, status); }
-void _Exit(int status) { exit_now(real__Exit, status); }

@@ -10,7 +10,7 @@
  * kernel sends the thread that caused the P-th event a SIGTRAP as it returns to user space, and
  * the handler unwinds that thread's stack there with the C runtime's unwinder (.eh_frame, so no
  * frame pointers are needed). One process, one perf start-up: nothing outside the program runs.
- * Stacks are kept as (event, frames) -> count and written once at exit to
+ * Stacks are kept as (event, frames) -> count and written once at exit (or _exit: ms_dump.h) to
  * $MEMSLEUTH_SITES_OUT/sites-<pid>.json with the executable mappings (named in symbols.py).
  *
  * A SIGTRAP that is not the sampler's goes to the program's previous disposition. Needs kernel
@@ -62,7 +62,8 @@ typedef struct {
 } event;
 
 typedef struct {
-  uint64_t hash; /* 0: empty */
+  uint64_t hash;
+  uint32_t gen; /* the slot is empty unless it is g_gen: a forked child starts a generation */
   int ev, nframes;
   uint64_t count;
   uintptr_t frames[MAX_FRAMES];
@@ -71,6 +72,9 @@ typedef struct {
 static event g_events[MAX_EVENTS];
 static int g_nevents;
 static stack g_stacks[STACK_SLOTS];
+/* A forked child bumps it instead of clearing the table: clearing would fault in ~1.7 MiB of pages
+ * in every child, which this very sampler would then report as the child's page faults. */
+static uint32_t g_gen = 1;
 static atomic_flag g_lock = ATOMIC_FLAG_INIT;
 static _Atomic uint64_t g_samples, g_async, g_dropped, g_unwound_none;
 static struct sigaction g_previous;
@@ -116,16 +120,16 @@ static void unlock(void) { atomic_flag_clear_explicit(&g_lock, memory_order_rele
 static void keep(int ev, const uintptr_t *frames, int n) {
   uint64_t h = mix(0x9e3779b97f4a7c15ULL ^ (uint64_t)ev);
   for (int i = 0; i < n; i++) h = mix(h ^ frames[i]);
-  if (!h) h = 1;
   lock();
   for (uint32_t k = 0; k < STACK_SLOTS; k++) {
     stack *s = &g_stacks[(h + k) & (STACK_SLOTS - 1)];
-    if (s->hash == h && s->ev == ev && s->nframes == n) {
+    if (s->gen == g_gen && s->hash == h && s->ev == ev && s->nframes == n) {
       s->count++;
       unlock();
       return;
     }
-    if (!s->hash) {
+    if (s->gen != g_gen) {
+      s->gen = g_gen;
       s->hash = h;
       s->ev = ev;
       s->nframes = n;
@@ -240,7 +244,8 @@ static void write_report(void);
 
 static void on_fork_child(void) {
   /* The child's events are inherited copies; its samples start from nothing. */
-  memset(g_stacks, 0, sizeof g_stacks);
+  ms_dump_forked();
+  g_gen++;
   atomic_store(&g_samples, 0);
   atomic_store(&g_async, 0);
   atomic_store(&g_dropped, 0);
@@ -270,7 +275,7 @@ __attribute__((constructor)) static void sites_init(void) {
     g_events[i].err = fd >= 0 ? 0 : -fd;
   }
   pthread_atfork(NULL, NULL, on_fork_child);
-  atexit(write_report);
+  ms_dump_at_exit(write_report);
   g_ready = 1;
 }
 
@@ -316,7 +321,7 @@ static void write_report(void) {
   int first = 1;
   for (uint32_t k = 0; k < STACK_SLOTS; k++) {
     stack *s = &g_stacks[k];
-    if (!s->hash) continue;
+    if (s->gen != g_gen) continue;
     fprintf(f, "%s[%d,%llu,[", first ? "" : ",", s->ev, (unsigned long long)s->count);
     for (int i = 0; i < s->nframes; i++) fprintf(f, "%s%lu", i ? "," : "", (unsigned long)s->frames[i]);
     fputs("]]", f);

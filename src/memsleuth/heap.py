@@ -85,7 +85,8 @@ def summarise(docs: list[dict]) -> dict | None:
         "processes_detail": [{"pid": d.get("pid"), **{k: int(d.get(k) or 0) for k in (
             "live_bytes", "peak_live_bytes", "allocs", "frees")}, "at_exit": d.get("at_exit") or {}}
             for d in sorted(docs, key=lambda d: d.get("pid") or 0)],
-        "at_peak": main.get("at_peak") or {},
+        # the main process's own peak beside the snapshot that stands for it (near_peak)
+        "at_peak": {**(main.get("at_peak") or {}), "peak_live_bytes": int(main.get("peak_live_bytes") or 0)},
         # the main process's live bytes beside its own memory (live_bytes above is every process's)
         "at_exit": {**(main.get("at_exit") or {}), "live_bytes": int(main.get("live_bytes") or 0)},
         "timeline": [[t / 1000.0, v] for t, v in (main.get("timeline") or [])],
@@ -105,6 +106,22 @@ def read(folder: str) -> dict | None:
 
 
 # ---- the numbers the reports show (computed here, worded in report/builders/check.py) ----------
+
+# The accounting reads its peak snapshot once the live heap is within this factor of its peak
+# (ms_heap.c PEAK_STEP); a snapshot also waits out the spacing after the last one, so a brief peak
+# (a short-lived worker's) can pass unread and the snapshot is then of an earlier, lower moment.
+PEAK_NEAR = 1.10
+
+
+def near_peak(h: dict) -> tuple[bool, float | None, float | None]:
+    """(whether the 'at the peak' snapshot was read within PEAK_NEAR of the main process's live
+    peak, the live bytes it was read at, that peak). True when the document does not say."""
+    snap = h.get("at_peak") or {}
+    live, peak = snap.get("live_bytes"), snap.get("peak_live_bytes")
+    if not isinstance(live, (int, float)) or not isinstance(peak, (int, float)) or peak <= 0:
+        return True, live, peak
+    return live * PEAK_NEAR >= peak, float(live), float(peak)
+
 
 def _in_bytes(snap: dict, live) -> dict:
     """A snapshot (at the peak or at exit) in bytes; None where it was not read."""

@@ -115,3 +115,17 @@ def test_arenas_per_process_and_the_footprint():
     assert f["live_at_exit_bytes"] == 10 * MIB and heap.footprint(SimpleNamespace(heap=None, timeline=None)) is None
     child["at_exit"]["arenas"] = -1                 # not glibc: no arena evidence at all
     assert arenas_by_process(heap.summarise([child, parent])) is None
+
+
+def test_a_peak_snapshot_that_missed_the_peak_names_the_moment_it_was_read():
+    """A short-lived worker can reach its peak between two readings: the snapshot is then of a lower
+    moment, and the evidence says which instead of calling it the peak."""
+    h = doc(live=1 * MIB, peak=80 * MIB, anon_peak_kb=60 * 1024, anon_exit_kb=50 * 1024, live_at_peak=20 * MIB)
+    h["at_peak"]["peak_live_bytes"] = 80 * MIB
+    assert heap.near_peak(h) == (False, 20 * MIB, 80 * MIB)
+    (f,) = heap_retained.check(view(h))
+    assert "when the live heap was 20.0 MiB (its peak: 80.0 MiB)" in " ".join(f.evidence)
+    (f,) = heap_overhead.check(view(h))
+    assert f.numbers["when"] == "when the live heap was 20.0 MiB (its peak: 80.0 MiB)"
+    h["at_peak"]["live_bytes"] = 73 * MIB                  # within 10% of the peak: it stands for the peak
+    assert heap.near_peak(h)[0] and "at the live peak" in " ".join(heap_retained.check(view(h))[0].evidence)

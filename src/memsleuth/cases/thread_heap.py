@@ -168,7 +168,7 @@ class ThreadHeap(Case):
             notes=["time per call = region main's wall time / calls per worker (the workers run at once). Counts are "
                    "region main's, inherited by every thread and process. Ratios: median of per-round ratios with "
                    "a 95% CI (order statistics; none below 6 rounds). Arenas: each process's glibc arenas at its "
-                   "exit, resident KiB of each (the main arena's brk heap, then the others' heaps, from smaps), from "
+                   "exit, resident KiB of each (the main arena's brk heap, then the others' heaps, from mincore), from "
                    "the heap accounting of the cell's explaining run."])
         return CaseResult(self.question, [table], self._statements(ev, index))
 

@@ -21,7 +21,7 @@ def _snapshot(h: dict) -> tuple[str, float, float, dict] | None:
     the frees is heap_retained.py's)."""
     peak, live = float(h.get("peak_live_bytes") or 0), h.get("live_bytes")
     freed = peak > 0 and live is not None and peak - live >= heap_retained.MIN_FREED_SHARE * peak
-    when, snap = ("at the live peak", h.get("at_peak") or {}) if freed else ("at exit", h.get("at_exit") or {})
+    when, snap = (heap_retained.peak_words(h), h.get("at_peak") or {}) if freed else ("at exit", h.get("at_exit") or {})
     live_then = snap.get("live_bytes", None if freed else live)
     anon = snap.get("anon_kb")
     if anon is None or anon < 0 or live_then is None:
@@ -42,18 +42,19 @@ def check(view: CellView) -> list[Finding]:
         return []
     arenas, arena = heap_retained.arenas_in(s)
     evidence = [f"{when}: {mib(anon)} of anonymous resident memory against {mib(live)} of live heap "
-                f"(usable bytes of every live block, heap accounting): {mib(extra)} = {extra / anon:.0%} is not live "
-                f"data (thresholds {mib(MEMORY_FLOOR_BYTES)} and {MIN_SHARE:.0%})",
+                f"(usable bytes of every live block, heap accounting): {mib(extra)} = {extra / anon:.0%} is not in live "
+                f"malloc blocks (thresholds {mib(MEMORY_FLOOR_BYTES)} and {MIN_SHARE:.0%})",
                 f"peak live heap {mib(h.get('peak_live_bytes') or 0)}; {h.get('allocs', 0):,} allocations, "
                 f"{h.get('frees', 0):,} frees"]
     line, arena_words = heap_retained.arena_evidence(s, extra, when)
     evidence += [line] if line else []
     return [Finding(
-        id="heap-overhead", title=f"Resident memory not explained by live data: {mib(extra)} of {mib(anon)} "
+        id="heap-overhead", title=f"Resident memory not in live malloc blocks: {mib(extra)} of {mib(anon)} "
                                   f"anonymous {when}{arena_words}",
-        mechanism="the process keeps far more anonymous memory resident than its heap holds live: the allocator's "
-                  "overhead and the freed memory it keeps (per-thread arenas and caches, fragmentation), or the "
-                  "program's own anonymous mappings",
+        mechanism="the process keeps far more anonymous memory resident than its malloc heap holds live: the "
+                  "allocator's overhead and the freed memory it keeps (per-thread arenas and caches, fragmentation), "
+                  "or memory the program maps itself, which the accounting does not see (thread stacks, its own mmap "
+                  "pools, an interpreter's object arenas: CPython's obmalloc maps its own)",
         evidence=evidence,
         advice=("limit glibc's arenas (GLIBC_TUNABLES=glibc.malloc.arena_max=1 or 2) or try another allocator"
                 if arena_words else "try an allocator that returns or reuses freed memory better; if the program maps "

@@ -4,6 +4,7 @@ resident. The heap accounting gives the live bytes; /proc gives the resident one
 peak and at exit."""
 from __future__ import annotations
 
+from memsleuth import heap
 from memsleuth.events import MEMORY_FLOOR_BYTES
 from memsleuth.findings.base import Finding, mib
 from memsleuth.findings.view import CellView
@@ -20,6 +21,13 @@ def arenas_in(snap: dict) -> tuple[int, float]:
     """glibc's arenas besides the main one in a heap accounting snapshot (the threads' arenas, in
     their 64 MiB-aligned heaps): (count, resident bytes); (-1, 0) when the allocator is not glibc."""
     return int(snap.get("arenas") if snap.get("arenas") is not None else -1), float(snap.get("arena_rss_kb") or 0) * 1024
+
+
+def peak_words(h: dict) -> str:
+    """How the evidence names the moment of the peak snapshot: the live peak, or (when the snapshot
+    missed a brief peak, heap.near_peak) the lower moment it was read at."""
+    at, live, peak = heap.near_peak(h)
+    return "at the live peak" if at else f"when the live heap was {mib(live)} (its peak: {mib(peak)})"
 
 
 def arena_evidence(snap: dict, beyond: float, when: str) -> tuple[str | None, str]:
@@ -49,7 +57,7 @@ def check(view: CellView) -> list[Finding]:
     arenas, arena = arenas_in(at_exit)
     evidence = [f"live heap {mib(peak)} at its peak, {mib(live)} at exit: {mib(freed)} freed ({freed / peak:.0%}; "
                 f"threshold {MIN_FREED_SHARE:.0%})",
-                f"anonymous resident memory {mib(anon_peak)} at the live peak, {mib(anon_exit)} at exit "
+                f"anonymous resident memory {mib(anon_peak)} {peak_words(h)}, {mib(anon_exit)} at exit "
                 f"({anon_exit / anon_peak:.0%}; threshold {MIN_KEPT_SHARE:.0%}): {mib(kept)} resident beyond the "
                 "live heap"]
     line, arena_words = arena_evidence(at_exit, kept, "at exit")

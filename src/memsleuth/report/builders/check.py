@@ -76,6 +76,11 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
                   command=memsleuth_command(run.argv), run=run, analysis=a)
 
 
+def _peak_column(h: dict) -> str:
+    at, live, peak = heap.near_peak(h)
+    return "at the live peak" if at else f"at live {fmt_bytes(live)} (peak {fmt_bytes(peak)})"
+
+
 def memory_view_tables(h: dict | None) -> list[Table]:
     """check: what the resident memory is made of, and the allocations, from the heap accounting
     of the explaining run (heap.py computes every number)."""
@@ -86,11 +91,13 @@ def memory_view_tables(h: dict | None) -> list[Table]:
     rows = [[what, str(p) if "count" in what and p is not None else size(p),
              str(e) if "count" in what and e is not None else size(e)] for what, p, e in heap.composition(h)]
     comp = Table("Memory: what the resident memory is made of (heap accounting, explaining run)",
-                 ["", "at the live peak", "at exit"], rows,
+                 ["", _peak_column(h), "at exit"], rows,
                  ["Live heap: the usable bytes of every block malloc handed out and the program has not freed, counted "
                   "by a library preloaded in front of the allocator (libmsheap) in one explaining run, never in a "
-                  "measured one; its own tables add a few MiB of the anonymous memory. 'At the live peak': read when "
-                  "live bytes had grown 10% past the previous reading (so within 10% of the peak)."],
+                  "measured one; its own tables add a few MiB of the anonymous memory. The peak column is read when "
+                  "live bytes had grown 10% past the previous reading and were within 10% of the peak; a peak "
+                  "briefer than the spacing between readings is missed, and the column then names the moment "
+                  "read."],
                  align_right={1, 2})
     rate = heap.alloc_rate(h)
     sizes = "; ".join(f"{share:.0%} of calls ask {fmt_bytes(lo)}-{fmt_bytes(hi)}" for lo, hi, share in heap.size_profile(h))

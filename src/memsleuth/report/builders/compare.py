@@ -195,7 +195,7 @@ def heap_table(groups: list[Group], swept: list[str]) -> Table | None:
     return Table("Heap: live bytes against resident memory", cols, rows,
                  ["From the heap accounting of each cell's explaining run (one run, not the measured ones), for its "
                   "main process (the largest live peak): live heap = usable bytes of the live blocks; anonymous = "
-                  "anonymous resident memory (smaps_rollup), read when the live heap was within 10% of its peak and "
+                  "anonymous resident memory (RssAnon), read when the live heap was within 10% of its peak and "
                   "at exit. Most anonymous beyond live: the largest anonymous - live of any 10 ms tick, with the live "
                   "heap and the time then; after frees it is the allocator's overhead, the freed memory it keeps "
                   "(fragmentation) and the program's other anonymous mappings."],
