@@ -75,6 +75,10 @@ static stack g_stacks[STACK_SLOTS];
 /* A forked child bumps it instead of clearing the table: clearing would fault in ~1.7 MiB of pages
  * in every child, which this very sampler would then report as the child's page faults. */
 static uint32_t g_gen = 1;
+/* The slots in use this generation, in the order taken: the report reads these only, since reading
+ * the whole table would fault its untouched pages in (in every forked child, too). */
+static uint16_t g_used[STACK_SLOTS];
+static uint32_t g_nused;
 static atomic_flag g_lock = ATOMIC_FLAG_INIT;
 static _Atomic uint64_t g_samples, g_async, g_dropped, g_unwound_none;
 static struct sigaction g_previous;
@@ -129,6 +133,7 @@ static void keep(int ev, const uintptr_t *frames, int n) {
       return;
     }
     if (s->gen != g_gen) {
+      g_used[g_nused++] = (uint16_t)((h + k) & (STACK_SLOTS - 1));
       s->gen = g_gen;
       s->hash = h;
       s->ev = ev;
@@ -246,6 +251,7 @@ static void on_fork_child(void) {
   /* The child's events are inherited copies; its samples start from nothing. */
   ms_dump_forked();
   g_gen++;
+  g_nused = 0;
   atomic_store(&g_samples, 0);
   atomic_store(&g_async, 0);
   atomic_store(&g_dropped, 0);
@@ -319,9 +325,8 @@ static void write_report(void) {
   fputs("],\"stacks\":[", f);
   lock();
   int first = 1;
-  for (uint32_t k = 0; k < STACK_SLOTS; k++) {
-    stack *s = &g_stacks[k];
-    if (s->gen != g_gen) continue;
+  for (uint32_t u = 0; u < g_nused; u++) {
+    stack *s = &g_stacks[g_used[u]];
     fprintf(f, "%s[%d,%llu,[", first ? "" : ",", s->ev, (unsigned long long)s->count);
     for (int i = 0; i < s->nframes; i++) fprintf(f, "%s%lu", i ? "," : "", (unsigned long)s->frames[i]);
     fputs("]]", f);
