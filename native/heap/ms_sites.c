@@ -324,13 +324,11 @@ static void write_report(void) {
   }
   fputs("],\"stacks\":[", f);
   lock();
-  int first = 1;
   for (uint32_t u = 0; u < g_nused; u++) {
     stack *s = &g_stacks[g_used[u]];
-    fprintf(f, "%s[%d,%llu,[", first ? "" : ",", s->ev, (unsigned long long)s->count);
+    fprintf(f, "%s[%d,%llu,[", u ? "," : "", s->ev, (unsigned long long)s->count);
     for (int i = 0; i < s->nframes; i++) fprintf(f, "%s%lu", i ? "," : "", (unsigned long)s->frames[i]);
     fputs("]]", f);
-    first = 0;
   }
   unlock();
   fputc(']', f);

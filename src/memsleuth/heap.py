@@ -11,7 +11,9 @@ The summary (stored as the run's "heap", docs/json-schema.md):
                                besides the main one, -1 when malloc is not glibc's; arena_rss_kb,
                                arena_kb: their resident KiB in all and each; main_arena_kb: the brk
                                heap's) at its live peak (read when live had grown 10% past the last
-                               reading, so within 10% of the peak) and at exit
+                               reading and was within 10% of the peak then; a brief peak can pass
+                               unread: near_peak) and at exit; at_peak carries the process's own
+                               peak_live_bytes, at_exit its live_bytes
   malloc_object                the object that served malloc (glibc's libc, or the preloaded allocator)
   processes_detail             per process, by pid: pid, live_bytes, peak_live_bytes, allocs, frees,
                                at_exit (as above)
@@ -123,6 +125,15 @@ def near_peak(h: dict) -> tuple[bool, float | None, float | None]:
     return live * PEAK_NEAR >= peak, float(live), float(peak)
 
 
+def main_live(h: dict) -> tuple[float, float]:
+    """The main process's live peak and live bytes at exit: the live heap its snapshots' memory
+    belongs with (the summary's own live_bytes and peak_live_bytes are every process's). The sums
+    for a document stored before the snapshots carried them."""
+    peak = (h.get("at_peak") or {}).get("peak_live_bytes", h.get("peak_live_bytes"))
+    live = (h.get("at_exit") or {}).get("live_bytes", h.get("live_bytes"))
+    return float(peak or 0), float(live or 0)
+
+
 def _in_bytes(snap: dict, live) -> dict:
     """A snapshot (at the peak or at exit) in bytes; None where it was not read."""
     rss = snap.get("rss_kb")
@@ -159,17 +170,21 @@ def composition(h: dict) -> list[tuple[str, float | None, float | None]]:
 
 def footprint(sample) -> dict | None:
     """An explaining run's heap as compare's Heap table shows it (a cell's JSON "heap"), in bytes of
-    the main process: the live heap and the anonymous resident memory at the live peak and at exit;
-    the most anonymous memory beyond the live heap at any tick of the run (composition_series), with
-    the live heap and the time then (fragmentation and freed memory kept show there: after frees,
-    not at the peak); glibc's other arenas at the peak. None where not read; None without accounting."""
+    the main process: its live peak, the anonymous resident memory read for it and the live heap it
+    was read at (near_peak: within 10% of the peak, or a brief peak missed), both at exit; the most
+    anonymous memory beyond the live heap at any tick of the run (composition_series: one process
+    only), with the live heap and the time then (fragmentation and freed memory kept show there:
+    after frees, not at the peak); glibc's other arenas at the peak. None where not read; None
+    without accounting."""
     h = sample.heap
     if not h:
         return None
     p, e = _at_peak_and_exit(h)
+    near, _, peak = near_peak(h)
     series = composition_series(sample)
     most = max(range(len(series["beyond"])), key=series["beyond"].__getitem__) if series and series["beyond"] else None
-    return {"live_at_peak_bytes": p["live"], "anon_at_peak_bytes": p["anon"],
+    return {"live_at_peak_bytes": peak if peak is not None else p["live"], "anon_at_peak_bytes": p["anon"],
+            "anon_read_at_live_bytes": p["live"], "anon_read_near_peak": near,
             "most_beyond_live_bytes": series["beyond"][most] if most is not None else None,
             "live_then_bytes": series["live"][most] if most is not None else None,
             "most_beyond_live_at_s": series["seconds"][most] if most is not None else None,
@@ -202,10 +217,12 @@ def composition_series(sample) -> dict[str, list[float]] | None:
     """Resident memory over the explaining run, in bytes per tick: the live heap (the accounting's
     last reading at or before the tick, capped by the anonymous memory: live blocks not yet touched
     are not resident), the anonymous memory beyond it, and file-backed memory. None without both
-    a timeline and the accounting's."""
+    a timeline and the accounting's, and when the accounting saw several processes: ms-run's
+    timeline is the whole tree's memory, the live heap's timeline one process's, and the rest of
+    the tree would read as memory beyond that one live heap."""
     t = sample.timeline
     tl = (sample.heap or {}).get("timeline") or []
-    if t is None or not tl:
+    if t is None or not tl or (sample.heap or {}).get("processes", 1) > 1:
         return None
     ms, rss, anon = t.times_ms, t.column("rss_kb"), t.column("anon_kb")
     if not ms or not rss or not anon:

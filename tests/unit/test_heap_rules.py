@@ -109,6 +109,10 @@ def test_arenas_per_process_and_the_footprint():
     ms_timeline = Timeline(("t_ms", "rss_kb", "anon_kb"), ((0, 3000, 1000), (10, 53000, 50 * 1024),
                                                             (20, 53000, 50 * 1024), (30, 40000, 40 * 1024)))
     s["timeline"] = [[0.0, 0], [8.0, 40 * MIB], [15.0, 10 * MIB]]
+    # Two processes: the timeline is the tree's memory, the live heap's one process's: no series.
+    assert heap.footprint(SimpleNamespace(heap=s, timeline=ms_timeline))["most_beyond_live_bytes"] is None
+    s = heap.summarise([child])
+    s["timeline"] = [[0.0, 0], [8.0, 40 * MIB], [15.0, 10 * MIB]]
     f = heap.footprint(SimpleNamespace(heap=s, timeline=ms_timeline))
     assert f["live_at_peak_bytes"] == 40 * MIB and f["anon_at_peak_bytes"] == 50 * MIB * 1.0
     assert (f["most_beyond_live_bytes"], f["live_then_bytes"], f["most_beyond_live_at_s"]) == (40 * MIB, 10 * MIB, 0.02)
@@ -127,5 +131,8 @@ def test_a_peak_snapshot_that_missed_the_peak_names_the_moment_it_was_read():
     assert "when the live heap was 20.0 MiB (its peak: 80.0 MiB)" in " ".join(f.evidence)
     (f,) = heap_overhead.check(view(h))
     assert f.numbers["when"] == "when the live heap was 20.0 MiB (its peak: 80.0 MiB)"
+    f = heap.footprint(SimpleNamespace(heap=h, timeline=None))    # the peak itself, and where memory was read
+    assert (f["live_at_peak_bytes"], f["anon_read_at_live_bytes"], f["anon_read_near_peak"]) == (80 * MIB, 20 * MIB,
+                                                                                                  False)
     h["at_peak"]["live_bytes"] = 73 * MIB                  # within 10% of the peak: it stands for the peak
     assert heap.near_peak(h)[0] and "at the live peak" in " ".join(heap_retained.check(view(h))[0].evidence)

@@ -30,7 +30,6 @@ class Variant:
     env: dict[str, str] = field(default_factory=dict)
     glibc_only: bool = False         # glibc tunables mean nothing to another allocator
     where: bool = False              # explain it: syscall arguments and call sites (runner, where.py)
-    heap: bool = False               # account its heap in an explaining run (heap.py): the case reads it
 
 
 @dataclass(frozen=True)
@@ -199,7 +198,7 @@ def case_plan(case: Case, variants: list[Variant], allocators: list[Allocator], 
             values = {k: x for k, x in v.values.items() if x is not None}
             cells.append(Cell(alloc, {**values, **v.labels}, tuple(v.workload.argv(values)), dict(v.env),
                               oom_exit_code=v.workload.oom_exit_code, where=v.where,
-                              heap=v.heap or v.workload.heap))
+                              heap=v.workload.heap))
     if not cells:
         raise UsageError(f"case {case.name}: nothing to run with these allocators and parameters")
     swept = tuple(dict.fromkeys(k for v in variants for k in v.labels))

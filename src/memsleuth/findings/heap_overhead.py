@@ -5,6 +5,7 @@ memory it keeps, or the program's own anonymous mappings (thread stacks, its own
 evidence names glibc's arena heaps when they hold most of it."""
 from __future__ import annotations
 
+from memsleuth import heap
 from memsleuth.events import MEMORY_FLOOR_BYTES
 from memsleuth.findings import heap_retained
 from memsleuth.findings.base import Finding, mib
@@ -19,10 +20,10 @@ def _snapshot(h: dict) -> tuple[str, float, float, dict] | None:
     """(when, anonymous bytes, live bytes, snapshot): at exit while the heap still holds most of
     its peak; once the program has freed much of it, at the live peak (what stays resident after
     the frees is heap_retained.py's)."""
-    peak, live = float(h.get("peak_live_bytes") or 0), h.get("live_bytes")
-    freed = peak > 0 and live is not None and peak - live >= heap_retained.MIN_FREED_SHARE * peak
+    peak, live = heap.main_live(h)
+    freed = peak > 0 and peak - live >= heap_retained.MIN_FREED_SHARE * peak
     when, snap = (heap_retained.peak_words(h), h.get("at_peak") or {}) if freed else ("at exit", h.get("at_exit") or {})
-    live_then = snap.get("live_bytes", None if freed else live)
+    live_then = snap.get("live_bytes") if freed else live
     anon = snap.get("anon_kb")
     if anon is None or anon < 0 or live_then is None:
         return None
@@ -44,8 +45,8 @@ def check(view: CellView) -> list[Finding]:
     evidence = [f"{when}: {mib(anon)} of anonymous resident memory against {mib(live)} of live heap "
                 f"(usable bytes of every live block, heap accounting): {mib(extra)} = {extra / anon:.0%} is not in live "
                 f"malloc blocks (thresholds {mib(MEMORY_FLOOR_BYTES)} and {MIN_SHARE:.0%})",
-                f"peak live heap {mib(h.get('peak_live_bytes') or 0)}; {h.get('allocs', 0):,} allocations, "
-                f"{h.get('frees', 0):,} frees"]
+                f"peak live heap {mib(heap.main_live(h)[0])}; {h.get('allocs', 0):,} allocations, "
+                f"{h.get('frees', 0):,} frees" + (f" in {h['processes']} processes" if h.get("processes", 1) > 1 else "")]
     line, arena_words = heap_retained.arena_evidence(s, extra, when)
     evidence += [line] if line else []
     return [Finding(

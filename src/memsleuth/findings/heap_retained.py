@@ -44,7 +44,7 @@ def check(view: CellView) -> list[Finding]:
     h = view.heap
     if not h:
         return []
-    peak, live = float(h.get("peak_live_bytes") or 0), float(h.get("live_bytes") or 0)
+    peak, live = heap.main_live(h)       # the process whose memory the snapshots read
     at_peak, at_exit = h.get("at_peak") or {}, h.get("at_exit") or {}
     anon_peak, anon_exit = (at_peak.get("anon_kb") or -1) * 1024.0, (at_exit.get("anon_kb") or -1) * 1024.0
     if peak <= 0 or anon_peak <= 0 or anon_exit <= 0:

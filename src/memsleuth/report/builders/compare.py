@@ -182,8 +182,10 @@ def heap_table(groups: list[Group], swept: list[str]) -> Table | None:
             most = (f"{fmt_bytes(f['most_beyond_live_bytes'])} (live {fmt_bytes(f['live_then_bytes'])}, "
                     f"{f['most_beyond_live_at_s']:.1f} s)" if f["most_beyond_live_bytes"] is not None else "n/a")
             arenas = f["other_arenas_at_peak"]
+            anon = fmt_bytes(f["anon_at_peak_bytes"]) + (
+                "" if f.get("anon_read_near_peak", True) else f" (at live {fmt_bytes(f['anon_read_at_live_bytes'])})")
             rows.append(([params_text(c.cell.params, swept)] if swept else []) +
-                        [c.cell.contender, fmt_bytes(f["live_at_peak_bytes"]), fmt_bytes(f["anon_at_peak_bytes"]), most,
+                        [c.cell.contender, fmt_bytes(f["live_at_peak_bytes"]), anon, most,
                          fmt_bytes(f["live_at_exit_bytes"]), fmt_bytes(f["anon_at_exit_bytes"]),
                          str(arenas) if arenas is not None else "n/a"])
     if not rows:
@@ -195,9 +197,11 @@ def heap_table(groups: list[Group], swept: list[str]) -> Table | None:
     return Table("Heap: live bytes against resident memory", cols, rows,
                  ["From the heap accounting of each cell's explaining run (one run, not the measured ones), for its "
                   "main process (the largest live peak): live heap = usable bytes of the live blocks; anonymous = "
-                  "anonymous resident memory (RssAnon), read when the live heap was within 10% of its peak and "
-                  "at exit. Most anonymous beyond live: the largest anonymous - live of any 10 ms tick, with the live "
-                  "heap and the time then; after frees it is the allocator's overhead, the freed memory it keeps "
+                  "anonymous resident memory (RssAnon), read when the live heap was within 10% of its peak (a peak "
+                  "briefer than the spacing between readings is missed: the cell then says the live heap it was "
+                  "read at) and at exit. Most anonymous beyond live: the largest anonymous - live of any 10 ms tick, "
+                  "with the live heap and the time then (n/a when the run had several processes: the timeline is "
+                  "the whole tree's); after frees it is the allocator's overhead, the freed memory it keeps "
                   "(fragmentation) and the program's other anonymous mappings."],
                  align_right=set(range(n - 6, n)))
 
