@@ -90,8 +90,8 @@ static __attribute__((noreturn)) void exit_now(exit_fn real, int status) {
 
 /* exit() reaches the kernel through glibc's own _exit, not these: its document came from atexit.
  * With both libraries preloaded, the first one's _exit calls the next one's (RTLD_NEXT). */
-void _exit(int status) { exit_now(real__exit, status); }
-void _Exit(int status) { exit_now(real__Exit, status); }
+MS_EXPORT void _exit(int status) { exit_now(real__exit, status); }
+MS_EXPORT void _Exit(int status) { exit_now(real__Exit, status); }
 
 void ms_dump_quiet(sigset_t *old) {
   sigset_t trap;

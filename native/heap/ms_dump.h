@@ -6,6 +6,12 @@
 #include <signal.h>
 #include <stdio.h>
 
+/* Both libraries are built with hidden visibility (CMakeLists.txt): preloaded together, each keeps
+ * its own copy of these helpers and of its state. Before, libmssites' calls bound to libmsheap's
+ * copies, the second registration replaced the first, and one document was never written. Only
+ * what a library interposes (malloc and the rest, _exit, _Exit) is exported. */
+#define MS_EXPORT __attribute__((visibility("default")))
+
 /* A JSON string: quotes, backslashes and control characters escaped. */
 void ms_dump_json_str(FILE *f, const char *s);
 /* ,"maps":[[lo,hi,file offset,"path"],...] of the executable file mappings. */

@@ -579,7 +579,7 @@ static inline void on_free(void *p) {
 
 /* ---- the interposed functions -------------------------------------------------------------- */
 
-void *malloc(size_t n) {
+MS_EXPORT void *malloc(size_t n) {
   if (!real_malloc) {
     if (resolving) return boot_alloc(n);
     resolve();
@@ -589,14 +589,14 @@ void *malloc(size_t n) {
   return p;
 }
 
-void free(void *p) {
+MS_EXPORT void free(void *p) {
   if (!p || is_boot(p)) return;
   if (!real_free) resolve();
   on_free(p);
   real_free(p);
 }
 
-void *calloc(size_t a, size_t b) {
+MS_EXPORT void *calloc(size_t a, size_t b) {
   if (!real_calloc) {
     if (resolving) {
       void *p = boot_alloc(a * b);
@@ -610,7 +610,7 @@ void *calloc(size_t a, size_t b) {
   return p;
 }
 
-void *realloc(void *p, size_t n) {
+MS_EXPORT void *realloc(void *p, size_t n) {
   if (!real_realloc) resolve();
   if (p && is_boot(p)) {
     void *q = malloc(n);
@@ -624,42 +624,42 @@ void *realloc(void *p, size_t n) {
   return q;
 }
 
-void *memalign(size_t al, size_t n) {
+MS_EXPORT void *memalign(size_t al, size_t n) {
   if (!real_memalign) resolve();
   void *p = real_memalign(al, n);
   on_alloc(p, n);
   return p;
 }
 
-void *aligned_alloc(size_t al, size_t n) {
+MS_EXPORT void *aligned_alloc(size_t al, size_t n) {
   if (!real_aligned_alloc) resolve();
   void *p = real_aligned_alloc(al, n);
   on_alloc(p, n);
   return p;
 }
 
-int posix_memalign(void **out, size_t al, size_t n) {
+MS_EXPORT int posix_memalign(void **out, size_t al, size_t n) {
   if (!real_posix_memalign) resolve();
   int rc = real_posix_memalign(out, al, n);
   if (rc == 0) on_alloc(*out, n);
   return rc;
 }
 
-void *valloc(size_t n) {
+MS_EXPORT void *valloc(size_t n) {
   if (!real_valloc) resolve();
   void *p = real_valloc(n);
   on_alloc(p, n);
   return p;
 }
 
-void *pvalloc(size_t n) {
+MS_EXPORT void *pvalloc(size_t n) {
   if (!real_pvalloc) resolve();
   void *p = real_pvalloc(n);
   on_alloc(p, n);
   return p;
 }
 
-size_t malloc_usable_size(void *p) {
+MS_EXPORT size_t malloc_usable_size(void *p) {
   if (!p || is_boot(p)) return 0;
   if (!real_usable) resolve();
   return real_usable ? real_usable(p) : 0;

@@ -74,6 +74,19 @@ def test_brk_is_never_sampled():
 
 
 @needs_tracepoints
+@needs_tracepoints
+def test_with_the_heap_accounting_beside_it_the_sampler_still_writes_its_stacks():
+    # Both libraries preloaded in one explaining run, as check makes it for a run of 16 MiB or
+    # more: each must write its own document (before, the sampler's calls bound to the heap
+    # library's exit hooks, its document was lost and every such check fell back to perf record).
+    s = launcher.run_cell(Cell(allocators.glibc(), {}, (fixture("plain-bigtouch"), "64")), timeout_s=120,
+                          mem_limit_bytes=None, syscall_args=True, heap=True, sites={"page-faults": 50})
+    assert s.ok, (s.status, s.detail, s.stderr_tail)
+    assert s.where and s.where.get("sampler") == "in-program", s.where
+    assert s.where["events"]["page-faults"]["samples"] > 100, s.where["events"]
+    assert s.heap and s.heap.get("processes"), s.heap
+
+
 def test_check_explains_in_one_run_with_the_sampled_sites(tmp_path):
     js = tmp_path / "c.json"
     from conftest import memsleuth
