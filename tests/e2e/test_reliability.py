@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -467,3 +468,23 @@ def test_a_reader_held_open_keeps_its_locks_while_other_stores_come_and_go(tmp_p
     reader.close()
     import sqlite3
     assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_the_tracepoint_holder_is_let_go_without_waiting_for_its_closes(tmp_path, monkeypatch):
+    """The holder's closes wait out an RCU grace period per tracepoint; the runs are over by then and
+    nothing waits for them. A stand-in holder that, after its stdin closes, waits for a file shows
+    that leaving the `with` does not wait, and that the process is still reaped."""
+    from memsleuth import native, runner
+    gate = tmp_path / "gate"
+    holder = tmp_path / "holder"
+    holder.write_text(f"#!/bin/sh\necho ready\ncat >/dev/null\nwhile [ ! -e '{gate}' ]; do sleep 0.05; done\n")
+    holder.chmod(0o755)
+    monkeypatch.setattr(native, "ms_run", lambda: holder)
+    h = runner.TracepointHolder()
+    with h:
+        assert h.proc is not None and h.proc.poll() is None
+    assert h.proc.poll() is None            # still closing: __exit__ did not wait for it
+    reaper = next(t for t in threading.enumerate() if t.name == "tracepoint-holder")
+    gate.touch()
+    reaper.join(timeout=60)
+    assert h.proc.returncode == 0
