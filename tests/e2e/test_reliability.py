@@ -483,8 +483,9 @@ def test_the_tracepoint_holder_is_let_go_without_waiting_for_its_closes(tmp_path
     h = runner.TracepointHolder()
     with h:
         assert h.proc is not None and h.proc.poll() is None
+        before = set(threading.enumerate())
     assert h.proc.poll() is None            # still closing: __exit__ did not wait for it
-    reaper = next(t for t in threading.enumerate() if t.name == "tracepoint-holder")
+    reaper, = set(threading.enumerate()) - before   # the one thread that reaps it
     gate.touch()
     reaper.join(timeout=60)
     assert h.proc.returncode == 0

@@ -74,7 +74,6 @@ def test_brk_is_never_sampled():
 
 
 @needs_tracepoints
-@needs_tracepoints
 def test_with_the_heap_accounting_beside_it_the_sampler_still_writes_its_stacks():
     # Both libraries preloaded in one explaining run, as check makes it for a run of 16 MiB or
     # more: each must write its own document (before, the sampler's calls bound to the heap
@@ -87,6 +86,7 @@ def test_with_the_heap_accounting_beside_it_the_sampler_still_writes_its_stacks(
     assert s.heap and s.heap.get("processes"), s.heap
 
 
+@needs_tracepoints
 def test_check_explains_in_one_run_with_the_sampled_sites(tmp_path):
     js = tmp_path / "c.json"
     from conftest import memsleuth
