@@ -236,14 +236,15 @@ class Sample:
 
     @property
     def mean_rss_kb(self) -> float | None:
-        """Time-averaged resident memory of the process tree (trapezoids over the timeline)."""
+        """Time-averaged resident memory of the process tree (trapezoids over the timeline), or
+        None when the timeline has fewer than two points apart in time: a run shorter than ms-run's
+        tick has one point, read as the program was exec'd (a few hundred KiB), which is no average
+        of the run. Never above the run's peak (the peak is at least every point's value, and the
+        points are taken in time order)."""
         pts = sorted((t, r) for t, r in self.rss_kb if r > 0)
         if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
-            return float(pts[0][1]) if pts else None
+            return None
         area = sum((t1 - t0) * (r0 + r1) / 2 for (t0, r0), (t1, r1) in zip(pts, pts[1:]))
-        # Never above the run's peak (at least every point's value). One run beside busy loops
-        # averaged 2 KiB above it (cause not found); points out of time order would do that,
-        # so they are sorted too.
         return min(area / (pts[-1][0] - pts[0][0]), float(self.maxrss_kb))
 
     def to_dict(self) -> dict:

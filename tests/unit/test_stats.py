@@ -76,6 +76,41 @@ def test_time_averaged_rss_never_exceeds_the_peak_of_the_same_run():
     assert s.mean_rss_kb <= s.maxrss_kb == 2150
 
 
+def _rss_run(peak_kb: int, points: list[tuple[int, int]]) -> dict:
+    return {"status": "ok", "wall_ns": 5_000_000, "maxrss_kb": peak_kb,
+            "timeline": {"columns": ["t_ms", "rss_kb"], "rows": [list(p) for p in points]}}
+
+
+def test_a_run_too_short_for_two_timeline_points_has_no_average():
+    from memsleuth.evidence import Sample
+    # one point, read as the program was exec'd: no average of the run
+    assert Sample.from_msrun(_rss_run(2016, [(0, 200)])).mean_rss_kb is None
+    assert Sample.from_msrun(_rss_run(2016, [])).mean_rss_kb is None
+    assert Sample.from_msrun(_rss_run(2016, [(0, 1800), (10, 2000)])).mean_rss_kb == 1900
+
+
+def test_the_summaries_of_time_averaged_and_peak_rss_are_ordered_by_construction():
+    """Stored as they were beside two busy loops: six runs, one too short for a timeline. The old
+    summary took the averages' median over five runs and the peaks' over six: 2,119 > 2,072 KiB."""
+    from memsleuth.analysis import summarise_cell
+    from memsleuth.evidence import Sample
+    from memsleuth.model import AllocatorInfo
+    from memsleuth.records import StoredCell
+    docs = [_rss_run(p, [(0, p - 40), (10, p - 1)]) for p in (2140, 2120, 2120, 2024, 2016)]
+    docs.insert(4, _rss_run(2016, []))
+    cell = StoredCell(1, 0, AllocatorInfo("glibc"), {}, {}, ["x"],
+                      [(i, False, Sample.from_msrun(d)) for i, d in enumerate(docs)])
+    s = summarise_cell(cell)
+    assert s.peak_rss.n == 6 and s.peak_rss.median == 2072
+    assert s.mean_rss is None                      # not every run has one: no summary over other runs
+    # every run long enough: the same runs, so median and CI bounds are each at most the peak's
+    cell.samples[4] = (4, False, Sample.from_msrun(_rss_run(2016, [(0, 2000), (10, 2016), (30, 1000)])))
+    s = summarise_cell(cell)
+    assert s.mean_rss.n == s.peak_rss.n == 6
+    assert s.mean_rss.median <= s.peak_rss.median and s.mean_rss.low <= s.peak_rss.low
+    assert s.mean_rss.high <= s.peak_rss.high
+
+
 def test_the_fixed_wall_time_warning_survives_load():
     """A 2 s fixed-duration benchmark on a loaded machine: the medians 1.5-2.0% apart (load adds to
     some runs), the shortest runs within 0.3% of the duration."""

@@ -110,6 +110,9 @@ def memory_table(groups: list[Group], swept: list[str]) -> Table:
     notes = ["Resident memory of the whole process tree: peak per run (ms-run's samples and ru_maxrss), and its "
              "average over the run's timeline; medians over the runs with their distribution-free 95% CIs. "
              "'speed vs memory' sets each cell against its group's fastest."]
+    if any(c.peak_rss is not None and c.mean_rss is None for g in groups for c in g.cells):
+        notes.append("time-averaged RSS n/a: a run shorter than two of ms-run's 10 ms timeline points has no average "
+                     "(its one point is read at exec); none is shown unless every run of the cell has one.")
     return Table("Memory", cols, rows, notes, align_right={len(cols) - 5 + 1, len(cols) - 5 + 2})
 
 
