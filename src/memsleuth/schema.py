@@ -23,7 +23,9 @@ CREATE TABLE IF NOT EXISTS runs (
     owner_host TEXT,                 -- the host and process writing a running run
     owner_pid INTEGER,
     owner_start TEXT,                -- that process's start time (pids are reused)
-    uuid TEXT                        -- the run's identity across stores (merge)
+    uuid TEXT,                       -- the run's identity across stores (merge)
+    owner_system TEXT,               -- the boot and PID namespace the writer's pid means something in
+    heartbeat_at TEXT                -- the writer's last sign of life (UTC), judged from any host
 );
 CREATE TABLE IF NOT EXISTS cells (
     id INTEGER PRIMARY KEY,

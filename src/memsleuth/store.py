@@ -3,8 +3,10 @@ cells -> samples, the same tables and the same queries for both (store_pg.py ada
 differences: placeholders, DDL, introspection).
 
 Every sample is committed as soon as it exists, so an interrupted run keeps what it finished.
-A run records the host and process that writes it: a run left "running" by a process that is
-gone (killed, or stopped by a full disk) reads as interrupted, with what it kept.
+A run records the host, system and process that writes it, and the writer's heartbeat: a run left
+"running" by a process that is gone (killed, or stopped by a full disk) reads as interrupted, with
+what it kept, on every host: by its process where that pid means something (the same boot and PID
+namespace), by a heartbeat older than STALE_S elsewhere (`judge_status`).
 
 Failure behaviour (README): a file that is not a memsleuth store (another program's SQLite, a
 damaged page) is refused before anything is written; reading commands open the store read-only
@@ -13,10 +15,12 @@ every sample committed before it.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
 import sqlite3
+import threading
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,8 +32,19 @@ from memsleuth.model import AllocatorInfo, MachineInfo, RunSpec
 from memsleuth.records import (EXPLAIN_ROUND, REFERENCE_POSITION, WARMUP_ROUND, RunSummary, StoredCell,  # noqa: F401
                                StoredRun)
 
-# 3: runs.uuid (merge across stores is by it).
-SCHEMA_VERSION = 3
+# 3: runs.uuid (merge across stores is by it). 4: runs.owner_system and runs.heartbeat_at (a run's
+# liveness judged alike on every host).
+SCHEMA_VERSION = 4
+# The columns added to runs since schema 1, in order, each TEXT but owner_pid.
+_ADDED_RUN_COLUMNS = ("owner_host", "owner_pid", "owner_start", "uuid", "owner_system", "heartbeat_at")
+# The writer refreshes heartbeat_at every HEARTBEAT_S; from a host where the writer's pid means
+# nothing, a run whose last sign of life (heartbeat, else its last sample, else its start) is older
+# than STALE_S reads as interrupted. Twelve missed beats: a writer starved on a busy machine or a
+# store locked for a while is not taken for dead; hosts' clocks must agree within about that.
+HEARTBEAT_S = 5.0
+STALE_S = 60.0
+# Linux's PF_EXITING (include/linux/sched.h): the process is past its last instruction, tearing down.
+_PF_EXITING = 0x4
 APP = "memsleuth"
 _TABLES = {"meta", "runs", "cells", "samples"}
 _SCHEMA = schema.ddl("sqlite")
@@ -61,13 +76,100 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _process_start(pid: int) -> str | None:
-    """Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat)."""
+def _process_stat(pid: int) -> tuple[str, str, int] | None:
+    """(start time in clock ticks since boot, state letter, flags) of a process from /proc/PID/stat
+    (fields 22, 3 and 9), or None when there is no such process."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return text[text.rindex(")") + 2:].split()[19]
+    fields = text[text.rindex(")") + 2:].split()
+    return fields[19], fields[0], int(fields[6])
+
+
+def _process_start(pid: int) -> str | None:
+    stat = _process_stat(pid)
+    return stat[0] if stat else None
+
+
+@functools.cache
+def system_identity() -> str:
+    """What a pid is relative to: this boot of the kernel and this PID namespace. The same host
+    name on another boot (a reboot) or in another container gives pids that mean something else."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = "?"
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = "?"
+    return f"{boot} {ns}"
+
+
+def _age_s(stamp: str | None, now: datetime) -> float | None:
+    try:
+        return (now - datetime.fromisoformat(stamp)).total_seconds() if stamp else None
+    except (TypeError, ValueError):
+        return None
+
+
+def judge_status(status: str, *, host: str | None, pid: int | None, start: str | None, system: str | None,
+                 last_sign: str | None, here_host: str, here_system: str,
+                 process: tuple[str, str, int] | None, now: datetime) -> str:
+    """What a stored run's status reads as, from the facts any host has. A run marked running:
+    - where its writer's pid means something (this host name, and this boot and PID namespace where
+      the run recorded them): running while that process lives; "running (its memsleuth is gone;
+      ending)" while it is exiting; interrupted once it is gone, a zombie, or another process;
+    - anywhere else: "running (on HOST)" while its last sign of life (`last_sign`: the heartbeat,
+      else the last sample, else its start) is under STALE_S old; interrupted after.
+    `process` is _process_stat(pid) read on this host."""
+    if status != "running" or pid is None:
+        return status
+    if host == here_host and (system is None or system == here_system):
+        if process is None or (start is not None and process[0] != start) or process[1] in "ZXx":
+            return "interrupted"
+        if process[2] & _PF_EXITING:
+            return "running (its memsleuth is gone; ending)"
+        return "running"
+    age = _age_s(last_sign, now)
+    if age is not None and age > STALE_S:
+        return "interrupted"
+    return f"running (on {host})" if host else "running"
+
+
+class _Heartbeat:
+    """A daemon thread that writes the run's heartbeat_at every HEARTBEAT_S on a connection of its
+    own, until stopped (the run finished) or the process ends (then the heartbeat ages)."""
+
+    def __init__(self, connect, run_id: int):
+        self._connect, self._run_id = connect, run_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="memsleuth-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        db = None
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                db = db or self._connect()
+                db.execute("UPDATE runs SET heartbeat_at=? WHERE id=? AND status='running'", (_now(), self._run_id))
+                db.commit()
+            except Exception:    # a store busy or gone for a moment: the next beat tries again
+                try:
+                    if db is not None:
+                        db.rollback()
+                except Exception:
+                    db = None
+        if db is not None:
+            try:
+                db.close()
+            except Exception:
+                pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
 
 
 # Stores open in this process, by (device, inode). Closing any file descriptor of a file drops
@@ -92,6 +194,7 @@ class Store:
     def __init__(self, path: str | os.PathLike, *, readonly: bool = False):
         self.readonly = readonly
         self._key = None
+        self._heartbeats: dict[int, _Heartbeat] = {}
         self.pg = is_url(path)
         if self.pg:
             from memsleuth import store_pg
@@ -219,7 +322,7 @@ class Store:
         so a role with only SELECT, INSERT and UPDATE on the tables can use a store its owner made."""
         if not _TABLES <= self._tables():
             return False
-        if not {"owner_host", "owner_pid", "owner_start", "uuid"} <= self._columns("runs") or \
+        if not set(_ADDED_RUN_COLUMNS) <= self._columns("runs") or \
                 "where_sites" not in self._columns("cells"):
             return False
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -236,7 +339,7 @@ class Store:
         else:
             self.db.executescript(_SCHEMA)
         cols = self._columns("runs")
-        for col in ("owner_host", "owner_pid", "owner_start", "uuid"):   # schema 1 -> 2 -> 3
+        for col in _ADDED_RUN_COLUMNS:   # schema 1 -> 2 -> 3 -> 4
             if col not in cols:
                 self.db.execute(f"ALTER TABLE runs ADD COLUMN {col} {'INTEGER' if col == 'owner_pid' else 'TEXT'}")
         if "where_sites" not in self._columns("cells"):
@@ -288,6 +391,9 @@ class Store:
             raise StoreError(self._explain(e)) from None
 
     def close(self) -> None:
+        for beat in self._heartbeats.values():
+            beat.stop()
+        self._heartbeats.clear()
         self.db.close()
         if self._key is not None and _OPEN.get(self._key):
             _OPEN[self._key] -= 1
@@ -308,14 +414,24 @@ class Store:
         def go():
             cur = self.db.execute(
                 "INSERT INTO runs (created_at, status, kind, name, argv, spec, machine, version, owner_host, owner_pid, "
-                "owner_start, uuid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
-                (_now(), "running", kind, name, json.dumps(argv), json.dumps(spec.to_dict()),
+                "owner_start, uuid, owner_system, heartbeat_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                (now, "running", kind, name, json.dumps(argv), json.dumps(spec.to_dict()),
                  json.dumps(machine.to_dict()), version, socket.gethostname(), os.getpid(), _process_start(os.getpid()),
-                 run_uuid or uuid.uuid4().hex))
+                 run_uuid or uuid.uuid4().hex, system_identity(), now))
             rid = int(cur.fetchone()[0])
             self.db.commit()
             return rid
-        return self._do(go)
+        now = _now()
+        rid = self._do(go)
+        self._heartbeats[rid] = _Heartbeat(self._second_connection, rid)
+        return rid
+
+    def _second_connection(self):
+        """A connection of its own to the same store (the heartbeat's thread)."""
+        if self.pg:
+            from memsleuth import store_pg
+            return store_pg.connect(self.url, readonly=False)
+        return sqlite3.connect(str(self.path), timeout=30)
 
     def add_cell(self, run_id: int, position: int, *, allocator: AllocatorInfo, params: dict, env: dict,
                  command: list) -> int:
@@ -349,6 +465,9 @@ class Store:
 
     def finish_run(self, run_id: int, status: str, machine_update: dict | None = None) -> None:
         """Ends a run; machine_update adds what is only known at the end (the load average then)."""
+        if (beat := self._heartbeats.pop(run_id, None)) is not None:
+            beat.stop()
+
         def go():
             if machine_update:
                 row = self.db.execute("SELECT machine FROM runs WHERE id=?", (run_id,)).fetchone()
@@ -361,7 +480,7 @@ class Store:
 
     # ---- merging ----
     RUN_COLUMNS = ("created_at", "finished_at", "status", "kind", "name", "argv", "spec", "machine", "version",
-                   "owner_host", "owner_pid", "owner_start")
+                   "owner_host", "owner_pid", "owner_start", "owner_system", "heartbeat_at")
     CELL_COLUMNS = ("position", "allocator", "params", "env", "command", "where_sites")
     SAMPLE_COLUMNS = ("round", "warmup", "status", "created_at", "evidence")
 
@@ -439,33 +558,40 @@ class Store:
         return added, present, running, damaged
 
     def run_status(self, run_id: int) -> str:
-        row = self._do(lambda: self.db.execute("SELECT status, owner_host, owner_pid, owner_start FROM runs WHERE id=?",
+        row = self._do(lambda: self.db.execute(f"SELECT {self._liveness_columns()} FROM runs r WHERE id=?",
                                                (run_id,)).fetchone())
         return self._status(*row)
 
     # ---- reading ----
-    def _status(self, status: str, host: str | None, pid: int | None, start: str | None) -> str:
-        """A run marked running whose process is gone reads as interrupted."""
-        if status != "running" or pid is None:
-            return status
-        if host and host != socket.gethostname():
-            return f"running (on {host})"
-        if _process_start(pid) is None or (start is not None and _process_start(pid) != start):
-            return "interrupted"
-        return status
+    def _liveness_columns(self) -> str:
+        """What `_status` reads of a run `r`, NULL for what an older store has no column for: its
+        status, writer (host, pid, start, system) and last sign of life (heartbeat, last sample, start)."""
+        cols = self._do(lambda: self._columns("runs"))
+        have = [f"r.{c}" if c in cols else "NULL" for c in ("owner_system", "heartbeat_at")]
+        return ("r.status, r.owner_host, r.owner_pid, r.owner_start, " + ", ".join(have) + ", "
+                "(SELECT max(s.created_at) FROM samples s JOIN cells c ON c.id = s.cell_id WHERE c.run_id = r.id), "
+                "r.created_at")
+
+    def _status(self, status: str, host: str | None, pid: int | None, start: str | None, system: str | None,
+                heartbeat: str | None, last_sample: str | None, created: str | None) -> str:
+        last_sign = max((t for t in (heartbeat, last_sample, created) if t), default=None)
+        return judge_status(status, host=host, pid=pid, start=start, system=system, last_sign=last_sign,
+                            here_host=socket.gethostname(), here_system=system_identity(),
+                            process=_process_stat(pid) if pid is not None else None,
+                            now=datetime.now(timezone.utc))
 
     def list_runs(self) -> list[RunSummary]:
         """One summary per run, oldest first: what `memsleuth history` prints."""
         def go():
             return self.db.execute(
-                "SELECT r.id, r.created_at, r.status, r.kind, r.name, r.argv, r.machine, r.owner_host, r.owner_pid, "
-                "r.owner_start, (SELECT count(*) FROM cells c WHERE c.run_id = r.id AND c.position >= 0), "
-                "(SELECT count(*) FROM samples s JOIN cells c ON c.id = s.cell_id WHERE c.run_id = r.id) "
-                "FROM runs r ORDER BY r.id").fetchall()
+                "SELECT r.id, r.created_at, r.kind, r.name, r.argv, r.machine, "
+                "(SELECT count(*) FROM cells c WHERE c.run_id = r.id AND c.position >= 0), "
+                "(SELECT count(*) FROM samples s JOIN cells c ON c.id = s.cell_id WHERE c.run_id = r.id), "
+                f"{self._liveness_columns()} FROM runs r ORDER BY r.id").fetchall()
         out = []
-        for rid, created, status, kind, name, argv, machine, host, pid, start, ncells, nsamples in self._do(go):
+        for rid, created, kind, name, argv, machine, ncells, nsamples, *liveness in self._do(go):
             try:
-                out.append(RunSummary(rid, created, self._status(status, host, pid, start), kind, name,
+                out.append(RunSummary(rid, created, self._status(*liveness), kind, name,
                                       _json(argv, list), MachineInfo.from_dict(_json(machine, dict)), ncells, nsamples))
             except _DAMAGE:
                 out.append(RunSummary(rid, created, "damaged", kind, name, [], MachineInfo(), ncells, nsamples))
@@ -509,7 +635,7 @@ class Store:
         try:
             stored = self._do(cells)
             reference = next((c for c in stored if c.position == REFERENCE_POSITION), None)
-            return StoredRun(row[0], row[1], row[2], self._status(row[3], row[10], row[11], row[12]), row[4], row[5],
+            return StoredRun(row[0], row[1], row[2], self.run_status(run_id), row[4], row[5],
                              _json(row[6], list), RunSpec.from_dict(_json(row[7], dict)),
                              MachineInfo.from_dict(_json(row[8], dict)), row[9],
                              [c for c in stored if c.position != REFERENCE_POSITION], reference,

@@ -3,7 +3,15 @@ by side (show RUN RUN)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import socket
 import sqlite3
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -108,3 +116,65 @@ def test_show_puts_two_machines_side_by_side(tmp_path):
 def test_a_bad_machine_label_is_refused(tmp_path):
     proc = memsleuth("compare", *SMALL, "--machine-label", "a b[red]", "--db", str(tmp_path / "x.db"))
     assert proc.returncode == 2 and "bad --machine-label" in proc.stderr
+
+
+def _on_another_host(*args: str) -> subprocess.CompletedProcess:
+    """memsleuth in a UTS namespace of its own, under another host name (root)."""
+    return subprocess.run(["unshare", "--uts", "--", "sh", "-c", 'hostname memsleuth-other-host && exec "$@"', "sh",
+                           sys.executable, "-m", "memsleuth", *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def _status_line(text: str) -> str:
+    return next((ln for ln in text.splitlines() if "compare" in ln), "")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="a second host name needs root (unshare --uts)")
+def test_a_killed_run_reads_interrupted_on_every_host_before_and_after_merge(tmp_path):
+    from memsleuth.store import HEARTBEAT_S, STALE_S
+    db, target = tmp_path / "k.db", tmp_path / "team.db"
+    p = subprocess.Popen([sys.executable, "-m", "memsleuth", "compare", "--alloc", "glibc", "--reps", "60",
+                          "--db", str(db), "--", "sleep", "0.2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        # the writer's heartbeat moves while it runs
+        deadline = time.monotonic() + 6 * HEARTBEAT_S
+        beat = None
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            try:
+                beat = sqlite3.connect(db).execute("SELECT created_at < heartbeat_at FROM runs").fetchone()
+            except sqlite3.OperationalError:   # the file exists a moment before its tables do
+                continue
+            if beat and beat[0]:
+                break
+        assert beat and beat[0], "no heartbeat after the run began"
+        elsewhere = _on_another_host("history", "--db", str(db))
+        assert elsewhere.returncode == 0, elsewhere.stderr
+        assert f"running (on {socket.gethostname()})" in _status_line(elsewhere.stdout)
+        p.send_signal(signal.SIGKILL)
+        time.sleep(0.5)
+        # here, at once, though the killed writer is not reaped yet (a zombie keeps its pid)
+        here = memsleuth("history", "--db", str(db))
+        assert "interrupted" in _status_line(here.stdout) and "running" not in here.stdout, here.stdout
+    finally:
+        p.kill()
+        p.wait()
+    # elsewhere the heartbeat decides: fresh, the run may be alive, and merge leaves it for later
+    merged = _on_another_host("merge", str(db), "--db", str(target))
+    assert merged.returncode == 0 and "1 still running" in merged.stdout, merged.stdout + merged.stderr
+    # ... until its last sign of life is older than STALE_S (aged here rather than waited for)
+    old = (datetime.now(timezone.utc) - timedelta(seconds=STALE_S + 5)).isoformat(timespec="seconds")
+    con = sqlite3.connect(db)
+    con.execute("UPDATE runs SET heartbeat_at=?, created_at=?", (old, old))
+    con.execute("UPDATE samples SET created_at=?", (old,))
+    con.commit()
+    con.close()
+    elsewhere = _on_another_host("history", "--db", str(db))
+    assert "interrupted" in _status_line(elsewhere.stdout), elsewhere.stdout
+    merged = _on_another_host("merge", str(db), "--db", str(target))
+    assert merged.returncode == 0 and "1 run(s) added" in merged.stdout, merged.stdout + merged.stderr
+    for reader in (memsleuth, _on_another_host):
+        hist = reader("history", "--db", str(target))
+        assert "interrupted" in _status_line(hist.stdout) and "running" not in hist.stdout, hist.stdout
+    kept = sqlite3.connect(target).execute("SELECT count(*) FROM samples").fetchone()[0]
+    assert kept >= 1

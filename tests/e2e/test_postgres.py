@@ -117,3 +117,54 @@ def test_a_least_privilege_role_can_use_a_store_its_owner_made(pg_url, tmp_path)
     assert "pw_ms_reader" not in hist.stdout + hist.stderr
     refused = memsleuth("compare", *SMALL, "--db", reader)
     assert refused.returncode != 0 and "Traceback" not in refused.stderr and "pw_ms_reader" not in refused.stderr
+
+
+def test_a_killed_writer_reads_interrupted_on_every_host_on_postgres(pg_url, tmp_path):
+    """Liveness is judged alike by every host in a shared PostgreSQL store: by the writer's
+    process on its own host, by its heartbeat elsewhere (here a second host name: a UTS namespace)."""
+    import signal
+    import socket
+    import time
+    from datetime import datetime, timedelta, timezone
+    import psycopg
+    from memsleuth.store import STALE_S
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) missing: no second host name")
+
+    def other_host(*args):
+        return subprocess.run(["unshare", "--uts", "--", "sh", "-c", 'hostname memsleuth-other-host && exec "$@"', "sh",
+                               sys.executable, "-m", "memsleuth", *args], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "COLUMNS": "200"})
+
+    def line(text):
+        return next((ln for ln in text.splitlines() if "--reps 60" in ln), "")
+
+    p = subprocess.Popen([sys.executable, "-m", "memsleuth", "compare", "--alloc", "glibc", "--reps", "60", "--db",
+                          pg_url, "--", "sleep", "0.2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            time.sleep(0.1)
+            with psycopg.connect(pg_url) as con:
+                n = con.execute("SELECT count(*) FROM samples s JOIN cells c ON c.id = s.cell_id JOIN runs r "
+                                "ON r.id = c.run_id WHERE r.status = 'running'").fetchone()[0]
+            if n >= 2:
+                break
+        p.send_signal(signal.SIGKILL)
+        time.sleep(0.5)
+        here = memsleuth("history", "--db", pg_url)
+        assert "interrupted" in line(here.stdout), here.stdout
+    finally:
+        p.kill()
+        p.wait()
+    assert f"running (on {socket.gethostname()})" in line(other_host("history", "--db", pg_url).stdout)
+    old = (datetime.now(timezone.utc) - timedelta(seconds=STALE_S + 5)).isoformat(timespec="seconds")
+    with psycopg.connect(pg_url) as con:    # a minute later, as far as the heartbeat can tell
+        con.execute("UPDATE runs SET heartbeat_at=%s, created_at=%s WHERE status='running'", (old, old))
+        con.execute("UPDATE samples SET created_at=%s WHERE cell_id IN (SELECT c.id FROM cells c JOIN runs r ON "
+                    "r.id = c.run_id WHERE r.status='running')", (old,))
+    assert "interrupted" in line(other_host("history", "--db", pg_url).stdout)
+    local = tmp_path / "copy.db"
+    merged = other_host("merge", pg_url, "--db", str(local))
+    assert merged.returncode == 0 and "still running" not in merged.stdout, merged.stdout + merged.stderr
+    hist = memsleuth("history", "--db", str(local))
+    assert "interrupted" in line(hist.stdout) and "running" not in line(hist.stdout), hist.stdout

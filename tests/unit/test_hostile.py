@@ -185,20 +185,77 @@ def test_a_schema_version_that_is_not_a_number_is_one_line(tmp_path):
 
 def test_a_run_whose_writer_is_gone_is_merged_as_interrupted_never_running(tmp_path):
     import shutil
+    from datetime import datetime, timezone
     from pathlib import Path
     from memsleuth.store import Store
     db = tmp_path / "src.db"
     shutil.copy(Path(__file__).resolve().parents[1] / "data" / "compare-random-mixed.db", db)
+    Store(str(db)).close()                                   # schema 3 -> 4: the liveness columns
+    fresh = datetime.now(timezone.utc).isoformat(timespec="seconds")
     con = sqlite3.connect(db)
-    con.execute("UPDATE runs SET status='running', owner_host='a-fleet-node', owner_pid=4242")
+    con.execute("UPDATE runs SET status='running', owner_host='a-fleet-node', owner_pid=4242, heartbeat_at=?",
+                (fresh,))
     con.commit()
     con.close()
     src = Store(str(db), readonly=True)
     target = Store(str(tmp_path / "t.db"))
+    assert src.run_status(1) == "running (on a-fleet-node)"
     assert target.merge_from(src)[:3] == ([], 0, 1)          # still running elsewhere: left for later
     new, _, _, damaged = target.merge_from(src, writers_gone=True)   # its fleet task has ended
     assert len(new) == 1 and not damaged
     assert target.run_status(new[0]) == "interrupted"
+
+
+def test_a_killed_writer_elsewhere_is_merged_as_interrupted_once_its_heartbeat_is_stale(tmp_path):
+    """Liveness by a local pid cannot be judged on another host: there the heartbeat decides, so
+    every host reaches `interrupted`, and merge imports the run with what it kept."""
+    import shutil
+    from datetime import datetime, timedelta, timezone
+    from pathlib import Path
+    from memsleuth.store import STALE_S, Store
+    db = tmp_path / "src.db"
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "compare-random-mixed.db", db)
+    Store(str(db)).close()
+    old = (datetime.now(timezone.utc) - timedelta(seconds=STALE_S + 5)).isoformat(timespec="seconds")
+    con = sqlite3.connect(db)
+    con.execute("UPDATE runs SET status='running', owner_host='a-killed-host', owner_pid=4242, heartbeat_at=?, "
+                "created_at=?", (old, old))
+    con.execute("UPDATE samples SET created_at=?", (old,))
+    con.commit()
+    con.close()
+    src = Store(str(db), readonly=True)
+    assert src.run_status(1) == "interrupted" and src.list_runs()[0].status == "interrupted"
+    target = Store(str(tmp_path / "t.db"))
+    new, present, running, damaged = target.merge_from(src)
+    assert len(new) == 1 and (present, running, damaged) == (0, 0, [])
+    assert target.run_status(new[0]) == "interrupted"
+    run = target.load_run(new[0])
+    assert run.status == "interrupted" and sum(len(c.samples) for c in run.cells) > 0    # what it kept
+    assert target.merge_from(src)[:3] == ([], 1, 0)          # merged once
+
+
+def test_liveness_is_judged_from_facts_any_host_has():
+    from datetime import datetime, timedelta, timezone
+    from memsleuth.store import STALE_S, judge_status
+    now = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
+    recent, stale = ((now - timedelta(seconds=s)).isoformat() for s in (STALE_S / 2, STALE_S + 1))
+
+    def judge(process=None, host="h", system="boot ns", last_sign=recent, status="running", start="100"):
+        return judge_status(status, host=host, pid=42, start=start, system=system, last_sign=last_sign,
+                            here_host="h", here_system="boot ns", process=process, now=now)
+    assert judge(("100", "S", 0)) == "running"                        # its writer lives here
+    assert judge(None) == "interrupted"                               # gone, however recent its heartbeat
+    assert judge(("100", "Z", 0)) == "interrupted"                    # exited, not yet reaped
+    assert judge(("999", "S", 0)) == "interrupted"                    # the pid is another process's now
+    assert judge(("100", "R", 0x4)) == "running (its memsleuth is gone; ending)"   # SIGKILLed, tearing down
+    assert judge(("100", "S", 0), system=None) == "running"           # a run stored before systems were
+    # the same host name on another boot or PID namespace, or another host: the heartbeat decides
+    assert judge(("100", "S", 0), system="other-boot ns") == "running (on h)"
+    assert judge(("100", "S", 0), system="other-boot ns", last_sign=stale) == "interrupted"
+    assert judge(host="node7") == "running (on node7)"
+    assert judge(host="node7", last_sign=stale) == "interrupted"
+    assert judge(host="node7", last_sign=None) == "running (on node7)"   # nothing to judge by: say where
+    assert judge(host="node7", last_sign=stale, status="complete") == "complete"
 
 
 @pytest.mark.parametrize("text,expected", [("10", (10, "")), ("010", (8, "")), ("0x10", (16, "")), ("1_0", (1, "_0")),
