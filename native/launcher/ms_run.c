@@ -197,6 +197,7 @@ typedef struct {
   timeline tl;
   const ms_counters *ctr; /* NULL without counters */
   msr_args args;
+  msr_cpu cpu;
   sbuf lines;
   int nleft; /* processes still running when the command ended */
   pid_t left_pid[MAX_LEFTOVERS];
@@ -323,6 +324,7 @@ static void supervise(const msr_options *o, run_result *r, int probe_r, uint64_t
     if (msr_reap(&r->reaper)) break;
     t = msr_now_ns();
     if (t >= next_sample) {
+      if (r->cpu.enabled) msr_cpu_drain(&r->cpu);
       sample_tree(o, r, t, t0);
       next_sample = t + r->tl.interval_ms * 1000000u;
     }
@@ -455,6 +457,7 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
     ms_json_counters(&j, ctr, s0, s1, 1);
   }
   if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args);
+  if (o->cpu_sample_us) msr_cpu_json(&j, &r->cpu);
   msj_obj_begin(&j, "timeline");
   msj_u64(&j, "sample_ms", o->sample_ms);
   msj_u64(&j, "interval_ms", r->tl.interval_ms); /* after thinning */
@@ -578,6 +581,7 @@ static int run_mode(const msr_options *o) {
     r.ctr = &ctr;
   }
   if (o->syscall_args) msr_args_open(&r.args, r.pid, o->args_every);
+  if (o->cpu_sample_us) msr_cpu_open(&r.cpu, r.pid, o->cpu_sample_us * 1000u);
   tl_columns(&r.tl, r.ctr, &r.args);
   ms_snapshot s0, s1;
   memset(&s0, 0, sizeof s0);
@@ -592,9 +596,11 @@ static int run_mode(const msr_options *o) {
   supervise(o, &r, probe_pipe[0], t0);
   if (!o->no_counters) ms_counters_read(&ctr, &s1);
   if (r.args.enabled) msr_args_drain(&r.args);
+  if (r.cpu.enabled) msr_cpu_drain(&r.cpu);
   int rc = write_document(o, &r, &ctr, &s0, &s1, out_fd, err_fd);
   ms_counters_close(&ctr);
   msr_args_close(&r.args);
+  msr_cpu_close(&r.cpu);
   if (rc) return rc;
   return g_interrupted ? 130 : 0;
 }

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 #include "msr_args.h"
+#include "msr_cpu.h"
 
 #define MSR_MAX_ENV 256
 
@@ -23,6 +24,7 @@ typedef struct {
   int no_counters;
   int syscall_args;             /* record munmap/madvise/mmap/mremap/brk arguments (msr_args.c) */
   uint64_t args_every[MSR_A_N]; /* --syscall-args-every NAME=P, by msr_args index (0: every call) */
+  uint64_t cpu_sample_us;       /* --cpu-sample-us: sample CPU time by kernel path (msr_cpu.c); 0: off */
   const char *env[MSR_MAX_ENV];
   int nenv;
   char **argv; /* the command */

@@ -30,6 +30,8 @@ void msr_usage(FILE *f) {
       "                       the break's moves) from the syscall tracepoints\n"
       "  --syscall-args-every NAME=P   record one NAME call in P (munmap, madvise, mmap, mremap; P\n"
       "                       prime), each counted P times: the totals become estimates (repeatable)\n"
+      "  --cpu-sample-us N    sample the tree's CPU time every N us with kernel call chains: where the\n"
+      "                       kernel time goes, by path and executable (root)\n"
       "modes:\n"
       "  --events             print which events exist and which open here, then exit\n"
       "  --hold-events        keep the syscall tracepoints registered until stdin closes\n"
@@ -86,7 +88,8 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
     O_PCHECK,
     O_HELP,
     O_ARGS,
-    O_EVERY
+    O_EVERY,
+    O_CPU
   };
   static const struct option longopts[] = {{"out", required_argument, 0, O_OUT},
                                            {"timeout", required_argument, 0, O_TIMEOUT},
@@ -108,6 +111,7 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
                                            {"help", no_argument, 0, O_HELP},
                                            {"syscall-args", no_argument, 0, O_ARGS},
                                            {"syscall-args-every", required_argument, 0, O_EVERY},
+                                           {"cpu-sample-us", required_argument, 0, O_CPU},
                                            {0, 0, 0, 0}};
   opterr = 0;
   int c;
@@ -181,6 +185,9 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
         if (parse_u64("--syscall-args-every", eq + 1, 1, 1u << 30, &o->args_every[i])) return 2;
         break;
       }
+      case O_CPU:
+        if (parse_u64("--cpu-sample-us", v, 100, 1000000, &o->cpu_sample_us)) return 2;
+        break;
       case O_EVENTS:
         o->mode = MSR_EVENTS;
         break;

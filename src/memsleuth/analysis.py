@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from memsleuth import findings, latency as latency_mod, quality, stats
+from memsleuth import cpu_profile, findings, latency as latency_mod, quality, stats
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALL_COLUMNS, SYSCALLS
 from memsleuth.evidence import Sample, higher_is_better, metric_kind
 from memsleuth.findings import tries
@@ -623,6 +623,7 @@ class CheckAnalysis:
     quiet: str | None = None                          # no mechanism is material: the line that says so
     summary: CellSummary | None = None                # the cell as compare summarises it (the JSON export)
     untried: list[str] = field(default_factory=list)  # the candidate changes `check --try` would measure
+    cpu_time: list = field(default_factory=list)      # cpu_profile.Part: the sampled CPU time by kernel path
 
 
 def analyse_check(run: StoredRun) -> CheckAnalysis:
@@ -640,5 +641,7 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     summary = summarise_cell(cell, run.spec.target_ci, [], units_of(run))
     summary.findings = own          # the cell's own, as compare's summaries hold them; the run's are in findings
     untried = [t.name for t in tries.for_findings(found, cell.allocator.name, list(tries.OTHER_ALLOCATORS))]
+    p, whole = view.profile, view.process
+    cpu_time = cpu_profile.breakdown(p, whole.user_ns + whole.sys_ns) if p is not None and whole and p.samples else []
     return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names], found,
-                         quiet_line([view] if view.samples else [], found), summary, untried)
+                         quiet_line([view] if view.samples else [], found), summary, untried, cpu_time)

@@ -171,6 +171,7 @@ class Sample:
     result: dict | None = None       # the workload's own result line, if any
     heap: dict | None = None         # heap accounting of an explaining run (heap.py), if any
     where: dict | None = None        # call sites sampled in an explaining run (where.py), if any
+    cpu_profile: dict | None = None  # CPU time sampled with kernel chains in an explaining run (cpu_profile.py)
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -203,7 +204,8 @@ class Sample:
             timeline=Timeline.from_doc(doc),
             syscall_args=dict(doc.get("syscall_args") or {}),
             result=result, heap=doc.get("heap") if isinstance(doc.get("heap"), dict) else None,
-            where=doc.get("where") if isinstance(doc.get("where"), dict) else None, raw=doc,
+            where=doc.get("where") if isinstance(doc.get("where"), dict) else None,
+            cpu_profile=doc.get("cpu_profile") if isinstance(doc.get("cpu_profile"), dict) else None, raw=doc,
         )
 
     @property

@@ -30,9 +30,10 @@ def _env_args(cell: Cell) -> list[str]:
 def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_bytes: int | None,
                counters: bool = True, syscall_args: bool = False, heap_dir: str | None = None,
                sites_dir: str | None = None, sites: dict[str, int] | None = None,
-               args_every: dict[str, int] | None = None) -> list[str]:
+               args_every: dict[str, int] | None = None, cpu_sample_us: int | None = None) -> list[str]:
     """heap_dir: account the heap (libmsheap in front of the allocator), its documents written there;
-    sites_dir: sample the call sites of `sites` ({event: period}, libmssites), their documents there."""
+    sites_dir: sample the call sites of `sites` ({event: period}, libmssites), their documents there;
+    cpu_sample_us: sample the tree's CPU time with kernel call chains (Sample.cpu_profile)."""
     argv = [str(native.ms_run()), "--out", out_path]
     if timeout_s:
         argv += ["--timeout", repr(float(timeout_s))]
@@ -60,6 +61,8 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
         argv.append("--syscall-args")
         for name, every in (args_every or {}).items():
             argv += ["--syscall-args-every", f"{name}={int(every)}"]
+    if cpu_sample_us and counters:
+        argv += ["--cpu-sample-us", str(int(cpu_sample_us))]
     return argv + ["--", *cell.command]
 
 
@@ -110,10 +113,11 @@ def _run_msrun(argv: list[str], timeout: float | None) -> subprocess.CompletedPr
 
 def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None, counters: bool = True,
              syscall_args: bool = False, metric=None, heap: bool = False, sites: dict[str, int] | None = None,
-             args_every: dict[str, int] | None = None) -> Sample:
+             args_every: dict[str, int] | None = None, cpu_sample_us: int | None = None) -> Sample:
     """One run. Explaining runs only: `heap`, with the heap accounting in front of the allocator
     (Sample.heap); `sites` ({event: period}), with the call sites sampled (Sample.where);
-    `args_every` ({syscall: P}), the arguments of one call in P recorded (runner.args_every)."""
+    `args_every` ({syscall: P}), the arguments of one call in P recorded (runner.args_every);
+    `cpu_sample_us`, the CPU time sampled with kernel chains (Sample.cpu_profile)."""
     with tempfile.TemporaryDirectory(prefix="memsleuth-") as tmp:
         out = os.path.join(tmp, "run.json")
         heap_dir = sites_dir = None
@@ -125,7 +129,7 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
             os.mkdir(sites_dir, 0o700)
         argv = msrun_argv(cell, out, timeout_s=timeout_s, mem_limit_bytes=mem_limit_bytes, counters=counters,
                           syscall_args=syscall_args, heap_dir=heap_dir, sites_dir=sites_dir, sites=sites,
-                          args_every=args_every)
+                          args_every=args_every, cpu_sample_us=cpu_sample_us)
         if metric is not None:
             argv[1:1] = ["--tail", str(METRIC_TAIL_BYTES)]
         try:

@@ -33,6 +33,9 @@ from memsleuth.store import Store
 
 # Without a terminal, a progress line every this many seconds (CI logs stay short).
 PLAIN_PROGRESS_EVERY_S = 10.0
+# The explaining run's CPU samples aimed for: a share's 95% interval is then within about +-1.5
+# points (cpu_profile.wilson at 50%), and the sampling costs the same whatever the run's length.
+CPU_SAMPLES = 4000
 
 
 @dataclass
@@ -92,6 +95,26 @@ def needs_call_sites(samples: list) -> bool:
         return False
     mid = sorted(ok, key=lambda s: s.wall_ns)[len(ok) // 2]
     return needs_arguments(samples) or mid.minflt >= FAULT_FLOOR or mid.syscalls.get("futex", 0) >= FUTEX_FLOOR
+
+
+def needs_cpu_profile(samples: list) -> bool:
+    """Whether a cell's measured runs spend enough kernel time for a mechanism in it to be material
+    (findings/cost.py): then its explaining run samples where that time goes."""
+    from memsleuth.findings.cost import MATERIAL_SHARE, MIN_COST_NS
+    ok = [s for s in samples if s.ok]
+    if not ok:
+        return False
+    mid = sorted(ok, key=lambda s: s.wall_ns)[len(ok) // 2]
+    return mid.sys_ns >= MIN_COST_NS and mid.sys_ns >= MATERIAL_SHARE * (mid.user_ns + mid.sys_ns)
+
+
+def cpu_sample_us(samples: list) -> int:
+    """The explaining run's sampling period: about CPU_SAMPLES samples of the measured runs' median
+    CPU time, at 2 kHz at most (~1% of the run: a sample costs the kernel a few microseconds) and
+    at least every 4 ms."""
+    ok = [s for s in samples if s.ok]
+    cpu_ns = sorted(s.user_ns + s.sys_ns for s in ok)[len(ok) // 2] if ok else 0
+    return int(min(max(cpu_ns / CPU_SAMPLES / 1000, 500), 4000))
 
 
 def needs_arguments(samples: list) -> bool:
@@ -292,7 +315,8 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
             for i, cell in enumerate(plan.cells):
                 if i in failed or not values[i]:
                     continue
-                wanted = needs_call_sites(samples[i]) if plan.explain_if_needed else True
+                wanted = (needs_call_sites(samples[i]) or needs_cpu_profile(samples[i])) \
+                    if plan.explain_if_needed else True
                 heap = cell.heap or (plan.heap and needs_heap(samples[i]))
                 sites = bool(cell.where or (plan.where and wanted))
                 args = bool(cell.where or (plan.syscall_args and wanted) or needs_arguments(samples[i]) or heap or sites)
@@ -308,14 +332,16 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                     wanted_periods = where.periods(counts) if sites else {}
                     # The sampler rides this run where the kernel allows it (where.sampler_usable).
                     periods = wanted_periods if wanted_periods and where.sampler_usable() else None
+                    sample_us = cpu_sample_us(samples[i])
                     explain = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
-                                                syscall_args=True, heap=heap, sites=periods, args_every=every)
+                                                syscall_args=True, heap=heap, sites=periods, args_every=every,
+                                                cpu_sample_us=sample_us)
                     if periods and not explain.ok:
                         # The measured run succeeded: the sampler may be what failed this one.
                         progress.now(f"{plan.label(i)}: {what} again, without the sampler ({explain.status})")
                         explain = launcher.run_cell(cell, timeout_s=plan.timeout_s,
                                                     mem_limit_bytes=plan.mem_limit_bytes, syscall_args=True, heap=heap,
-                                                    args_every=every)
+                                                    args_every=every, cpu_sample_us=sample_us)
                         periods = None
                     store.add_sample(cell_ids[i], EXPLAIN_ROUND, True, explain)
                     progress.advance()

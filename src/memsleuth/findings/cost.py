@@ -1,7 +1,10 @@
 """What a mechanism costs in a run: the scope's kernel time split across its page faults and its
 system calls, and the one materiality threshold every finding is held to.
 
-The split (docs/findings.md, "Cost"): each kind of kernel entry is estimated as its count times
+Measured where it can be (`sampled`): the explaining run samples the CPU time of the whole process
+tree with kernel call chains (cpu_profile.py), and each part is its class's share of the samples
+times the measured runs' CPU time, quoted with its 95% interval. Otherwise estimated (`split`,
+said so wherever it is quoted): each kind of kernel entry is estimated as its count times
 its unit cost on this machine (`ms-calibrate`, measured at the start of every measuring session
 and stored with the run's machine), plus, for the calls that give pages back, the pages they gave
 back (the calls' own arguments) times the cost of releasing one page. When the estimates add up to
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memsleuth import cpu_profile
+from memsleuth.events import SYSCALLS
 from memsleuth.units import PAGE_BYTES
 
 # A mechanism that costs less than 5% of the CPU time changes no decision: run-to-run noise on
@@ -111,6 +116,7 @@ class Split:
     scale: float = 1.0                                        # <= 1: estimates scaled down to sys_ns
     units: UnitCosts = DEFAULT
     upper_bound: bool = False   # the sizes were not recorded: page-releasing calls got the unexplained rest
+    profile: cpu_profile.Profile | None = None   # the parts are sampled shares of the CPU time (`sampled`)
 
     def cost(self, *kinds: str) -> float:
         return sum(self.parts.get(k, 0.0) for k in kinds)
@@ -128,8 +134,13 @@ class Split:
         return ns >= MIN_COST_NS and self.share(ns) >= MATERIAL_SHARE
 
     def describe(self, ns: float) -> str:
-        """'310 ms = 12% of the CPU time' (the headline every time finding carries)."""
-        return f"{'up to ' if self.upper_bound else ''}{ms(ns)} ms = {self.share(ns):.0%} of the CPU time"
+        """'310 ms = 12% of the CPU time (sampled, 95% CI 10-14%)', or '(estimated from counts)' (the
+        headline every time finding carries)."""
+        share = self.share(ns)
+        if self.profile is not None:
+            lo, hi = self.profile.interval(share)
+            return f"{ms(ns)} ms = {share:.0%} of the CPU time (sampled, 95% CI {lo:.0%}-{hi:.0%})"
+        return f"{'up to ' if self.upper_bound else ''}{ms(ns)} ms = {share:.0%} of the CPU time (estimated from counts)"
 
 
 def ms(ns: float) -> str:
@@ -177,6 +188,20 @@ def split(sc, units: UnitCosts | None, released_bytes: dict[str, float] | None =
             parts[k] = v + rest * v / base
         upper = True
     return Split(sc.wall_ns, sc.user_ns + sc.sys_ns, sc.sys_ns, parts, scale, u, upper)
+
+
+def sampled(sc, profile: cpu_profile.Profile, units: UnitCosts | None = None) -> Split:
+    """The scope's CPU time split by the explaining run's samples: each mechanism's part is its
+    share of the samples times the scope's CPU time (user + system of the measured runs); the
+    kernel time is the kernel samples' share of it. Parts: "page-faults" (every fault taken
+    outside a system call) and each memory system call (events.SYSCALLS); the rest of the kernel
+    time (exit's teardown, other calls, interrupts) is `other_ns`."""
+    cpu = (sc.user_ns or 0.0) + (sc.sys_ns or 0.0)
+    n = profile.samples
+    parts = {("page-faults" if cls == cpu_profile.FAULT else cls): k / n * cpu
+             for cls, k in profile.counts.items() if cls == cpu_profile.FAULT or cls in SYSCALLS}
+    kernel = profile.kernel_samples / n * cpu
+    return Split(sc.wall_ns, cpu, kernel, parts, 1.0, units or DEFAULT, False, profile)
 
 
 def confidence(share: float, confirmed: bool = True) -> str:

@@ -1,11 +1,13 @@
 """The evidence of one cell, as the rules read it: medians over the cell's successful runs."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from statistics import median
 
 from typing import Callable
 
+from memsleuth import cpu_profile
 from memsleuth.evidence import CounterReadings, Region, Sample, median_by_wall
 from memsleuth.findings import cost as cost_mod, phase as phase_mod
 from memsleuth.units import PAGE_BYTES
@@ -14,6 +16,9 @@ from memsleuth.units import PAGE_BYTES
 # The process's recorded syscall arguments describe a region's calls when the region made at
 # least this share of them (compare's region main makes nearly all of an allocator's calls).
 ARGS_COVER = 0.5
+# The explaining run's samples cover the whole process; a region holding at least this share of
+# the process's CPU time (a program that is all one region) is costed by them too.
+SAMPLED_REGION = 0.95
 
 
 @dataclass
@@ -114,10 +119,32 @@ class CellView:
                "madvise": sum(b for fam, (_, b) in self.advice_families().items() if fam in cost_mod.RELEASING)}
         return {k: v * self.args_cover(sc, k) for k, v in out.items() if v and self.describes(sc, k)}
 
+    @functools.cached_property
+    def profile(self) -> cpu_profile.Profile | None:
+        """The explaining run's sampled CPU time by kernel path (cpu_profile.py), when it has one."""
+        s = next((s for s in self.explain if s.cpu_profile), None)
+        return cpu_profile.read(s.cpu_profile) if s is not None else None
+
+    def sampled_for(self, sc: Scope) -> cpu_profile.Profile | None:
+        """The profile when it can cost this scope: usable, and the scope is the whole process (the
+        samples cover the whole run) or a region holding at least SAMPLED_REGION of its CPU time."""
+        p = self.profile
+        if p is None or not p.usable:
+            return None
+        if sc.name == "process":
+            return p
+        whole = self.process
+        cpu, all_cpu = sc.user_ns + sc.sys_ns, (whole.user_ns + whole.sys_ns) if whole else 0.0
+        return p if all_cpu and cpu >= SAMPLED_REGION * all_cpu else None
+
     def kernel_split(self, sc: Scope, upper_bound: bool = True) -> cost_mod.Split:
-        """The scope's kernel time split across its faults and system calls (findings/cost.py).
-        Without the calls' sizes, `upper_bound` gives the sized calls the time no count explains
-        (what a rule may blame at most); False keeps to the counts' own estimates."""
+        """The scope's kernel time split across its faults and system calls (findings/cost.py):
+        measured from the explaining run's samples where they cost the scope (`sampled_for`),
+        else estimated from the counts. Without the calls' sizes, `upper_bound` gives the sized
+        calls the time no count explains (what a rule may blame at most); False keeps to the
+        counts' own estimates."""
+        if (p := self.sampled_for(sc)) is not None:
+            return cost_mod.sampled(sc, p, self.units)
         populated = sum(b for fam, (_, b) in self.advice_families().items() if fam == "prefault") \
             * self.args_cover(sc, "madvise") if self.describes(sc, "madvise") else 0.0
         sized = [k for k in cost_mod.SIZED_CALLS if sc.syscalls.get(k)]

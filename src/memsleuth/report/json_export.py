@@ -51,6 +51,8 @@ def document(run: StoredRun, a=None) -> dict:
         "findings": [f.to_dict() for f in run_level],    # a cell's own are in its summary
         "no_material_cost": quiet,
         "answer": answer,
+        **({"cpu_time_by_path": [p.to_dict() for p in a.cpu_time],
+            "cpu_profile": a.view.profile.to_dict()} if isinstance(a, CheckAnalysis) and a.cpu_time else {}),
         **({"case": case} if case is not None else {}),
     }
 

@@ -2,7 +2,7 @@
 is made of, the timeline and the findings."""
 from __future__ import annotations
 
-from memsleuth import heap
+from memsleuth import cpu_profile, heap
 from memsleuth.analysis import CheckAnalysis, failure_label
 from memsleuth.events import SYSCALL_COLUMNS
 from memsleuth.records import StoredRun
@@ -53,6 +53,7 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
                               fmt_count(p.majflt), fmt_bytes((a.view.maxrss_kb or 0) * 1024),
                               *[fmt_count(p.syscalls.get(s)) if s in p.syscalls else "n/a" for s in CHECK_SYSCALLS]]],
                             align_right=set(range(6 + len(CHECK_SYSCALLS)))))
+    tables += cpu_time_tables(a)
     tables += memory_view_tables(a.view.heap)
     timeline = timeline_table(a.view.median_sample)
     if timeline:
@@ -74,6 +75,59 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
     return Report(f"memsleuth check — run {run.id}", header, tables, footer, a.findings, quiet=a.quiet,
                   figures=[f for f in (comp, fig) if f],
                   command=memsleuth_command(run.argv), run=run, analysis=a)
+
+
+# The CPU time table names every path of at least this share, and every memory path.
+SHOWN_PATH_SHARE = 0.01
+
+
+def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
+    """Where the CPU time went, by kernel path, from the explaining run's samples (cpu_profile.py
+    classifies them; analysis scales each share to the measured runs' CPU time)."""
+    p = a.view.profile
+    if not a.cpu_time or p is None:
+        return []
+    shown = [x for x in a.cpu_time if x.share >= SHOWN_PATH_SHARE or x.name in cpu_profile.MEMORY_PATHS]
+    rest = [x for x in a.cpu_time if x not in shown]
+    rows = [[part.name, fmt_count(part.samples), f"{part.share:.1%} [{part.low:.1%}, {part.high:.1%}]",
+             fmt_seconds(part.ns)] for part in shown]
+    if rest:
+        rows.append([f"{len(rest)} other paths (each under {SHOWN_PATH_SHARE:.0%})", fmt_count(sum(x.samples for x in rest)),
+                     f"{sum(x.share for x in rest):.1%}", fmt_seconds(sum(x.ns for x in rest))])
+    notes = [f"{p.samples:,} samples of the process tree's CPU time, one per {p.period_ns / 1e6:g} ms of it, in the "
+             "explaining run (never a measured one), each classified by its kernel call chain: a page fault, a "
+             "system call by name, exit's teardown, other kernel work, or user mode; time = share x the measured "
+             "runs' median CPU time."]
+    if p.fault_kinds:
+        seen = {k: v for k, v in p.fault_kinds.items() if k != cpu_profile.UNRESOLVED_FAULT}
+        total = sum(seen.values())
+        if total:
+            notes.append("page faults, where the chain shows what they did (" + f"{total:,} of "
+                         f"{sum(p.fault_kinds.values()):,} samples): " +
+                         ", ".join(f"{k} {v / total:.0%}" for k, v in sorted(seen.items(), key=lambda kv: -kv[1])))
+    if p.other_top:
+        notes.append("other kernel work, by innermost function: " +
+                     ", ".join(f"{name} {n:,}" for name, n in p.other_top[:5]))
+    if p.why:
+        notes.append(f"not usable for costs: {p.why}")
+    elif not p.usable:
+        notes.append(f"too few samples to cost a mechanism by (under {cpu_profile.MIN_SAMPLES}): the findings' costs "
+                     "are estimated from counts")
+    tables = [Table("CPU time by kernel path (sampled)", ["path", "samples", "share [95% CI]", "time"], rows, notes,
+                    align_right={1, 2, 3})]
+    if len(p.executables) > 1:
+        exe_rows = []
+        for name, n, procs in sorted(p.executables, key=lambda e: -e[1])[:10]:
+            by = p.by_executable.get(name, {})
+            top = max((k for k in by if k != cpu_profile.USER), key=lambda k: by[k], default=None)
+            exe_rows.append([name, fmt_count(procs), f"{n / p.samples:.1%}" if p.samples else "-",
+                             f"{by.get(cpu_profile.USER, 0) / n:.0%}" if n else "-",
+                             f"{top} {by[top] / n:.0%}" if top and n else "-"])
+        tables.append(Table("CPU time by executable (sampled)", ["executable", "processes", "share of CPU time",
+                                                                 "user mode", "largest kernel path"], exe_rows,
+                            ["Each process is named by the program it ran last (its command name after exec)."],
+                            align_right={1, 2, 3}))
+    return tables
 
 
 def _peak_column(h: dict) -> str:

@@ -1,0 +1,383 @@
+#define _GNU_SOURCE
+#include "msr_cpu.h"
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "msr.h"
+
+/* 32 data pages (128 KiB) per CPU: at 1 kHz a sample of ~300 bytes, 10 ms between two reads,
+ * fills 3 KiB; the rest is room for a tick ms-run misses on a busy machine. */
+#define DATA_PAGES 32
+#define HALF (MSR_CPU_FRAMES / 2)
+
+int msr_cpu_open(msr_cpu *c, pid_t pid, uint64_t period_ns) {
+  memset(c, 0, sizeof *c);
+  c->period_ns = period_ns;
+  c->stacks = calloc(MSR_CPU_STACKS, sizeof *c->stacks);
+  c->slot = malloc(2 * MSR_CPU_STACKS * sizeof *c->slot);
+  if (!c->stacks || !c->slot) {
+    snprintf(c->why, sizeof c->why, "out of memory");
+    return -1;
+  }
+  memset(c->slot, 0xff, 2 * MSR_CPU_STACKS * sizeof *c->slot);
+  long page = sysconf(_SC_PAGESIZE);
+  long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+  if (ncpu > MSR_MAX_CPUS) ncpu = MSR_MAX_CPUS;
+  for (int cpu = 0; cpu < ncpu; cpu++) {
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.sample_period = period_ns;
+    attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN;
+    attr.exclude_callchain_user = 1;
+    attr.comm = 1;
+    attr.comm_exec = 1;
+    attr.task = 1;
+    attr.disabled = 1;
+    attr.enable_on_exec = 1;
+    attr.inherit = 1;
+    attr.wakeup_events = 1 << 30; /* ms-run polls; no wake-ups needed */
+    long fd = syscall(SYS_perf_event_open, &attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) {
+      if (errno != ENODEV && errno != EINVAL)
+        snprintf(c->why, sizeof c->why, "cpu-clock sampling: %s", strerror(errno));
+      continue; /* an offline CPU, or not permitted */
+    }
+    size_t len = (size_t)page * (1 + DATA_PAGES);
+    void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
+    if (base == MAP_FAILED) {
+      snprintf(c->why, sizeof c->why, "ring buffer: %s", strerror(errno));
+      close((int)fd);
+      continue;
+    }
+    c->fds[c->n] = (int)fd;
+    c->base[c->n] = base;
+    c->n++;
+  }
+  c->enabled = c->n > 0;
+  if (c->enabled) c->why[0] = 0;
+  return c->enabled ? 0 : -1;
+}
+
+static int comm_index(msr_cpu *c, const char *name) {
+  for (int k = 0; k < c->ncomm; k++)
+    if (!strncmp(c->comm[k], name, sizeof c->comm[k])) return k;
+  if (c->ncomm == MSR_CPU_COMMS) return MSR_CPU_COMMS - 1; /* the last one takes the rest */
+  size_t len = strnlen(name, sizeof c->comm[0] - 1);
+  memcpy(c->comm[c->ncomm], name, len);
+  c->comm[c->ncomm][len] = 0;
+  return c->ncomm++;
+}
+
+static int pid_slot(msr_cpu *c, pid_t pid) {
+  for (int k = c->npid - 1; k >= 0; k--)
+    if (c->pid[k] == pid) return k;
+  return -1;
+}
+
+static void set_comm(msr_cpu *c, pid_t pid, int comm) {
+  int k = pid_slot(c, pid);
+  if (k < 0) {
+    if (c->npid == MSR_CPU_PIDS) return;
+    k = c->npid++;
+    c->pid[k] = pid;
+  } else if (c->pid_comm[k] == comm) {
+    return;
+  }
+  c->pid_comm[k] = (int16_t)comm;
+  c->comm_pids[comm]++;
+}
+
+/* The executable a sample of `pid` belongs to: from the COMM and FORK records, else /proc. */
+static int comm_of(msr_cpu *c, pid_t pid) {
+  int k = pid_slot(c, pid);
+  if (k >= 0) return c->pid_comm[k];
+  char name[32];
+  msr_comm(pid, name, sizeof name);
+  int idx = comm_index(c, name);
+  set_comm(c, pid, idx);
+  return idx;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0x100000001b3ull;
+}
+
+static void add_stack(msr_cpu *c, int comm, const uint64_t *ip, uint16_t depth, uint8_t elided) {
+  uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)comm);
+  for (int k = 0; k < depth; k++) h = mix(h, ip[k]);
+  size_t nslot = 2 * MSR_CPU_STACKS;
+  for (size_t s = h % nslot;; s = (s + 1) % nslot) {
+    int32_t i = c->slot[s];
+    if (i < 0) {
+      if (c->nstacks == MSR_CPU_STACKS) {
+        c->cut++;
+        return;
+      }
+      msr_cpu_stack *st = &c->stacks[c->nstacks];
+      st->n = 1;
+      st->hash = h;
+      st->comm = (int16_t)comm;
+      st->depth = depth;
+      st->elided = elided;
+      memcpy(st->ip, ip, depth * sizeof *ip);
+      c->slot[s] = c->nstacks++;
+      return;
+    }
+    msr_cpu_stack *st = &c->stacks[i];
+    if (st->hash == h && st->comm == comm && st->depth == depth && !memcmp(st->ip, ip, depth * sizeof *ip)) {
+      st->n++;
+      return;
+    }
+  }
+}
+
+static void on_sample(msr_cpu *c, const unsigned char *rec, size_t n) {
+  size_t hs = sizeof(struct perf_event_header);
+  if (n < hs + 16) return;
+  uint32_t pid;
+  uint64_t nr;
+  memcpy(&pid, rec + hs, 4);
+  memcpy(&nr, rec + hs + 8, 8);
+  const unsigned char *ips = rec + hs + 16;
+  if (hs + 16 + nr * 8 > n) nr = (n - hs - 16) / 8;
+  uint64_t chain[MSR_CPU_FRAMES];
+  uint64_t kernel[512];
+  uint64_t nk = 0;
+  for (uint64_t k = 0; k < nr && nk < 512; k++) {
+    uint64_t ip;
+    memcpy(&ip, ips + 8 * k, 8);
+    if (ip >= (uint64_t)PERF_CONTEXT_MAX) continue; /* a context marker: kernel, user */
+    kernel[nk++] = ip;
+  }
+  uint16_t depth;
+  uint8_t elided = 0;
+  if (nk <= MSR_CPU_FRAMES) {
+    memcpy(chain, kernel, nk * 8);
+    depth = (uint16_t)nk;
+  } else { /* the innermost frames say what ran, the outermost how the kernel was entered */
+    memcpy(chain, kernel, HALF * 8);
+    memcpy(chain + HALF, kernel + nk - HALF, HALF * 8);
+    depth = MSR_CPU_FRAMES;
+    elided = 1;
+  }
+  int comm = comm_of(c, (pid_t)pid);
+  c->samples++;
+  c->comm_samples[comm]++;
+  if (depth) c->kernel++;
+  add_stack(c, comm, chain, depth, elided);
+}
+
+/* Side-band records first (which executable each process runs), then the samples: a sample read
+ * in the same 10 ms as its process's exec is named for the new program. */
+static void read_buffer(msr_cpu *c, int k, int samples) {
+  struct perf_event_mmap_page *meta = c->base[k];
+  unsigned char *data = (unsigned char *)c->base[k] + meta->data_offset;
+  size_t size = meta->data_size;
+  uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+  uint64_t tail = meta->data_tail;
+  unsigned char rec[8192];
+  size_t hs = sizeof(struct perf_event_header);
+  while (tail + hs <= head) {
+    struct perf_event_header h;
+    for (size_t b = 0; b < hs; b++) ((unsigned char *)&h)[b] = data[(tail + b) % size];
+    if (h.size < hs || tail + h.size > head) break;
+    size_t n = h.size < sizeof rec ? h.size : sizeof rec;
+    for (size_t b = 0; b < n; b++) rec[b] = data[(tail + b) % size]; /* a record may wrap */
+    if (samples) {
+      if (h.type == PERF_RECORD_SAMPLE) on_sample(c, rec, n);
+      else if (h.type == PERF_RECORD_LOST && n >= hs + 16) {
+        uint64_t lost;
+        memcpy(&lost, rec + hs + 8, 8);
+        c->lost += lost;
+      }
+    } else if (h.type == PERF_RECORD_COMM && n > hs + 8) {
+      uint32_t pid, tid;
+      memcpy(&pid, rec + hs, 4);
+      memcpy(&tid, rec + hs + 4, 4);
+      if (pid == tid) { /* a process's exec or rename, not a thread's name */
+        char name[17];
+        size_t len = n - hs - 8 < 16 ? n - hs - 8 : 16;
+        memcpy(name, rec + hs + 8, len);
+        name[len] = 0;
+        set_comm(c, (pid_t)pid, comm_index(c, name));
+      }
+    } else if (h.type == PERF_RECORD_FORK && n >= hs + 16) {
+      uint32_t pid, ppid, tid;
+      memcpy(&pid, rec + hs, 4);
+      memcpy(&ppid, rec + hs + 4, 4);
+      memcpy(&tid, rec + hs + 8, 4);
+      if (pid == tid && pid != ppid && pid_slot(c, (pid_t)pid) < 0) { /* a new process runs its parent's program */
+        int parent = pid_slot(c, (pid_t)ppid);
+        if (parent >= 0) set_comm(c, (pid_t)pid, c->pid_comm[parent]);
+      }
+    }
+    tail += h.size;
+  }
+  if (samples) __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+void msr_cpu_drain(msr_cpu *c) {
+  for (int pass = 0; pass < 2; pass++)
+    for (int k = 0; k < c->n; k++) read_buffer(c, k, pass);
+}
+
+void msr_cpu_close(msr_cpu *c) {
+  long page = sysconf(_SC_PAGESIZE);
+  for (int k = 0; k < c->n; k++) {
+    munmap(c->base[k], (size_t)page * (1 + DATA_PAGES));
+    close(c->fds[k]);
+  }
+  c->n = 0;
+  free(c->stacks);
+  free(c->slot);
+  c->stacks = NULL;
+  c->slot = NULL;
+}
+
+/* ---- naming the kernel's addresses (/proc/kallsyms) ---- */
+typedef struct {
+  uint64_t addr;
+  char *name;
+} ksym;
+
+static int by_addr(const void *a, const void *b) {
+  uint64_t x = ((const ksym *)a)->addr, y = ((const ksym *)b)->addr;
+  return x < y ? -1 : x > y;
+}
+
+static int by_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The text symbols of the running kernel, sorted; NULL when the addresses are hidden (not root,
+ * kptr_restrict) or the file cannot be read. */
+static ksym *load_kallsyms(size_t *count, char *why, size_t wlen) {
+  FILE *f = fopen("/proc/kallsyms", "r");
+  if (!f) {
+    snprintf(why, wlen, "/proc/kallsyms: %s", strerror(errno));
+    return NULL;
+  }
+  size_t cap = 1 << 17, n = 0;
+  ksym *s = malloc(cap * sizeof *s);
+  char line[512];
+  int nonzero = 0;
+  while (s && fgets(line, sizeof line, f)) {
+    char *end;
+    uint64_t addr = strtoull(line, &end, 16);
+    if (end[0] != ' ' || (end[1] != 't' && end[1] != 'T') || end[2] != ' ') continue;
+    char *name = end + 3;
+    name[strcspn(name, " \t\n")] = 0;
+    if (addr) nonzero = 1;
+    if (n == cap) {
+      ksym *t = realloc(s, 2 * cap * sizeof *s);
+      if (!t) break;
+      s = t;
+      cap *= 2;
+    }
+    s[n].addr = addr;
+    s[n].name = strdup(name);
+    n++;
+  }
+  fclose(f);
+  if (!s || !nonzero) {
+    if (s)
+      for (size_t k = 0; k < n; k++) free(s[k].name);
+    free(s);
+    snprintf(why, wlen, "kernel addresses hidden in /proc/kallsyms (not root, or kptr_restrict): frames unnamed");
+    return NULL;
+  }
+  qsort(s, n, sizeof *s, by_addr);
+  *count = n;
+  return s;
+}
+
+static const char *name_of(const ksym *s, size_t n, uint64_t ip) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) { /* the last symbol at or below ip */
+    size_t mid = (lo + hi) / 2;
+    if (s[mid].addr <= ip) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo ? s[lo - 1].name : NULL;
+}
+
+void msr_cpu_json(ms_json *j, const msr_cpu *c) {
+  msj_obj_begin(j, "cpu_profile");
+  msj_u64(j, "period_ns", c->period_ns);
+  msj_u64(j, "samples", c->samples);
+  msj_u64(j, "kernel_samples", c->kernel);
+  msj_u64(j, "lost_records", c->lost);
+  msj_u64(j, "cut_stacks", c->cut);
+  /* Every distinct address once, named once. */
+  size_t nip = 0;
+  for (int k = 0; k < c->nstacks; k++) nip += c->stacks[k].depth;
+  uint64_t *ips = malloc((nip ? nip : 1) * sizeof *ips);
+  size_t u = 0;
+  if (ips) {
+    for (int k = 0; k < c->nstacks; k++)
+      for (int f = 0; f < c->stacks[k].depth; f++) ips[u++] = c->stacks[k].ip[f];
+    qsort(ips, u, sizeof *ips, by_u64);
+    size_t w = 0;
+    for (size_t k = 0; k < u; k++)
+      if (!w || ips[k] != ips[w - 1]) ips[w++] = ips[k];
+    u = w;
+  }
+  size_t nsym = 0;
+  char kwhy[160] = "";
+  ksym *syms = u ? load_kallsyms(&nsym, kwhy, sizeof kwhy) : NULL;
+  msj_str(j, "why", c->why[0] ? c->why : kwhy);
+  msj_arr_begin(j, "frames"); /* frame k of "stacks" is frames[k] */
+  for (size_t k = 0; k < u; k++) {
+    const char *name = syms ? name_of(syms, nsym, ips[k]) : NULL;
+    if (name) {
+      msj_str(j, NULL, name);
+    } else {
+      char hex[24];
+      snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)ips[k]);
+      msj_str(j, NULL, hex);
+    }
+  }
+  msj_arr_end(j);
+  msj_arr_begin(j, "executables"); /* [name, samples, processes] */
+  for (int k = 0; k < c->ncomm; k++) {
+    msj_arr_begin(j, NULL);
+    msj_str(j, NULL, c->comm[k]);
+    msj_u64(j, NULL, c->comm_samples[k]);
+    msj_u64(j, NULL, c->comm_pids[k]);
+    msj_arr_end(j);
+  }
+  msj_arr_end(j);
+  /* [executable, samples, elided, [frame, ...] innermost first]; no frame: user mode */
+  msj_arr_begin(j, "stacks");
+  for (int k = 0; k < c->nstacks; k++) {
+    const msr_cpu_stack *st = &c->stacks[k];
+    msj_arr_begin(j, NULL);
+    msj_u64(j, NULL, (uint64_t)st->comm);
+    msj_u64(j, NULL, st->n);
+    msj_u64(j, NULL, st->elided);
+    msj_arr_begin(j, NULL);
+    for (int f = 0; f < st->depth; f++) {
+      uint64_t *at = ips ? bsearch(&st->ip[f], ips, u, sizeof *ips, by_u64) : NULL;
+      msj_u64(j, NULL, at ? (uint64_t)(at - ips) : 0);
+    }
+    msj_arr_end(j);
+    msj_arr_end(j);
+  }
+  msj_arr_end(j);
+  msj_obj_end(j);
+  if (syms)
+    for (size_t k = 0; k < nsym; k++) free(syms[k].name);
+  free(syms);
+  free(ips);
+}

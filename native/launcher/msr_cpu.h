@@ -1,0 +1,61 @@
+/* Where the process tree's CPU time goes, by kernel path: the software cpu-clock sampled every
+ * `period_ns` of CPU time on every thread of the tree (inherited, opened per CPU as msr_args.c
+ * does, because the kernel refuses a ring buffer on an inherited per-task event), each sample
+ * with its kernel call chain only (no user stack: a kernel chain is a few frames the kernel
+ * walks itself, a user one would need DWARF). A sample with no kernel frame was in user mode.
+ *
+ * Kept as distinct (executable, kernel chain) pairs with their counts, never as a list: an hour
+ * of samples costs ms-run the same table. The executable is the process's command name (comm) as
+ * of its last exec, from the kernel's COMM and FORK records. The chains' addresses are named from
+ * /proc/kallsyms when the document is written (root; otherwise the addresses stay numbers and the
+ * document says why). Nothing here runs in the measured process but the kernel's own sampling. */
+#ifndef MSR_CPU_H
+#define MSR_CPU_H
+#include <stdint.h>
+#include <sys/types.h>
+#include "ms_json.h"
+#include "msr_args.h"
+
+#define MSR_CPU_FRAMES 32   /* kernel frames kept: all of a chain, or its innermost and outermost 16 */
+#define MSR_CPU_STACKS 4096 /* distinct (executable, chain) pairs kept; the rest are counted as cut */
+#define MSR_CPU_COMMS 128   /* distinct executables */
+#define MSR_CPU_PIDS 8192   /* processes whose executable is tracked */
+
+typedef struct {
+  uint64_t n;
+  uint64_t hash;
+  int16_t comm;
+  uint16_t depth;
+  uint8_t elided; /* the chain was deeper than MSR_CPU_FRAMES: its middle is left out */
+  uint64_t ip[MSR_CPU_FRAMES];
+} msr_cpu_stack;
+
+typedef struct {
+  int enabled;
+  char why[128]; /* why it did not open, or why kernel frames are missing */
+  uint64_t period_ns;
+  int fds[MSR_MAX_CPUS];
+  void *base[MSR_MAX_CPUS];
+  int n;
+  uint64_t samples, kernel, lost, cut;
+  msr_cpu_stack *stacks;
+  int nstacks;
+  int32_t *slot; /* open addressing over stacks, 2 * MSR_CPU_STACKS slots */
+  char comm[MSR_CPU_COMMS][16];
+  uint64_t comm_samples[MSR_CPU_COMMS];
+  uint32_t comm_pids[MSR_CPU_COMMS]; /* processes seen running it */
+  int ncomm;
+  pid_t pid[MSR_CPU_PIDS];
+  int16_t pid_comm[MSR_CPU_PIDS];
+  int npid;
+} msr_cpu;
+
+/* Opens the sampler on `pid` (not yet exec'd: enable_on_exec), one sample per `period_ns` of CPU
+ * time. Returns 0 when it opened on at least one CPU. */
+int msr_cpu_open(msr_cpu *c, pid_t pid, uint64_t period_ns);
+/* Reads every record the ring buffers hold now. */
+void msr_cpu_drain(msr_cpu *c);
+void msr_cpu_close(msr_cpu *c);
+/* "cpu_profile": the counts, the executables and the distinct stacks with named frames. */
+void msr_cpu_json(ms_json *j, const msr_cpu *c);
+#endif

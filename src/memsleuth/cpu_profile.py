@@ -1,0 +1,195 @@
+"""Where the CPU time went, by kernel path: the explaining run's sampled CPU time (ms-run
+`--cpu-sample-us`: the software cpu-clock on every thread of the tree, each sample with its kernel
+call chain) read and classified. Pure: it reads the stored document, runs nothing.
+
+Each sample is classified by how the kernel was entered, from its chain's frames (innermost
+first): a fatal exit's teardown (do_exit), a system call by name (the `__x64_sys_NAME` frame, or
+its other architectures' spellings), a page fault (the fault entry) and, within it, what the fault
+did where the chain shows it (zero-fill of a small page, of a huge page, copy-on-write, a file's
+page, swap-in), other kernel work (interrupts, softirqs: named by their innermost function), or
+user mode (no kernel frame). A share is samples over samples, with a 95% Wilson interval: the
+samples are taken at a fixed period of CPU time, so the share of samples estimates the share of
+CPU time.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+USER = "user"
+FAULT = "page-faults"
+EXIT = "exit teardown"
+EXEC = "exec"
+OTHER = "other kernel"
+UNNAMED_SYSCALL = "other system calls"
+# The paths that are memory work: what a report names even when small.
+MEMORY_PATHS = (FAULT, EXIT, "mmap", "munmap", "madvise", "brk", "mremap", "mprotect")
+
+# The syscall's own frame on x86-64 (__x64_sys_, __ia32_sys_ for 32-bit entries), arm64, riscv,
+# s390, and the inner __do_sys_/__se_sys_ frames every architecture's wrapper calls.
+_SYSCALL = re.compile(r"^__(?:x64|ia32|x32|arm64|riscv|s390x|s390|se|do)_(?:compat_)?sys_(\w+)$")
+_SYSCALL_ENTRY = {"do_syscall_64", "entry_SYSCALL_64", "entry_SYSCALL_64_after_hwframe", "x64_sys_call",
+                  "invoke_syscall", "el0_svc_common", "el0_svc", "do_el0_svc"}
+_FAULT_ENTRY = {"asm_exc_page_fault", "exc_page_fault", "do_user_addr_fault", "handle_mm_fault",
+                "__handle_mm_fault", "do_page_fault", "do_mem_abort", "do_translation_fault", "el0_da"}
+_EXIT = {"do_exit", "do_group_exit"}
+# What a fault did, from the frames below its entry; the first set that matches names it.
+FAULT_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("huge-page zero-fill", frozenset({"do_huge_pmd_anonymous_page", "__do_huge_pmd_anonymous_page",
+                                       "clear_huge_page", "folio_zero_user", "vmf_anon_prepare_huge"})),
+    ("copy-on-write", frozenset({"do_wp_page", "wp_page_copy", "do_huge_pmd_wp_page", "do_cow_fault"})),
+    ("swap-in", frozenset({"do_swap_page", "swap_readpage", "swap_read_folio"})),
+    ("file-backed", frozenset({"filemap_fault", "do_read_fault", "do_shared_fault", "filemap_map_pages",
+                               "shmem_fault", "__do_fault", "do_fault_around"})),
+    ("small-page zero-fill", frozenset({"do_anonymous_page", "alloc_anon_folio"})),
+)
+UNRESOLVED_FAULT = "path not sampled"
+Z95 = 1.959963984540054
+
+
+def classify(frames: list[str]) -> tuple[str, str | None]:
+    """(class, detail) of one sample's kernel chain, innermost frame first: the class is USER,
+    EXIT, EXEC, a syscall's name, UNNAMED_SYSCALL, FAULT or OTHER; the detail is the fault's kind
+    (FAULT_KINDS, or UNRESOLVED_FAULT where the chain stops at the fault's entry) or, for OTHER,
+    the innermost function."""
+    if not frames:
+        return USER, None
+    names = set(frames)
+    if names & _EXIT:
+        return EXIT, None
+    for name in reversed(frames):             # the outermost syscall frame is the call made
+        m = _SYSCALL.match(name)
+        if m:
+            call = m.group(1)
+            if call in ("execve", "execveat"):
+                return EXEC, None
+            if call in ("exit", "exit_group"):
+                return EXIT, None
+            return call, None
+    if names & _SYSCALL_ENTRY:
+        return UNNAMED_SYSCALL, None
+    if names & _FAULT_ENTRY:
+        for kind, marks in FAULT_KINDS:
+            if names & marks:
+                return FAULT, kind
+        return FAULT, UNRESOLVED_FAULT
+    return OTHER, frames[0]
+
+
+def wilson(k: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion k/n (0 <= k <= n)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = min(max(k / n, 0.0), 1.0)
+    d = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / d
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A run's sampled CPU time by class (counts of samples), as `classify` names them."""
+    period_ns: int
+    samples: int
+    counts: dict[str, int]
+    fault_kinds: dict[str, int] = field(default_factory=dict)
+    other_top: tuple[tuple[str, int], ...] = ()          # OTHER samples by innermost function
+    executables: tuple[tuple[str, int, int], ...] = ()   # (name, samples, processes)
+    by_executable: dict[str, dict[str, int]] = field(default_factory=dict)
+    lost: int = 0
+    why: str = ""
+
+    @property
+    def kernel_samples(self) -> int:
+        return self.samples - self.counts.get(USER, 0)
+
+    def share(self, *classes: str) -> float:
+        return sum(self.counts.get(c, 0) for c in classes) / self.samples if self.samples else 0.0
+
+    def interval(self, share: float) -> tuple[float, float]:
+        """The 95% interval of a share of these samples (a class or a sum of classes)."""
+        return wilson(share * self.samples, self.samples)
+
+    @property
+    def usable(self) -> bool:
+        """Enough samples, with kernel frames named, to cost a mechanism by: at least MIN_SAMPLES,
+        and not a profile whose kernel chains could not be read or named."""
+        return self.samples >= MIN_SAMPLES and not self.why
+
+    def to_dict(self) -> dict:
+        return {"period_ns": self.period_ns, "samples": self.samples, "counts": dict(self.counts),
+                "fault_kinds": dict(self.fault_kinds), "other_top": [list(t) for t in self.other_top],
+                "executables": [list(e) for e in self.executables], "by_executable": self.by_executable,
+                "lost_records": self.lost, "why": self.why}
+
+
+# Below this many samples a share's interval is wider than ±10 points at 50%: no cost is read
+# from so few (the estimate from counts stands, labelled as such).
+MIN_SAMPLES = 100
+
+
+def read(doc: dict | None) -> Profile | None:
+    """The profile of one explaining run's document (`cpu_profile`), or None when there is none or
+    it is not what ms-run writes."""
+    if not isinstance(doc, dict):
+        return None
+    try:
+        frames = [str(f) for f in doc.get("frames") or []]
+        exes = [(str(e[0]), int(e[1]), int(e[2])) for e in doc.get("executables") or []]
+        counts: Counter = Counter()
+        kinds: Counter = Counter()
+        other: Counter = Counter()
+        by_exe: dict[str, Counter] = {}
+        for exe, n, _elided, idx in doc.get("stacks") or []:
+            n = int(n)
+            names = [frames[int(i)] for i in idx]
+            cls, detail = classify(names)
+            counts[cls] += n
+            if cls == FAULT:
+                kinds[detail] += n
+            elif cls == OTHER:
+                other[detail] += n
+            name = exes[int(exe)][0] if 0 <= int(exe) < len(exes) else "?"
+            by_exe.setdefault(name, Counter())[cls] += n
+        total = int(doc.get("samples") or 0)
+        cut = int(doc.get("cut_stacks") or 0)
+        if cut:
+            counts[OTHER] += cut        # stacks beyond ms-run's table: counted, not classified
+            other["(stacks not kept)"] += cut
+        why = str(doc.get("why") or "")
+        if not why and frames and all(f.startswith("0x") for f in frames):
+            why = "kernel frames unnamed"
+        return Profile(int(doc.get("period_ns") or 0), total, dict(counts), dict(kinds),
+                       tuple(other.most_common(8)), tuple(exes), {k: dict(v) for k, v in by_exe.items()},
+                       int(doc.get("lost_records") or 0), why)
+    except (TypeError, ValueError, IndexError, KeyError):
+        return None
+
+
+@dataclass(frozen=True)
+class Part:
+    """One class's share of the sampled CPU time, and what it is of the measured runs' CPU time."""
+    name: str
+    samples: int
+    share: float
+    low: float
+    high: float
+    ns: float
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "samples": self.samples, "share": self.share, "ci_low": self.low,
+                "ci_high": self.high, "ns": self.ns}
+
+
+def breakdown(p: Profile, cpu_ns: float) -> list[Part]:
+    """Every class of the profile, the largest first, each as a share of the samples (95% CI) and
+    that share of `cpu_ns` (the measured runs' median CPU time)."""
+    out = []
+    for name, k in sorted(p.counts.items(), key=lambda kv: -kv[1]):
+        share = k / p.samples if p.samples else 0.0
+        lo, hi = p.interval(share)
+        out.append(Part(name, k, share, lo, hi, share * cpu_ns))
+    return out

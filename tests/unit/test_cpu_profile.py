@@ -1,0 +1,102 @@
+"""The sampled CPU time by kernel path (cpu_profile.py) on stored documents: classification of
+kernel chains, the intervals of shares, and the costs findings read from them."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memsleuth import cpu_profile
+from memsleuth.cpu_profile import EXIT, FAULT, OTHER, USER, classify
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+SYSCALL = ["do_syscall_64", "entry_SYSCALL_64_after_hwframe"]
+
+
+@pytest.mark.parametrize("frames,expected", [
+    ([], (USER, None)),
+    (["clear_page_erms", "do_anonymous_page", "__handle_mm_fault", "handle_mm_fault", "exc_page_fault",
+      "asm_exc_page_fault"], (FAULT, "small-page zero-fill")),
+    (["clear_page_erms", "folio_zero_user", "do_huge_pmd_anonymous_page", "handle_mm_fault", "exc_page_fault",
+      "asm_exc_page_fault"], (FAULT, "huge-page zero-fill")),
+    (["copy_mc_enhanced_fast_string", "wp_page_copy", "do_wp_page", "handle_mm_fault", "exc_page_fault",
+      "asm_exc_page_fault"], (FAULT, "copy-on-write")),
+    (["filemap_map_pages", "do_read_fault", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
+     (FAULT, "file-backed")),
+    (["exc_page_fault", "asm_exc_page_fault"], (FAULT, cpu_profile.UNRESOLVED_FAULT)),
+    # a fault taken inside a system call (MADV_POPULATE, read's copy) is that call's time
+    (["clear_page_erms", "do_anonymous_page", "handle_mm_fault", "faultin_page", "__get_user_pages",
+      "madvise_populate", "do_madvise", "__x64_sys_madvise", "x64_sys_call", *SYSCALL], ("madvise", None)),
+    (["zap_pte_range", "unmap_page_range", "__vm_munmap", "__x64_sys_munmap", "x64_sys_call", *SYSCALL],
+     ("munmap", None)),
+    (["__arm64_sys_brk", "invoke_syscall", "el0_svc_common"], ("brk", None)),
+    (["free_pages_and_swap_cache", "exit_mmap", "__mmput", "do_exit", "do_group_exit", "__x64_sys_exit_group",
+      "x64_sys_call", *SYSCALL], (EXIT, None)),
+    (["release_pages", "exit_mmap", "mmput", "do_exit", "do_group_exit", "get_signal",
+      "arch_do_signal_or_restart", "irqentry_exit_to_user_mode"], (EXIT, None)),       # killed by a signal
+    (["load_elf_binary", "bprm_execve", "do_execveat_common", "__x64_sys_execve", *SYSCALL],
+     (cpu_profile.EXEC, None)),
+    (["syscall_exit_to_user_mode", *SYSCALL], (cpu_profile.UNNAMED_SYSCALL, None)),
+    (["__do_softirq", "irq_exit_rcu", "sysvec_apic_timer_interrupt", "asm_sysvec_apic_timer_interrupt"],
+     (OTHER, "__do_softirq")),
+])
+def test_a_sample_is_classified_by_how_the_kernel_was_entered(frames, expected):
+    assert classify(frames) == expected
+
+
+def test_wilson_intervals_hold_the_share_and_narrow_with_samples():
+    lo, hi = cpu_profile.wilson(50, 100)
+    assert lo < 0.5 < hi and hi - lo == pytest.approx(0.19, abs=0.01)
+    lo2, hi2 = cpu_profile.wilson(2000, 4000)
+    assert hi2 - lo2 < 0.035
+    assert cpu_profile.wilson(0, 100)[0] == pytest.approx(0.0, abs=1e-12)
+    assert cpu_profile.wilson(100, 100)[1] == pytest.approx(1.0, abs=1e-12)
+
+
+def stored() -> dict:
+    return json.loads((DATA / "cpu-profile-fault-loop.json").read_text())
+
+
+def test_a_stored_profile_reads_as_perf_record_saw_the_same_program():
+    """ms-run's samples of a fault loop, classified: within 0.75-1.33x of the shares perf record's
+    cpu-clock samples gave the same program (the note in the data file)."""
+    p = cpu_profile.read(stored()["cpu_profile"])
+    assert p is not None and p.usable and p.samples > 1000
+    for cls, perf_share in ((FAULT, 0.808), ("munmap", 0.035), ("madvise", 0.031)):
+        assert 0.75 <= p.share(cls) / perf_share <= 1.33, (cls, p.share(cls))
+    assert p.fault_kinds.get("small-page zero-fill", 0) > 0
+    assert p.executables[0][0] == "faulty" and p.executables[0][2] == 1
+
+
+def test_findings_cost_by_the_samples_and_say_so():
+    from memsleuth.evidence import Sample
+    from memsleuth.findings import cost
+    from memsleuth.findings.view import CellView
+    d = stored()
+    doc = {"status": "ok", "wall_ns": 2_200_000_000, "user_ns": d["user_ns"], "sys_ns": d["sys_ns"],
+           "minflt": 1_638_000, "maxrss_kb": 17_000, "syscalls": {"mmap": 200, "munmap": 200, "madvise": 200}}
+    measured = Sample.from_msrun(doc)
+    explain = Sample.from_msrun({**doc, "cpu_profile": d["cpu_profile"]})
+    v = CellView("faulty", "glibc", [measured], explain=[explain])
+    split = v.kernel_split(v.process)
+    cpu = d["user_ns"] + d["sys_ns"]
+    assert split.profile is not None
+    assert split.cost("page-faults") / cpu == pytest.approx(v.profile.share(FAULT))
+    assert "sampled, 95% CI" in split.describe(split.cost("page-faults"))
+    # without the explaining run's samples the same evidence is estimated, and says so
+    estimated = CellView("faulty", "glibc", [measured]).kernel_split(v.process)
+    assert estimated.profile is None and "estimated from counts" in estimated.describe(estimated.cost("page-faults"))
+    # too few samples: no cost is read from them
+    few = {**d["cpu_profile"], "samples": 50}
+    assert not cpu_profile.read(few).usable
+    assert cost.sampled(v.process, v.profile).sys_ns <= cpu
+
+
+def test_a_profile_that_is_not_what_ms_run_writes_is_ignored():
+    assert cpu_profile.read(None) is None
+    assert cpu_profile.read({"stacks": [["x", "y"]]}) is None
+    p = cpu_profile.read({"samples": 10, "frames": ["0xffffffff81000c60"], "stacks": [[0, 10, 0, [0]]],
+                          "executables": [["a", 10, 1]]})
+    assert p is not None and not p.usable and "unnamed" in p.why
