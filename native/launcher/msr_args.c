@@ -20,14 +20,18 @@ static const struct {
   const char *tracepoint;
   const char *fields[4];
 } k_args[MSR_A_N] = {
-    [MSR_A_MUNMAP] = {"sys_enter_munmap", {"len", NULL}},
-    [MSR_A_MADVISE] = {"sys_enter_madvise", {"len_in", "behavior", NULL}},
-    [MSR_A_MMAP] = {"sys_enter_mmap", {"len", "flags", NULL}},
-    [MSR_A_MREMAP] = {"sys_enter_mremap", {"old_len", "new_len", NULL}},
-    [MSR_A_BRK] = {"sys_exit_brk", {"ret", NULL}},
-    [MSR_A_BRKQ] = {"sys_enter_brk", {"brk", NULL}},
+    [MSR_A_MUNMAP] = {"syscalls/sys_enter_munmap", {"len", "addr", NULL}},
+    [MSR_A_MADVISE] = {"syscalls/sys_enter_madvise", {"len_in", "behavior", "start", NULL}},
+    [MSR_A_MMAP] = {"syscalls/sys_enter_mmap", {"len", "flags", NULL}},
+    [MSR_A_MREMAP] = {"syscalls/sys_enter_mremap", {"old_len", "new_len", NULL}},
+    [MSR_A_BRK] = {"syscalls/sys_exit_brk", {"ret", NULL}},
+    [MSR_A_BRKQ] = {"syscalls/sys_enter_brk", {"brk", NULL}},
+    [MSR_A_FAULT] = {"exceptions/page_fault_user", {"address", "error_code", NULL}},
 };
-static const char *const k_names[MSR_A_N] = {"munmap", "madvise", "mmap", "mremap", "brk", "brk_enter"};
+static const char *const k_names[MSR_A_N] = {"munmap", "madvise", "mmap", "mremap", "brk", "brk_enter", "faults"};
+/* The advice that gives pages back (asm-generic/mman-common.h): DONTNEED, FREE, REMOVE, PAGEOUT,
+ * DONTNEED_LOCKED. */
+static int releases(int advice) { return advice == 4 || advice == 8 || advice == 9 || advice == 21 || advice == 24; }
 
 /* The tracepoint's id and the offsets of its fields, from its format file. */
 static int read_format(const char *tp, const char *const *fields, int *off, long *id, char *why, size_t wlen) {
@@ -37,15 +41,15 @@ static int read_format(const char *tp, const char *const *fields, int *off, long
     return -1;
   }
   char path[512], buf[8192];
-  snprintf(path, sizeof path, "%s/syscalls/%s/id", dir, tp);
+  snprintf(path, sizeof path, "%s/%s/id", dir, tp);
   FILE *f = fopen(path, "r");
   if (!f || fscanf(f, "%ld", id) != 1) {
     if (f) fclose(f);
-    snprintf(why, wlen, "no tracepoint syscalls:%s", tp);
+    snprintf(why, wlen, "no tracepoint %s", tp);
     return -1;
   }
   fclose(f);
-  snprintf(path, sizeof path, "%s/syscalls/%s/format", dir, tp);
+  snprintf(path, sizeof path, "%s/%s/format", dir, tp);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
   if (fd >= 0) close(fd);
@@ -71,7 +75,7 @@ static int read_format(const char *tp, const char *const *fields, int *off, long
 int msr_args_sampled_index(const char *name) {
   for (int i = 0; i < MSR_A_N; i++)
     if (i != MSR_A_BRK && i != MSR_A_BRKQ && !strcmp(k_names[i], name)) return i;
-  return -1;
+  return -1; /* munmap, madvise, mmap, mremap, faults */
 }
 
 int msr_args_open(msr_args *a, pid_t pid, const uint64_t *every) {
@@ -85,6 +89,14 @@ int msr_args_open(msr_args *a, pid_t pid, const uint64_t *every) {
   for (int i = 0; i < MSR_A_N; i++)
     ok[i] = read_format(k_args[i].tracepoint, k_args[i].fields, a->ev[i].off, &a->ev[i].id, a->ev[i].why,
                         sizeof a->ev[i].why) == 0;
+  /* Faults only when asked for (a period), with somewhere to look their addresses up. */
+  if (!every || !every[MSR_A_FAULT]) {
+    ok[MSR_A_FAULT] = 0;
+    snprintf(a->ev[MSR_A_FAULT].why, sizeof a->ev[MSR_A_FAULT].why, "not asked for");
+  } else if (!(a->rel = calloc(MSR_REL_PIDS, sizeof *a->rel))) {
+    ok[MSR_A_FAULT] = 0;
+    snprintf(a->ev[MSR_A_FAULT].why, sizeof a->ev[MSR_A_FAULT].why, "out of memory");
+  }
   for (int cpu = 0; cpu < ncpu; cpu++) {
     int out_fd = -1;
     for (int i = 0; i < MSR_A_N; i++) {
@@ -149,6 +161,59 @@ static int bucket(uint64_t bytes) {
   return k;
 }
 
+/* The released ranges of a process (created on first use; NULL when faults are not sampled). */
+static msr_released *released_of(msr_args *a, pid_t pid, int create) {
+  if (!a->rel) return NULL;
+  msr_released *free_slot = NULL;
+  for (int k = 0; k < MSR_REL_PIDS; k++) {
+    if (a->rel[k].pid == pid) return &a->rel[k];
+    if (!a->rel[k].pid && !free_slot) free_slot = &a->rel[k];
+  }
+  if (!create) return NULL;
+  if (!free_slot) { /* more processes than slots: the one with the fewest ranges makes room */
+    free_slot = &a->rel[0];
+    for (int k = 1; k < MSR_REL_PIDS; k++)
+      if (a->rel[k].n < free_slot->n) free_slot = &a->rel[k];
+  }
+  memset(free_slot, 0, sizeof *free_slot);
+  free_slot->pid = pid;
+  return free_slot;
+}
+
+static void release(msr_args *a, pid_t pid, uint64_t start, uint64_t len, int kind, int advice) {
+  msr_released *p = len ? released_of(a, pid, 1) : NULL;
+  if (!p) return;
+  msr_range *last = p->n ? &p->r[(p->next + MSR_REL_RANGES - 1) % MSR_REL_RANGES] : NULL;
+  if (last && last->kind == kind && last->advice == advice && start <= last->end && start + len >= last->start) {
+    if (start < last->start) last->start = start; /* the same release again, or its neighbour */
+    if (start + len > last->end) last->end = start + len;
+    return;
+  }
+  p->r[p->next] = (msr_range){start, start + len, (uint8_t)kind, (uint8_t)advice};
+  p->next = (p->next + 1) % MSR_REL_RANGES;
+  if (p->n < MSR_REL_RANGES) p->n++;
+}
+
+/* A sampled fault: the newest range of its process that holds its address says what gave the
+ * memory back before; none, and it is a first touch. error_code bit 0: the page was present (a
+ * protection fault), bit 1: a write. */
+static void on_fault(msr_args *a, pid_t pid, uint64_t address, uint64_t error_code, uint64_t w) {
+  int kind = MSR_REL_NONE, advice = 0;
+  msr_released *p = released_of(a, pid, 0);
+  for (int k = 1; p && k <= p->n; k++) {
+    const msr_range *r = &p->r[(p->next + MSR_REL_RANGES - k) % MSR_REL_RANGES];
+    if (address >= r->start && address < r->end) {
+      kind = r->kind;
+      advice = r->advice;
+      break;
+    }
+  }
+  a->refault[kind] += w;
+  if (kind == MSR_REL_MADVISE && advice < MSR_ADVICE) a->refault_advice[advice] += w;
+  if (error_code & 1) a->fault_present[kind] += w;
+  else if (error_code & 2) a->fault_write[kind] += w; /* a write of a missing page; the rest read one */
+}
+
 static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw, uint32_t size) {
   const int *off = a->ev[i].off;
   const uint64_t w = a->every[i]; /* the calls this record stands for */
@@ -158,13 +223,18 @@ static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw
       uint64_t len = u64_at(raw, size, off[0]);
       a->bytes[i] += w * len;
       a->hist[i][bucket(len)] += w;
+      release(a, (pid_t)pid, u64_at(raw, size, off[1]), len, MSR_REL_MUNMAP, 0);
       break;
     }
+    case MSR_A_FAULT:
+      on_fault(a, (pid_t)pid, u64_at(raw, size, off[0]), u64_at(raw, size, off[1]), w);
+      break;
     case MSR_A_MADVISE: {
       uint64_t len = u64_at(raw, size, off[0]);
       int advice = (int)(int64_t)u64_at(raw, size, off[1]);
       a->bytes[i] += w * len;
       a->hist[i][bucket(len)] += w;
+      if (releases(advice)) release(a, (pid_t)pid, u64_at(raw, size, off[2]), len, MSR_REL_MADVISE, advice);
       if (advice >= 0 && advice < MSR_ADVICE) {
         a->madvise_calls[advice] += w;
         a->madvise_bytes[advice] += w * len;
@@ -211,7 +281,11 @@ static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw
         a->brk_query[slot] = 1; /* its first break is a baseline */
       }
       if (i == MSR_A_BRKQ) { /* entry: brk(0) asks for the break and moves nothing */
-        if (now == 0) a->brk_query[slot] = 1;
+        if (now == 0) {
+          a->brk_query[slot] = 1;
+          msr_released *p = released_of(a, (pid_t)pid, 0);
+          if (p) p->n = p->next = 0; /* the loader's brk(0): a new program image, nothing released yet */
+        }
         break;
       }
       uint64_t last = a->brk_last[slot];
@@ -227,6 +301,7 @@ static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw
       } else if (now < last) {
         a->brk_down_moves++;
         a->brk_down_bytes += last - now;
+        release(a, (pid_t)pid, now, last - now, MSR_REL_BRK, 0);
       }
       a->brk_last[slot] = now;
       break;
@@ -312,6 +387,8 @@ void msr_args_close(msr_args *a) {
   for (int k = 0; k < a->nbuf; k++) munmap(a->buf[k].base, (size_t)page * (1 + DATA_PAGES));
   for (int k = 0; k < a->nfds; k++) close(a->fds[k]);
   a->nbuf = a->nfds = 0;
+  free(a->rel);
+  a->rel = NULL;
 }
 static void hist_json(ms_json *j, const char *key, const uint64_t *h) {
   /* [[bucket_low_bytes, count], ...] for the non-empty buckets */
@@ -329,7 +406,7 @@ static void hist_json(ms_json *j, const char *key, const uint64_t *h) {
 void msr_args_json(ms_json *j, const msr_args *a) {
   msj_obj_begin(j, "syscall_args");
   for (int i = 0; i < MSR_A_N; i++) {
-    if (i == MSR_A_BRKQ || (!a->ev[i].opened && !a->calls[i])) continue;
+    if (i == MSR_A_BRKQ || i == MSR_A_FAULT || (!a->ev[i].opened && !a->calls[i])) continue;
     msj_obj_begin(j, k_names[i]);
     msj_u64(j, "calls", a->calls[i]);
     if (a->every[i] > 1) msj_u64(j, "every", a->every[i]);
@@ -375,10 +452,37 @@ void msr_args_json(ms_json *j, const msr_args *a) {
     }
     msj_obj_end(j);
   }
+  if (a->ev[MSR_A_FAULT].opened) {
+    /* {"every": P, "by_release": {"none"|"munmap"|"madvise"|"brk": [faults, on a present page, writes of a
+     *  missing page]} (the rest read a missing page),
+     *  "madvise_advice": {"4": faults}} */
+    static const char *rel_names[MSR_REL_N] = {"none", "munmap", "madvise", "brk"};
+    msj_obj_begin(j, "faults");
+    msj_u64(j, "every", a->every[MSR_A_FAULT]);
+    msj_obj_begin(j, "by_release");
+    for (int k = 0; k < MSR_REL_N; k++) {
+      msj_arr_begin(j, rel_names[k]);
+      msj_u64(j, NULL, a->refault[k]);
+      msj_u64(j, NULL, a->fault_present[k]);
+      msj_u64(j, NULL, a->fault_write[k]);
+      msj_arr_end(j);
+    }
+    msj_obj_end(j);
+    msj_obj_begin(j, "madvise_advice");
+    for (int k = 0; k < MSR_ADVICE; k++) {
+      if (!a->refault_advice[k]) continue;
+      char key[16];
+      snprintf(key, sizeof key, "%d", k);
+      msj_u64(j, key, a->refault_advice[k]);
+    }
+    msj_obj_end(j);
+    msj_obj_end(j);
+  }
   msj_u64(j, "lost_records", a->lost);
   msj_obj_begin(j, "unsupported");
   for (int i = 0; i < MSR_A_N; i++)
-    if (!a->ev[i].opened) msj_str(j, k_names[i], a->ev[i].why[0] ? a->ev[i].why : "did not open");
+    if (!a->ev[i].opened && !(i == MSR_A_FAULT && !strcmp(a->ev[i].why, "not asked for")))
+      msj_str(j, k_names[i], a->ev[i].why[0] ? a->ev[i].why : "did not open");
   msj_obj_end(j);
   msj_obj_end(j);
 }

@@ -19,12 +19,31 @@
 
 /* MSR_A_BRKQ (brk's entry) only marks queries, brk(0): the break they return starts a new
  * baseline (a new program image after exec, whose randomised break says nothing of a move). */
-enum { MSR_A_MUNMAP, MSR_A_MADVISE, MSR_A_MMAP, MSR_A_MREMAP, MSR_A_BRK, MSR_A_BRKQ, MSR_A_N };
+/* MSR_A_FAULT is not a syscall: the user page faults (exceptions:page_fault_user), one in
+ * every[MSR_A_FAULT], each looked up in the ranges its process released before it (below); it is
+ * opened only when that period is given. */
+enum { MSR_A_MUNMAP, MSR_A_MADVISE, MSR_A_MMAP, MSR_A_MREMAP, MSR_A_BRK, MSR_A_BRKQ, MSR_A_FAULT, MSR_A_N };
 #define MSR_HIST 48 /* log2 size buckets: bucket k holds sizes in [2^k, 2^(k+1)) */
 #define MSR_ADVICE 32
 #define MSR_BRK_PIDS 64
 
 #define MSR_MAX_CPUS 256
+
+/* Released ranges, per process: what munmap, a purging madvise and a shrinking break gave back,
+ * newest first, so that a sampled fault says whether it touches again memory given back before
+ * it, and by what. A ring per process: the oldest ranges are forgotten first. */
+#define MSR_REL_PIDS 64
+#define MSR_REL_RANGES 256
+enum { MSR_REL_NONE, MSR_REL_MUNMAP, MSR_REL_MADVISE, MSR_REL_BRK, MSR_REL_N };
+typedef struct {
+  uint64_t start, end;
+  uint8_t kind, advice;
+} msr_range;
+typedef struct {
+  pid_t pid;
+  int n, next; /* ranges held, and the slot the next one goes to */
+  msr_range r[MSR_REL_RANGES];
+} msr_released;
 
 typedef struct {
   long id;      /* tracepoint id (= the raw common_type of its records) */
@@ -57,6 +76,12 @@ typedef struct {
   int brk_query[MSR_BRK_PIDS]; /* the next exit of this process's brk is a query */
   uint64_t lost;               /* records the kernel dropped (buffer full) */
   uint64_t every[MSR_A_N];     /* 0/1: every call; P: one call in P, counted P times */
+  msr_released *rel;           /* MSR_REL_PIDS processes' released ranges (when faults are sampled) */
+  /* Sampled faults (each counting every[MSR_A_FAULT]) by what released their address before them
+   * (MSR_REL_NONE: nothing did, a first touch), and how: on a present page (a protection fault:
+   * copy-on-write), a write of a missing page; the rest read a missing page. */
+  uint64_t refault[MSR_REL_N], refault_advice[MSR_ADVICE];
+  uint64_t fault_present[MSR_REL_N], fault_write[MSR_REL_N];
 } msr_args;
 
 /* Opens the events on `pid` (not yet exec'd: enable_on_exec). Returns how many opened. */

@@ -29,7 +29,9 @@ void msr_usage(FILE *f) {
       "  --syscall-args       record the arguments of munmap/madvise/mmap/mremap/brk (bytes, advice,\n"
       "                       the break's moves) from the syscall tracepoints\n"
       "  --syscall-args-every NAME=P   record one NAME call in P (munmap, madvise, mmap, mremap; P\n"
-      "                       prime), each counted P times: the totals become estimates (repeatable)\n"
+      "                       prime), each counted P times: the totals become estimates (repeatable);\n"
+      "                       faults=P samples one user page fault in P, each looked up in the ranges\n"
+      "                       released before it (munmap, purging madvise, the break moving down)\n"
       "  --cpu-sample-us N    sample the tree's CPU time every N us with kernel call chains: where the\n"
       "                       kernel time goes, by path and executable (root)\n"
       "modes:\n"
@@ -181,7 +183,7 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
         memcpy(name, v, (size_t)(eq - v));
         name[eq - v] = 0;
         int i = msr_args_sampled_index(name);
-        if (i < 0) return bad("--syscall-args-every", v, "NAME is one of munmap, madvise, mmap, mremap");
+        if (i < 0) return bad("--syscall-args-every", v, "NAME is one of munmap, madvise, mmap, mremap, faults");
         if (parse_u64("--syscall-args-every", eq + 1, 1, 1u << 30, &o->args_every[i])) return 2;
         break;
       }

@@ -172,6 +172,11 @@ def args_every(counts: dict[str, float]) -> dict[str, int]:
         n = counts.get(name) or 0
         if n > ARGS_RECORDS:
             out[name] = _prime_at_least(max(MIN_ARGS_EVERY, int(-(-n // ARGS_RECORDS))))
+    # The page faults, each looked up in the ranges released before it (ms-run's "faults"): every
+    # one up to ARGS_RECORDS, else one in a prime P of them.
+    faults = counts.get("page-faults") or 0
+    if faults:
+        out["faults"] = 1 if faults <= ARGS_RECORDS else _prime_at_least(int(-(-faults // ARGS_RECORDS)))
     return out
 
 

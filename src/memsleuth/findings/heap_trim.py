@@ -58,7 +58,7 @@ def _process(view: CellView) -> list[Finding]:
     # Pages the break took back after giving them away are faulted in again: at most the smaller
     # of the bytes given and taken back, and never more than the faults beyond the peak's pages.
     refault_pages = min(view.refault_bound(sc), min(up_bytes, down_bytes or 0) / PAGE_BYTES)
-    refault_ns = min(refault_pages * split.units.fault_ns * split.scale, split.cost("page-faults"))
+    refault_ns, traced = view.refault_cost(sc, split, "brk", refault_pages)
     spent = split.cost("brk") + refault_ns
     if not split.material(spent):
         return []
@@ -68,8 +68,10 @@ def _process(view: CellView) -> list[Finding]:
              + (f" ({_size(up_bytes / up_moves)} per move)" if up_moves else "")
              + " (the results of the brk calls, from the kernel)")
     evidence = [f"{brk:,.0f} brk calls and the page faults of the memory they took back cost about "
-                f"{split.describe(spent)} (brk {split.cost('brk') / 1e6:,.0f} ms, re-faults at most "
-                f"{refault_ns / 1e6:,.0f} ms; findings/cost.py)", moves]
+                f"{split.describe(spent)} (brk {split.cost('brk') / 1e6:,.0f} ms, re-faults "
+                f"{'' if traced else 'at most '}{refault_ns / 1e6:,.0f} ms; findings/cost.py)", moves]
+    if traced:
+        evidence.append(traced)
     if down_moves >= MIN_DOWN_MOVES:
         step = down_bytes / down_moves
         small = step <= 2 * PAGE_BYTES
@@ -77,7 +79,10 @@ def _process(view: CellView) -> list[Finding]:
         mechanism = ("the top of the heap is given back to the kernel by moving the program break down "
                      + ("a page or two at a time" if small else f"{_size(step)} at a time")
                      + " and taken again by moving it up")
-        if up_bytes and refault_pages >= cost_mod.REFAULT_SHARE * min(up_bytes, down_bytes) / PAGE_BYTES:
+        if traced:     # the faults' addresses say it: a material cost of re-faults
+            if split.material(refault_ns):
+                mechanism += ", and the memory taken again is faulted in again each time"
+        elif up_bytes and refault_pages >= cost_mod.REFAULT_SHARE * min(up_bytes, down_bytes) / PAGE_BYTES:
             # An upper bound (faults beyond the pages resident at the peak), so said as room, not fact.
             mechanism += (", and there are enough faults beyond the peak's resident pages for the memory taken "
                           "again to be faulted in again each time")

@@ -64,13 +64,20 @@ def check(view: CellView) -> list[Finding]:
         return []
     calls = sc.syscalls["madvise"]
     split = view.kernel_split(sc)
-    spent = split.cost("madvise")
+    trace = view.traced_for(sc)
+    # Where the faults are traced by address, those that touch again what madvise purged are part
+    # of its cost; otherwise they are only said to be possible.
+    refault_ns = split.cost("page-faults") * trace.share("madvise") if trace is not None else 0.0
+    spent = split.cost("madvise") + refault_ns
     if not split.material(spent):
         return []
     where = "the process" if sc.name == "process" else f"region {sc.name}"
     families = view.advice_families() if view.describes(sc, "madvise") else {}
-    evidence = [f"{calls:,.0f} madvise calls in {where} cost about {split.describe(spent)} "
-                f"(calls x their unit cost on this machine, plus the pages they released; findings/cost.py)"]
+    how = ("the calls' own sampled time, plus the faults traced to the memory they purged"
+           if split.profile is not None and trace is not None else
+           "the calls' own sampled time" if split.profile is not None else
+           "calls x their unit cost on this machine, plus the pages they released")
+    evidence = [f"{calls:,.0f} madvise calls in {where} cost about {split.describe(spent)} ({how}; findings/cost.py)"]
     if not families:
         evidence.append("their advice was not recorded (the calls' arguments come from `memsleuth check` or "
                         "`--where`), so what they do to memory is not stated")
@@ -91,7 +98,10 @@ def check(view: CellView) -> list[Finding]:
         if family == "purge":
             advice = PURGE_ADVICE.get(view.allocator, PURGE_GENERIC)
     faults = sc.minflt
-    if family == "purge" and faults:
+    if trace is not None and trace.share("madvise"):
+        _, traced = view.refault_cost(sc, split, "madvise", 0.0)
+        evidence.append(f"{traced}: {refault_ns / 1e6:,.0f} ms of page faults")
+    elif family == "purge" and faults:
         purged_pages = families["purge"][1] / PAGE_BYTES
         refault_ns = min(view.refault_bound(sc), purged_pages) * split.units.fault_ns * split.scale
         evidence.append(f"{faults:,.0f} page faults in the same span ({faults / calls:.2f} per call); if they are the "

@@ -34,24 +34,30 @@ def _process(view: CellView) -> list[Finding]:
     unmapped = view.args("munmap", "bytes")
     fault_bytes = sc.minflt * PAGE_BYTES
     refault_pages = min(view.refault_bound(sc), unmapped / PAGE_BYTES) if unmapped else 0.0
-    refault_ns = min(refault_pages * split.units.fault_ns * split.scale, split.cost("page-faults"))
+    refault_ns, traced = view.refault_cost(sc, split, "munmap", refault_pages)
     spent = split.cost("mmap", "munmap") + refault_ns
     if not split.material(spent):
         return []
     evidence = [f"{mmaps:,.0f} mmap and {munmaps:,.0f} munmap calls cost about {split.describe(spent)} (the calls "
                 f"{split.cost('mmap', 'munmap') / 1e6:,.0f} ms with the pages they released, the faults of the memory "
-                f"mapped again at most {refault_ns / 1e6:,.0f} ms; findings/cost.py)"]
+                f"mapped again {'' if traced else 'at most '}{refault_ns / 1e6:,.0f} ms; findings/cost.py)"]
+    if traced:
+        evidence.append(traced)
     if unmapped is not None:
         per = unmapped / munmaps
         large = per >= LARGE_BLOCK_BYTES
-        refaults = refault_pages * PAGE_BYTES >= REFAULT_SHARE * unmapped
+        # traced: the re-faults' own cost is material; else enough faults to re-fault most of what was unmapped
+        refaults = split.material(refault_ns) if traced else refault_pages * PAGE_BYTES >= REFAULT_SHARE * unmapped
         evidence.append(f"munmap returned {mib(unmapped)} ({mib(per)} per call; {view.args_source('munmap')})")
-        evidence.append(f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)}, {fault_bytes / unmapped:.2f}x the bytes "
-                        "unmapped")
+        if not traced:
+            evidence.append(f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)} if each was one page, "
+                            f"{fault_bytes / unmapped:.2f}x the bytes unmapped")
         what = "large blocks" if large else f"small mappings ({per / 1024:,.0f} KiB each on average)"
         mechanism = (f"{what} get a fresh mapping when allocated and are unmapped when freed: every cycle pays an "
                      "mmap and a munmap")
         mechanism += (", and the fresh memory is faulted in again on its first use" if refaults else
+                      "; most of the faults do not touch memory given back by munmap, so most of this cost is the calls "
+                      "themselves" if traced else
                       "; the faults are fewer than the unmapped bytes, so most of the cost is the calls themselves")
         confirmed = True
     else:

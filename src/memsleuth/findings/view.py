@@ -71,6 +71,46 @@ class StepRegion:
     syscalls_per_step: dict[str, float]
 
 
+@dataclass(frozen=True)
+class FaultTrace:
+    """The explaining run's sampled page faults (ms-run's syscall_args "faults"), each looked up in
+    the ranges its process gave back before it: by what gave it back ("none": a first touch,
+    "munmap", "madvise", "brk"), each (faults, on a present page, writes of a missing page); the
+    rest read a missing page. Counts stand for `every` faults each."""
+    every: int
+    by_release: dict[str, tuple[float, float, float]]
+    madvise_advice: dict[int, float]
+
+    @classmethod
+    def read(cls, doc) -> "FaultTrace | None":
+        try:
+            by = {str(k): (float(v[0]), float(v[1]), float(v[2])) for k, v in (doc.get("by_release") or {}).items()}
+            advice = {int(k): float(v) for k, v in (doc.get("madvise_advice") or {}).items()}
+            return cls(int(doc.get("every") or 1), by, advice) if sum(v[0] for v in by.values()) > 0 else None
+        except (AttributeError, TypeError, ValueError, IndexError):
+            return None
+
+    @property
+    def total(self) -> float:
+        return sum(v[0] for v in self.by_release.values())
+
+    def share(self, released_by: str) -> float:
+        """The share of the sampled faults that touch memory `released_by` gave back before them."""
+        return self.by_release.get(released_by, (0.0, 0.0, 0.0))[0] / self.total
+
+    def read_share(self, released_by: str) -> float:
+        """Of those faults, the share that read a missing page (not present, not a write)."""
+        n, present, writes = self.by_release.get(released_by, (0.0, 0.0, 0.0))
+        return max(0.0, n - present - writes) / n if n else 0.0
+
+    def records(self) -> float:
+        return self.total / max(self.every, 1)
+
+
+# The words for what gave the memory back, as the evidence says it.
+RELEASED_BY = {"munmap": "munmap", "madvise": "a purging madvise", "brk": "the program break moving down"}
+
+
 @dataclass
 class CellView:
     label: str
@@ -167,6 +207,37 @@ class CellView:
             c0, b0 = out.get(fam, (0.0, 0.0))
             out[fam] = (c0 + calls, b0 + nbytes)
         return out
+
+    @functools.cached_property
+    def fault_trace(self) -> FaultTrace | None:
+        """The explaining run's page faults traced by address (FaultTrace), when it has them."""
+        s = next((s for s in self.explain if (s.syscall_args or {}).get("faults")), None)
+        return FaultTrace.read(s.syscall_args["faults"]) if s is not None else None
+
+    def traced_for(self, sc: Scope) -> FaultTrace | None:
+        """The fault trace when it describes the scope: the whole process, or a region holding
+        SAMPLED_REGION of its CPU time (the trace covers the whole run)."""
+        t = self.fault_trace
+        if t is None or sc.name == "process":
+            return t
+        whole = self.process
+        return t if whole and sc.minflt and whole.minflt and sc.minflt >= SAMPLED_REGION * whole.minflt else None
+
+    def refault_cost(self, sc: Scope, split: cost_mod.Split, released_by: str,
+                     bound_pages: float) -> tuple[float, str | None]:
+        """The time of the scope's page faults that touch again memory `released_by` ("munmap",
+        "madvise", "brk") gave back before them, and the evidence that says how it is known: from the
+        fault trace where there is one (its share of the sampled faults times the faults' time: a
+        fact), else at most `bound_pages` faults at the split's unit cost (an upper bound, None)."""
+        t = self.traced_for(sc)
+        if t is not None:
+            share = t.share(released_by)
+            every = f", one fault in {t.every:,}" if t.every > 1 else ""
+            return split.cost("page-faults") * share, (
+                f"{share:.0%} of {t.records():,.0f} sampled page faults touch memory given back before them by "
+                f"{RELEASED_BY.get(released_by, released_by)} (each fault's address looked up in the ranges released "
+                f"earlier{every})")
+        return min(bound_pages * split.units.fault_ns * split.scale, split.cost("page-faults")), None
 
     def refault_bound(self, sc: Scope) -> float:
         """At most how many of the process's page faults can be re-faults: every page resident at
