@@ -87,8 +87,11 @@ def test_rss_blowup_fires_when_free_never_frees(tmp_path):
 def test_heap_trim_fires_on_the_trim_on_every_free_fixture(tmp_path):
     # Blocks of 4..64 KiB keep the heap top moving; the fixture trims on every free. (Plain glibc
     # trims here too, past its 128 KiB threshold: that is a true finding, so it is not asserted away.)
+    # A million iterations (~150 ms of CPU): at 100,000 the mechanism cost ~10 ms, the materiality
+    # floor itself, and beside two busy loops rusage's tick-counted system time (one run: 0 ms of
+    # 15) put the median under it.
     doc = run_json(tmp_path, "compare", "--alloc", f"trim={fixture('libfx-trim.so')}", "--param", "ws=64",
-                   "--param", "min-size=4096", "--param", "max-size=65536", "--param", "iterations=100000",
+                   "--param", "min-size=4096", "--param", "max-size=65536", "--param", "iterations=1000000",
                    "--reps", "6")
     f = next(f for f in doc["cells"][0]["summary"]["findings"] if f["id"] == "heap-trim-churn")
     assert f["numbers"]["brk"] > 1000

@@ -29,22 +29,40 @@ def _process(view: CellView) -> list[Finding]:
     sc = view.process
     if sc is None or sc.minflt is None or view.maxrss_kb is None:
         return []
-    fault_bytes = sc.minflt * PAGE_BYTES
     share = sc.sys_share or 0.0
     resident = view.maxrss_kb * 1024
-    if fault_bytes < MIN_PROCESS_FAULT_BYTES or resident < MIN_RESIDENT_SHARE * fault_bytes:
-        return []
     split = view.kernel_split(sc)
-    spent = split.cost("page-faults")
-    if not split.material(spent):
+    trace = view.traced_for(sc)
+    tree = view.processes > 1
+    if trace is not None:
+        # The faults' addresses say which were first touches: nothing gave their memory back before.
+        first = trace.share("none")
+        fault_bytes = sc.minflt * first * PAGE_BYTES
+        spent = split.cost("page-faults") * first
+        proof = (f"{first:.0%} of {trace.records():,.0f} sampled page faults touch memory that nothing gave back before "
+                 "them (each address looked up in the ranges released by munmap, a purging madvise or the break "
+                 "moving down): first touches")
+    elif tree:
+        return []   # the tree's faults against one process's peak say nothing of first touches
+    else:
+        fault_bytes = sc.minflt * PAGE_BYTES
+        spent = split.cost("page-faults")
+        proof = (f"peak RSS {mib(resident)} = {resident / fault_bytes:.0%} of the faulted bytes (threshold "
+                 f"{MIN_RESIDENT_SHARE:.0%}): most of the faulted memory stayed resident, so most faults were first "
+                 "touches rather than memory given back and touched again") if fault_bytes else ""
+        if resident < MIN_RESIDENT_SHARE * fault_bytes:
+            return []
+    if fault_bytes < MIN_PROCESS_FAULT_BYTES or not split.material(spent):
         return []
-    evidence = [f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)} faulted in, costing about {split.describe(spent)} "
-                f"({split.units.fault_ns:,.0f} ns per fault on this machine; findings/cost.py)",
-                f"peak RSS {mib(resident)} = {resident / fault_bytes:.0%} of the faulted bytes (threshold "
-                f"{MIN_RESIDENT_SHARE:.0%}): most of the faulted memory stayed resident, so most faults were first "
-                "touches rather than memory given back and touched again",
+    per_exe = view.fault_executables()
+    top = per_exe[0] if per_exe and per_exe[0][2] >= 0.5 else None
+    evidence = [f"{sc.minflt:,.0f} page faults in the process tree, {mib(fault_bytes)} of them first touches if each "
+                f"was one page, costing about {split.describe(spent)} (findings/cost.py)", proof,
                 f"{share:.0%} of the CPU time was in the kernel ({sc.sys_ns / 1e6:,.0f} of "
                 f"{(sc.user_ns + sc.sys_ns) / 1e6:,.0f} ms)"]
+    if len(per_exe) > 1 or (top and top[1] > 1):
+        evidence.append("page-fault time by executable (sampled): " + ", ".join(
+            f"{name} ({n:,} process{'es' if n > 1 else ''}) {s:.0%}" for name, n, s in per_exe[:4]))
     t = view.median_sample.timeline if view.median_sample else None
     rss, times = (t.column("rss_kb"), t.times_ms) if t else (None, None)
     if rss and len(rss) >= 3:
@@ -54,11 +72,15 @@ def _process(view: CellView) -> list[Finding]:
     if phase:
         evidence.append(phase.text)
     cost_share = split.share(spent)
+    who = "the program pays"
+    if tree and top and top[1] > 1:
+        each = fault_bytes * top[2] / top[1]
+        who = f"{top[1]:,} processes of {top[0]} pay, each faulting in about {mib(each)},"
     return [Finding(
         id="first-touch", title=f"First-touch faults: {mib(fault_bytes)} of fresh memory faulted in: "
                                 f"{split.describe(spent)}",
-        mechanism="memory fresh from malloc/mmap is not backed by pages until first written, so the program pays "
-                  f"a page fault per {PAGE_BYTES // 1024} KiB page as it first touches it, and {share:.0%} of its time "
+        mechanism=f"memory fresh from malloc/mmap is not backed by pages until first written, so {who} "
+                  f"a page fault per page as it first touches it, and {share:.0%} of its time "
                   "is the kernel's",
         evidence=evidence,
         advice="if that time is inside what you measure, touch the memory first (memset, MADV_POPULATE_WRITE, "

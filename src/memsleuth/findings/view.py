@@ -367,6 +367,29 @@ class CellView:
         return _med_opt(s.maxrss_kb for s in self.samples)
 
     @property
+    def processes(self) -> int:
+        """How many processes the command ran, as far as the evidence shows: the most alive at one
+        tick of the timeline, or the processes the explaining run's samples saw (every process that
+        ran on a CPU while it was sampled). A tree's summed faults are never held against the peak
+        of one of its processes."""
+        live = max((max(t.column("procs") or [1]) for s in self.samples if (t := s.timeline) is not None),
+                   default=1)
+        seen = sum(e[2] for e in self.profile.executables) if self.profile is not None else 0
+        return max(int(live), int(seen), 1)
+
+    def fault_executables(self) -> list[tuple[str, int, float]]:
+        """(executable, processes, share of the sampled fault time) for the executables that took
+        page faults in the explaining run, the most first (cpu_profile.by_executable)."""
+        p = self.profile
+        if p is None:
+            return []
+        faults = {name: by.get(cpu_profile.FAULT, 0) for name, by in p.by_executable.items()}
+        total = sum(faults.values())
+        procs = {e[0]: e[2] for e in p.executables}
+        return sorted(((name, procs.get(name, 1), n / total) for name, n in faults.items() if n),
+                      key=lambda t: -t[2]) if total else []
+
+    @property
     def heap(self) -> dict | None:
         """The heap accounting of the explaining run (heap.py), when it was made."""
         return next((s.heap for s in self.explain + self.samples if s.heap), None)

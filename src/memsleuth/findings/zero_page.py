@@ -22,16 +22,23 @@ MAX_DISCARDS_PER_FAULT = 0.1
 # down: the calls' arguments) under MAX_DISCARDS_PER_FAULT of the faulted bytes too, since memory
 # given back and faulted again also leaves RSS below the faults.
 MIN_PROCESS_FAULT_BYTES = 64 << 20
+# Where the faults are traced by address, at least this share of them must read a page that was
+# missing and never given back before (a zero-page read is a read of never-written memory).
+MIN_READ_SHARE = 0.5
 
 
 def _process(view: CellView) -> list[Finding]:
     sc = view.process
-    if sc is None or sc.minflt is None or view.maxrss_kb is None:
-        return []
+    if sc is None or sc.minflt is None or view.maxrss_kb is None or view.processes > 1:
+        return []   # a tree's summed faults against one process's peak say nothing of the zero page
     fault_bytes = sc.minflt * PAGE_BYTES
     resident = view.maxrss_kb * 1024
     if fault_bytes < MIN_PROCESS_FAULT_BYTES or resident > MAX_RSS_PER_FAULT * fault_bytes:
         return []
+    trace = view.traced_for(sc)
+    reads = trace.share("none") * trace.read_share("none") if trace is not None else None
+    if reads is not None and reads < MIN_READ_SHARE:
+        return []   # the faults' own kinds say otherwise: writes, or memory given back and touched again
     released = view.released_bytes(sc)
     if not any(s.syscall_args for s in view.explain + view.samples):
         return []   # without the arguments, memory given back cannot be told from the zero page
@@ -56,7 +63,9 @@ def _process(view: CellView) -> list[Finding]:
                   f"memory given back to the kernel (munmap, purging madvise, the break moving down): "
                   f"{mib(given_back)} = {given_back / fault_bytes:.1%} of the faulted bytes (threshold "
                   f"{MAX_DISCARDS_PER_FAULT:.0%}; the calls' arguments): the faults are not re-faults of memory "
-                  "given back"],
+                  "given back",
+                  *([f"{reads:.0%} of {trace.records():,.0f} sampled page faults read a missing page that nothing gave "
+                     f"back before (threshold {MIN_READ_SHARE:.0%})"] if reads is not None else [])],
         advice="write the memory before reading it (or do not read what was never written: calloc'd memory that is "
                "only read is all zeros); treat any bandwidth measured over it as invalid",
         subject=view.label, confidence=confidence(share),
