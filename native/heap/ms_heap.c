@@ -617,9 +617,13 @@ MS_EXPORT void *realloc(void *p, size_t n) {
     if (q) memcpy(q, p, n); /* the boot block is at least as large as what was asked of it */
     return q;
   }
+  /* A realloc allocates what it grows by: counted as the whole new size, a buffer grown a byte at
+   * a time to 64 MiB "allocated" 2^51 bytes and drew a sampled stack on nearly every call (0.56 s
+   * of program, 81 s under the accounting). Live bytes follow the blocks' usable sizes as ever. */
+  size_t old = p && g_ready ? usable_size(p) : 0;
   if (p) on_free(p);
   void *q = real_realloc(p, n);
-  if (q) on_alloc(q, n);
+  if (q) on_alloc(q, n > old ? n - old : 0);
   else if (p && n) on_alloc(p, real_usable ? real_usable(p) : n); /* failed: the old block is still live */
   return q;
 }

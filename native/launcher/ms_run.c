@@ -581,7 +581,7 @@ static int run_mode(const msr_options *o) {
     r.ctr = &ctr;
   }
   if (o->syscall_args) msr_args_open(&r.args, r.pid, o->args_every);
-  if (o->cpu_sample_us) msr_cpu_open(&r.cpu, r.pid, o->cpu_sample_us * 1000u);
+  if (o->cpu_sample_us) msr_cpu_open(&r.cpu, r.pid, o->cpu_sample_us * 1000u, o->preload);
   tl_columns(&r.tl, r.ctr, &r.args);
   ms_snapshot s0, s1;
   memset(&s0, 0, sizeof s0);

@@ -16,9 +16,21 @@
 #define DATA_PAGES 32
 #define HALF (MSR_CPU_FRAMES / 2)
 
-int msr_cpu_open(msr_cpu *c, pid_t pid, uint64_t period_ns) {
+int msr_cpu_open(msr_cpu *c, pid_t pid, uint64_t period_ns, const char *preload) {
   memset(c, 0, sizeof *c);
   c->period_ns = period_ns;
+  /* The preloaded libraries as the kernel names their mappings: resolved (a symlink's target). */
+  for (const char *p = preload; p && *p && c->npreload < MSR_CPU_PRELOADS;) {
+    size_t len = strcspn(p, ": ");
+    char path[4096];
+    if (len && len < sizeof path) {
+      memcpy(path, p, len);
+      path[len] = 0;
+      char *real = realpath(path, NULL);
+      c->preload[c->npreload++] = real ? real : strdup(path);
+    }
+    p += len + (p[len] != 0);
+  }
   c->stacks = calloc(MSR_CPU_STACKS, sizeof *c->stacks);
   c->slot = malloc(2 * MSR_CPU_STACKS * sizeof *c->slot);
   if (!c->stacks || !c->slot) {
@@ -36,7 +48,9 @@ int msr_cpu_open(msr_cpu *c, pid_t pid, uint64_t period_ns) {
     attr.type = PERF_TYPE_SOFTWARE;
     attr.config = PERF_COUNT_SW_CPU_CLOCK;
     attr.sample_period = period_ns;
-    attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN;
+    attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+    attr.sample_id_all = 1; /* side-band records carry {pid, tid, time}: read in time order */
+    attr.mmap = 1;          /* executable mappings: which processes mapped the preloaded libraries */
     attr.exclude_callchain_user = 1;
     attr.comm = 1;
     attr.comm_exec = 1;
@@ -77,33 +91,27 @@ static int comm_index(msr_cpu *c, const char *name) {
   return c->ncomm++;
 }
 
-static int pid_slot(msr_cpu *c, pid_t pid) {
+/* The slot of a process (created when `comm` >= 0; -1 when the table is full or it is unknown). */
+static int pid_slot(msr_cpu *c, pid_t pid, int comm) {
   for (int k = c->npid - 1; k >= 0; k--)
     if (c->pid[k] == pid) return k;
-  return -1;
-}
-
-static void set_comm(msr_cpu *c, pid_t pid, int comm) {
-  int k = pid_slot(c, pid);
-  if (k < 0) {
-    if (c->npid == MSR_CPU_PIDS) return;
-    k = c->npid++;
-    c->pid[k] = pid;
-  } else if (c->pid_comm[k] == comm) {
-    return;
-  }
+  if (comm < 0 || c->npid == MSR_CPU_PIDS) return -1;
+  int k = c->npid++;
+  c->pid[k] = pid;
   c->pid_comm[k] = (int16_t)comm;
-  c->comm_pids[comm]++;
+  c->pid_exec[k] = 0;
+  c->pid_mask[k] = 0;
+  return k;
 }
 
 /* The executable a sample of `pid` belongs to: from the COMM and FORK records, else /proc. */
 static int comm_of(msr_cpu *c, pid_t pid) {
-  int k = pid_slot(c, pid);
+  int k = pid_slot(c, pid, -1);
   if (k >= 0) return c->pid_comm[k];
   char name[32];
   msr_comm(pid, name, sizeof name);
   int idx = comm_index(c, name);
-  set_comm(c, pid, idx);
+  pid_slot(c, pid, idx);
   return idx;
 }
 
@@ -141,15 +149,16 @@ static void add_stack(msr_cpu *c, int comm, const uint64_t *ip, uint16_t depth, 
   }
 }
 
+/* { header, u32 pid, tid, u64 time, u64 nr, u64 ips[nr] } */
 static void on_sample(msr_cpu *c, const unsigned char *rec, size_t n) {
   size_t hs = sizeof(struct perf_event_header);
-  if (n < hs + 16) return;
+  if (n < hs + 24) return;
   uint32_t pid;
   uint64_t nr;
   memcpy(&pid, rec + hs, 4);
-  memcpy(&nr, rec + hs + 8, 8);
-  const unsigned char *ips = rec + hs + 16;
-  if (hs + 16 + nr * 8 > n) nr = (n - hs - 16) / 8;
+  memcpy(&nr, rec + hs + 16, 8);
+  const unsigned char *ips = rec + hs + 24;
+  if (hs + 24 + nr * 8 > n) nr = (n - hs - 24) / 8;
   uint64_t chain[MSR_CPU_FRAMES];
   uint64_t kernel[512];
   uint64_t nk = 0;
@@ -177,58 +186,110 @@ static void on_sample(msr_cpu *c, const unsigned char *rec, size_t n) {
   add_stack(c, comm, chain, depth, elided);
 }
 
-/* Side-band records first (which executable each process runs), then the samples: a sample read
- * in the same 10 ms as its process's exec is named for the new program. */
-static void read_buffer(msr_cpu *c, int k, int samples) {
-  struct perf_event_mmap_page *meta = c->base[k];
-  unsigned char *data = (unsigned char *)c->base[k] + meta->data_offset;
-  size_t size = meta->data_size;
-  uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-  uint64_t tail = meta->data_tail;
-  unsigned char rec[8192];
-  size_t hs = sizeof(struct perf_event_header);
-  while (tail + hs <= head) {
-    struct perf_event_header h;
-    for (size_t b = 0; b < hs; b++) ((unsigned char *)&h)[b] = data[(tail + b) % size];
-    if (h.size < hs || tail + h.size > head) break;
-    size_t n = h.size < sizeof rec ? h.size : sizeof rec;
-    for (size_t b = 0; b < n; b++) rec[b] = data[(tail + b) % size]; /* a record may wrap */
-    if (samples) {
-      if (h.type == PERF_RECORD_SAMPLE) on_sample(c, rec, n);
-      else if (h.type == PERF_RECORD_LOST && n >= hs + 16) {
+/* Which program each process runs and which preloaded libraries it mapped, from the side-band
+ * records (sample_id_all: {pid, tid, time} at their end). */
+static void on_side(msr_cpu *c, const unsigned char *rec, size_t n) {
+  size_t hs = sizeof(struct perf_event_header), trailer = 16;
+  struct perf_event_header h;
+  memcpy(&h, rec, hs);
+  uint32_t pid, tid;
+  if (n < hs + 8 + trailer) return;
+  memcpy(&pid, rec + hs, 4);
+  memcpy(&tid, rec + hs + 4, 4);
+  if (h.type == PERF_RECORD_COMM && pid == tid) { /* a process's exec or rename, not a thread's name */
+    char name[17];
+    size_t len = strnlen((const char *)rec + hs + 8, n - hs - 8 - trailer < 16 ? n - hs - 8 - trailer : 16);
+    memcpy(name, rec + hs + 8, len);
+    name[len] = 0;
+    int comm = comm_index(c, name), k = pid_slot(c, (pid_t)pid, comm);
+    if (k < 0) return;
+    c->pid_comm[k] = (int16_t)comm;
+    if (h.misc & PERF_RECORD_MISC_COMM_EXEC) { /* a new program image: nothing mapped yet */
+      c->pid_exec[k] = 1;
+      c->pid_mask[k] = 0;
+    }
+  } else if (h.type == PERF_RECORD_FORK && n >= hs + 16 + trailer) {
+    uint32_t ppid;
+    memcpy(&ppid, rec + hs + 4, 4);
+    memcpy(&tid, rec + hs + 8, 4);
+    if (pid != tid || pid == ppid) return; /* a thread */
+    int parent = pid_slot(c, (pid_t)ppid, -1);
+    if (parent < 0 || pid_slot(c, (pid_t)pid, -1) >= 0) return;
+    int k = pid_slot(c, (pid_t)pid, c->pid_comm[parent]); /* a new process runs its parent's program */
+    if (k >= 0) {
+      c->pid_exec[k] = c->pid_exec[parent];
+      c->pid_mask[k] = c->pid_mask[parent];
+    }
+  } else if (h.type == PERF_RECORD_MMAP && n > hs + 32 + trailer && c->npreload) {
+    const char *file = (const char *)rec + hs + 32;
+    size_t max = n - hs - 32 - trailer;
+    for (int i = 0; i < c->npreload; i++) {
+      if (strnlen(file, max) == strlen(c->preload[i]) && !strncmp(file, c->preload[i], max)) {
+        int k = pid_slot(c, (pid_t)pid, comm_of(c, (pid_t)pid));
+        if (k >= 0) c->pid_mask[k] |= (uint8_t)(1u << i);
+      }
+    }
+  }
+}
+
+typedef struct {
+  uint64_t time;
+  size_t off;
+  uint32_t len;
+} side_rec;
+
+static int by_time(const void *a, const void *b) {
+  uint64_t x = ((const side_rec *)a)->time, y = ((const side_rec *)b)->time;
+  return x < y ? -1 : x > y;
+}
+
+/* Reads every record the buffers hold: the side-band ones of all CPUs in time order first, then
+ * the samples, so that a sample read in the same 10 ms as its process's exec is named for the
+ * program it ran, and a library mapped after an exec on another CPU is not undone by it. */
+void msr_cpu_drain(msr_cpu *c) {
+  size_t hs = sizeof(struct perf_event_header), total = 0;
+  for (int k = 0; k < c->n; k++) {
+    struct perf_event_mmap_page *meta = c->base[k];
+    total += __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) - meta->data_tail;
+  }
+  unsigned char *arena = total ? malloc(total) : NULL;
+  side_rec *sides = total ? malloc((total / hs + 1) * sizeof *sides) : NULL;
+  size_t used = 0, nside = 0;
+  for (int k = 0; k < c->n && arena && sides; k++) {
+    struct perf_event_mmap_page *meta = c->base[k];
+    unsigned char *data = (unsigned char *)c->base[k] + meta->data_offset;
+    size_t size = meta->data_size;
+    uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE), tail = meta->data_tail;
+    while (tail + hs <= head) {
+      struct perf_event_header h;
+      for (size_t b = 0; b < hs; b++) ((unsigned char *)&h)[b] = data[(tail + b) % size];
+      if (h.size < hs || tail + h.size > head || used + h.size > total) break;
+      unsigned char *rec = arena + used;
+      for (size_t b = 0; b < h.size; b++) rec[b] = data[(tail + b) % size]; /* a record may wrap */
+      if (h.type == PERF_RECORD_SAMPLE) {                                   /* after every side-band record */
+        sides[nside++] = (side_rec){UINT64_MAX, used, h.size};
+      } else if (h.type == PERF_RECORD_LOST && h.size >= hs + 16) {
         uint64_t lost;
         memcpy(&lost, rec + hs + 8, 8);
         c->lost += lost;
+      } else if (h.size >= hs + 16) {
+        uint64_t t;
+        memcpy(&t, rec + h.size - 8, 8);
+        sides[nside++] = (side_rec){t, used, h.size};
       }
-    } else if (h.type == PERF_RECORD_COMM && n > hs + 8) {
-      uint32_t pid, tid;
-      memcpy(&pid, rec + hs, 4);
-      memcpy(&tid, rec + hs + 4, 4);
-      if (pid == tid) { /* a process's exec or rename, not a thread's name */
-        char name[17];
-        size_t len = n - hs - 8 < 16 ? n - hs - 8 : 16;
-        memcpy(name, rec + hs + 8, len);
-        name[len] = 0;
-        set_comm(c, (pid_t)pid, comm_index(c, name));
-      }
-    } else if (h.type == PERF_RECORD_FORK && n >= hs + 16) {
-      uint32_t pid, ppid, tid;
-      memcpy(&pid, rec + hs, 4);
-      memcpy(&ppid, rec + hs + 4, 4);
-      memcpy(&tid, rec + hs + 8, 4);
-      if (pid == tid && pid != ppid && pid_slot(c, (pid_t)pid) < 0) { /* a new process runs its parent's program */
-        int parent = pid_slot(c, (pid_t)ppid);
-        if (parent >= 0) set_comm(c, (pid_t)pid, c->pid_comm[parent]);
-      }
+      used += h.size;
+      tail += h.size;
     }
-    tail += h.size;
+    __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
   }
-  if (samples) __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
-}
-
-void msr_cpu_drain(msr_cpu *c) {
-  for (int pass = 0; pass < 2; pass++)
-    for (int k = 0; k < c->n; k++) read_buffer(c, k, pass);
+  if (nside) qsort(sides, nside, sizeof *sides, by_time);
+  for (size_t k = 0; k < nside; k++) {
+    const unsigned char *rec = arena + sides[k].off;
+    if (((const struct perf_event_header *)rec)->type == PERF_RECORD_SAMPLE) on_sample(c, rec, sides[k].len);
+    else on_side(c, rec, sides[k].len);
+  }
+  free(arena);
+  free(sides);
 }
 
 void msr_cpu_close(msr_cpu *c) {
@@ -238,6 +299,8 @@ void msr_cpu_close(msr_cpu *c) {
     close(c->fds[k]);
   }
   c->n = 0;
+  for (int i = 0; i < c->npreload; i++) free(c->preload[i]);
+  c->npreload = 0;
   free(c->stacks);
   free(c->slot);
   c->stacks = NULL;
@@ -349,14 +412,31 @@ void msr_cpu_json(ms_json *j, const msr_cpu *c) {
     }
   }
   msj_arr_end(j);
-  msj_arr_begin(j, "executables"); /* [name, samples, processes] */
+  /* [name, samples, processes, processes that exec'd it, of those the ones that mapped each
+   * preloaded library (in the order of "preload")] */
+  msj_arr_begin(j, "executables");
   for (int k = 0; k < c->ncomm; k++) {
+    uint64_t procs = 0, execd = 0, mapped[MSR_CPU_PRELOADS] = {0};
+    for (int p = 0; p < c->npid; p++) {
+      if (c->pid_comm[p] != k) continue;
+      procs++;
+      if (!c->pid_exec[p]) continue;
+      execd++;
+      for (int i = 0; i < c->npreload; i++) mapped[i] += (c->pid_mask[p] >> i) & 1;
+    }
     msj_arr_begin(j, NULL);
     msj_str(j, NULL, c->comm[k]);
     msj_u64(j, NULL, c->comm_samples[k]);
-    msj_u64(j, NULL, c->comm_pids[k]);
+    msj_u64(j, NULL, procs);
+    msj_u64(j, NULL, execd);
+    msj_arr_begin(j, NULL);
+    for (int i = 0; i < c->npreload; i++) msj_u64(j, NULL, mapped[i]);
+    msj_arr_end(j);
     msj_arr_end(j);
   }
+  msj_arr_end(j);
+  msj_arr_begin(j, "preload");
+  for (int i = 0; i < c->npreload; i++) msj_str(j, NULL, c->preload[i]);
   msj_arr_end(j);
   /* [executable, samples, elided, [frame, ...] innermost first]; no frame: user mode */
   msj_arr_begin(j, "stacks");

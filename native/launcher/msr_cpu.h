@@ -5,7 +5,9 @@
  * walks itself, a user one would need DWARF). A sample with no kernel frame was in user mode.
  *
  * Kept as distinct (executable, kernel chain) pairs with their counts, never as a list: an hour
- * of samples costs ms-run the same table. The executable is the process's command name (comm) as
+ * of samples costs ms-run the same table. The kernel's side-band records (exec, fork, executable
+ * mappings) say which program every process runs and whether its image mapped each preloaded
+ * library: a preload that an `env -i`, a static program or a setuid one did not take is seen. The executable is the process's command name (comm) as
  * of its last exec, from the kernel's COMM and FORK records. The chains' addresses are named from
  * /proc/kallsyms when the document is written (root; otherwise the addresses stay numbers and the
  * document says why). Nothing here runs in the measured process but the kernel's own sampling. */
@@ -20,6 +22,7 @@
 #define MSR_CPU_STACKS 4096 /* distinct (executable, chain) pairs kept; the rest are counted as cut */
 #define MSR_CPU_COMMS 128   /* distinct executables */
 #define MSR_CPU_PIDS 8192   /* processes whose executable is tracked */
+#define MSR_CPU_PRELOADS 8  /* preloaded libraries whose mapping is checked in every process */
 
 typedef struct {
   uint64_t n;
@@ -43,16 +46,20 @@ typedef struct {
   int32_t *slot; /* open addressing over stacks, 2 * MSR_CPU_STACKS slots */
   char comm[MSR_CPU_COMMS][16];
   uint64_t comm_samples[MSR_CPU_COMMS];
-  uint32_t comm_pids[MSR_CPU_COMMS]; /* processes seen running it */
   int ncomm;
   pid_t pid[MSR_CPU_PIDS];
-  int16_t pid_comm[MSR_CPU_PIDS];
+  int16_t pid_comm[MSR_CPU_PIDS]; /* the program it runs (its last exec's name) */
+  uint8_t pid_exec[MSR_CPU_PIDS]; /* its image was exec'd under ms-run: what it mapped is known */
+  uint8_t pid_mask[MSR_CPU_PIDS]; /* which preloaded libraries its image mapped (bit i: preload[i]) */
   int npid;
+  char *preload[MSR_CPU_PRELOADS]; /* the preloaded libraries, resolved */
+  int npreload;
 } msr_cpu;
 
 /* Opens the sampler on `pid` (not yet exec'd: enable_on_exec), one sample per `period_ns` of CPU
- * time. Returns 0 when it opened on at least one CPU. */
-int msr_cpu_open(msr_cpu *c, pid_t pid, uint64_t period_ns);
+ * time; `preload` (LD_PRELOAD's list, or NULL): the libraries whose mapping is checked in every
+ * process of the tree. Returns 0 when it opened on at least one CPU. */
+int msr_cpu_open(msr_cpu *c, pid_t pid, uint64_t period_ns, const char *preload);
 /* Reads every record the ring buffers hold now. */
 void msr_cpu_drain(msr_cpu *c);
 void msr_cpu_close(msr_cpu *c);

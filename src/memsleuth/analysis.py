@@ -641,7 +641,7 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     summary = summarise_cell(cell, run.spec.target_ci, [], units_of(run))
     summary.findings = own          # the cell's own, as compare's summaries hold them; the run's are in findings
     untried = [t.name for t in tries.for_findings(found, cell.allocator.name, list(tries.OTHER_ALLOCATORS))]
-    p, whole = view.profile, view.process
-    cpu_time = cpu_profile.breakdown(p, whole.user_ns + whole.sys_ns) if p is not None and whole and p.samples else []
+    p = view.profile
+    cpu_time = cpu_profile.breakdown(p) if p is not None and p.samples else []
     return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names], found,
                          quiet_line([view] if view.samples else [], found), summary, untried, cpu_time)

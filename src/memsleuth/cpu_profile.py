@@ -78,6 +78,15 @@ def classify(frames: list[str]) -> tuple[str, str | None]:
     return OTHER, frames[0]
 
 
+def poisson(k: float, z: float = Z95) -> tuple[float, float]:
+    """The 95% interval of a Poisson count k (Wilson-Hilferty's normal approximation on its square
+    root: good to a few percent from k = 5 on)."""
+    if k <= 0:
+        return 0.0, z * z
+    r = math.sqrt(k)
+    return max(0.0, r - z / 2) ** 2, (r + z / 2) ** 2
+
+
 def wilson(k: float, n: float, z: float = Z95) -> tuple[float, float]:
     """The 95% Wilson score interval of a proportion k/n (0 <= k <= n)."""
     if n <= 0:
@@ -98,6 +107,9 @@ class Profile:
     fault_kinds: dict[str, int] = field(default_factory=dict)
     other_top: tuple[tuple[str, int], ...] = ()          # OTHER samples by innermost function
     executables: tuple[tuple[str, int, int], ...] = ()   # (name, samples, processes)
+    # Per preloaded library (as the kernel named its mapping): (executable, its samples, processes
+    # that exec'd it, of those the ones whose image mapped the library), for every executable exec'd.
+    preloads: dict[str, tuple[tuple[str, int, int, int], ...]] = field(default_factory=dict)
     by_executable: dict[str, dict[str, int]] = field(default_factory=dict)
     lost: int = 0
     why: str = ""
@@ -138,7 +150,12 @@ def read(doc: dict | None) -> Profile | None:
         return None
     try:
         frames = [str(f) for f in doc.get("frames") or []]
-        exes = [(str(e[0]), int(e[1]), int(e[2])) for e in doc.get("executables") or []]
+        raw_exes = doc.get("executables") or []
+        exes = [(str(e[0]), int(e[1]), int(e[2])) for e in raw_exes]
+        paths = [str(p) for p in doc.get("preload") or []]
+        preloads = {path: tuple((str(e[0]), int(e[1]), int(e[3]), int(e[4][i])) for e in raw_exes
+                                if len(e) > 4 and int(e[3]) > 0)
+                    for i, path in enumerate(paths)}
         counts: Counter = Counter()
         kinds: Counter = Counter()
         other: Counter = Counter()
@@ -162,16 +179,17 @@ def read(doc: dict | None) -> Profile | None:
         why = str(doc.get("why") or "")
         if not why and frames and all(f.startswith("0x") for f in frames):
             why = "kernel frames unnamed"
-        return Profile(int(doc.get("period_ns") or 0), total, dict(counts), dict(kinds),
-                       tuple(other.most_common(8)), tuple(exes), {k: dict(v) for k, v in by_exe.items()},
-                       int(doc.get("lost_records") or 0), why)
+        return Profile(period_ns=int(doc.get("period_ns") or 0), samples=total, counts=dict(counts),
+                       fault_kinds=dict(kinds), other_top=tuple(other.most_common(8)), executables=tuple(exes),
+                       preloads=preloads, by_executable={k: dict(v) for k, v in by_exe.items()},
+                       lost=int(doc.get("lost_records") or 0), why=why)
     except (TypeError, ValueError, IndexError, KeyError):
         return None
 
 
 @dataclass(frozen=True)
 class Part:
-    """One class's share of the sampled CPU time, and what it is of the measured runs' CPU time."""
+    """One class's share of the explaining run's sampled CPU time, and its time there."""
     name: str
     samples: int
     share: float
@@ -184,12 +202,12 @@ class Part:
                 "ci_high": self.high, "ns": self.ns}
 
 
-def breakdown(p: Profile, cpu_ns: float) -> list[Part]:
+def breakdown(p: Profile) -> list[Part]:
     """Every class of the profile, the largest first, each as a share of the samples (95% CI) and
-    that share of `cpu_ns` (the measured runs' median CPU time)."""
+    its sampled time (samples x period)."""
     out = []
     for name, k in sorted(p.counts.items(), key=lambda kv: -kv[1]):
         share = k / p.samples if p.samples else 0.0
         lo, hi = p.interval(share)
-        out.append(Part(name, k, share, lo, hi, share * cpu_ns))
+        out.append(Part(name, k, share, lo, hi, k * float(p.period_ns)))
     return out

@@ -83,15 +83,25 @@ def test_findings_cost_by_the_samples_and_say_so():
     split = v.kernel_split(v.process)
     cpu = d["user_ns"] + d["sys_ns"]
     assert split.profile is not None
-    assert split.cost("page-faults") / cpu == pytest.approx(v.profile.share(FAULT))
-    assert "sampled, 95% CI" in split.describe(split.cost("page-faults"))
+    fault_ns = v.profile.counts[FAULT] * v.profile.period_ns          # the same counts in both runs
+    assert split.cost("page-faults") == pytest.approx(fault_ns)
+    assert split.cost("page-faults") / cpu == pytest.approx(v.profile.share(FAULT), rel=0.02)
+    text = split.describe(split.cost("page-faults"))
+    assert "sampled, 95% CI" in text
+    lo, hi = split.interval(split.cost("page-faults"))
+    assert lo < split.share(split.cost("page-faults")) < hi and hi - lo < 0.1
+    # an explaining run whose instrumentation doubled the faults (and its own CPU time): the time
+    # per fault it sampled, times the measured runs' faults, is what they cost
+    doubled = Sample.from_msrun({**doc, "minflt": 2 * doc["minflt"], "cpu_profile": d["cpu_profile"]})
+    v2 = CellView("faulty", "glibc", [measured], explain=[doubled])
+    assert v2.kernel_split(v2.process).cost("page-faults") == pytest.approx(fault_ns / 2)
     # without the explaining run's samples the same evidence is estimated, and says so
     estimated = CellView("faulty", "glibc", [measured]).kernel_split(v.process)
     assert estimated.profile is None and "estimated from counts" in estimated.describe(estimated.cost("page-faults"))
     # too few samples: no cost is read from them
     few = {**d["cpu_profile"], "samples": 50}
     assert not cpu_profile.read(few).usable
-    assert cost.sampled(v.process, v.profile).sys_ns <= cpu
+    assert cost.sampled(v.process, v.profile, v.explained_counts).sys_ns <= cpu
 
 
 def test_a_profile_that_is_not_what_ms_run_writes_is_ignored():

@@ -15,19 +15,21 @@ from memsleuth.findings.base import CellRule, Finding, PairRule, RunRule
 from memsleuth.findings.view import CellView
 from memsleuth.findings import (cost, counters_unavailable, first_touch, heap_leak, heap_overhead, heap_retained,
                                 heap_trim, kernel_gap, kernel_time, lock_contention, madvise_storm, mmap_churn,
-                                mremap_churn, rss_blowup, rss_growth, unstable, zero_page)
+                                mremap_churn, preload_missed, rss_blowup, rss_growth, unstable, zero_page)
 
 # Mechanism rules first; kernel_time (where the kernel time went) only speaks when none of them
 # explains a cell (for_cell).
-CELL_RULES: tuple[CellRule, ...] = (madvise_storm, heap_trim, mmap_churn, mremap_churn, first_touch, zero_page,
-                                    lock_contention, rss_blowup, rss_growth, heap_overhead, heap_retained, heap_leak)
+CELL_RULES: tuple[CellRule, ...] = (preload_missed, madvise_storm, heap_trim, mmap_churn, mremap_churn, first_touch,
+                                    zero_page, lock_contention, rss_blowup, rss_growth, heap_overhead, heap_retained,
+                                    heap_leak)
 FALLBACK_RULES: tuple[CellRule, ...] = (kernel_time,)
 PAIR_RULES: tuple[PairRule, ...] = (kernel_gap,)
 RUN_RULES: tuple[RunRule, ...] = (counters_unavailable, unstable)
 
 
 # Findings about the measurement, not a mechanism: they do not silence kernel_time.
-NOT_MECHANISMS = ("unstable-measurement", "rss-growth", "heap-overhead", "heap-retained", "heap-leak")
+NOT_MECHANISMS = ("unstable-measurement", "rss-growth", "heap-overhead", "heap-retained", "heap-leak",
+                  "preload-missed")
 
 
 def for_cell(view: CellView) -> list[Finding]:

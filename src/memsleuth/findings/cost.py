@@ -2,8 +2,11 @@
 system calls, and the one materiality threshold every finding is held to.
 
 Measured where it can be (`sampled`): the explaining run samples the CPU time of the whole process
-tree with kernel call chains (cpu_profile.py), and each part is its class's share of the samples
-times the measured runs' CPU time, quoted with its 95% interval. Otherwise estimated (`split`,
+tree with kernel call chains (cpu_profile.py); each kind of entry's sampled time over the explaining
+run's own count of it is what one costs (a fault that zeroes a huge page, a munmap of 64 MiB), and
+times the measured runs' count it is the part, quoted with its 95% interval. The explaining run's
+instrumentation (the heap accounting, the call-site sampler) may slow the program's own code or
+change how often it enters the kernel; a cost per event is neither. Otherwise estimated (`split`,
 said so wherever it is quoted): each kind of kernel entry is estimated as its count times
 its unit cost on this machine (`ms-calibrate`, measured at the start of every measuring session
 and stored with the run's machine), plus, for the calls that give pages back, the pages they gave
@@ -116,7 +119,8 @@ class Split:
     scale: float = 1.0                                        # <= 1: estimates scaled down to sys_ns
     units: UnitCosts = DEFAULT
     upper_bound: bool = False   # the sizes were not recorded: page-releasing calls got the unexplained rest
-    profile: cpu_profile.Profile | None = None   # the parts are sampled shares of the CPU time (`sampled`)
+    profile: cpu_profile.Profile | None = None   # the parts are sampled (`sampled`)
+    samples_behind: dict[str, float] = field(default_factory=dict)   # per part, the samples it rests on
 
     def cost(self, *kinds: str) -> float:
         return sum(self.parts.get(k, 0.0) for k in kinds)
@@ -130,6 +134,18 @@ class Split:
     def other_ns(self) -> float:
         return max(0.0, self.sys_ns - sum(self.parts.values()))
 
+    def interval(self, ns: float) -> tuple[float, float]:
+        """The 95% interval of a sampled cost's share of the CPU time: a count of samples is
+        Poisson, so a cost resting on k samples is known to about 1.96 / sqrt(k) of itself (k: the
+        samples behind the parts, at their average time per sample)."""
+        behind = sum(self.samples_behind.values())
+        per = sum(self.parts.values()) / behind if behind else 0.0
+        k = ns / per if per else 0.0
+        if k <= 0:
+            return 0.0, self.share(ns)
+        lo, hi = cpu_profile.poisson(k)
+        return self.share(ns) * lo / k, self.share(ns) * hi / k
+
     def material(self, ns: float) -> bool:
         return ns >= MIN_COST_NS and self.share(ns) >= MATERIAL_SHARE
 
@@ -138,7 +154,7 @@ class Split:
         headline every time finding carries)."""
         share = self.share(ns)
         if self.profile is not None:
-            lo, hi = self.profile.interval(share)
+            lo, hi = self.interval(ns)
             return f"{ms(ns)} ms = {share:.0%} of the CPU time (sampled, 95% CI {lo:.0%}-{hi:.0%})"
         return f"{'up to ' if self.upper_bound else ''}{ms(ns)} ms = {share:.0%} of the CPU time (estimated from counts)"
 
@@ -190,18 +206,32 @@ def split(sc, units: UnitCosts | None, released_bytes: dict[str, float] | None =
     return Split(sc.wall_ns, sc.user_ns + sc.sys_ns, sc.sys_ns, parts, scale, u, upper)
 
 
-def sampled(sc, profile: cpu_profile.Profile, units: UnitCosts | None = None) -> Split:
-    """The scope's CPU time split by the explaining run's samples: each mechanism's part is its
-    share of the samples times the scope's CPU time (user + system of the measured runs); the
-    kernel time is the kernel samples' share of it. Parts: "page-faults" (every fault taken
-    outside a system call) and each memory system call (events.SYSCALLS); the rest of the kernel
-    time (exit's teardown, other calls, interrupts) is `other_ns`."""
+def sampled(sc, profile: cpu_profile.Profile, explained: dict[str, float], units: UnitCosts | None = None) -> Split:
+    """The scope's kernel time split by the explaining run's samples. Each part: the time sampled
+    in that kind of entry (samples x period) per event the explaining run counted (`explained`:
+    "page-faults" and each syscall, its own counts), times the scope's count of it; an entry the
+    scope did not count keeps its sampled time. Parts: "page-faults" (faults outside a system
+    call) and each memory system call (events.SYSCALLS); the kernel time is the kernel samples'
+    time scaled alike, never above the scope's CPU time; the rest of it (exit's teardown, other
+    calls, interrupts) is `other_ns`."""
     cpu = (sc.user_ns or 0.0) + (sc.sys_ns or 0.0)
-    n = profile.samples
-    parts = {("page-faults" if cls == cpu_profile.FAULT else cls): k / n * cpu
-             for cls, k in profile.counts.items() if cls == cpu_profile.FAULT or cls in SYSCALLS}
-    kernel = profile.kernel_samples / n * cpu
-    return Split(sc.wall_ns, cpu, kernel, parts, 1.0, units or DEFAULT, False, profile)
+    period = float(profile.period_ns)
+    measured = {"page-faults": float(sc.minflt or 0.0), **{k: float(v) for k, v in sc.syscalls.items()}}
+    parts, behind = {}, {}
+    for cls, k in profile.counts.items():
+        name = "page-faults" if cls == cpu_profile.FAULT else cls
+        if name != "page-faults" and name not in SYSCALLS:
+            continue
+        per_event = k * period / explained[name] if explained.get(name) else None
+        parts[name] = per_event * measured.get(name, 0.0) if per_event is not None and name in measured else k * period
+        behind[name] = k
+    scaled = sum(parts.values())
+    unscaled = sum(profile.counts.get(c, 0) for c in profile.counts if c in SYSCALLS or c == cpu_profile.FAULT) * period
+    kernel = scaled + (profile.kernel_samples * period - unscaled)
+    if kernel > cpu > 0:     # never more than the scope had: scaled down alike
+        f = cpu / kernel
+        parts, kernel = {k: v * f for k, v in parts.items()}, cpu
+    return Split(sc.wall_ns, cpu, kernel, parts, 1.0, units or DEFAULT, False, profile, behind)
 
 
 def confidence(share: float, confirmed: bool = True) -> str:

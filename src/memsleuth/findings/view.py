@@ -165,6 +165,16 @@ class CellView:
         s = next((s for s in self.explain if s.cpu_profile), None)
         return cpu_profile.read(s.cpu_profile) if s is not None else None
 
+    @property
+    def explained_counts(self) -> dict[str, float]:
+        """The explaining run's own counts of what its samples are classified by: its page faults
+        (minor) and each syscall, so that sampled time per event can be read."""
+        s = next((s for s in self.explain if s.cpu_profile), None)
+        if s is None:
+            return {}
+        return {"page-faults": float(s.counters.get("page-faults-minor") or s.minflt or 0),
+                **{k: float(v) for k, v in s.syscalls.items()}}
+
     def sampled_for(self, sc: Scope) -> cpu_profile.Profile | None:
         """The profile when it can cost this scope: usable, and the scope is the whole process (the
         samples cover the whole run) or a region holding at least SAMPLED_REGION of its CPU time."""
@@ -184,7 +194,7 @@ class CellView:
         calls the time no count explains (what a rule may blame at most); False keeps to the
         counts' own estimates."""
         if (p := self.sampled_for(sc)) is not None:
-            return cost_mod.sampled(sc, p, self.units)
+            return cost_mod.sampled(sc, p, self.explained_counts, self.units)
         populated = sum(b for fam, (_, b) in self.advice_families().items() if fam == "prefault") \
             * self.args_cover(sc, "madvise") if self.describes(sc, "madvise") else 0.0
         sized = [k for k in cost_mod.SIZED_CALLS if sc.syscalls.get(k)]

@@ -96,8 +96,15 @@ def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
                      f"{sum(x.share for x in rest):.1%}", fmt_seconds(sum(x.ns for x in rest))])
     notes = [f"{p.samples:,} samples of the process tree's CPU time, one per {p.period_ns / 1e6:g} ms of it, in the "
              "explaining run (never a measured one), each classified by its kernel call chain: a page fault, a "
-             "system call by name, exit's teardown, other kernel work, or user mode; time = share x the measured "
-             "runs' median CPU time."]
+             "system call by name, exit's teardown, other kernel work, or user mode. The findings cost each kind of "
+             "entry by its sampled time per event of the explaining run, times the measured runs' count of it."]
+    whole = a.view.process
+    measured_ns = (whole.user_ns + whole.sys_ns) if whole else 0.0
+    sampled_ns = p.samples * float(p.period_ns)
+    if measured_ns and not 0.8 <= sampled_ns / measured_ns <= 1.25:
+        notes.append(f"The explaining run took {fmt_seconds(sampled_ns)} of CPU time against "
+                     f"{fmt_seconds(measured_ns)} in the measured runs (its instrumentation: heap accounting, call-site "
+                     "sampling): its shares are its own, not the measured runs'.")
     if p.fault_kinds:
         seen = {k: v for k, v in p.fault_kinds.items() if k != cpu_profile.UNRESOLVED_FAULT}
         total = sum(seen.values())
@@ -113,7 +120,8 @@ def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
     elif not p.usable:
         notes.append(f"too few samples to cost a mechanism by (under {cpu_profile.MIN_SAMPLES}): the findings' costs "
                      "are estimated from counts")
-    tables = [Table("CPU time by kernel path (sampled)", ["path", "samples", "share [95% CI]", "time"], rows, notes,
+    tables = [Table("CPU time by kernel path (sampled)", ["path", "samples", "share [95% CI]", "sampled time"], rows,
+                    notes,
                     align_right={1, 2, 3})]
     if len(p.executables) > 1:
         exe_rows = []
