@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from memsleuth import cpu_profile, findings, latency as latency_mod, quality, stats
+from memsleuth import cpu_profile, findings, latency as latency_mod, quality, runtimes, stats
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALL_COLUMNS, SYSCALLS
 from memsleuth.evidence import Sample, higher_is_better, metric_kind
 from memsleuth.findings import tries
@@ -500,8 +500,23 @@ def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[f
         if who != "program" and f.advice == PROGRAM_ADVICE:   # the counts said program, the stacks do not
             advice = ("the allocator makes these calls: its options that delay returning memory to the kernel, or "
                       "another allocator (compare them with `memsleuth compare`)")
-        out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=advice))
+        numbers = f.numbers
+        rt = runtimes.runtime_of((e or {}).get("user_sites") or []) if e else None
+        if rt is not None:
+            # The calls come from a managed runtime's own code: its knobs, never the allocator's.
+            runtime, share = rt
+            if f.id == "lock-contention" and runtime.contention_is_runtime:
+                continue    # its scheduler parks idle threads on futexes: no lock is shown contended
+            who, numbers = "runtime", {**f.numbers, "runtime": runtime.name}
+            extra = [f"{share:.0%} of the sampled {f.calls} calls come from {runtime.name}'s own code"]
+            advice = runtime.release if f.id in RELEASING_FINDINGS else runtime.churn
+        out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=advice,
+                           numbers=numbers))
     return out
+
+
+# The findings whose mechanism is memory given back too eagerly (a runtime's release knobs apply).
+RELEASING_FINDINGS = ("madvise-storm", "madvise-calls", "mmap-churn", "heap-trim-churn")
 
 
 def analyse(run: StoredRun) -> list[Group]:

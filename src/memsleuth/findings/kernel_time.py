@@ -3,6 +3,7 @@ of the CPU time and no mechanism rule explains it, this says what entered the ke
 faults against each counted system call), with the numbers."""
 from __future__ import annotations
 
+from memsleuth import cpu_profile
 from memsleuth.events import SYSCALL_COLUMNS, SYSCALLS
 from memsleuth.findings.base import Finding, confidence, mib, rate_per_s
 from memsleuth.findings.view import CellView
@@ -33,12 +34,25 @@ def check(view: CellView) -> list[Finding]:
     evidence = [f"kernel time {sc.sys_ns / 1e6:,.0f} ms = {sc.sys_share:.0%} of {(sc.user_ns + sc.sys_ns) / 1e6:,.0f} ms "
                 f"CPU time in {where} (threshold {SYS_SHARE:.0%})",
                 f"page faults: {faults:,.0f} ({rate_per_s(faults, sc.wall_ns):,.0f}/s) = {mib(faults * PAGE_BYTES)}, "
-                f"about {split.cost('page-faults') / 1e6:,.0f} ms"]
+                f"about {split.describe(split.cost('page-faults'))}"]
     for name, n in sorted(calls.items(), key=lambda kv: -kv[1]):
         evidence.append(f"{name}: {n:,.0f} calls ({rate_per_s(n, sc.wall_ns):,.0f}/s), "
-                        f"about {split.cost(name) / 1e6:,.0f} ms")
-    evidence.append(f"not explained by these counts: {split.other_ns / 1e6:,.0f} ms (system calls memsleuth does not "
-                    "count, such as read, write or exit's teardown, and faults' costs above this machine's average)")
+                        f"about {split.describe(split.cost(name))}")
+    p = split.profile
+    if p is not None:
+        # Sampled: what the rest of the kernel time was, by path and, for other kernel work, by function.
+        rest = sorted(((c, k) for c, k in p.counts.items() if c not in (cpu_profile.USER, cpu_profile.FAULT)
+                       and c not in calls), key=lambda ck: -ck[1])[:5]
+        if rest:
+            evidence.append("the rest of the sampled kernel time, by path: " + ", ".join(
+                f"{c} {k / p.samples:.0%}" for c, k in rest))
+        if p.other_top:
+            evidence.append("other kernel work, by innermost function (samples): " + ", ".join(
+                f"{fn} {k:,}" for fn, k in p.other_top[:5]))
+    else:
+        evidence.append(f"not explained by these counts: {split.other_ns / 1e6:,.0f} ms (system calls memsleuth does "
+                        "not count, such as read, write or exit's teardown, and faults' costs above this machine's "
+                        "average)")
     if not sc.syscalls:
         evidence.append("system calls by name were not counted here (no tracepoints: see `memsleuth doctor`)")
     parts = dict(split.parts, other=split.other_ns)
@@ -53,7 +67,8 @@ def check(view: CellView) -> list[Finding]:
     else:
         mechanism = (f"the largest counted part of the kernel time is {culprit} ({calls[culprit]:,.0f} calls, about "
                      f"{split.cost(culprit) / 1e6:,.0f} ms)")
-    mechanism += " (each part is its count times this machine's unit cost: findings/cost.py)"
+    mechanism += (" (each part sampled in the explaining run: findings/cost.py)" if p is not None else
+                  " (each part is its count times this machine's unit cost: findings/cost.py)")
     return [Finding(
         id="kernel-time", title=f"{sc.sys_share:.0%} of the CPU time is in the kernel",
         mechanism=mechanism, evidence=evidence,

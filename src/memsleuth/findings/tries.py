@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memsleuth import runtimes
 from memsleuth.findings.base import Finding
 
 GIB = 1 << 30
@@ -139,6 +140,10 @@ ALLOCATOR_SENSITIVE = {"heap-trim-churn": ("brk calls", "page faults"),
                        "heap-retained": ("time-averaged RSS", "peak RSS")}
 
 
+# The findings a runtime's release knob addresses.
+RUNTIME_RELEASE_FINDINGS = ("madvise-storm", "mmap-churn", "heap-trim-churn")
+
+
 # Findings about memory, not time: a candidate is judged on peak RSS.
 MEMORY_FINDINGS = ("rss-blowup", "heap-overhead", "heap-retained")
 
@@ -149,6 +154,15 @@ def for_findings(found: list[Finding], allocator: str, installed: list[str]) -> 
     for f in found:
         if f.who == "program":
             continue        # the program makes the calls itself: no setting changes them
+        rt = runtimes.by_name(f.numbers.get("runtime")) if f.who == "runtime" else None
+        if rt is not None and rt.own_memory:
+            # A runtime's own heap: neither another allocator nor glibc's tunables reach it; its own
+            # release knob, where it is an environment setting, does.
+            if rt.try_release and f.id in RUNTIME_RELEASE_FINDINGS:
+                name, env = rt.try_release
+                t = Try(name, f.id, ("page faults",), env=dict(env))   # the calls stay; the re-faults go
+                out[t.key] = out[t.key].merged(t) if t.key in out else t
+            continue
         found_tries = list(TRIES.get(f.id, lambda *_: [])(f, allocator))
         if f.id in ALLOCATOR_SENSITIVE:
             found_tries += [Try(other, f.id, ALLOCATOR_SENSITIVE[f.id], allocator=other,

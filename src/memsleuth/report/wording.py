@@ -94,6 +94,8 @@ def who_text(f) -> str | None:
         return f"the program (its own code makes the {f.calls} calls: see the evidence)"
     if f.who == "allocator":
         return f"the allocator (it makes the {f.calls} calls: see the evidence)"
+    if f.who == "runtime":
+        return f"{f.numbers.get('runtime', 'the runtime')} (its own code makes the {f.calls} calls: see the call sites)"
     return (f"not determined: run `memsleuth compare` under two allocators (the {f.calls} calls are the "
             "program's if their count does not change), or look at the call sites (`--where`)")
 
