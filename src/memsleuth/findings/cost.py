@@ -144,7 +144,7 @@ class Split:
         if k <= 0:
             return 0.0, self.share(ns)
         lo, hi = cpu_profile.poisson(k)
-        return self.share(ns) * lo / k, self.share(ns) * hi / k
+        return self.share(ns) * lo / k, min(1.0, self.share(ns) * hi / k)
 
     def material(self, ns: float) -> bool:
         return ns >= MIN_COST_NS and self.share(ns) >= MATERIAL_SHARE

@@ -79,7 +79,9 @@ def _process(view: CellView) -> list[Finding]:
     share = split.share(spent)
     return [Finding(
         id="mmap-churn", title=f"mmap/munmap churn{' of large blocks' if large else ''}: {split.describe(spent)}",
-        mechanism=mechanism, evidence=evidence, advice=ADVICE if large else SMALL_ADVICE, subject=view.label,
+        mechanism=mechanism, evidence=evidence, subject=view.label,
+        advice=(HUGE_BLOCK_ADVICE.format(size=mib(unmapped / munmaps)) if unmapped and unmapped / munmaps > 32 << 20
+                else ADVICE if large else SMALL_ADVICE),
         confidence=confidence(share, confirmed),
         numbers={"munmap": munmaps, "mmap": mmaps, "minflt": sc.minflt, "unmapped_bytes": unmapped},
         calls="munmap", cost_ns=spent, cost_share=share, phase=phase.name if phase else None)]
@@ -90,6 +92,11 @@ SMALL_ADVICE = ("keep the mappings and reuse them (a pool) instead of mapping an
 ADVICE = ("reuse the buffers (allocate once outside the loop); or raise the mmap threshold "
           "(GLIBC_TUNABLES=glibc.malloc.mmap_threshold=<bytes above the block size>) so freed blocks stay in "
           "the heap; or an allocator that caches large blocks")
+# Blocks above glibc's ceiling for the threshold (32 MiB on 64-bit: a higher value is ignored).
+HUGE_BLOCK_ADVICE = ("reuse the buffers (allocate once outside the loop); glibc's mmap threshold cannot keep blocks of "
+                     "{size} (its ceiling is 32 MiB on 64-bit): GLIBC_TUNABLES=glibc.malloc.mmap_max=0:"
+                     "glibc.malloc.trim_threshold=<more than the block size> serves them from the heap and keeps them "
+                     "there; or an allocator that caches large blocks")
 
 
 def check(view: CellView) -> list[Finding]:

@@ -80,12 +80,28 @@ def _heap_trim(f: Finding, allocator: str) -> list[Try]:
             _glibc("top_pad=64M", f.id, ev, f"glibc.malloc.top_pad={64 * MIB}")]
 
 
+# The largest mmap_threshold glibc takes on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX, HEAP_MAX_SIZE / 2):
+# above it the tunable is ignored, whatever `ld.so --list-tunables` allows.
+MMAP_THRESHOLD_MAX = 32 * MIB
+
+
 def _mmap_churn(f: Finding, allocator: str) -> list[Try]:
     if allocator != "glibc":
         return []
-    # 32 MiB is the largest mmap_threshold glibc accepts on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX).
-    return [_glibc("mmap_threshold=32M", f.id, ("mmap calls", "munmap calls", "page faults"),
-                   f"glibc.malloc.mmap_threshold={32 * MIB}")]
+    ev = ("mmap calls", "munmap calls", "page faults")
+    block = mmap_block_bytes(f)
+    if block is not None and block > MMAP_THRESHOLD_MAX:
+        # No threshold keeps such a block: serve every block from the heap, and keep the heap's top.
+        keep = max(GIB, 1 << (int(2 * block) - 1).bit_length())
+        return [_glibc(f"mmap_max=0,trim_threshold={keep // MIB}M", f.id, ev, "glibc.malloc.mmap_max=0",
+                       f"glibc.malloc.trim_threshold={keep}")]
+    return [_glibc("mmap_threshold=32M", f.id, ev, f"glibc.malloc.mmap_threshold={MMAP_THRESHOLD_MAX}")]
+
+
+def mmap_block_bytes(f: Finding) -> float | None:
+    """The bytes one munmap of an mmap-churn finding gave back on average, when recorded."""
+    unmapped, calls = f.numbers.get("unmapped_bytes"), f.numbers.get("munmap")
+    return unmapped / calls if unmapped and calls else None
 
 
 def _madvise_storm(f: Finding, allocator: str) -> list[Try]:
