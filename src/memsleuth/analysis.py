@@ -510,6 +510,8 @@ def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[f
             who, numbers = "runtime", {**f.numbers, "runtime": runtime.name}
             extra = [f"{share:.0%} of the sampled {f.calls} calls come from {runtime.name}'s own code"]
             advice = runtime.release if f.id in RELEASING_FINDINGS else runtime.churn
+            if not runtime.own_memory and f.advice != PROGRAM_ADVICE:   # its memory is malloc's: that side too
+                advice += f"; on the allocator's side: {f.advice}"
         out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=advice,
                            numbers=numbers))
     return out

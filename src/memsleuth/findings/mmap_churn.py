@@ -72,6 +72,11 @@ def _process(view: CellView) -> list[Finding]:
         mechanism = ("memory is mapped and unmapped again and again (the sizes were not recorded: `memsleuth check` "
                      "records them)")
         confirmed = False
+    # The blocks that carry the bytes (a runtime's small mappings would drag an average down).
+    block = view.heaviest_size("munmap")
+    if block and unmapped and block >= 2 * unmapped / munmaps:
+        evidence.append(f"most of the bytes unmapped are in blocks of {mib(block)} to {mib(2 * block)} (the calls' "
+                        "size histogram)")
     phase = view.phase("mmap", "munmap")
     if phase:
         evidence.append(phase.text)
@@ -80,10 +85,11 @@ def _process(view: CellView) -> list[Finding]:
     return [Finding(
         id="mmap-churn", title=f"mmap/munmap churn{' of large blocks' if large else ''}: {split.describe(spent)}",
         mechanism=mechanism, evidence=evidence, subject=view.label,
-        advice=(HUGE_BLOCK_ADVICE.format(size=mib(unmapped / munmaps)) if unmapped and unmapped / munmaps > 32 << 20
+        advice=(HUGE_BLOCK_ADVICE.format(size=mib(block)) if block and block >= 32 << 20
                 else ADVICE if large else SMALL_ADVICE),
         confidence=confidence(share, confirmed),
-        numbers={"munmap": munmaps, "mmap": mmaps, "minflt": sc.minflt, "unmapped_bytes": unmapped},
+        numbers={"munmap": munmaps, "mmap": mmaps, "minflt": sc.minflt, "unmapped_bytes": unmapped,
+                 "block_bytes": block},
         calls="munmap", cost_ns=spent, cost_share=share, phase=phase.name if phase else None)]
 
 

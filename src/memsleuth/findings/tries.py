@@ -90,7 +90,7 @@ def _mmap_churn(f: Finding, allocator: str) -> list[Try]:
         return []
     ev = ("mmap calls", "munmap calls", "page faults")
     block = mmap_block_bytes(f)
-    if block is not None and block > MMAP_THRESHOLD_MAX:
+    if block is not None and block >= MMAP_THRESHOLD_MAX:
         # No threshold keeps such a block: serve every block from the heap, and keep the heap's top.
         keep = max(GIB, 1 << (int(2 * block) - 1).bit_length())
         return [_glibc(f"mmap_max=0,trim_threshold={keep // MIB}M", f.id, ev, "glibc.malloc.mmap_max=0",
@@ -99,9 +99,10 @@ def _mmap_churn(f: Finding, allocator: str) -> list[Try]:
 
 
 def mmap_block_bytes(f: Finding) -> float | None:
-    """The bytes one munmap of an mmap-churn finding gave back on average, when recorded."""
+    """The size of the blocks an mmap-churn finding's munmap calls give back: the size class that
+    carries most of the bytes, else the average, when recorded."""
     unmapped, calls = f.numbers.get("unmapped_bytes"), f.numbers.get("munmap")
-    return unmapped / calls if unmapped and calls else None
+    return f.numbers.get("block_bytes") or (unmapped / calls if unmapped and calls else None)
 
 
 def _madvise_storm(f: Finding, allocator: str) -> list[Try]:

@@ -345,6 +345,18 @@ class CellView:
         return _med_opt((s.syscall_args.get(syscall) or {}).get(key) for s in source
                         if s.syscall_args.get(syscall) is not None)
 
+    def heaviest_size(self, syscall: str) -> float | None:
+        """The size class (log2 bucket's low end, bytes) that carries most of a call's bytes in the
+        explaining run's size histogram (ms-run's "sizes"): what the costly calls release, where an
+        average would mix a runtime's many small mappings with its few large ones."""
+        s = self.explain_sample
+        sizes = ((s.syscall_args.get(syscall) or {}).get("sizes") or []) if s else []
+        try:
+            best = max(((float(lo) * 1.5 * float(n), float(lo)) for lo, n in sizes), default=None)
+        except (TypeError, ValueError):
+            return None
+        return best[1] if best else None
+
     @property
     def median_sample(self) -> Sample | None:
         """The run with the median wall time: the one a timeline is read from."""
