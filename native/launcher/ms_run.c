@@ -324,8 +324,8 @@ static void supervise(const msr_options *o, run_result *r, int probe_r, uint64_t
     if (msr_reap(&r->reaper)) break;
     t = msr_now_ns();
     if (t >= next_sample) {
+      sample_tree(o, r, t, t0); /* drains the traced faults first: the CPU samples are joined to them */
       if (r->cpu.enabled) msr_cpu_drain(&r->cpu);
-      sample_tree(o, r, t, t0);
       next_sample = t + r->tl.interval_ms * 1000000u;
     }
     if (deadline && t >= deadline && !r->timed_out) {
@@ -581,7 +581,10 @@ static int run_mode(const msr_options *o) {
     r.ctr = &ctr;
   }
   if (o->syscall_args) msr_args_open(&r.args, r.pid, o->args_every);
-  if (o->cpu_sample_us) msr_cpu_open(&r.cpu, r.pid, o->cpu_sample_us * 1000u, o->preload);
+  if (o->cpu_sample_us) {
+    msr_cpu_open(&r.cpu, r.pid, o->cpu_sample_us * 1000u, o->preload);
+    r.cpu.faults = &r.args;
+  }
   tl_columns(&r.tl, r.ctr, &r.args);
   ms_snapshot s0, s1;
   memset(&s0, 0, sizeof s0);

@@ -27,8 +27,10 @@ static const struct {
     [MSR_A_BRK] = {"syscalls/sys_exit_brk", {"ret", NULL}},
     [MSR_A_BRKQ] = {"syscalls/sys_enter_brk", {"brk", NULL}},
     [MSR_A_FAULT] = {"exceptions/page_fault_user", {"address", "error_code", NULL}},
+    [MSR_A_AREA] = {"mmap/vm_unmapped_area", {"addr", "length", NULL}},
 };
-static const char *const k_names[MSR_A_N] = {"munmap", "madvise", "mmap", "mremap", "brk", "brk_enter", "faults"};
+static const char *const k_names[MSR_A_N] = {"munmap", "madvise",   "mmap",   "mremap",
+                                             "brk",    "brk_enter", "faults", "mapped_areas"};
 /* The advice that gives pages back (asm-generic/mman-common.h): DONTNEED, FREE, REMOVE, PAGEOUT,
  * DONTNEED_LOCKED. */
 static int releases(int advice) { return advice == 4 || advice == 8 || advice == 9 || advice == 21 || advice == 24; }
@@ -91,12 +93,15 @@ int msr_args_open(msr_args *a, pid_t pid, const uint64_t *every) {
                         sizeof a->ev[i].why) == 0;
   /* Faults only when asked for (a period), with somewhere to look their addresses up. */
   if (!every || !every[MSR_A_FAULT]) {
-    ok[MSR_A_FAULT] = 0;
+    ok[MSR_A_FAULT] = ok[MSR_A_AREA] = 0;
     snprintf(a->ev[MSR_A_FAULT].why, sizeof a->ev[MSR_A_FAULT].why, "not asked for");
-  } else if (!(a->rel = calloc(MSR_REL_PIDS, sizeof *a->rel))) {
-    ok[MSR_A_FAULT] = 0;
+    snprintf(a->ev[MSR_A_AREA].why, sizeof a->ev[MSR_A_AREA].why, "not asked for");
+  } else if (!(a->rel = calloc(MSR_REL_PIDS, sizeof *a->rel)) ||
+             !(a->recent = calloc(MSR_LAST_FAULTS, sizeof *a->recent))) {
+    ok[MSR_A_FAULT] = ok[MSR_A_AREA] = 0;
     snprintf(a->ev[MSR_A_FAULT].why, sizeof a->ev[MSR_A_FAULT].why, "out of memory");
   }
+  a->every[MSR_A_AREA] = a->every[MSR_A_MMAP]; /* the new mappings as often as mmap's own records */
   for (int cpu = 0; cpu < ncpu; cpu++) {
     int out_fd = -1;
     for (int i = 0; i < MSR_A_N; i++) {
@@ -183,13 +188,22 @@ static msr_released *released_of(msr_args *a, pid_t pid, int create) {
 static void release(msr_args *a, pid_t pid, uint64_t start, uint64_t len, int kind, int advice) {
   msr_released *p = len ? released_of(a, pid, 1) : NULL;
   if (!p) return;
+  if (kind == MSR_REL_MUNMAP) /* the faults of the mappings it gives back were paid for a mapping that churned */
+    for (int k = 0; k < p->n; k++) {
+      msr_range *r = &p->r[k];
+      if (r->kind == MSR_REL_MAPPED && r->faults && r->start < start + len && start < r->end) {
+        a->mapped_churned += r->faults;
+        r->faults = 0;
+      }
+    }
   msr_range *last = p->n ? &p->r[(p->next + MSR_REL_RANGES - 1) % MSR_REL_RANGES] : NULL;
-  if (last && last->kind == kind && last->advice == advice && start <= last->end && start + len >= last->start) {
+  if (kind != MSR_REL_MAPPED && last && last->kind == kind && last->advice == advice && start <= last->end &&
+      start + len >= last->start) {
     if (start < last->start) last->start = start; /* the same release again, or its neighbour */
     if (start + len > last->end) last->end = start + len;
     return;
   }
-  p->r[p->next] = (msr_range){start, start + len, (uint8_t)kind, (uint8_t)advice};
+  p->r[p->next] = (msr_range){start, start + len, (uint8_t)kind, (uint8_t)advice, 0};
   p->next = (p->next + 1) % MSR_REL_RANGES;
   if (p->n < MSR_REL_RANGES) p->n++;
 }
@@ -197,24 +211,46 @@ static void release(msr_args *a, pid_t pid, uint64_t start, uint64_t len, int ki
 /* A sampled fault: the newest range of its process that holds its address says what gave the
  * memory back before; none, and it is a first touch. error_code bit 0: the page was present (a
  * protection fault), bit 1: a write. */
-static void on_fault(msr_args *a, pid_t pid, uint64_t address, uint64_t error_code, uint64_t w) {
+int msr_args_fault_kind(const msr_args *a, uint32_t tid, uint64_t time, uint64_t window_ns) {
+  if (!a->recent) return -1;
+  const msr_recent *r = &a->recent[tid % MSR_LAST_FAULTS];
+  if (r->tid != tid) return -1;
+  int best = -1;
+  for (int k = 0; k < MSR_RECENT; k++) /* the latest fault at or before `time` */
+    if (r->time[k] && r->time[k] <= time && time - r->time[k] <= window_ns && (best < 0 || r->time[k] > r->time[best]))
+      best = k;
+  return best < 0 ? -1 : r->kind[best];
+}
+
+static void on_fault(msr_args *a, pid_t pid, uint32_t tid, uint64_t time, uint64_t address, uint64_t error_code,
+                     uint64_t w) {
   int kind = MSR_REL_NONE, advice = 0;
   msr_released *p = released_of(a, pid, 0);
   for (int k = 1; p && k <= p->n; k++) {
-    const msr_range *r = &p->r[(p->next + MSR_REL_RANGES - k) % MSR_REL_RANGES];
+    msr_range *r = &p->r[(p->next + MSR_REL_RANGES - k) % MSR_REL_RANGES];
     if (address >= r->start && address < r->end) {
       kind = r->kind;
       advice = r->advice;
+      if (kind == MSR_REL_MAPPED) r->faults += w;
       break;
     }
   }
   a->refault[kind] += w;
+  if (a->recent) {
+    msr_recent *r = &a->recent[tid % MSR_LAST_FAULTS];
+    if (r->tid != tid) memset(r, 0, sizeof *r);
+    r->tid = tid;
+    r->time[r->next] = time;
+    r->kind[r->next] = (uint8_t)kind;
+    r->next = (r->next + 1) % MSR_RECENT;
+  }
   if (kind == MSR_REL_MADVISE && advice < MSR_ADVICE) a->refault_advice[advice] += w;
   if (error_code & 1) a->fault_present[kind] += w;
   else if (error_code & 2) a->fault_write[kind] += w; /* a write of a missing page; the rest read one */
 }
 
-static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw, uint32_t size) {
+static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t time, const unsigned char *raw,
+                      uint32_t size) {
   const int *off = a->ev[i].off;
   const uint64_t w = a->every[i]; /* the calls this record stands for */
   a->calls[i] += w;
@@ -226,8 +262,11 @@ static void on_record(msr_args *a, int i, uint32_t pid, const unsigned char *raw
       release(a, (pid_t)pid, u64_at(raw, size, off[1]), len, MSR_REL_MUNMAP, 0);
       break;
     }
+    case MSR_A_AREA: /* a new mapping's place (the search's length: the mapping, and any alignment pad) */
+      release(a, (pid_t)pid, u64_at(raw, size, off[0]), u64_at(raw, size, off[1]), MSR_REL_MAPPED, 0);
+      break;
     case MSR_A_FAULT:
-      on_fault(a, (pid_t)pid, u64_at(raw, size, off[0]), u64_at(raw, size, off[1]), w);
+      on_fault(a, (pid_t)pid, tid, time, u64_at(raw, size, off[0]), u64_at(raw, size, off[1]), w);
       break;
     case MSR_A_MADVISE: {
       uint64_t len = u64_at(raw, size, off[0]);
@@ -337,15 +376,16 @@ static void consume(msr_args *a, cursor *c) {
   size_t hs = sizeof c->h;
   if (c->h.type == PERF_RECORD_SAMPLE && n >= hs + 20) {
     /* { header, u32 pid, u32 tid, u64 time, u32 raw size, raw[] }; raw starts with u16 common_type */
-    uint32_t pid, rsize;
+    uint32_t pid, tid, rsize;
     uint16_t type;
     memcpy(&pid, rec + hs, 4);
+    memcpy(&tid, rec + hs + 4, 4);
     memcpy(&rsize, rec + hs + 16, 4);
     if (hs + 20 + rsize <= n && rsize >= 2) {
       memcpy(&type, rec + hs + 20, 2);
       for (int i = 0; i < MSR_A_N; i++)
         if (a->ev[i].opened && a->ev[i].id == type) {
-          on_record(a, i, pid, rec + hs + 20, rsize);
+          on_record(a, i, pid, tid, c->time, rec + hs + 20, rsize);
           break;
         }
     }
@@ -388,7 +428,9 @@ void msr_args_close(msr_args *a) {
   for (int k = 0; k < a->nfds; k++) close(a->fds[k]);
   a->nbuf = a->nfds = 0;
   free(a->rel);
+  free(a->recent);
   a->rel = NULL;
+  a->recent = NULL;
 }
 static void hist_json(ms_json *j, const char *key, const uint64_t *h) {
   /* [[bucket_low_bytes, count], ...] for the non-empty buckets */
@@ -406,7 +448,7 @@ static void hist_json(ms_json *j, const char *key, const uint64_t *h) {
 void msr_args_json(ms_json *j, const msr_args *a) {
   msj_obj_begin(j, "syscall_args");
   for (int i = 0; i < MSR_A_N; i++) {
-    if (i == MSR_A_BRKQ || i == MSR_A_FAULT || (!a->ev[i].opened && !a->calls[i])) continue;
+    if (i == MSR_A_BRKQ || i == MSR_A_FAULT || i == MSR_A_AREA || (!a->ev[i].opened && !a->calls[i])) continue;
     msj_obj_begin(j, k_names[i]);
     msj_u64(j, "calls", a->calls[i]);
     if (a->every[i] > 1) msj_u64(j, "every", a->every[i]);
@@ -456,9 +498,10 @@ void msr_args_json(ms_json *j, const msr_args *a) {
     /* {"every": P, "by_release": {"none"|"munmap"|"madvise"|"brk": [faults, on a present page, writes of a
      *  missing page]} (the rest read a missing page),
      *  "madvise_advice": {"4": faults}} */
-    static const char *rel_names[MSR_REL_N] = {"none", "munmap", "madvise", "brk"};
+    static const char *rel_names[MSR_REL_N] = {"none", "munmap", "madvise", "brk", "mapped"};
     msj_obj_begin(j, "faults");
     msj_u64(j, "every", a->every[MSR_A_FAULT]);
+    msj_u64(j, "mapped_churned", a->mapped_churned);
     msj_obj_begin(j, "by_release");
     for (int k = 0; k < MSR_REL_N; k++) {
       msj_arr_begin(j, rel_names[k]);
@@ -481,7 +524,7 @@ void msr_args_json(ms_json *j, const msr_args *a) {
   msj_u64(j, "lost_records", a->lost);
   msj_obj_begin(j, "unsupported");
   for (int i = 0; i < MSR_A_N; i++)
-    if (!a->ev[i].opened && !(i == MSR_A_FAULT && !strcmp(a->ev[i].why, "not asked for")))
+    if (!a->ev[i].opened && !((i == MSR_A_FAULT || i == MSR_A_AREA) && !strcmp(a->ev[i].why, "not asked for")))
       msj_str(j, k_names[i], a->ev[i].why[0] ? a->ev[i].why : "did not open");
   msj_obj_end(j);
   msj_obj_end(j);

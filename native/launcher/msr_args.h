@@ -22,7 +22,17 @@
 /* MSR_A_FAULT is not a syscall: the user page faults (exceptions:page_fault_user), one in
  * every[MSR_A_FAULT], each looked up in the ranges its process released before it (below); it is
  * opened only when that period is given. */
-enum { MSR_A_MUNMAP, MSR_A_MADVISE, MSR_A_MMAP, MSR_A_MREMAP, MSR_A_BRK, MSR_A_BRKQ, MSR_A_FAULT, MSR_A_N };
+enum {
+  MSR_A_MUNMAP,
+  MSR_A_MADVISE,
+  MSR_A_MMAP,
+  MSR_A_MREMAP,
+  MSR_A_BRK,
+  MSR_A_BRKQ,
+  MSR_A_FAULT,
+  MSR_A_AREA, /* mmap:vm_unmapped_area, the address a new mapping got (with faults only) */
+  MSR_A_N
+};
 #define MSR_HIST 48 /* log2 size buckets: bucket k holds sizes in [2^k, 2^(k+1)) */
 #define MSR_ADVICE 32
 #define MSR_BRK_PIDS 64
@@ -33,11 +43,22 @@ enum { MSR_A_MUNMAP, MSR_A_MADVISE, MSR_A_MMAP, MSR_A_MREMAP, MSR_A_BRK, MSR_A_B
  * newest first, so that a sampled fault says whether it touches again memory given back before
  * it, and by what. A ring per process: the oldest ranges are forgotten first. */
 #define MSR_REL_PIDS 64
+#define MSR_LAST_FAULTS 128 /* threads whose recent traced faults are remembered (a hash by tid) */
+#define MSR_RECENT 1024     /* faults remembered per thread: a 10 ms drain at the runner's period (~20,000 a run) */
+typedef struct {
+  uint32_t tid;
+  int next;
+  uint64_t time[MSR_RECENT];
+  uint8_t kind[MSR_RECENT];
+} msr_recent;
 #define MSR_REL_RANGES 256
-enum { MSR_REL_NONE, MSR_REL_MUNMAP, MSR_REL_MADVISE, MSR_REL_BRK, MSR_REL_N };
+/* MSR_REL_MAPPED is not a release: a mapping made during the run (its faults are first touches of
+ * it; those of a mapping that munmap later gives back are counted as churned). */
+enum { MSR_REL_NONE, MSR_REL_MUNMAP, MSR_REL_MADVISE, MSR_REL_BRK, MSR_REL_MAPPED, MSR_REL_N };
 typedef struct {
   uint64_t start, end;
   uint8_t kind, advice;
+  uint64_t faults; /* MSR_REL_MAPPED: sampled faults in it so far */
 } msr_range;
 typedef struct {
   pid_t pid;
@@ -82,6 +103,10 @@ typedef struct {
    * copy-on-write), a write of a missing page; the rest read a missing page. */
   uint64_t refault[MSR_REL_N], refault_advice[MSR_ADVICE];
   uint64_t fault_present[MSR_REL_N], fault_write[MSR_REL_N];
+  uint64_t mapped_churned; /* faults in mappings made during the run that munmap gave back later */
+  /* Each thread's recent traced faults (time, and what released the address): a CPU sample taken
+   * inside a fault handler is the time of the latest of them before it (msr_cpu.c). */
+  msr_recent *recent; /* MSR_LAST_FAULTS threads, by tid (with the ranges) */
 } msr_args;
 
 /* Opens the events on `pid` (not yet exec'd: enable_on_exec). Returns how many opened. */
@@ -90,6 +115,9 @@ int msr_args_open(msr_args *a, pid_t pid, const uint64_t *every);
 int msr_args_sampled_index(const char *name);
 /* Reads every record the ring buffers hold now. */
 void msr_args_drain(msr_args *a);
+/* What released the address of thread `tid`'s last traced fault (MSR_REL_*), when that fault was
+ * at most `window_ns` before `time`; -1 otherwise or when faults are not traced. */
+int msr_args_fault_kind(const msr_args *a, uint32_t tid, uint64_t time, uint64_t window_ns);
 void msr_args_close(msr_args *a);
 /* "syscall_args": totals, the break's moves, size histograms, and what did not open. */
 void msr_args_json(ms_json *j, const msr_args *a);

@@ -120,8 +120,8 @@ static uint64_t mix(uint64_t h, uint64_t v) {
   return h * 0x100000001b3ull;
 }
 
-static void add_stack(msr_cpu *c, int comm, const uint64_t *ip, uint16_t depth, uint8_t elided) {
-  uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)comm);
+static void add_stack(msr_cpu *c, int comm, const uint64_t *ip, uint16_t depth, uint8_t elided, uint8_t release) {
+  uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)comm * 8 + release);
   for (int k = 0; k < depth; k++) h = mix(h, ip[k]);
   size_t nslot = 2 * MSR_CPU_STACKS;
   for (size_t s = h % nslot;; s = (s + 1) % nslot) {
@@ -137,12 +137,14 @@ static void add_stack(msr_cpu *c, int comm, const uint64_t *ip, uint16_t depth, 
       st->comm = (int16_t)comm;
       st->depth = depth;
       st->elided = elided;
+      st->release = release;
       memcpy(st->ip, ip, depth * sizeof *ip);
       c->slot[s] = c->nstacks++;
       return;
     }
     msr_cpu_stack *st = &c->stacks[i];
-    if (st->hash == h && st->comm == comm && st->depth == depth && !memcmp(st->ip, ip, depth * sizeof *ip)) {
+    if (st->hash == h && st->comm == comm && st->release == release && st->depth == depth &&
+        !memcmp(st->ip, ip, depth * sizeof *ip)) {
       st->n++;
       return;
     }
@@ -153,9 +155,11 @@ static void add_stack(msr_cpu *c, int comm, const uint64_t *ip, uint16_t depth, 
 static void on_sample(msr_cpu *c, const unsigned char *rec, size_t n) {
   size_t hs = sizeof(struct perf_event_header);
   if (n < hs + 24) return;
-  uint32_t pid;
-  uint64_t nr;
+  uint32_t pid, tid;
+  uint64_t nr, time;
   memcpy(&pid, rec + hs, 4);
+  memcpy(&tid, rec + hs + 4, 4);
+  memcpy(&time, rec + hs + 8, 8);
   memcpy(&nr, rec + hs + 16, 8);
   const unsigned char *ips = rec + hs + 24;
   if (hs + 24 + nr * 8 > n) nr = (n - hs - 24) / 8;
@@ -183,7 +187,8 @@ static void on_sample(msr_cpu *c, const unsigned char *rec, size_t n) {
   c->samples++;
   c->comm_samples[comm]++;
   if (depth) c->kernel++;
-  add_stack(c, comm, chain, depth, elided);
+  int kind = depth && c->faults ? msr_args_fault_kind(c->faults, tid, time, MSR_CPU_FAULT_WINDOW_NS) : -1;
+  add_stack(c, comm, chain, depth, elided, (uint8_t)(kind + 1));
 }
 
 /* Which program each process runs and which preloaded libraries it mapped, from the side-band
@@ -438,7 +443,9 @@ void msr_cpu_json(ms_json *j, const msr_cpu *c) {
   msj_arr_begin(j, "preload");
   for (int i = 0; i < c->npreload; i++) msj_str(j, NULL, c->preload[i]);
   msj_arr_end(j);
-  /* [executable, samples, elided, [frame, ...] innermost first]; no frame: user mode */
+  /* [executable, samples, elided, [frame, ...] innermost first, release]; no frame: user mode;
+   * release: 0 unknown, else 1 + what released the address of the thread's last traced fault
+   * (none, munmap, madvise, brk) */
   msj_arr_begin(j, "stacks");
   for (int k = 0; k < c->nstacks; k++) {
     const msr_cpu_stack *st = &c->stacks[k];
@@ -452,6 +459,7 @@ void msr_cpu_json(ms_json *j, const msr_cpu *c) {
       msj_u64(j, NULL, at ? (uint64_t)(at - ips) : 0);
     }
     msj_arr_end(j);
+    msj_u64(j, NULL, st->release);
     msj_arr_end(j);
   }
   msj_arr_end(j);

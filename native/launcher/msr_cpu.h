@@ -18,18 +18,22 @@
 #include "ms_json.h"
 #include "msr_args.h"
 
-#define MSR_CPU_FRAMES 32   /* kernel frames kept: all of a chain, or its innermost and outermost 16 */
-#define MSR_CPU_STACKS 4096 /* distinct (executable, chain) pairs kept; the rest are counted as cut */
-#define MSR_CPU_COMMS 128   /* distinct executables */
-#define MSR_CPU_PIDS 8192   /* processes whose executable is tracked */
-#define MSR_CPU_PRELOADS 8  /* preloaded libraries whose mapping is checked in every process */
+#define MSR_CPU_FRAMES 32                    /* kernel frames kept: all of a chain, or its innermost and outermost 16 */
+#define MSR_CPU_STACKS 4096                  /* distinct (executable, chain) pairs kept; the rest are counted as cut */
+#define MSR_CPU_COMMS 128                    /* distinct executables */
+#define MSR_CPU_PIDS 8192                    /* processes whose executable is tracked */
+#define MSR_CPU_PRELOADS 8                   /* preloaded libraries whose mapping is checked in every process */
+#define MSR_CPU_FAULT_WINDOW_NS 100000000ull /* 100 ms: a few sampled huge-page faults apart */
 
 typedef struct {
   uint64_t n;
   uint64_t hash;
   int16_t comm;
   uint16_t depth;
-  uint8_t elided; /* the chain was deeper than MSR_CPU_FRAMES: its middle is left out */
+  uint8_t elided;  /* the chain was deeper than MSR_CPU_FRAMES: its middle is left out */
+  uint8_t release; /* 0, or 1 + what released the address of the thread's last traced fault
+                    * (MSR_REL_*) when it was at most MSR_CPU_FAULT_WINDOW_NS before: a sample
+                    * taken in a fault handler is then that fault's time */
   uint64_t ip[MSR_CPU_FRAMES];
 } msr_cpu_stack;
 
@@ -54,6 +58,7 @@ typedef struct {
   int npid;
   char *preload[MSR_CPU_PRELOADS]; /* the preloaded libraries, resolved */
   int npreload;
+  const msr_args *faults; /* the traced faults, drained before these samples (or NULL) */
 } msr_cpu;
 
 /* Opens the sampler on `pid` (not yet exec'd: enable_on_exec), one sample per `period_ns` of CPU

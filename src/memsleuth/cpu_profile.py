@@ -46,6 +46,9 @@ FAULT_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     ("small-page zero-fill", frozenset({"do_anonymous_page", "alloc_anon_folio"})),
 )
 UNRESOLVED_FAULT = "path not sampled"
+# What gave back (or mapped) the address of the thread's last traced fault before a sample, as
+# ms-run numbers it in a stack (its fifth member): the fault samples' time by cause.
+RELEASES = ("unknown", "none", "munmap", "madvise", "brk", "mapped")
 Z95 = 1.959963984540054
 
 
@@ -111,6 +114,7 @@ class Profile:
     # that exec'd it, of those the ones whose image mapped the library), for every executable exec'd.
     preloads: dict[str, tuple[tuple[str, int, int, int], ...]] = field(default_factory=dict)
     by_executable: dict[str, dict[str, int]] = field(default_factory=dict)
+    fault_release: dict[str, int] = field(default_factory=dict)   # FAULT samples by RELEASES
     lost: int = 0
     why: str = ""
 
@@ -160,13 +164,16 @@ def read(doc: dict | None) -> Profile | None:
         kinds: Counter = Counter()
         other: Counter = Counter()
         by_exe: dict[str, Counter] = {}
-        for exe, n, _elided, idx in doc.get("stacks") or []:
+        release: Counter = Counter()
+        for exe, n, _elided, idx, *rest in doc.get("stacks") or []:
             n = int(n)
             names = [frames[int(i)] for i in idx]
             cls, detail = classify(names)
             counts[cls] += n
             if cls == FAULT:
                 kinds[detail] += n
+                r = int(rest[0]) if rest else 0
+                release[RELEASES[r] if 0 <= r < len(RELEASES) else "unknown"] += n
             elif cls == OTHER:
                 other[detail] += n
             name = exes[int(exe)][0] if 0 <= int(exe) < len(exes) else "?"
@@ -182,6 +189,7 @@ def read(doc: dict | None) -> Profile | None:
         return Profile(period_ns=int(doc.get("period_ns") or 0), samples=total, counts=dict(counts),
                        fault_kinds=dict(kinds), other_top=tuple(other.most_common(8)), executables=tuple(exes),
                        preloads=preloads, by_executable={k: dict(v) for k, v in by_exe.items()},
+                       fault_release=dict(release),
                        lost=int(doc.get("lost_records") or 0), why=why)
     except (TypeError, ValueError, IndexError, KeyError):
         return None

@@ -37,12 +37,12 @@ def _process(view: CellView) -> list[Finding]:
     if trace is not None:
         # The faults' addresses say which were first touches: nothing gave their memory back before,
         # and they wrote it (a read of never-written memory maps the zero page: zero_page.py).
-        first = trace.share("none") * (1 - trace.read_share("none"))
+        first = view.fault_causes(sc)[0]["none"] * (1 - trace.read_share("none"))
         fault_bytes = sc.minflt * first * PAGE_BYTES
         spent = split.cost("page-faults") * first
-        proof = (f"{first:.0%} of {trace.records():,.0f} sampled page faults write memory that nothing gave back "
-                 "before them (each address looked up in the ranges released by munmap, a purging madvise or the "
-                 "break moving down): first touches")
+        proof = (f"{first:.0%} of the sampled page faults write memory that nothing gave back before them (each "
+                 "address looked up in the ranges released by munmap, a purging madvise or the break moving down, "
+                 "and in mappings munmap gave back later): first touches")
     elif tree:
         return []   # the tree's faults against one process's peak say nothing of first touches
     else:

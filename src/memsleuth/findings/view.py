@@ -80,15 +80,40 @@ class FaultTrace:
     every: int
     by_release: dict[str, tuple[float, float, float]]
     madvise_advice: dict[int, float]
+    mapped_churned: float = 0.0     # of the faults in mappings made during the run, those munmap gave back later
 
     @classmethod
     def read(cls, doc) -> "FaultTrace | None":
         try:
             by = {str(k): (float(v[0]), float(v[1]), float(v[2])) for k, v in (doc.get("by_release") or {}).items()}
             advice = {int(k): float(v) for k, v in (doc.get("madvise_advice") or {}).items()}
-            return cls(int(doc.get("every") or 1), by, advice) if sum(v[0] for v in by.values()) > 0 else None
+            return cls(int(doc.get("every") or 1), by, advice, float(doc.get("mapped_churned") or 0)) \
+                if sum(v[0] for v in by.values()) > 0 else None
         except (AttributeError, TypeError, ValueError, IndexError):
             return None
+
+    @property
+    def churned(self) -> float:
+        """Of the faults in mappings made during the run, the share in mappings munmap gave back
+        later (mmap churn: a fresh mapping per use)."""
+        mapped = self.by_release.get("mapped", (0.0, 0.0, 0.0))[0]
+        return min(1.0, self.mapped_churned / mapped) if mapped else 0.0
+
+    def causes(self, time_samples: dict[str, int] | None = None) -> tuple[dict[str, float], str]:
+        """The faults' shares by cause: "munmap" (memory munmap gave back, or a fresh mapping it gave
+        back later), "madvise", "brk", "none" (first touches, a kept fresh mapping's too); weighted
+        by time where the CPU samples taken in fault handlers were joined to them (at least
+        MIN_JOINED), else by count. And how: "time" or "count"."""
+        known = {k: float(v) for k, v in (time_samples or {}).items() if k != "unknown"}
+        if sum(known.values()) >= MIN_JOINED:
+            total, how = sum(known.values()), "time"
+            raw = {k: v / total for k, v in known.items()}
+        else:
+            total, how = self.total, "count"
+            raw = {k: v[0] / total for k, v in self.by_release.items()}
+        mapped, churn = raw.get("mapped", 0.0), self.churned
+        return {"munmap": raw.get("munmap", 0.0) + mapped * churn, "madvise": raw.get("madvise", 0.0),
+                "brk": raw.get("brk", 0.0), "none": raw.get("none", 0.0) + mapped * (1 - churn)}, how
 
     @property
     def total(self) -> float:
@@ -99,8 +124,10 @@ class FaultTrace:
         return self.by_release.get(released_by, (0.0, 0.0, 0.0))[0] / self.total
 
     def read_share(self, released_by: str) -> float:
-        """Of those faults, the share that read a missing page (not present, not a write)."""
-        n, present, writes = self.by_release.get(released_by, (0.0, 0.0, 0.0))
+        """Of those faults, the share that read a missing page (not present, not a write); for
+        "none", first touches: those of memory never given back and of fresh mappings alike."""
+        kinds = ("none", "mapped") if released_by == "none" else (released_by,)
+        n, present, writes = (sum(self.by_release.get(k, (0.0, 0.0, 0.0))[i] for k in kinds) for i in range(3))
         return max(0.0, n - present - writes) / n if n else 0.0
 
     def records(self) -> float:
@@ -108,7 +135,10 @@ class FaultTrace:
 
 
 # The words for what gave the memory back, as the evidence says it.
-RELEASED_BY = {"munmap": "munmap", "madvise": "a purging madvise", "brk": "the program break moving down"}
+RELEASED_BY = {"munmap": "munmap (or in fresh mappings munmap gave back later)", "madvise": "a purging madvise",
+               "brk": "the program break moving down"}
+# At least this many CPU samples in fault handlers joined to a traced fault weigh the causes by time.
+MIN_JOINED = 30
 
 
 @dataclass
@@ -233,6 +263,15 @@ class CellView:
         whole = self.process
         return t if whole and sc.minflt and whole.minflt and sc.minflt >= SAMPLED_REGION * whole.minflt else None
 
+    def fault_causes(self, sc: Scope) -> tuple[dict[str, float], str] | None:
+        """The scope's faults by cause (FaultTrace.causes), weighted by time where the explaining
+        run's fault samples were joined to the traced faults."""
+        t = self.traced_for(sc)
+        if t is None:
+            return None
+        p = self.sampled_for(sc)
+        return t.causes(p.fault_release if p is not None else None)
+
     def refault_cost(self, sc: Scope, split: cost_mod.Split, released_by: str,
                      bound_pages: float) -> tuple[float, str | None]:
         """The time of the scope's page faults that touch again memory `released_by` ("munmap",
@@ -241,12 +280,13 @@ class CellView:
         fact), else at most `bound_pages` faults at the split's unit cost (an upper bound, None)."""
         t = self.traced_for(sc)
         if t is not None:
-            share = t.share(released_by)
+            causes, how = self.fault_causes(sc)
+            share = causes.get(released_by, 0.0)
             every = f", one fault in {t.every:,}" if t.every > 1 else ""
+            what = ("of the page faults' sampled time" if how == "time" else f"of {t.records():,.0f} sampled page faults")
             return split.cost("page-faults") * share, (
-                f"{share:.0%} of {t.records():,.0f} sampled page faults touch memory given back before them by "
-                f"{RELEASED_BY.get(released_by, released_by)} (each fault's address looked up in the ranges released "
-                f"earlier{every})")
+                f"{share:.0%} {what} is in memory given back before by {RELEASED_BY.get(released_by, released_by)} "
+                f"(each fault's address looked up in the ranges released and mapped earlier{every})")
         return min(bound_pages * split.units.fault_ns * split.scale, split.cost("page-faults")), None
 
     def refault_bound(self, sc: Scope) -> float:

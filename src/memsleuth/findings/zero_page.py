@@ -36,7 +36,7 @@ def _process(view: CellView) -> list[Finding]:
     if fault_bytes < MIN_PROCESS_FAULT_BYTES or resident > MAX_RSS_PER_FAULT * fault_bytes:
         return []
     trace = view.traced_for(sc)
-    reads = trace.share("none") * trace.read_share("none") if trace is not None else None
+    reads = view.fault_causes(sc)[0]["none"] * trace.read_share("none") if trace is not None else None
     if reads is not None and reads < MIN_READ_SHARE:
         return []   # the faults' own kinds say otherwise: writes, or memory given back and touched again
     released = view.released_bytes(sc)
