@@ -7,51 +7,20 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-from collections import Counter
 
 import pytest
 
 from conftest import fixture, memsleuth, needs_tracepoints
+from perf_reference import perf_shares as perf_of
+
+
+def perf_shares(tmp_path, *cmd: str) -> dict[str, float]:
+    return perf_of(tmp_path / "perf.data", *cmd)
 
 pytestmark = [needs_tracepoints,
               pytest.mark.skipif(shutil.which("perf") is None, reason="perf (linux-perf) is not installed")]
 
 MEASUREMENT = {"unstable-measurement", "counters-unavailable"}
-
-
-def perf_shares(tmp_path, *cmd: str) -> dict[str, float]:
-    """Each class's share of perf's cpu-clock samples of the command, classified here on its own
-    terms: a `__x64_sys_NAME` frame is that system call, else `asm_exc_page_fault` a page fault,
-    a sample with no kernel frame user mode, the rest other kernel work."""
-    data = tmp_path / "perf.data"
-    rec = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "1000", "-g", "-o", str(data), "--", *cmd],
-                         capture_output=True, text=True, timeout=300)
-    assert rec.returncode == 0, rec.stderr
-    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,ip,sym"], capture_output=True, text=True,
-                         timeout=300).stdout
-    counts: Counter = Counter()
-    frames: list[tuple[str, str]] | None = None
-
-    def done(fr):
-        kernel = [sym for addr, sym in fr if addr.startswith("ffff")]
-        calls = [m.group(1) for sym in kernel if (m := re.match(r"__x64_sys_(\w+)$", sym))]
-        counts[calls[-1] if calls else "page-faults" if "asm_exc_page_fault" in kernel else
-               "user" if not kernel else "other"] += 1
-
-    for line in out.splitlines() + [""]:
-        if not line.strip():
-            if frames is not None:
-                done(frames)
-            frames = None
-        elif not line[0].isspace():
-            frames = []
-        elif frames is not None:
-            parts = line.split()
-            frames.append((parts[0], parts[1] if len(parts) > 1 else "?"))
-    n = sum(counts.values())
-    assert n > 200, f"perf took {n} samples"
-    return {k: v / n for k, v in counts.items()}
 
 
 def check(tmp_path, *cmd: str) -> dict:

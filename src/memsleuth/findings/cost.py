@@ -207,31 +207,41 @@ def split(sc, units: UnitCosts | None, released_bytes: dict[str, float] | None =
 
 
 def sampled(sc, profile: cpu_profile.Profile, explained: dict[str, float], units: UnitCosts | None = None) -> Split:
-    """The scope's kernel time split by the explaining run's samples. Each part: the time sampled
-    in that kind of entry (samples x period) per event the explaining run counted (`explained`:
-    "page-faults" and each syscall, its own counts), times the scope's count of it; an entry the
-    scope did not count keeps its sampled time. Parts: "page-faults" (faults outside a system
-    call) and each memory system call (events.SYSCALLS); the kernel time is the kernel samples'
-    time scaled alike, never above the scope's CPU time; the rest of it (exit's teardown, other
-    calls, interrupts) is `other_ns`."""
+    """The scope's kernel time split by the explaining run's samples, in two steps.
+
+    What each kind of kernel entry would have taken in the scope: its sampled time (samples x
+    period) per event the explaining run counted (`explained`: "page-faults" and each syscall, its
+    own counts) times the scope's count of it; other kernel work (interrupts, scheduling) per
+    second of wall time (`explained["wall_ns"]`); the rest (exit's teardown, uncounted calls) as
+    sampled. Then the scope's own kernel time (rusage) is shared out in those proportions: a fault
+    costs the same kind of work in both runs, not the same time (on a VM one run's faults took
+    2.4x another's), and the explaining run's instrumentation adds work of its own, which the
+    per-event and per-second steps leave out. Parts: "page-faults" (faults outside a system call)
+    and each memory system call (events.SYSCALLS); the rest of the kernel time is `other_ns`."""
     cpu = (sc.user_ns or 0.0) + (sc.sys_ns or 0.0)
     period = float(profile.period_ns)
     measured = {"page-faults": float(sc.minflt or 0.0), **{k: float(v) for k, v in sc.syscalls.items()}}
-    parts, behind = {}, {}
+    wall_ratio = sc.wall_ns / explained["wall_ns"] if explained.get("wall_ns") else 1.0
+    parts, behind, rest = {}, {}, 0.0
     for cls, k in profile.counts.items():
-        name = "page-faults" if cls == cpu_profile.FAULT else cls
-        if name != "page-faults" and name not in SYSCALLS:
+        if cls == cpu_profile.USER:
             continue
-        per_event = k * period / explained[name] if explained.get(name) else None
-        parts[name] = per_event * measured.get(name, 0.0) if per_event is not None and name in measured else k * period
-        behind[name] = k
-    scaled = sum(parts.values())
-    unscaled = sum(profile.counts.get(c, 0) for c in profile.counts if c in SYSCALLS or c == cpu_profile.FAULT) * period
-    kernel = scaled + (profile.kernel_samples * period - unscaled)
-    if kernel > cpu > 0:     # never more than the scope had: scaled down alike
-        f = cpu / kernel
-        parts, kernel = {k: v * f for k, v in parts.items()}, cpu
-    return Split(sc.wall_ns, cpu, kernel, parts, 1.0, units or DEFAULT, False, profile, behind)
+        name = "page-faults" if cls == cpu_profile.FAULT else cls
+        if explained.get(name) and name in measured:
+            t = k * period / explained[name] * measured[name]
+        elif cls == cpu_profile.OTHER:
+            t = k * period * wall_ratio
+        else:
+            t = k * period
+        if name == "page-faults" or name in SYSCALLS:
+            parts[name], behind[name] = t, k
+        else:
+            rest += t
+    estimated = sum(parts.values()) + rest
+    kernel = min(sc.sys_ns or 0.0, cpu) if sc.sys_ns else min(estimated, cpu)
+    f = kernel / estimated if estimated > 0 else 1.0
+    return Split(sc.wall_ns, cpu, kernel, {k: v * f for k, v in parts.items()}, 1.0, units or DEFAULT, False,
+                 profile, behind)
 
 
 def confidence(share: float, confirmed: bool = True) -> str:

@@ -203,7 +203,7 @@ class CellView:
         if s is None:
             return {}
         return {"page-faults": float(s.counters.get("page-faults-minor") or s.minflt or 0),
-                **{k: float(v) for k, v in s.syscalls.items()}}
+                **{k: float(v) for k, v in s.syscalls.items()}, "wall_ns": float(s.wall_ns)}
 
     def sampled_for(self, sc: Scope) -> cpu_profile.Profile | None:
         """The profile when it can cost this scope: usable, and the scope is the whole process (the

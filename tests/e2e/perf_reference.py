@@ -1,0 +1,43 @@
+"""The independent reference for measured costs: `perf record -e cpu-clock -g` on the same
+command, each sample classified here on its own terms (not by memsleuth's cpu_profile): a
+`__x64_sys_NAME` frame is that system call, else `asm_exc_page_fault` a page fault, a sample with no
+kernel frame user mode, the rest other kernel work. Used by the e2e tests and bench/cost_vs_perf.py."""
+from __future__ import annotations
+
+import re
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+
+def perf_shares(data: Path, *cmd: str) -> dict[str, float]:
+    """Each class's share of perf's cpu-clock samples of the command (written to `data`)."""
+    rec = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "1000", "-g", "-o", str(data), "--", *cmd],
+                         capture_output=True, text=True, timeout=300)
+    if rec.returncode != 0:
+        raise RuntimeError(f"perf record failed: {rec.stderr.strip()[-300:]}")
+    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,ip,sym"], capture_output=True, text=True,
+                         timeout=300).stdout
+    counts: Counter = Counter()
+    frames: list[tuple[str, str]] | None = None
+
+    def done(fr):
+        kernel = [sym for addr, sym in fr if addr.startswith("ffff")]
+        calls = [m.group(1) for sym in kernel if (m := re.match(r"__x64_sys_(\w+)$", sym))]
+        counts[calls[-1] if calls else "page-faults" if "asm_exc_page_fault" in kernel else
+               "user" if not kernel else "other"] += 1
+
+    for line in out.splitlines() + [""]:
+        if not line.strip():
+            if frames is not None:
+                done(frames)
+            frames = None
+        elif not line[0].isspace():
+            frames = []
+        elif frames is not None:
+            parts = line.split()
+            frames.append((parts[0], parts[1] if len(parts) > 1 else "?"))
+    n = sum(counts.values())
+    if n <= 200:
+        raise RuntimeError(f"perf took only {n} samples")
+    return {k: v / n for k, v in counts.items()}
