@@ -191,13 +191,38 @@ def record(command: list[str], env: dict[str, str], preload: str | None, counts:
             if not os.path.exists(data):
                 why = (rec.stderr.strip().splitlines() or ["no data"])[-1]
                 return {"unavailable": f"perf record failed: {why}"}
-            out = subprocess.run([perf, "script", "-i", data, "-F", "comm,pid,event,ip,sym,dso,srcline"],
-                                 capture_output=True, text=True, errors="replace", timeout=max(60, timeout_s),
-                                 env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+            out = _script(perf, data, notes)
+            if out is None:
+                continue
         for event, found in summarise(parse(out.stdout), allocator=preload).items():
             found["period"] = fault_period if event == "page-faults" else period
             sites[event] = found
     return {"events": sites, "notes": notes}
+
+
+# perf script's line numbers run addr2line over each object a sample names: over a 100 MB executable
+# (node) that took a minute and more. Past this budget the sites are named by function and object.
+SYMBOLIZE_S = 20.0
+
+
+def _script(perf: str, data: str, notes: list[str]):
+    """perf script's stacks, with line numbers within SYMBOLIZE_S, else by function and object
+    within another SYMBOLIZE_S (said in `notes`), else None (said too): a slow symbolization
+    leaves the sites unnamed, it never ends the command."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    for fields, why in (("comm,pid,event,ip,sym,dso,srcline", None),
+                        ("comm,pid,event,ip,sym,dso", f"line numbers took over {SYMBOLIZE_S:.0f} s (addr2line over a "
+                                                      "large object): the sites are named by function and object")):
+        try:
+            out = subprocess.run([perf, "script", "-i", data, "-F", fields], capture_output=True, text=True,
+                                 errors="replace", timeout=SYMBOLIZE_S, env=env)
+        except subprocess.TimeoutExpired:
+            continue
+        if why:
+            notes.append(why)
+        return out
+    notes.append(f"perf script did not finish within {2 * SYMBOLIZE_S:.0f} s: no call sites")
+    return None
 
 
 def parse(text: str) -> list[tuple[str, str, list[tuple[str, str, str]]]]:

@@ -28,6 +28,9 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
               *environment_lines(run.cells), *leftover_lines(run.cells)]
     if (cell.where or {}).get("skipped"):
         header.append(str(cell.where["skipped"]))
+    header += [f"call sites: {note}" for note in (cell.where or {}).get("notes") or []]
+    if (cell.where or {}).get("unavailable"):
+        header.append(f"call sites: {cell.where['unavailable']}")
     if measured and measured[-1].stdout_tail.strip():
         header.append("program output (last run, tail): " +
                       " | ".join(measured[-1].stdout_tail.strip().splitlines()[-3:]))
