@@ -99,8 +99,9 @@ def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
                      f"{sum(x.share for x in rest):.1%}", fmt_seconds(sum(x.ns for x in rest))])
     notes = [f"{p.samples:,} samples of the process tree's CPU time, one per {p.period_ns / 1e6:g} ms of it, in the "
              "explaining run (never a measured one), each classified by its kernel call chain: a page fault, a "
-             "system call by name, exit's teardown, other kernel work, or user mode. The findings cost each kind of "
-             "entry by its sampled time per event of the explaining run, times the measured runs' count of it."]
+             "system call by name, exit's teardown, other kernel work, or user mode. The findings share out the "
+             "measured runs' kernel time in the proportions these samples give each kind of entry, per event "
+             "counted in both runs (docs/findings.md, Cost)."]
     whole = a.view.process
     measured_ns = (whole.user_ns + whole.sys_ns) if whole else 0.0
     sampled_ns = p.samples * float(p.period_ns)
