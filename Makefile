@@ -93,6 +93,7 @@ bench: setup test-native
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/gate_power.py
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/check_cost.py
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/heap_cost.py
+	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/cost_vs_perf.py
 	$(PY) bench/cli_start.py
 
 clean:

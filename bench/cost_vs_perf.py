@@ -1,5 +1,5 @@
 """Measured costs against an independent reference, in one run: for each program of the corpus
-(C, Go, Node.js, CPython with NumPy, a shell script's tree), `memsleuth check` states a finding
+(C, C++, Go, Node.js, CPython with NumPy), `memsleuth check` states a finding
 and its cost; `perf record -e cpu-clock -g` on the same program (tests/e2e/perf_reference.py,
 classifying perf's samples on its own terms) gives the share of the CPU time in the kernel paths
 that mechanism is made of. Printed side by side with their ratio. Target: every ratio within
@@ -53,7 +53,15 @@ def corpus(tmp: Path) -> list[tuple[str, list[str] | None, str, tuple[str, ...]]
          "mmap-churn", churn),
         ("CPython + NumPy: 64 MiB temporaries, MADV_HUGEPAGE", [sys.executable, str(RUNTIMES / "temporaries.py")],
          "mmap-churn", churn),
+        ("C++: a 64 MiB std::vector temporary per step", cpp_program(tmp), "mmap-churn", churn),
     ]
+
+
+def cpp_program(tmp: Path) -> list[str] | None:
+    if shutil.which("g++") is None:
+        return None
+    ok = subprocess.run(["g++", "-O2", "-g", "-o", str(tmp / "temporaries"), str(RUNTIMES / "temporaries.cc")]).returncode
+    return [str(tmp / "temporaries")] if ok == 0 else None
 
 
 def stated(tmp: Path, cmd: list[str], ids: str) -> tuple[float, str]:

@@ -22,21 +22,32 @@ pytestmark = [needs_tracepoints,
               pytest.mark.skipif(shutil.which("perf") is None, reason="perf (linux-perf) is not installed")]
 
 
-@pytest.fixture(scope="module")
-def gcjob(tmp_path_factory):
+def go_build(d: Path, source: str) -> str:
+    """A static Go program from tests/e2e/runtimes (skips without a Go toolchain)."""
     go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
     if go is None:
         pytest.skip("no Go toolchain (golang-go)")
-    d = tmp_path_factory.mktemp("gcjob")
-    shutil.copy(HERE / "gcjob.go", d / "main.go")
-    (d / "go.mod").write_text("module gcjob\n\ngo 1.19\n")
+    shutil.copy(HERE / source, d / "main.go")
+    (d / "go.mod").write_text("module prog\n\ngo 1.19\n")
     env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "GOCACHE": str(d / "cache"),
            "GOPATH": str(d / "gopath"), "HOME": str(d)}
-    out = subprocess.run([go, "build", "-o", str(d / "gcjob"), "."], cwd=d, env=env, capture_output=True, text=True,
+    out = subprocess.run([go, "build", "-o", str(d / "prog"), "."], cwd=d, env=env, capture_output=True, text=True,
                          timeout=300)
     if out.returncode != 0:
         pytest.skip(f"go build failed here: {out.stderr.strip()[-300:]}")
-    return str(d / "gcjob")
+    return str(d / "prog")
+
+
+def node() -> str:
+    found = shutil.which("node") or shutil.which("nodejs")
+    if found is None:
+        pytest.skip("no JavaScript runtime (nodejs)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def gcjob(tmp_path_factory):
+    return go_build(tmp_path_factory.mktemp("gcjob"), "gcjob.go")
 
 
 def test_a_static_go_program_purging_its_heap_per_job(tmp_path, gcjob):
@@ -54,10 +65,7 @@ def test_a_static_go_program_purging_its_heap_per_job(tmp_path, gcjob):
 
 
 def test_a_node_handler_allocating_a_64_mib_buffer_per_request(tmp_path):
-    node = shutil.which("node") or shutil.which("nodejs")
-    if node is None:
-        pytest.skip("no JavaScript runtime (nodejs)")
-    cmd = [node, str(HERE / "buffers.js")]
+    cmd = [node(), str(HERE / "buffers.js")]
     doc = check(tmp_path, *cmd)
     ref = perf_shares(tmp_path, *cmd)
     f = findings_of(doc)["mmap-churn"]
@@ -80,3 +88,25 @@ def test_numpy_temporaries_of_64_mib_per_step(tmp_path):
     assert f["who"] == "runtime" and f["numbers"]["runtime"] == "CPython", (f["who"], f["evidence"])
     assert within(f["cost_share"], ref.get("munmap", 0) + ref.get("mmap", 0) + ref["page-faults"]), (f["title"], ref)
     assert "out=" in f["advice"]
+
+
+def test_cpp_temporaries_of_64_mib_per_step(tmp_path):
+    if shutil.which("g++") is None:
+        pytest.skip("no C++ compiler (g++)")
+    prog = tmp_path / "temporaries"
+    subprocess.run(["g++", "-O2", "-g", "-o", str(prog), str(HERE / "temporaries.cc")], check=True, timeout=120)
+    doc = check(tmp_path, str(prog))
+    ref = perf_shares(tmp_path, str(prog))
+    f = findings_of(doc)["mmap-churn"]
+    assert f["who"] == "allocator", (f["who"], f["evidence"])        # operator new -> malloc maps, free unmaps
+    assert within(f["cost_share"], ref.get("munmap", 0) + ref.get("mmap", 0) + ref["page-faults"]), (f["title"], ref)
+    assert "mmap_max=0" in f["advice"]
+
+
+@pytest.mark.parametrize("runtime", ["go", "node", "python"])
+def test_clean_programs_in_each_runtime_get_no_finding_above_low(tmp_path, runtime):
+    cmd = {"go": lambda: [go_build(tmp_path, "clean.go")], "node": lambda: [node(), str(HERE / "clean.js")],
+           "python": lambda: [sys.executable, "-c", "print(sum(i * i % 7 for i in range(3 * 10**6)))"]}[runtime]()
+    doc = check(tmp_path, *cmd)
+    loud = [(f["id"], f["confidence"], f["title"]) for f in findings_of(doc).values() if f["confidence"] != "low"]
+    assert not loud, loud
