@@ -12,6 +12,7 @@ import pytest
 
 from conftest import fixture, memsleuth, needs_tracepoints
 from perf_reference import perf_shares as perf_of
+from test_corpus import check, mechanisms
 
 
 def perf_shares(tmp_path, *cmd: str) -> dict[str, float]:
@@ -20,21 +21,9 @@ def perf_shares(tmp_path, *cmd: str) -> dict[str, float]:
 pytestmark = [needs_tracepoints,
               pytest.mark.skipif(shutil.which("perf") is None, reason="perf (linux-perf) is not installed")]
 
-MEASUREMENT = {"unstable-measurement", "counters-unavailable"}
-
-
-def check(tmp_path, *cmd: str) -> dict:
-    js = tmp_path / "c.json"
-    proc = memsleuth("check", "--db", str(tmp_path / "c.db"), "--json", str(js), "--", *cmd)
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(js.read_text())
-    doc["_stdout"] = proc.stdout
-    return doc
-
-
 def findings_of(doc: dict) -> dict[str, dict]:
-    found = [f for c in doc["cells"] for f in c["summary"]["findings"]] + doc["findings"]
-    return {f["id"]: f for f in found if f["id"] not in MEASUREMENT}
+    """The mechanism findings of a check's JSON, by id."""
+    return {f["id"]: f for f in mechanisms(doc)}
 
 
 def within(got: float, reference: float) -> bool:
