@@ -188,14 +188,18 @@ static msr_released *released_of(msr_args *a, pid_t pid, int create) {
 static void release(msr_args *a, pid_t pid, uint64_t start, uint64_t len, int kind, int advice) {
   msr_released *p = len ? released_of(a, pid, 1) : NULL;
   if (!p) return;
-  if (kind == MSR_REL_MUNMAP) /* the faults of the mappings it gives back were paid for a mapping that churned */
+  if (kind == MSR_REL_MUNMAP) /* the faults of the mappings it gives back: churn if the process maps again */
     for (int k = 0; k < p->n; k++) {
       msr_range *r = &p->r[k];
       if (r->kind == MSR_REL_MAPPED && r->faults && r->start < start + len && start < r->end) {
-        a->mapped_churned += r->faults;
+        p->pending += r->faults;
         r->faults = 0;
       }
     }
+  if (kind == MSR_REL_MAPPED) { /* a new mapping after some were given back: they churned */
+    a->mapped_churned += p->pending;
+    p->pending = 0;
+  }
   msr_range *last = p->n ? &p->r[(p->next + MSR_REL_RANGES - 1) % MSR_REL_RANGES] : NULL;
   if (kind != MSR_REL_MAPPED && last && last->kind == kind && last->advice == advice && start <= last->end &&
       start + len >= last->start) {

@@ -62,7 +62,8 @@ typedef struct {
 } msr_range;
 typedef struct {
   pid_t pid;
-  int n, next; /* ranges held, and the slot the next one goes to */
+  int n, next;      /* ranges held, and the slot the next one goes to */
+  uint64_t pending; /* faults of mappings munmap gave back, churn once the process maps again */
   msr_range r[MSR_REL_RANGES];
 } msr_released;
 
@@ -103,7 +104,8 @@ typedef struct {
    * copy-on-write), a write of a missing page; the rest read a missing page. */
   uint64_t refault[MSR_REL_N], refault_advice[MSR_ADVICE];
   uint64_t fault_present[MSR_REL_N], fault_write[MSR_REL_N];
-  uint64_t mapped_churned; /* faults in mappings made during the run that munmap gave back later */
+  uint64_t mapped_churned; /* faults in mappings made during the run that munmap gave back, the process
+                            * mapping again after (a mapping given back at teardown is no churn) */
   /* Each thread's recent traced faults (time, and what released the address): a CPU sample taken
    * inside a fault handler is the time of the latest of them before it (msr_cpu.c). */
   msr_recent *recent; /* MSR_LAST_FAULTS threads, by tid (with the ranges) */

@@ -139,6 +139,8 @@ class Profile:
         return {"period_ns": self.period_ns, "samples": self.samples, "counts": dict(self.counts),
                 "fault_kinds": dict(self.fault_kinds), "other_top": [list(t) for t in self.other_top],
                 "executables": [list(e) for e in self.executables], "by_executable": self.by_executable,
+                "preloads": {k: [list(e) for e in v] for k, v in self.preloads.items()},
+                "fault_release": dict(self.fault_release),
                 "lost_records": self.lost, "why": self.why}
 
 

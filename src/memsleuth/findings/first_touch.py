@@ -37,7 +37,7 @@ def _process(view: CellView) -> list[Finding]:
     if trace is not None:
         # The faults' addresses say which were first touches: nothing gave their memory back before,
         # and they wrote it (a read of never-written memory maps the zero page: zero_page.py).
-        first = view.fault_causes(sc)[0]["none"] * (1 - trace.read_share("none"))
+        first = view.fault_causes(sc)[0]["none"] * trace.write_share("none")
         fault_bytes = sc.minflt * first * PAGE_BYTES
         spent = split.cost("page-faults") * first
         proof = (f"{first:.0%} of the sampled page faults write memory that nothing gave back before them (each "

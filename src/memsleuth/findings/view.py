@@ -123,6 +123,13 @@ class FaultTrace:
         """The share of the sampled faults that touch memory `released_by` gave back before them."""
         return self.by_release.get(released_by, (0.0, 0.0, 0.0))[0] / self.total
 
+    def write_share(self, released_by: str) -> float:
+        """Of those faults, the share that wrote a missing page (for "none": first touches, of memory
+        never given back and of fresh mappings alike); the rest read one or hit a present page."""
+        kinds = ("none", "mapped") if released_by == "none" else (released_by,)
+        n, writes = (sum(self.by_release.get(k, (0.0, 0.0, 0.0))[i] for k in kinds) for i in (0, 2))
+        return writes / n if n else 0.0
+
     def read_share(self, released_by: str) -> float:
         """Of those faults, the share that read a missing page (not present, not a write); for
         "none", first touches: those of memory never given back and of fresh mappings alike."""
