@@ -657,7 +657,9 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     found = own + findings.for_run([view])
     summary = summarise_cell(cell, run.spec.target_ci, [], units_of(run))
     summary.findings = own          # the cell's own, as compare's summaries hold them; the run's are in findings
-    untried = [t.name for t in tries.for_findings(found, cell.allocator.name, list(tries.OTHER_ALLOCATORS))]
+    # Another allocator cannot reach a program that LD_PRELOAD does not (a static executable).
+    others = list(tries.OTHER_ALLOCATORS) if view.preload_reaches_program is not False else []
+    untried = [t.name for t in tries.for_findings(found, cell.allocator.name, others)]
     p = view.profile
     cpu_time = cpu_profile.breakdown(p) if p is not None and p.samples else []
     return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names], found,

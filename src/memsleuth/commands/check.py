@@ -75,9 +75,11 @@ def _try(store, check_run: int, p, args, console: Console, max_rounds: int) -> i
     from memsleuth.report import builders, terminal
     from memsleuth.session import measure, spec_for
     run = store.load_run(check_run)
-    found = analyse_check(run).findings
+    checked = analyse_check(run)
+    found = checked.findings
     base = p.cells[0]
-    installed = [a.name for a in allocators.available()]
+    # Another allocator cannot reach a program that LD_PRELOAD does not (a static executable).
+    installed = [a.name for a in allocators.available()] if checked.view.preload_reaches_program is not False else []
     candidates = tries.for_findings(found, base.allocator.name, installed)
     if not candidates:
         console.print("\n--try: no finding of this run names a setting or an allocator to try; the advice above is a "

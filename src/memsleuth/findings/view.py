@@ -446,6 +446,18 @@ class CellView:
         seen = sum(e[2] for e in self.profile.executables) if self.profile is not None else 0
         return max(int(live), int(seen), 1)
 
+    @property
+    def preload_reaches_program(self) -> bool | None:
+        """Whether LD_PRELOAD reaches the program that had most of the CPU time: the explaining
+        run's processes of it mapped the libraries it preloaded (False: a static executable, or one
+        started with a cleared environment; None: not known)."""
+        p = self.profile
+        if p is None or not p.preloads or not p.executables:
+            return None
+        top = max(p.executables, key=lambda e: e[1])[0]
+        seen = [(execd, mapped) for entries in p.preloads.values() for exe, _, execd, mapped in entries if exe == top]
+        return None if not seen else all(mapped > 0 for _, mapped in seen)
+
     def fault_executables(self) -> list[tuple[str, int, float]]:
         """(executable, processes, share of the sampled fault time) for the executables that took
         page faults in the explaining run, the most first (cpu_profile.by_executable)."""

@@ -73,8 +73,7 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
     footer = []
     if a.untried and "--try" not in run.argv:
         footer.append(f"The advice above is untried. `memsleuth check --try -- {command_text(cell.command)}` measures "
-                      f"the changes it names against this program ({', '.join(a.untried)}; the allocators that are "
-                      "installed) and says which help.")
+                      f"the changes it names against this program ({', '.join(a.untried)}) and says which help.")
     return Report(f"memsleuth check — run {run.id}", header, tables, footer, a.findings, quiet=a.quiet,
                   figures=[f for f in (comp, fig) if f],
                   command=memsleuth_command(run.argv), run=run, analysis=a)
