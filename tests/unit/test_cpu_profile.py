@@ -116,3 +116,37 @@ def test_a_profile_that_is_not_what_ms_run_writes_is_ignored():
     p = cpu_profile.read({"samples": 10, "frames": ["0xffffffff81000c60"], "stacks": [[0, 10, 0, [0]]],
                           "executables": [["a", 10, 1]]})
     assert p is not None and not p.usable and "unnamed" in p.why
+
+
+def _tree_profile(mapped_by_prog: int) -> dict:
+    """A profile as ms-run writes it for `sh -c 'exec env -i prog'` under a preloaded allocator: the
+    shell mapped it, prog (2 processes exec'd) mapped it `mapped_by_prog` times."""
+    return {"period_ns": 500000, "samples": 400, "kernel_samples": 200, "frames": ["asm_exc_page_fault"],
+            "preload": ["/usr/lib/x86_64-linux-gnu/libmimalloc.so.2.0"],
+            "executables": [["sh", 10, 1, 1, [1]], ["prog", 390, 2, 2, [mapped_by_prog]]],
+            "stacks": [[1, 200, 0, [0], 1], [1, 190, 0, [], 0], [0, 10, 0, [], 0]]}
+
+
+def test_a_preload_that_missed_the_measured_program_is_said_and_no_allocator_is_offered():
+    from memsleuth.evidence import Sample
+    from memsleuth.findings import preload_missed
+    from memsleuth.findings.view import CellView
+    doc = {"status": "ok", "wall_ns": 10**9, "user_ns": 5 * 10**8, "sys_ns": 5 * 10**8, "minflt": 10**5,
+           "preload": "/lib/x86_64-linux-gnu/libmimalloc.so.2"}
+    missed = CellView("m", "mimalloc", [Sample.from_msrun(doc)],
+                      explain=[Sample.from_msrun({**doc, "cpu_profile": _tree_profile(0)})])
+    f = preload_missed.check(missed)
+    assert f and f[0].confidence == "high" and f[0].cost_share == pytest.approx(390 / 400)
+    assert "prog: 2 of 2 processes" in f[0].evidence[0]
+    assert missed.preload_reaches_program is False
+    half = CellView("m", "mimalloc", [Sample.from_msrun(doc)],
+                    explain=[Sample.from_msrun({**doc, "cpu_profile": _tree_profile(1)})])
+    g = preload_missed.check(half)          # one of the two processes ran without it: half its CPU time
+    assert g and g[0].confidence == "medium" and g[0].cost_share == pytest.approx(195 / 400)
+    reached = CellView("m", "mimalloc", [Sample.from_msrun(doc)],
+                       explain=[Sample.from_msrun({**doc, "cpu_profile": _tree_profile(2)})])
+    assert preload_missed.check(reached) == [] and reached.preload_reaches_program is True
+    # glibc (nothing preloaded): nothing to say
+    plain = CellView("g", "glibc", [Sample.from_msrun({**doc, "preload": None})],
+                     explain=[Sample.from_msrun({**doc, "preload": None, "cpu_profile": _tree_profile(0)})])
+    assert preload_missed.check(plain) == []
