@@ -4,11 +4,11 @@
 2. For programs of about 0.1 s, 1 s and 10 s, fault-heavy, syscall-heavy and clean: the wall time
    of `memsleuth check -- PROG` over the program's own wall time (interleaved rounds, paired
    ratios), against the budget 2T + 1 s (target for T >= 1 s).
-3. The explaining run alone (syscall arguments, heap accounting and call sites in one run, as
-   check makes it) over a plain measured run of the same program, both through ms-run,
-   interleaved (target: at most 1.10x); and the measured run over the program itself, which
-   shows the floor under check's cost: the measured run counts every syscall by name (a
-   tracepoint), and the explaining run runs the whole program again.
+3. The explaining run alone (syscall arguments with the faults' addresses, heap accounting, call
+   sites and the sampled CPU time in one run, as check makes it) over a plain measured run of
+   the same program, both through ms-run, interleaved (target: at most 1.10x); and the measured
+   run over the program itself, which shows the floor under check's cost: the measured run counts
+   every syscall by name (a tracepoint), and the explaining run runs the whole program again.
 
 check is timed with nothing held: it starts and lets go of its own tracepoint holder. The
 measured and explaining runs alone are timed under a holder, as the runner runs them.
@@ -68,7 +68,7 @@ def explaining_ratio(argv: list[str]) -> list[str]:
 
     def explaining() -> float:
         s = launcher.run_cell(cell, timeout_s=600, mem_limit_bytes=None, syscall_args=True, heap=True,
-                              sites=periods, args_every=every)
+                              sites=periods, args_every=every, cpu_sample_us=runner.cpu_sample_us([first]))
         return s.wall_ns / 1e9
 
     with Holder():
