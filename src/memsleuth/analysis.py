@@ -86,6 +86,9 @@ class CellSummary:
     per_cpu_s: stats.Estimate | None = None
     per_cpu_ratio: stats.Estimate | None = None  # vs the group's best per CPU-second, paired by round
     per_cpu_verdict: stats.Verdict | None = None
+    # The preload-missed finding when the allocator never reached the measured program (most of the
+    # sampled CPU time ran without it): the cell's figures are another allocator's, so it is not ranked.
+    not_reached: "findings.Finding | None" = None
 
     def view(self) -> findings.CellView:
         samples = [s for _, s in self.ok_samples]
@@ -98,6 +101,8 @@ class CellSummary:
     def status(self) -> str:
         if not self.ok_samples:
             return self.failures[0].status if self.failures else "error"
+        if self.not_reached is not None:
+            return "preload-failed"
         return "ok" if not self.failures else "partial"
 
     @property
@@ -322,7 +327,13 @@ def _metric_by_round(c: CellSummary) -> dict[int, float]:
 
 
 def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) -> Group:
-    ok = [c for c in cells if c.estimate is not None]
+    for c in cells:
+        if c.estimate is not None and c.cell.allocator.preloaded:
+            missed = findings.preload_missed.check(c.view())
+            if missed and missed[0].numbers["cpu_share"] >= findings.preload_missed.MOST:
+                c.not_reached = missed[0]
+                c.findings = missed          # its own figures are not this allocator's: nothing else is said
+    ok = [c for c in cells if c.estimate is not None and c.not_reached is None]
     group = Group(cells[0].cell.params if cells else {}, cells)
     if ok and len({c.metric for c in ok}) == 1:
         hib = ok[0].higher_is_better

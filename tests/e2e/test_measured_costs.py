@@ -83,6 +83,10 @@ def test_a_preload_that_does_not_reach_the_program_is_never_an_ok_cell(tmp_path)
     assert "plain-refault_m" in missed[0]["evidence"][0]          # the program, by its command name
     assert not [f for f in cells["glibc"]["summary"]["findings"] if f["id"] == "preload-missed"]
     assert "never reached the measured program" in proc.stdout
+    # never an ok cell: its figures are the default allocator's, so it is not ranked
+    assert cells[other.name]["summary"]["status"] == "preload-failed"
+    assert cells["glibc"]["summary"]["status"] == "ok"
+    assert "PRELOAD-FAILED: not ranked" in proc.stdout
     # the same command without env -i: the preload reaches it, and nothing is said
     js2 = tmp_path / "q.json"
     proc = memsleuth("compare", "--alloc", other.name, "--reps", "2", "--db", str(tmp_path / "q.db"), "--json",

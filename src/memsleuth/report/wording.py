@@ -38,6 +38,8 @@ def verdict_text(c: CellSummary) -> str:
     """Against the group's fastest, from per-round ratios; called only beyond the noise threshold."""
     if c.estimate is None:
         return "-"
+    if getattr(c, "not_reached", None) is not None:
+        return "PRELOAD-FAILED: not ranked"
     if c.is_best:
         return "fastest" if c.best_resolved else "no winner resolved"
     return c.verdict.text if c.verdict else "-"

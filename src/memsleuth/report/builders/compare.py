@@ -60,6 +60,8 @@ def throughput_table(run: StoredRun, groups: list[Group], swept: list[str]) -> T
                                                                            verdict_text(c), n_text(c, target)]
             if c.estimate is None:
                 failed.add((len(rows), len(row) - 4))
+            elif c.not_reached is not None:
+                failed.add((len(rows), len(row) - 2))
             rows.append(row)
     per_cpu = any(c.per_cpu_s is not None for g in groups for c in g.cells)
     if per_cpu:
