@@ -520,16 +520,17 @@ def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[f
                 continue    # its scheduler parks idle threads on futexes: no lock is shown contended
             who, numbers = "runtime", {**f.numbers, "runtime": runtime.name}
             extra = [f"{share:.0%} of the sampled {f.calls} calls come from {runtime.name}'s own code"]
-            advice = runtime.release if f.id in RELEASING_FINDINGS else runtime.churn
-            if not runtime.own_memory and f.advice != PROGRAM_ADVICE:   # its memory is malloc's: that side too
-                advice += f"; on the allocator's side: {f.advice}"
+            own = runtimes.advice_for(runtime, f.id)
+            if own is not None:
+                advice = own
+                if not runtime.own_memory and f.advice != PROGRAM_ADVICE:   # its memory is malloc's: that side too
+                    advice += f"; on the allocator's side: {f.advice}"
+            elif advice == PROGRAM_ADVICE:
+                advice = f.advice   # the rule's own words: the runtime, not the program's code, makes the calls
         out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=advice,
                            numbers=numbers))
     return out
 
-
-# The findings whose mechanism is memory given back too eagerly (a runtime's release knobs apply).
-RELEASING_FINDINGS = ("madvise-storm", "madvise-calls", "mmap-churn", "heap-trim-churn")
 
 
 def analyse(run: StoredRun) -> list[Group]:
@@ -652,6 +653,9 @@ class CheckAnalysis:
     summary: CellSummary | None = None                # the cell as compare summarises it (the JSON export)
     untried: list[str] = field(default_factory=list)  # the candidate changes `check --try` would measure
     cpu_time: list = field(default_factory=list)      # cpu_profile.Part: the sampled CPU time by kernel path
+    # (sampled, measured) CPU ns when the explaining run's CPU time is outside EXPLAINING_CPU_RANGE of
+    # the measured runs' (its instrumentation slowed the program): its shares are its own.
+    explaining_cpu_apart: tuple[float, float] | None = None
 
 
 def analyse_check(run: StoredRun) -> CheckAnalysis:
@@ -673,5 +677,15 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     untried = [t.name for t in tries.for_findings(found, cell.allocator.name, others)]
     p = view.profile
     cpu_time = cpu_profile.breakdown(p) if p is not None and p.samples else []
+    whole = view.process
+    measured_ns = (whole.user_ns + whole.sys_ns) if whole else 0.0
+    sampled_ns = p.samples * float(p.period_ns) if p is not None else 0.0
+    apart = (sampled_ns, measured_ns) if cpu_time and measured_ns and \
+        not EXPLAINING_CPU_RANGE[0] <= sampled_ns / measured_ns <= EXPLAINING_CPU_RANGE[1] else None
     return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names], found,
-                         quiet_line([view] if view.samples else [], found), summary, untried, cpu_time)
+                         quiet_line([view] if view.samples else [], found), summary, untried, cpu_time, apart)
+
+
+# The explaining run's CPU time against the measured runs' beyond which check says the samples'
+# shares are the explaining run's own (its instrumentation slowed the program).
+EXPLAINING_CPU_RANGE = (0.8, 1.25)

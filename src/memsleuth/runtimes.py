@@ -51,6 +51,16 @@ TABLE: tuple[Runtime, ...] = (
 
 # A mechanism is the runtime's when at least this share of its sampled call sites are its frames.
 MIN_SHARE = 0.8
+# The findings a runtime's release knobs address (memory given back too eagerly), and those its
+# churn knobs address (fresh memory allocated and faulted in per use); any other finding keeps its
+# own advice (a madvise hint or prefault is neither).
+RELEASE_FINDINGS = ("madvise-storm", "mmap-churn", "heap-trim-churn")
+CHURN_FINDINGS = ("first-touch", "mremap-churn")
+
+
+def advice_for(rt: Runtime, finding: str) -> str | None:
+    """A runtime's own advice for a finding's mechanism, or None where it has none to give."""
+    return rt.release if finding in RELEASE_FINDINGS else rt.churn if finding in CHURN_FINDINGS else None
 
 
 def function_of(site: str) -> str:

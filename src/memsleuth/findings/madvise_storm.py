@@ -67,7 +67,7 @@ def check(view: CellView) -> list[Finding]:
     trace = view.traced_for(sc)
     # Where the faults are traced by address, those that touch again what madvise purged are part
     # of its cost; otherwise they are only said to be possible.
-    refault_ns = view.refault_cost(sc, split, "madvise", 0.0)[0] if trace is not None else 0.0
+    refault_ns, traced = view.refault_cost(sc, split, "madvise", 0.0) if trace is not None else (0.0, None)
     spent = split.cost("madvise") + refault_ns
     if not split.material(spent):
         return []
@@ -98,8 +98,7 @@ def check(view: CellView) -> list[Finding]:
         if family == "purge":
             advice = PURGE_ADVICE.get(view.allocator, PURGE_GENERIC)
     faults = sc.minflt
-    if trace is not None and refault_ns:
-        _, traced = view.refault_cost(sc, split, "madvise", 0.0)
+    if traced and refault_ns:
         evidence.append(f"{traced}: {refault_ns / 1e6:,.0f} ms of page faults")
     elif family == "purge" and faults:
         purged_pages = families["purge"][1] / PAGE_BYTES

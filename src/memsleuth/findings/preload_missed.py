@@ -46,8 +46,8 @@ def check(view: CellView) -> list[Finding]:
     return [Finding(
         id="preload-missed", title=title,
         mechanism=("programs of the command's tree started without the preloaded allocator (their image never "
-                   f"mapped {lib}): their malloc is the default one, so this cell's figures are "
-                   + ("the default allocator's, not this allocator's" if most else "partly the default allocator's")),
+                   f"mapped {lib}): their allocator is not the one this cell names, so its figures are "
+                   + ("not this allocator's" if most else "partly another allocator's")),
         evidence=[f"programs whose image did not map {lib} (the explaining run's exec and mapping records): {names}",
                   f"processes that did: {sum(m for *_, m in p.preloads[path]):,}"],
         advice=("pass the allocator where the program starts: a command that clears the environment (env -i, sudo, a "

@@ -157,9 +157,6 @@ ALLOCATOR_SENSITIVE = {"heap-trim-churn": ("brk calls", "page faults"),
                        "heap-retained": ("time-averaged RSS", "peak RSS")}
 
 
-# The findings a runtime's release knob addresses.
-RUNTIME_RELEASE_FINDINGS = ("madvise-storm", "mmap-churn", "heap-trim-churn")
-
 
 # Findings about memory, not time: a candidate is judged on peak RSS.
 MEMORY_FINDINGS = ("rss-blowup", "heap-overhead", "heap-retained")
@@ -175,7 +172,7 @@ def for_findings(found: list[Finding], allocator: str, installed: list[str]) -> 
         if rt is not None and rt.own_memory:
             # A runtime's own heap: neither another allocator nor glibc's tunables reach it; its own
             # release knob, where it is an environment setting, does.
-            if rt.try_release and f.id in RUNTIME_RELEASE_FINDINGS:
+            if rt.try_release and f.id in runtimes.RELEASE_FINDINGS:
                 name, env = rt.try_release
                 t = Try(name, f.id, ("page faults",), env=dict(env))   # the calls stay; the re-faults go
                 out[t.key] = out[t.key].merged(t) if t.key in out else t

@@ -79,15 +79,13 @@ class FaultTrace:
     rest read a missing page. Counts stand for `every` faults each."""
     every: int
     by_release: dict[str, tuple[float, float, float]]
-    madvise_advice: dict[int, float]
     mapped_churned: float = 0.0     # of the faults in mappings made during the run, those munmap gave back later
 
     @classmethod
     def read(cls, doc) -> "FaultTrace | None":
         try:
             by = {str(k): (float(v[0]), float(v[1]), float(v[2])) for k, v in (doc.get("by_release") or {}).items()}
-            advice = {int(k): float(v) for k, v in (doc.get("madvise_advice") or {}).items()}
-            return cls(int(doc.get("every") or 1), by, advice, float(doc.get("mapped_churned") or 0)) \
+            return cls(int(doc.get("every") or 1), by, float(doc.get("mapped_churned") or 0)) \
                 if sum(v[0] for v in by.values()) > 0 else None
         except (AttributeError, TypeError, ValueError, IndexError):
             return None
@@ -118,10 +116,6 @@ class FaultTrace:
     @property
     def total(self) -> float:
         return sum(v[0] for v in self.by_release.values())
-
-    def share(self, released_by: str) -> float:
-        """The share of the sampled faults that touch memory `released_by` gave back before them."""
-        return self.by_release.get(released_by, (0.0, 0.0, 0.0))[0] / self.total
 
     def write_share(self, released_by: str) -> float:
         """Of those faults, the share that wrote a missing page (for "none": first touches, of memory
@@ -196,17 +190,22 @@ class CellView:
                "madvise": sum(b for fam, (_, b) in self.advice_families().items() if fam in cost_mod.RELEASING)}
         return {k: v * self.args_cover(sc, k) for k, v in out.items() if v and self.describes(sc, k)}
 
+    @property
+    def _profiled_run(self) -> Sample | None:
+        """The explaining run that sampled the CPU time."""
+        return next((s for s in self.explain if s.cpu_profile), None)
+
     @functools.cached_property
     def profile(self) -> cpu_profile.Profile | None:
         """The explaining run's sampled CPU time by kernel path (cpu_profile.py), when it has one."""
-        s = next((s for s in self.explain if s.cpu_profile), None)
+        s = self._profiled_run
         return cpu_profile.read(s.cpu_profile) if s is not None else None
 
     @property
     def explained_counts(self) -> dict[str, float]:
         """The explaining run's own counts of what its samples are classified by: its page faults
         (minor) and each syscall, so that sampled time per event can be read."""
-        s = next((s for s in self.explain if s.cpu_profile), None)
+        s = self._profiled_run
         if s is None:
             return {}
         return {"page-faults": float(s.counters.get("page-faults-minor") or s.minflt or 0),

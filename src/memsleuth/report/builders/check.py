@@ -101,10 +101,8 @@ def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
              "system call by name, exit's teardown, other kernel work, or user mode. The findings share out the "
              "measured runs' kernel time in the proportions these samples give each kind of entry, per event "
              "counted in both runs (docs/findings.md, Cost)."]
-    whole = a.view.process
-    measured_ns = (whole.user_ns + whole.sys_ns) if whole else 0.0
-    sampled_ns = p.samples * float(p.period_ns)
-    if measured_ns and not 0.8 <= sampled_ns / measured_ns <= 1.25:
+    if a.explaining_cpu_apart is not None:
+        sampled_ns, measured_ns = a.explaining_cpu_apart
         notes.append(f"The explaining run took {fmt_seconds(sampled_ns)} of CPU time against "
                      f"{fmt_seconds(measured_ns)} in the measured runs (its instrumentation: heap accounting, call-site "
                      "sampling): its shares are its own, not the measured runs'.")
