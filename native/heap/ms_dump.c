@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
+#include <unwind.h>
 
 void ms_dump_json_str(FILE *f, const char *s) {
   fputc('"', f);
@@ -101,3 +103,74 @@ void ms_dump_quiet(sigset_t *old) {
 }
 
 void ms_dump_loud(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
+
+/* ---- stacks ---------------------------------------------------------------------------------- */
+
+#if defined(__x86_64__)
+#define FP_REG 6 /* rbp in DWARF's numbering */
+#elif defined(__aarch64__)
+#define FP_REG 29
+#endif
+
+/* libgcc's lookup of a pc's unwind information (unwind-dw2-fde.h, exported by libgcc_s). */
+struct dwarf_eh_bases {
+  void *tbase, *dbase, *func;
+};
+extern const void *_Unwind_Find_FDE(void *pc, struct dwarf_eh_bases *bases);
+
+typedef struct {
+  uintptr_t *frames;
+  int n, max, started;
+  uintptr_t pc, last_ip, last_fp;
+} walk;
+
+static _Unwind_Reason_Code step(struct _Unwind_Context *c, void *arg) {
+  walk *w = arg;
+  uintptr_t ip = (uintptr_t)_Unwind_GetIP(c);
+  if (!w->started) {
+    /* A signal's frames come first: the program's stack starts at the interrupted pc, which is
+     * exact (not a return address), so it is kept + 1 like the rest. */
+    if (ip != w->pc) return _URC_NO_REASON;
+    w->started = 1;
+    ip += 1;
+  }
+  if (!ip || w->n >= w->max) return _URC_END_OF_STACK;
+  w->frames[w->n++] = ip;
+  w->last_ip = ip;
+  w->last_fp = (uintptr_t)_Unwind_GetGR(c, FP_REG);
+  return _URC_NO_REASON;
+}
+
+/* Reads `len` bytes of this process at `addr` without faulting on an address that is not mapped. */
+static int safe_read(uintptr_t addr, void *to, size_t len) {
+  struct iovec local = {to, len}, remote = {(void *)addr, len};
+  return syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) == (long)len;
+}
+
+int ms_fp_continue(uintptr_t fp, uintptr_t *frames, int n, int max) {
+  while (n < max && fp && !(fp & 7)) {
+    uintptr_t pair[2]; /* the caller's frame pointer, then this frame's return address */
+    if (!safe_read(fp, pair, sizeof pair) || !pair[1]) break;
+    frames[n++] = pair[1];
+    if (pair[0] <= fp || pair[0] - fp > (1u << 20)) break; /* a caller's frame lies above, and near */
+    fp = pair[0];
+  }
+  return n;
+}
+
+static int no_unwind_info(uintptr_t ret) {
+  struct dwarf_eh_bases bases;
+  return ret > 1 && _Unwind_Find_FDE((void *)(ret - 1), &bases) == NULL;
+}
+
+int ms_unwind(uintptr_t *frames, int max, uintptr_t pc, uintptr_t pc_fp) {
+  walk w = {frames, 0, max, pc == 0, pc, 0, 0};
+  _Unwind_Backtrace(step, &w);
+  if (!w.started) { /* the unwinder could not cross the signal frame: the pc, then its frame pointers */
+    if (max < 1) return 0;
+    frames[0] = pc + 1;
+    return no_unwind_info(pc + 1) ? ms_fp_continue(pc_fp, frames, 1, max) : 1;
+  }
+  if (w.n && w.n < max && no_unwind_info(w.last_ip)) return ms_fp_continue(w.last_fp, frames, w.n, max);
+  return w.n;
+}

@@ -4,6 +4,7 @@
 #ifndef MS_DUMP_H
 #define MS_DUMP_H
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Both libraries are built with hidden visibility (CMakeLists.txt): preloaded together, each keeps
@@ -31,4 +32,13 @@ void ms_dump_forked(void);
  * blocked is delivered late, marked asynchronous, and left out. */
 void ms_dump_quiet(sigset_t *old);
 void ms_dump_loud(const sigset_t *old);
+/* A stack as return addresses, innermost first (`max` at most): the C runtime's unwinder (.eh_frame,
+ * so no frame pointers are needed), from the signal-interrupted `pc` on when it is not 0 (stored
+ * + 1, like a return address), else from the caller. Where it stops at code that has no unwind
+ * information (a runtime's compiled code: V8's JIT and builtins, the JVM's, CPython's perf
+ * trampolines), the stack goes on by frame pointers, each read without risk of a fault, while
+ * every caller's frame lies above its callee's within 1 MiB. `pc_fp`: the frame pointer at `pc`,
+ * for when the unwinder cannot cross the signal frame. Returns the number of frames. */
+int ms_unwind(uintptr_t *frames, int max, uintptr_t pc, uintptr_t pc_fp);
+int ms_fp_continue(uintptr_t fp, uintptr_t *frames, int n, int max);
 #endif

@@ -23,7 +23,6 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
-#include <execinfo.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -47,8 +46,8 @@
 #define FLUSH_OPS 1024
 #define FLUSH_BYTES (256 << 10)
 #define HIST_BUCKETS 48
-#define MAX_FRAMES 16
-#define SKIP_FRAMES 2 /* record_sample and the hook itself */
+#define MAX_FRAMES 48
+#define SKIP_FRAMES 3 /* ms_unwind, record_sample and the hook itself */
 #define MAX_SITES 8192
 #define SAMPLE_SLOTS_MIN 4096u /* live sampled blocks: open addressing, grown by doubling at half full */
 #define SAMPLE_SLOTS_MAX (1u << 22)
@@ -471,7 +470,7 @@ static int sample_room(void) {
 
 static void record_sample(void *p, size_t size) {
   void *frames[MAX_FRAMES + SKIP_FRAMES];
-  int n = backtrace(frames, MAX_FRAMES + SKIP_FRAMES);
+  int n = ms_unwind((uintptr_t *)frames, MAX_FRAMES + SKIP_FRAMES, 0, 0);
   int skip = n > SKIP_FRAMES ? SKIP_FRAMES : 0;
   /* The estimator of the bytes this sample stands for: an allocation of s bytes is sampled with
    * probability 1 - exp(-s / mean), so it counts s / that probability (and one call / it). */
@@ -711,10 +710,10 @@ __attribute__((constructor)) static void heap_init(void) {
   const char *mean = getenv("MEMSLEUTH_HEAP_SAMPLE");
   if (mean && atof(mean) >= 1) g_sample_mean = atof(mean);
   if (out) snprintf(g_out, sizeof g_out, "%s", out);
-  /* backtrace() loads its unwinder (and allocates) on first use: do it now, not in a hook. */
+  /* The unwinder finds and caches the objects' unwind tables on first use: do it now, not in a hook. */
   T.in_hook = 1;
-  void *warm[4];
-  backtrace(warm, 4);
+  uintptr_t warm[4];
+  ms_unwind(warm, 4, 0, 0);
   T.in_hook = 0;
   pthread_key_create(&g_thread_key, on_thread_exit);
   pthread_atfork(NULL, NULL, on_fork_child);

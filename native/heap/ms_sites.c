@@ -30,13 +30,12 @@
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
-#include <unwind.h>
 
 #include "ms_dump.h"
 #include "ms_events.h"
 
 #define MAX_EVENTS 12
-#define MAX_FRAMES 24
+#define MAX_FRAMES 48
 #define STACK_SLOTS 8192        /* distinct (event, stack) pairs kept per process */
 #define TRAP_PERF_CODE 6        /* si_code of a perf event's SIGTRAP (TRAP_PERF) */
 #define TRAP_PERF_FLAG_ASYNC 1u /* delivered late (SIGTRAP was blocked): not the event's context */
@@ -84,28 +83,6 @@ static _Atomic uint64_t g_samples, g_async, g_dropped, g_unwound_none;
 static struct sigaction g_previous;
 static char g_out[4096];
 static int g_ready;
-
-typedef struct {
-  uintptr_t *frames;
-  int n, started;
-  uintptr_t pc;
-} walk;
-
-static _Unwind_Reason_Code step(struct _Unwind_Context *c, void *arg) {
-  walk *w = arg;
-  uintptr_t ip = (uintptr_t)_Unwind_GetIP(c);
-  if (!w->started) {
-    /* The handler's own frames and the signal trampoline come first: the program's stack starts
-     * at the interrupted pc. That pc is exact (not a return address), so it is kept + 1 like the
-     * rest, which the namer moves one byte back into their call's line. */
-    if (ip != w->pc) return _URC_NO_REASON;
-    w->started = 1;
-    ip += 1;
-  }
-  if (!ip || w->n >= MAX_FRAMES) return _URC_END_OF_STACK;
-  w->frames[w->n++] = ip;
-  return _URC_NO_REASON;
-}
 
 static uint64_t mix(uint64_t x) {
   x ^= x >> 33;
@@ -173,24 +150,18 @@ static void on_trap(int sig, siginfo_t *si, void *ucv) {
     return;
   }
   ucontext_t *uc = ucv;
-  walk w = {0};
   uintptr_t frames[MAX_FRAMES];
-  w.frames = frames;
 #if defined(__x86_64__)
-  w.pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+  uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP], fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
 #else
-  w.pc = (uintptr_t)uc->uc_mcontext.pc;
+  uintptr_t pc = (uintptr_t)uc->uc_mcontext.pc, fp = (uintptr_t)uc->uc_mcontext.regs[29];
 #endif
-  _Unwind_Backtrace(step, &w);
-  if (!w.started) { /* the unwinder could not cross the signal frame: keep the pc alone */
-    frames[0] = w.pc + 1;
-    w.n = 1;
-    atomic_fetch_add(&g_unwound_none, 1);
-  }
+  int n = ms_unwind(frames, MAX_FRAMES, pc, fp);
+  if (n <= 1) atomic_fetch_add(&g_unwound_none, 1);
   int ev = (int)p->data;
-  if (ev >= 0 && ev < g_nevents) {
+  if (ev >= 0 && ev < g_nevents && n > 0) {
     atomic_fetch_add(&g_samples, 1);
-    keep(ev, frames, w.n);
+    keep(ev, frames, n);
   }
   errno = saved;
 }
@@ -267,8 +238,7 @@ __attribute__((constructor)) static void sites_init(void) {
   parse_events(spec);
   /* The unwinder loads and caches on first use: do it here, not in a signal handler. */
   uintptr_t frames[MAX_FRAMES];
-  walk w = {frames, 0, 1, 0};
-  _Unwind_Backtrace(step, &w);
+  ms_unwind(frames, MAX_FRAMES, 0, 0);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_trap;

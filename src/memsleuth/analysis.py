@@ -512,7 +512,8 @@ def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[f
             advice = ("the allocator makes these calls: its options that delay returning memory to the kernel, or "
                       "another allocator (compare them with `memsleuth compare`)")
         numbers = f.numbers
-        rt = runtimes.runtime_of((e or {}).get("user_sites") or []) if e else None
+        # who made the calls: the frames that made them (stored before "makers": the sites themselves)
+        rt = runtimes.runtime_of(e.get("makers") or e.get("user_sites") or []) if e else None
         if rt is not None:
             # The calls come from a managed runtime's own code: its knobs, never the allocator's.
             runtime, share = rt

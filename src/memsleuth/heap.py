@@ -41,11 +41,13 @@ def library() -> str:
     return str(native.native_path("libmsheap.so"))
 
 
-def _name_frames(docs: list[dict]) -> dict[tuple[int, int], tuple[str, str]]:
-    """(document index, address) -> (object, name); the runtime's objects by their file only."""
-    named = symbols.resolve(docs, lambda d: [a for s in d.get("sites") or [] for a in s.get("frames") or []],
-                            skip=RUNTIME.search)
-    return {ref: (f.path, f.function if f.path and RUNTIME.search(f.path) else f.text()) for ref, f in named.items()}
+def _name_frames(docs: list[dict], notes: list[str]) -> dict[tuple[int, int], tuple[symbols.Frame, ...]]:
+    """(document index, address) -> its frames; the runtime's objects by their file only."""
+    return symbols.resolve(docs, lambda d: [a for s in d.get("sites") or [] for a in s.get("frames") or []],
+                           skip=RUNTIME.search, notes=notes)
+
+
+NO_SITE = "no frame outside the runtime (an interpreter, or a stack that could not be unwound)"
 
 
 def summarise(docs: list[dict]) -> dict | None:
@@ -54,13 +56,14 @@ def summarise(docs: list[dict]) -> dict | None:
     if not docs:
         return None
     main = max(docs, key=lambda d: d.get("peak_live_bytes") or 0)
-    names = _name_frames(docs)
+    notes: list[str] = []
+    names = _name_frames(docs, notes)
     sites: dict[str, dict] = {}
     for d_i, d in enumerate(docs):
         for s in d.get("sites") or []:
-            frames = [names.get((d_i, a), ("", hex(a))) for a in s.get("frames") or []]
-            user = next((n for path, n in frames if path and not RUNTIME.search(path)), None)
-            key = user or "no frame outside the runtime (an interpreter, or a stack that could not be unwound)"
+            frames = [f for a in s.get("frames") or [] for f in names.get((d_i, a), ())]
+            own, maker = symbols.program_site(frames, RUNTIME.search)
+            key = symbols.site_with_maker(own, maker) if own else NO_SITE
             agg = sites.setdefault(key, {"site": key, "alloc_bytes": 0.0, "alloc_count": 0.0, "peak_bytes": 0.0,
                                          "live_bytes": 0.0, "samples": 0})
             for k in ("alloc_bytes", "alloc_count", "peak_bytes", "live_bytes", "samples"):
@@ -93,6 +96,7 @@ def summarise(docs: list[dict]) -> dict | None:
         "at_exit": {**(main.get("at_exit") or {}), "live_bytes": int(main.get("live_bytes") or 0)},
         "timeline": [[t / 1000.0, v] for t, v in (main.get("timeline") or [])],
         "sites": sorted((s for s in sites.values() if s["site"] in keep), key=lambda s: -s["alloc_bytes"]),
+        **({"site_notes": notes} if notes else {}),
     }
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
+import time
 
 from memsleuth import native
 from memsleuth.evidence import Sample
@@ -53,6 +55,10 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
     if preloads:
         argv += ["--preload", ":".join(preloads)]
     argv += env + _env_args(cell)
+    if heap_dir is not None or sites_dir is not None:   # the runtimes name their compiled code
+        from memsleuth import runtimes
+        for k, v in runtimes.perf_map_env(cell.env, dict(os.environ)).items():
+            argv += ["--env", f"{k}={v}"]
     if cell.oom_exit_code is not None:
         argv += ["--oom-exit-code", str(cell.oom_exit_code)]
     if not counters:
@@ -132,11 +138,17 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
                           args_every=args_every, cpu_sample_us=cpu_sample_us)
         if metric is not None:
             argv[1:1] = ["--tail", str(METRIC_TAIL_BYTES)]
+        started = time.time()
         try:
             proc = _run_msrun(argv, (timeout_s + _GRACE_S) if timeout_s else None)
         except subprocess.TimeoutExpired:
+            _remove_perf_maps(heap_dir, sites_dir, started)
             return _failed(f"ms-run did not return within {timeout_s}s + {_GRACE_S}s")
+        except KeyboardInterrupt:
+            _remove_perf_maps(heap_dir, sites_dir, started)
+            raise
         if proc.returncode == 130:
+            _remove_perf_maps(heap_dir, sites_dir, started)
             raise KeyboardInterrupt
         try:
             # The command's output tails are raw bytes: a program may print anything, so bytes
@@ -151,10 +163,24 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
         if sites_dir is not None:
             from memsleuth import where
             doc["where"] = where.read_sampled(sites_dir, cell.allocator.preload)
+        _remove_perf_maps(heap_dir, sites_dir, started)
     doc = normalise(doc)
     if metric is not None:
         read_metric(doc, metric)
     return Sample.from_msrun(doc)
+
+
+def _remove_perf_maps(heap_dir: str | None, sites_dir: str | None, started: float) -> None:
+    """The perf maps the explaining run's processes wrote (runtimes.PERF_MAP_ENV), once read: its
+    processes are those that left a document."""
+    pids = []
+    for folder in (heap_dir, sites_dir):
+        for name in os.listdir(folder) if folder and os.path.isdir(folder) else ():
+            m = re.match(r"^(?:heap|sites)-(\d+)\.json", name)
+            if m:
+                pids.append(int(m.group(1)))
+    from memsleuth import symbols
+    symbols.remove_perf_maps(pids, started)
 
 
 def read_metric(doc: dict, metric) -> None:

@@ -21,6 +21,9 @@ class Runtime:
     # The release knob as environment `check --try` can measure (name, variables); None: a flag or
     # a change to the program, not an environment setting.
     try_release: tuple[str, tuple[tuple[str, str], ...]] | None = None
+    # The runtime's own objects, as a call site names them when it has no line information
+    # ('f (libjvm.so, no line information)'): its frames whatever their function.
+    objects: re.Pattern | None = None
 
 
 TABLE: tuple[Runtime, ...] = (
@@ -36,7 +39,7 @@ TABLE: tuple[Runtime, ...] = (
             release="-Xms equal to -Xmx keeps the heap from being uncommitted and committed (faulted in) again",
             churn="-XX:+AlwaysPreTouch faults the whole heap once at start instead of as it grows; a larger young "
                   "generation (-Xmn) collects less often",
-            contention_is_runtime=True),
+            contention_is_runtime=True, objects=re.compile(r"\((libjvm\.so|libjli\.so)[,)]")),
     Runtime("V8 (Node.js)", re.compile(r"^(v8::|node::|Builtins_|uv_)"), False,
             release="large ArrayBuffers come from calloc and are unmapped by free: keep and reuse them (a pool of "
                     "Buffers) instead of allocating one per request",
@@ -48,6 +51,28 @@ TABLE: tuple[Runtime, ...] = (
                     "a temporary per step",
             churn="reuse arrays across steps (out=, in-place operators) instead of creating temporaries"),
 )
+
+# What makes each runtime name the code it compiles at run time in /tmp/perf-PID.map (symbols.py
+# reads it), set in explaining runs only and appended to what the program's environment already
+# has: V8 (Node.js) maps its JIT and, with the second flag, its interpreted functions; the JVM
+# dumps its map at exit (JDK 17+) and keeps frame pointers in compiled code so a stack can be
+# followed through it; CPython 3.12+ gives each Python function a trampoline named in the map.
+PERF_MAP_ENV: tuple[tuple[str, str], ...] = (
+    ("NODE_OPTIONS", "--perf-basic-prof --interpreted-frames-native-stack"),
+    ("JAVA_TOOL_OPTIONS", "-XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit -XX:+PreserveFramePointer"),
+    ("PYTHONPERFSUPPORT", "1"),
+)
+
+
+def perf_map_env(env: dict[str, str], inherited: dict[str, str]) -> dict[str, str]:
+    """PERF_MAP_ENV over a run's environment (`env`, the cell's own; `inherited`, the process's),
+    each flag added to what the variable holds already."""
+    out = {}
+    for name, flags in PERF_MAP_ENV:
+        have = env.get(name, inherited.get(name, ""))
+        out[name] = flags if name == "PYTHONPERFSUPPORT" else f"{have} {flags}".strip()
+    return out
+
 
 # A mechanism is the runtime's when at least this share of its sampled call sites are its frames.
 MIN_SHARE = 0.8
@@ -72,7 +97,8 @@ def runtime_of(sites: list) -> tuple[Runtime, float] | None:
     """The runtime whose frames make at least MIN_SHARE of these call sites ([(site text, share)]), and
     that share; None when no runtime does."""
     for rt in TABLE:
-        share = sum(float(s) for text, s in sites if rt.frames.search(function_of(str(text))))
+        share = sum(float(s) for text, s in sites if rt.frames.search(function_of(str(text)))
+                    or (rt.objects is not None and rt.objects.search(str(text))))
         if share >= MIN_SHARE:
             return rt, share
     return None

@@ -54,7 +54,7 @@ ALLOCATOR_FRAMES = ("malloc", "free", "realloc", "calloc", "_int_", "sysmalloc",
 EVENTS = {"page-faults": "page-faults", **{s: f"syscalls:sys_enter_{s}" for s in SYSCALL_COLUMNS}}
 
 
-LOST = "no frame outside the runtime (the loader, or a stack perf could not unwind)"
+LOST = "no frame of the program's own code (a runtime's own thread, the loader, or a stack that could not be unwound)"
 # Below this share of stacks that reach the program's own code, the sites decide nothing.
 MIN_UNWOUND = 0.5
 
@@ -120,24 +120,21 @@ def read_sampled(folder: str, allocator: str | None) -> dict:
     if not any(e.get("opened") for e in events.values()):
         why = "; ".join(f"{name}: {e.get('why')}" for name, e in events.items())
         return {"unavailable": f"the sampler could not open its events ({why})"}
-    named = symbols.resolve(docs, lambda d: [a for st in d["stacks"] if len(st) == 3 for a in st[2]])
+    notes: list[str] = []
+    named = symbols.resolve(docs, lambda d: [a for st in d["stacks"] if len(st) == 3 for a in st[2]], notes=notes)
     samples = []
     for d_i, d in enumerate(docs):
         names = [e.get("name") for e in d.get("events") or []]
         for st in d["stacks"]:
             if len(st) != 3 or not isinstance(st[0], int) or not 0 <= st[0] < len(names):
                 continue
-            frames = []
-            for a in st[2]:
-                f = named.get((d_i, a))
-                if f is not None:
-                    frames.append((f.function or "[unknown]", f.path,
-                                   f.line or (f"{f.object}[{hex(f.offset)}]" if f.function is None else "")))
+            frames = [f for a in st[2] for f in named.get((d_i, a), ())]
             samples.append((str(d.get("comm") or "?"), names[st[0]], frames, int(st[1])))
     sites = summarise(samples, allocator=allocator)
     for name, found in sites.items():
         found["period"] = int((events.get(name) or {}).get("period") or 1)
-    notes = [f"{name}: not sampled ({e.get('why')})" for name, e in events.items() if not e.get("opened")]
+    notes += [f"{name}: not sampled ({e.get('why')})" for name, e in events.items() if not e.get("opened")]
+    notes += language_notes(docs, samples)
     late = sum(int(d.get("async") or 0) for d in docs)
     if late:
         notes.append(f"{late} samples arrived while the program blocked SIGTRAP and were left out")
@@ -194,61 +191,82 @@ def record(command: list[str], env: dict[str, str], preload: str | None, counts:
             out = _script(perf, data, notes)
             if out is None:
                 continue
-        for event, found in summarise(parse(out.stdout), allocator=preload).items():
+        for event, found in summarise(name_perf_frames(parse(out.stdout), notes), allocator=preload).items():
             found["period"] = fault_period if event == "page-faults" else period
             sites[event] = found
     return {"events": sites, "notes": notes}
 
 
-# perf script's line numbers run addr2line over each object a sample names: over a 100 MB executable
-# (node) that took a minute and more. Past this budget the sites are named by function and object.
-SYMBOLIZE_S = 20.0
+# perf script names each frame's function and object at once; the line numbers are ours
+# (symbols.symbolize: only the sampled addresses, batched, cached), never perf's `srcline`, which
+# ran addr2line over a 100 MB executable (node) for a minute and more.
+SCRIPT_S = 20.0
 
 
 def _script(perf: str, data: str, notes: list[str]):
-    """perf script's stacks, with line numbers within SYMBOLIZE_S, else by function and object
-    within another SYMBOLIZE_S (said in `notes`), else None (said too): a slow symbolization
-    leaves the sites unnamed, it never ends the command."""
+    """perf script's stacks by function and object within SCRIPT_S, else None (said in `notes`): a
+    slow perf script leaves the sites unnamed, it never ends the command."""
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    for fields, why in (("comm,pid,event,ip,sym,dso,srcline", None),
-                        ("comm,pid,event,ip,sym,dso", f"line numbers took over {SYMBOLIZE_S:.0f} s (addr2line over a "
-                                                      "large object): the sites are named by function and object")):
-        try:
-            out = subprocess.run([perf, "script", "-i", data, "-F", fields], capture_output=True, text=True,
-                                 errors="replace", timeout=SYMBOLIZE_S, env=env)
-        except subprocess.TimeoutExpired:
-            continue
-        if why:
-            notes.append(why)
-        return out
-    notes.append(f"perf script did not finish within {2 * SYMBOLIZE_S:.0f} s: no call sites")
-    return None
+    try:
+        return subprocess.run([perf, "script", "--no-inline", "-i", data, "-F", "comm,pid,event,ip,sym,dso"],
+                              capture_output=True,
+                              text=True, errors="replace", timeout=SCRIPT_S, env=env)
+    except subprocess.TimeoutExpired:
+        notes.append(f"perf script did not finish within {SCRIPT_S:.0f} s: no call sites")
+        return None
 
 
-def parse(text: str) -> list[tuple[str, str, list[tuple[str, str, str]]]]:
-    """perf script output -> [(comm, event, [(symbol, dso, srcline), innermost first])]."""
+def parse(text: str) -> list[tuple[str, str, list[tuple[int, str, str]]]]:
+    """perf script output -> [(comm, event, [(address in the object, symbol, object), innermost first])].
+    perf gives a user frame's address in its object's file (the mapping's offset added)."""
     samples = []
     for block in text.split("\n\n"):
         lines = [x for x in block.splitlines() if x.strip()]
         if not lines:
             continue
-        head = lines[0].strip()
-        m = re.match(r"^(.*?)\s+(\d+)\s+(\S+):\s*$", head)
+        m = re.match(r"^(.*?)\s+(\d+)\s+(\S+):\s*$", lines[0].strip())
         if not m:
             continue
-        comm, event = m.group(1), m.group(3)
-        frames: list[list[str]] = []   # [ip, symbol, dso, srcline]
+        frames = []
         for line in lines[1:]:
             fm = re.match(r"^\s*([0-9a-f]+)\s+(.*?)(?:\s+\((.*)\))?\s*$", line)
-            if line.startswith("\t") and fm:
-                frames.append([fm.group(1), fm.group(2) or "[unknown]", fm.group(3) or "", ""])
-            elif frames and not frames[-1][3]:
-                frames[-1][3] = line.strip().replace(" (inlined)", "")
-        # perf prints the object only on the real frame of an address; the frames inlined at the
-        # same address belong to the same object.
-        by_ip = {f[0]: f[2] for f in frames if f[2]}
-        samples.append((comm, event, [(f[1], f[2] or by_ip.get(f[0], ""), f[3]) for f in frames]))
+            if line.startswith("\t") and fm and fm.group(3) != "inlined":   # inlined frames are named by us
+                frames.append((int(fm.group(1), 16), fm.group(2) or "[unknown]", fm.group(3) or ""))
+        samples.append((m.group(1), m.group(3), frames))
     return samples
+
+
+def name_perf_frames(samples, notes: list[str]) -> list[tuple[str, str, list[symbols.Frame]]]:
+    """perf's frames as symbols.Frame, their lines and inlined frames from one batch symbolization
+    of the sampled addresses (perf's own function name kept where the symbolizer has none)."""
+    wanted: dict[str, set[int]] = {}
+    for _, _, frames in samples:
+        for k, (ip, _, dso) in enumerate(frames):
+            if dso.startswith("/") and not re.search(r"/perf-\d+\.map$", dso):
+                wanted.setdefault(dso, set()).add(symbols.file_address(dso, ip) - (k > 0))
+    chains, why = symbols.symbolize(wanted) if wanted else ({}, [])
+    notes.extend(why)
+    out = []
+    for comm, event, frames in samples:
+        named: list[symbols.Frame] = []
+        for k, (ip, sym, dso) in enumerate(frames):
+            fn = None if sym in ("[unknown]", "") else _clean(sym)
+            if re.search(r"/perf-\d+\.map$", dso):   # a runtime's compiled code, named by its perf map
+                lang = symbols.language_frame(sym)
+                named.append(symbols.Frame("[jit]", ip, *lang[1:], lang[0]) if lang else
+                             symbols.Frame("[jit]", ip, sym, None))
+                continue
+            if not dso.startswith("/"):
+                named.append(symbols.Frame(dso, ip, fn, None))
+                continue
+            # the innermost frame is the sampled pc itself; the others are return addresses
+            key = symbols.file_address(dso, ip) - (k > 0)
+            got = [f for f in symbols.resolve_chain(dso, key, chains.get((dso, key)))]
+            if got[-1].function is None and fn:
+                got[-1] = symbols.Frame(dso, key, fn, got[-1].line, got[-1].source)
+            named += got
+        out.append((comm, event, named))
+    return out
 
 
 def _clean(sym: str) -> str:
@@ -257,47 +275,59 @@ def _clean(sym: str) -> str:
     return re.sub(r"\+0x[0-9a-f]+$", "", sym)
 
 
-def _site(frame: tuple[str, str, str]) -> str:
-    sym, dso, src = frame
-    if sym in ("[unknown]", ""):
-        # perf gives a stripped object's frames as object[offset]
-        m = re.search(r"\[(?:0x)?([0-9a-f]+)\]$", src or "")
-        return symbols.site_text(None, dso, None, int(m.group(1), 16) if m else None)
-    return symbols.site_text(_clean(sym), dso, src if src and not src.startswith("??") else None)
+def language_notes(docs: list[dict], samples) -> list[str]:
+    """What the sites cannot say in the program's language, and why: an interpreter older than the
+    one whose frames can be named (CPython before 3.12 has no perf trampolines)."""
+    if any(f.language for _, _, frames, *_ in samples for f in frames):
+        return []
+    for d in docs:
+        for m in d.get("maps") or []:
+            found = re.match(r"^(?:libpython3\.(\d+)\S*\.so\S*|python3\.(\d+))$",
+                             os.path.basename(str(m[3])) if len(m) >= 4 else "")
+            minor = found and int(found.group(1) or found.group(2))
+            if found and minor < 12:
+                return [f"Python-level call sites need CPython 3.12 or later (PYTHONPERFSUPPORT); this program "
+                        f"runs 3.{minor}: its sites are the interpreter's and its modules' C code"]
+    return []
 
 
 def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
-    """Per event: the top user call sites, the top internal paths, and the share of stacks that go
-    through the allocator. `samples`: (command, event, frames innermost first[, how many]).
+    """Per event: the top call sites (the program's own frame, and the frame that made the call
+    beside it when they differ: symbols.program_site), who made the calls (those frames alone, for
+    runtimes.runtime_of), the top internal paths, and the share of stacks that go through the
+    allocator. `samples`: (command, event, [symbols.Frame] innermost first[, how many]).
     `allocator` is the preloaded library: its frames are the runtime's, never the user's call site,
     even when it is stripped."""
     # perf names the mapped file (the symlink's target); the user may have given either.
     alloc_names = {os.path.basename(allocator), os.path.basename(os.path.realpath(allocator))} if allocator else set()
 
     def is_allocator(f) -> bool:
-        return os.path.basename(f[1] or "") in alloc_names or any(k in _clean(f[0]) for k in ALLOCATOR_FRAMES)
+        return os.path.basename(f.path or "") in alloc_names or any(k in _clean(f.function or "")
+                                                                    for k in ALLOCATOR_FRAMES)
 
-    def is_runtime(f) -> bool:
-        return bool(SYSTEM_DSOS.search(f[1] or "[unknown]")) or os.path.basename(f[1] or "") in alloc_names
+    def is_runtime(path: str) -> bool:
+        return bool(SYSTEM_DSOS.search(path or "[unknown]")) or os.path.basename(path or "") in alloc_names
 
     by_event: dict[str, list] = {}
     for comm, event, frames, *weight in samples:
         w = weight[0] if weight else 1
         name = event.split("/")[0].split(":")[-1].replace("sys_enter_", "")
-        users, paths, comms, n, through = by_event.get(name, (Counter(), Counter(), Counter(), 0, 0))
-        frames = [f for f in frames if "[kernel" not in f[1]]
-        user = next((f for f in frames if not is_runtime(f)), None)
-        inner = frames[:frames.index(user)] if user else frames
-        path = [_clean(f[0]) for f in reversed(inner) if f[0] != "[unknown]"]
-        users[_site(user) if user else LOST] += w
+        users, makers, paths, comms, n, through = by_event.get(name, (Counter(), Counter(), Counter(), Counter(), 0, 0))
+        frames = [f for f in frames if "[kernel" not in (f.path or "")]
+        own, maker = symbols.program_site(frames, is_runtime)
+        inner = frames[:frames.index(maker)] if maker is not None else frames
+        path = [_clean(f.function) for f in reversed(inner) if f.function]
+        users[symbols.site_with_maker(own, maker) if own else LOST] += w
+        makers[maker.text() if maker else own.text() if own else LOST] += w
         if path:
             paths[" -> ".join(dict.fromkeys(path))] += w
         comms[comm] += w
-        by_event[name] = (users, paths, comms, n + w, through + w * any(is_allocator(f) for f in inner))
+        by_event[name] = (users, makers, paths, comms, n + w, through + w * any(is_allocator(f) for f in inner))
     out = {}
-    for name, (users, paths, comms, n, through) in by_event.items():
+    for name, (users, makers, paths, comms, n, through) in by_event.items():
         out[name] = {"samples": n, "through_allocator": through / n,
                      "user_sites": [[site, k / n] for site, k in users.most_common(TOP)],
+                     "makers": [[site, k / n] for site, k in makers.most_common(TOP)],
                      "internal_paths": [[p, k / n] for p, k in paths.most_common(TOP)],
                      "commands": [[c, k / n] for c, k in comms.most_common(TOP)]}
     return out

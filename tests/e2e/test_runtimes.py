@@ -7,6 +7,7 @@ that is not installed skips with the reason."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,8 +51,19 @@ def gcjob(tmp_path_factory):
     return go_build(tmp_path_factory.mktemp("gcjob"), "gcjob.go")
 
 
+def perf_maps() -> set[str]:
+    return {p.name for p in Path("/tmp").glob("perf-*.map")}
+
+
+def sites_of(f: dict) -> str:
+    return " ".join(f.get("call_sites") or [])
+
+
 def test_a_static_go_program_purging_its_heap_per_job(tmp_path, gcjob):
     doc = check(tmp_path, gcjob)
+    # the faults are the job's own writes, named at the program's line (Go's DWARF, not "go.go:0")
+    faults = doc["cells"][0]["where"]["events"]["page-faults"]["user_sites"]
+    assert faults[0][0].startswith("main.job (main.go:14)") and faults[0][1] > 0.5, faults
     ref = perf_shares(tmp_path, gcjob)
     f = findings_of(doc)["madvise-storm"]
     assert f["who"] == "runtime" and f["numbers"]["runtime"] == "the Go runtime", (f["who"], f["evidence"])
@@ -66,7 +78,11 @@ def test_a_static_go_program_purging_its_heap_per_job(tmp_path, gcjob):
 
 def test_a_node_handler_allocating_a_64_mib_buffer_per_request(tmp_path):
     cmd = [node(), str(HERE / "buffers.js")]
+    before = perf_maps()
     doc = check(tmp_path, *cmd)
+    assert perf_maps() == before                       # the explaining run's perf maps are removed
+    # the script's function where the calls start, V8's frame that made them beside it
+    assert "handle (buffers.js:2) via " in sites_of(findings_of(doc)["mmap-churn"]), findings_of(doc)["mmap-churn"]
     ref = perf_shares(tmp_path, *cmd)
     f = findings_of(doc)["mmap-churn"]
     assert f["who"] == "runtime" and f["numbers"]["runtime"] == "V8 (Node.js)", (f["who"], f["evidence"])
@@ -83,6 +99,8 @@ def test_numpy_temporaries_of_64_mib_per_step(tmp_path):
         pytest.skip("numpy is not installed (make setup installs it)")
     cmd = [sys.executable, str(HERE / "temporaries.py")]
     doc = check(tmp_path, *cmd)
+    if sys.version_info < (3, 12):   # no perf trampolines: the report says why the sites are C code
+        assert any("Python-level call sites need CPython 3.12" in n for n in doc["cells"][0]["where"]["notes"])
     ref = perf_shares(tmp_path, *cmd)
     f = findings_of(doc)["mmap-churn"]
     assert f["who"] == "runtime" and f["numbers"]["runtime"] == "CPython", (f["who"], f["evidence"])
@@ -99,6 +117,11 @@ def test_cpp_temporaries_of_64_mib_per_step(tmp_path):
     ref = perf_shares(tmp_path, str(prog))
     f = findings_of(doc)["mmap-churn"]
     assert f["who"] == "allocator", (f["who"], f["evidence"])        # operator new -> malloc maps, free unmaps
+    # the program's own lines, with the inlined library frame that made the call beside each: the
+    # temporary freed in main, its pages first written by the vector's constructor in scaled()
+    assert re.search(r"munmap calls come from .*main \(temporaries\.cc:16\) via std::", sites_of(f)), sites_of(f)
+    faults = doc["cells"][0]["where"]["events"]["page-faults"]["user_sites"]
+    assert re.match(r"scaled \(temporaries\.cc:8\) via std::__fill", faults[0][0]), faults
     assert within(f["cost_share"], ref.get("munmap", 0) + ref.get("mmap", 0) + ref["page-faults"]), (f["title"], ref)
     assert "mmap_max=0" in f["advice"]
 
@@ -110,3 +133,37 @@ def test_clean_programs_in_each_runtime_get_no_finding_above_low(tmp_path, runti
     doc = check(tmp_path, *cmd)
     loud = [(f["id"], f["confidence"], f["title"]) for f in findings_of(doc).values() if f["confidence"] != "low"]
     assert not loud, loud
+
+
+def python312() -> str:
+    """A CPython 3.12 or later (perf trampolines), else skip."""
+    import glob
+    for name in ("python3.14", "python3.13", "python3.12"):
+        for found in [shutil.which(name), *sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/3.1*/bin/{name}")))]:
+            if found and subprocess.run([found, "-c", "import sys; sys.exit(sys.version_info < (3, 12))"],
+                                        capture_output=True).returncode == 0:
+                return found
+    pytest.skip("no CPython 3.12 or later here (Python-level call sites need its perf trampolines)")
+
+
+def test_python_312_sites_name_the_scripts_function(tmp_path):
+    before = perf_maps()
+    doc = check(tmp_path, python312(), str(HERE / "buffers.py"))
+    assert perf_maps() == before
+    where = doc["cells"][0]["where"]
+    faults = where["events"]["page-faults"]["user_sites"]
+    assert faults[0][0].startswith("step (buffers.py) via ") and faults[0][1] > 0.8, faults
+    assert not any("3.12" in n for n in where["notes"])
+
+
+def test_a_jvm_handler_is_named_by_its_java_method(tmp_path):
+    javac, java = shutil.which("javac"), shutil.which("java")
+    if javac is None or java is None:
+        pytest.skip("no JDK (default-jdk-headless)")
+    subprocess.run([javac, "-d", str(tmp_path), str(HERE / "Buffers.java")], check=True, timeout=300)
+    before = perf_maps()
+    doc = check(tmp_path, java, "-cp", str(tmp_path), "Buffers")
+    assert perf_maps() == before                       # DumpPerfMapAtExit's map is read, then removed
+    faults = doc["cells"][0]["where"]["events"]["page-faults"]["user_sites"]
+    named = {site: share for site, share in faults if site.startswith("Buffers.handle (Java)")}
+    assert sum(named.values()) > 0.3, faults           # the rest: the JVM's own threads (GC), said so

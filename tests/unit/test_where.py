@@ -1,35 +1,126 @@
 """where.py reads perf script text: synthetic stacks, no perf needed."""
 from __future__ import annotations
 
-from memsleuth import where
+from memsleuth import symbols, where
 
-STACKS = """prog 100 syscalls:sys_enter_madvise: 
-\t          1234 __GI_madvise (/usr/lib/x86_64-linux-gnu/libc.so.6)
-  madvise.c:10
-\t          5678 [unknown] (/usr/lib/x86_64-linux-gnu/libmimalloc.so.2)
-  libmimalloc.so.2[5678]
-\t          1111 main (/tmp/prog)
-  prog.c:42
+LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+MIMALLOC = "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
 
-prog 100 syscalls:sys_enter_madvise: 
-\t          1234 __GI_madvise (/usr/lib/x86_64-linux-gnu/libc.so.6)
-  madvise.c:10
-\t          2222 release_block (/tmp/prog)
-  prog.c:7
 
-"""
+def F(path, function, line=None, source=None, language=None):
+    return symbols.Frame(path, 0x1000, function, line, source, language)
+
+
+# Two madvise stacks: one through a stripped allocator, one straight from the program.
+STACKS = [("prog", "syscalls:sys_enter_madvise", [F(LIBC, "__GI_madvise", "madvise.c:10"), F(MIMALLOC, None),
+                                                  F("/tmp/prog", "main", "prog.c:42", "/src/prog.c")]),
+          ("prog", "syscalls:sys_enter_madvise", [F(LIBC, "__GI_madvise", "madvise.c:10"),
+                                                  F("/tmp/prog", "release_block", "prog.c:7", "/src/prog.c")])]
 
 
 def test_a_stripped_allocator_is_the_runtime_not_the_users_call_site():
-    got = where.summarise(where.parse(STACKS), allocator="/usr/lib/x86_64-linux-gnu/libmimalloc.so.2")["madvise"]
+    got = where.summarise(STACKS, allocator=MIMALLOC)["madvise"]
     sites = dict((s, share) for s, share in got["user_sites"])
     assert sites == {"main (prog.c:42)": 0.5, "release_block (prog.c:7)": 0.5}
     assert got["through_allocator"] == 0.5   # one stack through the allocator's object, one straight from the program
 
 
 def test_without_the_allocator_named_its_frame_would_pass_for_the_users():
-    got = where.summarise(where.parse(STACKS))["madvise"]
+    got = where.summarise(STACKS)["madvise"]
     assert any("libmimalloc.so.2" in s for s, _ in got["user_sites"])
+
+
+def test_perf_script_text_is_read_as_addresses_symbols_and_objects():
+    text = ("prog 100 syscalls:sys_enter_madvise: \n\t          1234 __GI_madvise (/usr/lib/x86_64-linux-gnu/libc.so.6)\n"
+            "\t          5678 [unknown] (/tmp/perf-100.map)\n\n")
+    assert where.parse(text) == [("prog", "syscalls:sys_enter_madvise",
+                                  [(0x1234, "__GI_madvise", LIBC), (0x5678, "[unknown]", "/tmp/perf-100.map")])]
+
+
+def test_the_site_is_the_programs_line_with_the_inlined_library_frame_that_made_the_call():
+    """C++: operator new's caller is std::vector's constructor, inlined into the program's function."""
+    stack = [F(LIBC, "malloc"), F("/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "operator new(unsigned long)"),
+             F("/tmp/server", "std::vector<double, std::allocator<double> >::vector(unsigned long)", "stl_vector.h:511",
+               "/usr/include/c++/12/bits/stl_vector.h"),
+             F("/tmp/server", "scaled(std::vector<double> const&, double)", "server.cc:9", "/src/server.cc")]
+    got = where.summarise([("server", "page-faults", stack)])["page-faults"]
+    assert got["user_sites"] == [["scaled (server.cc:9) via std::vector<double, std::allocator<double> >::vector "
+                                  "(stl_vector.h:511)", 1.0]]
+    assert got["makers"][0][0].startswith("std::vector")
+
+
+def test_a_runtimes_frames_give_way_to_the_programs_language():
+    node = "/usr/bin/node"
+    js = symbols.language_frame("JS:*handle /srv/app/server.js:17:20")
+    internal = symbols.language_frame("JS:~alloc node:buffer:391:17")
+    stack = [F(LIBC, "munmap"), F(node, "v8::base::OS::Free(void*, unsigned long)"), F(node, "Builtins_CEntry"),
+             symbols.Frame("[jit]", 1, *internal[1:], internal[0]), symbols.Frame("[jit]", 2, *js[1:], js[0])]
+    got = where.summarise([("node", "munmap", stack)])["munmap"]
+    assert got["user_sites"][0][0] == "handle (server.js:17) via v8::base::OS::Free (node, no line information)"
+    # who made the call is V8's own code, so the runtime's knobs apply (runtimes.runtime_of)
+    from memsleuth import runtimes
+    assert runtimes.runtime_of(got["makers"])[0].name == "V8 (Node.js)"
+    # without a frame of the script, the interpreter's own frames are never the program's site
+    got = where.summarise([("node", "munmap", stack[:3])])["munmap"]
+    assert got["user_sites"] == [[where.LOST, 1.0]] and where.unwound_share(got) == 0
+
+
+def test_perf_map_names_in_each_language():
+    assert symbols.language_frame("JS:*work /tmp/loop.js:3:14") == ("JavaScript", "work", "loop.js:3", "/tmp/loop.js")
+    assert symbols.language_frame("LazyCompile:~ /tmp/a b.js:1:1")[1:3] == ("(anonymous)", "a b.js:1")
+    assert symbols.language_frame("py::step:/srv/job/temps.py") == ("Python", "step", "temps.py", "/srv/job/temps.py")
+    assert symbols.language_frame("long Buffers.handle(int)") == ("Java", "Buffers.handle", None, "Buffers")
+    assert symbols.language_frame("void com.acme.Server$Worker.run()")[1] == "com.acme.Server$Worker.run"
+    for runtime_own in ("Interpreter", "StubRoutines (1)", "Builtin:ArgumentsAdaptorTrampoline", "_new_array_Java",
+                        "BytecodeHandler:Ldar"):
+        assert symbols.language_frame(runtime_own) is None
+    # a runtime's own scripts and libraries are not the program
+    for lib in ("JS:~Module._compile node:internal/modules/cjs/loader:1256:14",
+                "py::_find_and_load:<frozen importlib._bootstrap>", "void java.util.ArrayList.grow(int)"):
+        lang = symbols.language_frame(lib)
+        assert not symbols.is_program(symbols.Frame("[jit]", 0, *lang[1:], lang[0])), lib
+
+
+def test_perf_maps_are_read_by_address_and_removed_only_for_the_runs_own_processes(tmp_path, monkeypatch):
+    import os
+    import time
+    monkeypatch.setattr(symbols, "PERF_MAP_DIR", str(tmp_path))
+    (tmp_path / "perf-41.map").write_text("7f0000001000 40 JS:*handle /srv/a.js:3:1\n7f0000002000 10 Stub:CEntry\n")
+    (tmp_path / "perf-42.map").write_text("")
+    (tmp_path / "perf-43.map").write_text("")
+    old = time.time() - 3600
+    os.utime(tmp_path / "perf-42.map", (old, old))
+    m = symbols.PerfMap(str(tmp_path / "perf-41.map"))
+    assert m.find(0x7f0000001000) == m.find(0x7f000000103f) == "JS:*handle /srv/a.js:3:1"
+    assert m.find(0x7f0000001040) is None and m.find(0x7f0000002005) == "Stub:CEntry"
+    gone = symbols.remove_perf_maps([41, 42], since=time.time() - 60)
+    assert gone == [str(tmp_path / "perf-41.map")]   # 42's is older than the run; 43 is not the run's
+    assert sorted(os.listdir(tmp_path)) == ["perf-42.map", "perf-43.map"]
+
+
+def test_symbolizer_answers_are_read_with_their_inlined_frames():
+    out = ["std::vector<int>::push_back(int const&)", "/usr/include/c++/12/bits/stl_vector.h:1287:4", "fill(int)",
+           "/src/app.cc:12:7", "", "??", "??:0:0", ""]
+    assert symbols._parse_blocks(out) == [
+        [["std::vector<int>::push_back(int const&)", "/usr/include/c++/12/bits/stl_vector.h", 1287],
+         ["fill(int)", "/src/app.cc", 12]],
+        [[None, None, None]]]
+    assert [f.text() for f in symbols.resolve_chain("/tmp/app", 5, symbols._parse_blocks(out)[0])] == [
+        "std::vector<int>::push_back (stl_vector.h:1287)", "fill (app.cc:12)"]
+
+
+def test_an_older_python_is_said_to_need_3_12_for_its_own_lines():
+    docs = [{"maps": [[0, 1, 0, "/usr/bin/python3.11"],
+                      [2, 3, 0, "/opt/memsleuth/.venv/lib/python3.11/site-packages/memsleuth/_native/libmssites.so"]]}]
+    assert "3.12" in where.language_notes(docs, [])[0]
+    docs = [{"maps": [[2, 3, 0, "/opt/venv/lib/python3.11/site-packages/memsleuth/_native/libmssites.so"]]}]
+    assert where.language_notes(docs, []) == []     # memsleuth's own library's folder is not the program's Python
+
+
+def test_names_lose_their_parameter_lists():
+    assert symbols.short_name("scaled(std::vector<double> const&, double)") == "scaled"
+    assert symbols.short_name("f() const") == "f" and symbols.short_name("main.main") == "main.main"
+    assert symbols.short_name("Functor::operator()(int)") == "Functor::operator()"
 
 
 def test_periods_aim_at_target_samples_whatever_the_length():
