@@ -6,9 +6,9 @@ PY := $(VENV)/bin/python
 ALLOCATOR_PACKAGES := libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2
 # The HTML report's tests open it in a real browser; the fleet's start a one-machine Slurm cluster;
 # the PostgreSQL store's a throw-away cluster (pg_virtualenv).
-TEST_PACKAGES := chromium slurm-wlm munge postgresql postgresql-common
+TEST_PACKAGES := chromium slurm-wlm munge postgresql postgresql-common nodejs default-jdk-headless golang-go
 # GNU time: bench/peer_agreement.py times programs the way mimalloc-bench does.
-BUILD_PACKAGES := cmake gcc g++ make python3-venv linux-perf gzip time
+BUILD_PACKAGES := cmake gcc g++ make python3-venv linux-perf gzip time llvm
 SOURCES := $(shell find src native -type f -not -name '*.pyc') CMakeLists.txt pyproject.toml
 TEST_BUILD := build/test
 
