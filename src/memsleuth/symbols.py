@@ -411,7 +411,11 @@ def symbolize(wanted: dict[str, set[int]], budget_s: float = SYMBOLIZE_S) -> tup
             if path not in caches or not any((path, a) in got for a in addrs):
                 continue
             key, cached = caches[path]
-            _cache_store(key, {**cached, **{hex(a): got[(path, a)] for a in addrs if (path, a) in got}})
+            # Only what has a line is kept: the same build id may later come with its symbols or
+            # debug information (a stripped copy named first, its unstripped build after).
+            keep = {hex(a): got[(path, a)] for a in addrs if (path, a) in got and all(f[2] for f in got[(path, a)])}
+            if keep:
+                _cache_store(key, {**cached, **keep})
     _demangle(found)    # names the symbolizer's demangler left mangled, cached ones included
     return found, notes
 

@@ -345,7 +345,7 @@ def lines_for(where: dict | None, event: str) -> list[str]:
     label = "page faults" if event == "page-faults" else f"{event} calls"
     if unwound_share(e) < MIN_UNWOUND:
         return [f"{label}: {1 - unwound_share(e):.0%} of {e['samples']} sampled stacks did not reach the program's "
-                "own code (stripped, or unwinding failed): no call site to name"]
+                "own code (a runtime's own threads, stripped code, or unwinding that stopped): no call site to name"]
     out = [f"{label} come from (of {e['samples']} sampled stacks): " +
            "; ".join(f"{site} {share:.0%}" for site, share in e["user_sites"] if share >= 0.005)]
     if e["internal_paths"]:

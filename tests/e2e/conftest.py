@@ -12,6 +12,18 @@ import pytest
 from memsleuth import native
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def own_symbols_cache(tmp_path_factory):
+    """The tests' symbols cache (symbols.py, $XDG_CACHE_HOME/memsleuth) is their own, never the user's."""
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if old is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = old
 FIXTURES = Path(os.environ.get("MEMSLEUTH_TEST_FIXTURES", ROOT / "build" / "test")).resolve()
 
 

@@ -162,7 +162,8 @@ def test_a_slower_allocator_on_any_command_gets_a_kernel_finding(tmp_path):
 
 
 @needs_perf
-def test_a_stripped_program_is_named_by_object_and_address(tmp_path):
+def test_a_stripped_program_is_named_by_object_and_address(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))    # no frame of it named before
     stripped = tmp_path / "steps-stripped"
     shutil.copy(fixture("plain-steps"), stripped)
     import subprocess
@@ -172,6 +173,12 @@ def test_a_stripped_program_is_named_by_object_and_address(tmp_path):
     sites = " ".join(line for c in doc["cells"] for f in c["summary"]["findings"] for line in f.get("call_sites", []))
     assert "an address in steps-stripped at offset 0x" in sites and "(no symbols: stripped?)" in sites, sites
     assert "steps.c:" not in sites
+    # Once its unstripped build has been named, the same code (the same build id) is named from
+    # the symbols cache, as perf's build-id cache does.
+    check(tmp_path, fixture("plain-steps"), "20")
+    doc = check(tmp_path, str(stripped), "20")
+    sites = " ".join(line for c in doc["cells"] for f in c["summary"]["findings"] for line in f.get("call_sites", []))
+    assert "steps.c:" in sites, sites
 
 
 def test_a_run_killed_by_its_timeout_keeps_its_timeline(tmp_path):
