@@ -147,7 +147,7 @@ static int safe_read(uintptr_t addr, void *to, size_t len) {
   return syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) == (long)len;
 }
 
-int ms_fp_continue(uintptr_t fp, uintptr_t *frames, int n, int max) {
+static int fp_continue(uintptr_t fp, uintptr_t *frames, int n, int max) {
   while (n < max && fp && !(fp & 7)) {
     uintptr_t pair[2]; /* the caller's frame pointer, then this frame's return address */
     if (!safe_read(fp, pair, sizeof pair) || !pair[1]) break;
@@ -169,8 +169,8 @@ int ms_unwind(uintptr_t *frames, int max, uintptr_t pc, uintptr_t pc_fp) {
   if (!w.started) { /* the unwinder could not cross the signal frame: the pc, then its frame pointers */
     if (max < 1) return 0;
     frames[0] = pc + 1;
-    return no_unwind_info(pc + 1) ? ms_fp_continue(pc_fp, frames, 1, max) : 1;
+    return no_unwind_info(pc + 1) ? fp_continue(pc_fp, frames, 1, max) : 1;
   }
-  if (w.n && w.n < max && no_unwind_info(w.last_ip)) return ms_fp_continue(w.last_fp, frames, w.n, max);
+  if (w.n && w.n < max && no_unwind_info(w.last_ip)) return fp_continue(w.last_fp, frames, w.n, max);
   return w.n;
 }

@@ -40,5 +40,4 @@ void ms_dump_loud(const sigset_t *old);
  * every caller's frame lies above its callee's within 1 MiB. `pc_fp`: the frame pointer at `pc`,
  * for when the unwinder cannot cross the signal frame. Returns the number of frames. */
 int ms_unwind(uintptr_t *frames, int max, uintptr_t pc, uintptr_t pc_fp);
-int ms_fp_continue(uintptr_t fp, uintptr_t *frames, int n, int max);
 #endif

@@ -316,8 +316,8 @@ def _parse_blocks(lines: list[str]) -> list[Chain]:
 
 
 def _llvm(tool: str, wanted: list[tuple[str, int]], deadline: float) -> dict[tuple[str, int], Chain]:
-    text = "".join(f'"{p}" {hex(a)}\n' for p, a in wanted if '"' not in p and "\n" not in p)
-    asked = [(p, a) for p, a in wanted if '"' not in p and "\n" not in p]
+    asked = [(p, a) for p, a in wanted if '"' not in p and "\n" not in p]   # a path it cannot quote stays unnamed
+    text = "".join(f'"{p}" {hex(a)}\n' for p, a in asked)
     proc = subprocess.run([tool, "--inlines", "--demangle", "--functions=linkage", "--output-style=LLVM"],
                           input=text, capture_output=True, text=True, errors="replace",
                           timeout=max(0.5, deadline - time.monotonic()))
