@@ -198,6 +198,7 @@ typedef struct {
   const ms_counters *ctr; /* NULL without counters */
   msr_args args;
   msr_cpu cpu;
+  msr_sites outside;
   sbuf lines;
   int nleft; /* processes still running when the command ended */
   pid_t left_pid[MAX_LEFTOVERS];
@@ -326,6 +327,7 @@ static void supervise(const msr_options *o, run_result *r, int probe_r, uint64_t
     if (t >= next_sample) {
       sample_tree(o, r, t, t0); /* drains the traced faults first: the CPU samples are joined to them */
       if (r->cpu.enabled) msr_cpu_drain(&r->cpu);
+      if (r->outside.enabled) msr_sites_drain(&r->outside);
       next_sample = t + r->tl.interval_ms * 1000000u;
     }
     if (deadline && t >= deadline && !r->timed_out) {
@@ -458,6 +460,7 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   }
   if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args);
   if (o->cpu_sample_us) msr_cpu_json(&j, &r->cpu);
+  if (o->outside_sites) msr_sites_json(&j, &r->outside);
   msj_obj_begin(&j, "timeline");
   msj_u64(&j, "sample_ms", o->sample_ms);
   msj_u64(&j, "interval_ms", r->tl.interval_ms); /* after thinning */
@@ -585,6 +588,7 @@ static int run_mode(const msr_options *o) {
     msr_cpu_open(&r.cpu, r.pid, o->cpu_sample_us * 1000u, o->preload);
     r.cpu.faults = &r.args;
   }
+  if (o->outside_sites) msr_sites_open(&r.outside, r.pid, o->outside_sites, o->outside_dir, o->outside_skip);
   tl_columns(&r.tl, r.ctr, &r.args);
   ms_snapshot s0, s1;
   memset(&s0, 0, sizeof s0);
@@ -600,10 +604,15 @@ static int run_mode(const msr_options *o) {
   if (!o->no_counters) ms_counters_read(&ctr, &s1);
   if (r.args.enabled) msr_args_drain(&r.args);
   if (r.cpu.enabled) msr_cpu_drain(&r.cpu);
+  if (r.outside.enabled) {
+    msr_sites_drain(&r.outside);
+    msr_sites_write(&r.outside);
+  }
   int rc = write_document(o, &r, &ctr, &s0, &s1, out_fd, err_fd);
   ms_counters_close(&ctr);
   msr_args_close(&r.args);
   msr_cpu_close(&r.cpu);
+  msr_sites_close(&r.outside);
   if (rc) return rc;
   return g_interrupted ? 130 : 0;
 }

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include "msr_args.h"
 #include "msr_cpu.h"
+#include "msr_sites.h"
 
 #define MSR_MAX_ENV 256
 
@@ -25,6 +26,9 @@ typedef struct {
   int syscall_args;             /* record munmap/madvise/mmap/mremap/brk arguments (msr_args.c) */
   uint64_t args_every[MSR_A_N]; /* --syscall-args-every NAME=P, by msr_args index (0: every call) */
   uint64_t cpu_sample_us;       /* --cpu-sample-us: sample CPU time by kernel path (msr_cpu.c); 0: off */
+  const char *outside_sites;    /* --outside-sites EVENT=PERIOD,...: call sites sampled by the kernel (msr_sites.c) */
+  const char *outside_dir;      /* --outside-dir: where their documents go */
+  const char *outside_skip;     /* --outside-skip: the in-program sampler; its processes are left to it */
   const char *env[MSR_MAX_ENV];
   int nenv;
   char **argv; /* the command */

@@ -34,6 +34,10 @@ void msr_usage(FILE *f) {
       "                       released before it (munmap, purging madvise, the break moving down)\n"
       "  --cpu-sample-us N    sample the tree's CPU time every N us with kernel call chains: where the\n"
       "                       kernel time goes, by path and executable (root)\n"
+      "  --outside-sites SPEC sample EVENT=PERIOD,... (page-faults, a syscall's name) with user call\n"
+      "                       chains from the kernel, for the processes that do not map --outside-skip\n"
+      "  --outside-dir DIR    their documents: DIR/sites-PID.json\n"
+      "  --outside-skip LIB   the in-program sampler: a process that maps it is left to it\n"
       "modes:\n"
       "  --events             print which events exist and which open here, then exit\n"
       "  --hold-events        keep the syscall tracepoints registered until stdin closes\n"
@@ -91,7 +95,10 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
     O_HELP,
     O_ARGS,
     O_EVERY,
-    O_CPU
+    O_CPU,
+    O_OUTSIDE,
+    O_OUTSIDE_DIR,
+    O_OUTSIDE_SKIP
   };
   static const struct option longopts[] = {{"out", required_argument, 0, O_OUT},
                                            {"timeout", required_argument, 0, O_TIMEOUT},
@@ -114,6 +121,9 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
                                            {"syscall-args", no_argument, 0, O_ARGS},
                                            {"syscall-args-every", required_argument, 0, O_EVERY},
                                            {"cpu-sample-us", required_argument, 0, O_CPU},
+                                           {"outside-sites", required_argument, 0, O_OUTSIDE},
+                                           {"outside-dir", required_argument, 0, O_OUTSIDE_DIR},
+                                           {"outside-skip", required_argument, 0, O_OUTSIDE_SKIP},
                                            {0, 0, 0, 0}};
   opterr = 0;
   int c;
@@ -190,6 +200,16 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
       case O_CPU:
         if (parse_u64("--cpu-sample-us", v, 100, 1000000, &o->cpu_sample_us)) return 2;
         break;
+      case O_OUTSIDE:
+        if (!strchr(v, '=')) return bad("--outside-sites", v, "expected EVENT=PERIOD[,EVENT=PERIOD...]");
+        o->outside_sites = v;
+        break;
+      case O_OUTSIDE_DIR:
+        o->outside_dir = v;
+        break;
+      case O_OUTSIDE_SKIP:
+        o->outside_skip = v;
+        break;
       case O_EVENTS:
         o->mode = MSR_EVENTS;
         break;
@@ -207,6 +227,10 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
         else fprintf(stderr, "ms-run: unknown option %s\n", argv[optind - 1]);
         return 2;
     }
+  }
+  if (o->outside_sites && !o->outside_dir) {
+    fprintf(stderr, "ms-run: --outside-sites needs --outside-dir\n");
+    return 2;
   }
   o->argv = argv + optind;
   if ((o->mode == MSR_RUN || o->mode == MSR_PRELOAD_CHECK) && !o->argv[0]) {

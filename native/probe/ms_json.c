@@ -118,6 +118,10 @@ void msj_dbl(ms_json *j, const char *k, double v) {
   snprintf(b, sizeof b, "%.17g", v);
   msj_raw(j, b);
 }
+void msj_bool(ms_json *j, const char *k, int v) {
+  key(j, k);
+  msj_raw(j, v ? "true" : "false");
+}
 void msj_null(ms_json *j, const char *k) {
   key(j, k);
   msj_raw(j, "null");

@@ -27,5 +27,6 @@ void msj_strn(ms_json *j, const char *key, const char *val, size_t n);
 void msj_u64(ms_json *j, const char *key, uint64_t v);
 void msj_i64(ms_json *j, const char *key, int64_t v);
 void msj_dbl(ms_json *j, const char *key, double v);
+void msj_bool(ms_json *j, const char *key, int v);
 void msj_null(ms_json *j, const char *key);
 #endif

@@ -50,6 +50,9 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
         from memsleuth import where
         preloads.append(where.library())
         env += ["--env", f"MEMSLEUTH_SITES_OUT={sites_dir}", "--env", f"MEMSLEUTH_SITES={where.sites_spec(sites)}"]
+        # The processes it cannot reach (a static executable, env -i) are sampled by the kernel.
+        argv += ["--outside-sites", where.sites_spec(sites), "--outside-dir", sites_dir,
+                 "--outside-skip", where.library()]
     if cell.allocator.preload:
         preloads.append(cell.allocator.preload)
     if preloads:
@@ -142,13 +145,13 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
         try:
             proc = _run_msrun(argv, (timeout_s + _GRACE_S) if timeout_s else None)
         except subprocess.TimeoutExpired:
-            _remove_perf_maps(heap_dir, sites_dir, started)
+            _remove_left_behind(out, heap_dir, sites_dir, started)
             return _failed(f"ms-run did not return within {timeout_s}s + {_GRACE_S}s")
         except KeyboardInterrupt:
-            _remove_perf_maps(heap_dir, sites_dir, started)
+            _remove_left_behind(out, heap_dir, sites_dir, started)
             raise
         if proc.returncode == 130:
-            _remove_perf_maps(heap_dir, sites_dir, started)
+            _remove_left_behind(out, heap_dir, sites_dir, started)
             raise KeyboardInterrupt
         try:
             # The command's output tails are raw bytes: a program may print anything, so bytes
@@ -163,24 +166,31 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
         if sites_dir is not None:
             from memsleuth import where
             doc["where"] = where.read_sampled(sites_dir, cell.allocator.preload)
-        _remove_perf_maps(heap_dir, sites_dir, started)
+        _remove_left_behind(out, heap_dir, sites_dir, started)
     doc = normalise(doc)
     if metric is not None:
         read_metric(doc, metric)
     return Sample.from_msrun(doc)
 
 
-def _remove_perf_maps(heap_dir: str | None, sites_dir: str | None, started: float) -> None:
-    """The perf maps the explaining run's processes wrote (runtimes.PERF_MAP_ENV), once read: its
-    processes are those that left a document."""
+def _remove_left_behind(out: str, heap_dir: str | None, sites_dir: str | None, started: float) -> None:
+    """What the explaining run's processes wrote under runtimes.PERF_MAP_ENV (perf maps, V8's
+    logs), once read: its processes are those the kernel saw in the tree (ms-run's document) and
+    those that left a document of their own."""
     pids = []
     for folder in (heap_dir, sites_dir):
         for name in os.listdir(folder) if folder and os.path.isdir(folder) else ():
             m = re.match(r"^(?:heap|sites)-(\d+)\.json", name)
             if m:
                 pids.append(int(m.group(1)))
-    from memsleuth import symbols
-    symbols.remove_perf_maps(pids, started)
+    try:
+        with open(out, encoding="utf-8", errors="replace") as f:
+            seen = (json.load(f).get("outside_sites") or {}).get("pids") or []
+        pids += [p for p in seen if isinstance(p, int)]
+    except (OSError, ValueError, AttributeError):
+        pass
+    from memsleuth import runtimes
+    runtimes.remove_left_behind(pids, started, os.getcwd())
 
 
 def read_metric(doc: dict, metric) -> None:

@@ -6,6 +6,7 @@ calls, and no advice says they can.
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -72,6 +73,44 @@ def perf_map_env(env: dict[str, str], inherited: dict[str, str]) -> dict[str, st
         have = env.get(name, inherited.get(name, ""))
         out[name] = flags if name == "PYTHONPERFSUPPORT" else f"{have} {flags}".strip()
     return out
+
+
+# What those flags leave behind, per process: its perf map, and V8's log, which --perf-basic-prof
+# opens in the working directory (`isolate-0x<isolate>-<pid>-v8.log`, one per isolate; the flags
+# that would move it, --logfile and --no-logfile-per-isolate, are refused in NODE_OPTIONS).
+V8_LOG = re.compile(r"^isolate-0x[0-9a-f]+-(\d+)-(?:\d+-)?v8\.log$")
+
+
+def left_behind(pids, cwd: str) -> list[str]:
+    """The files the PERF_MAP_ENV flags make these processes write (those that exist)."""
+    from memsleuth.symbols import perf_map_path
+    wanted = {int(p) for p in pids if isinstance(p, int) and p > 0}
+    paths = [perf_map_path(pid) for pid in sorted(wanted)]
+    try:
+        names = os.listdir(cwd) if wanted else []
+    except OSError:
+        names = []
+    for name in sorted(names):
+        m = V8_LOG.match(name)
+        if m and int(m.group(1)) in wanted:
+            paths.append(os.path.join(cwd, name))
+    return paths
+
+
+def remove_left_behind(pids, since: float, cwd: str) -> list[str]:
+    """Removes what these processes wrote under PERF_MAP_ENV at or after `since` (the explaining
+    run's start), owned by this user: the run made them, nothing of it is left behind. Returns the
+    paths removed."""
+    gone = []
+    for path in left_behind(pids, cwd):
+        try:
+            st = os.lstat(path)
+            if st.st_mtime >= since - 1 and st.st_uid == os.getuid():
+                os.unlink(path)
+                gone.append(path)
+        except OSError:
+            continue
+    return gone
 
 
 # A mechanism is the runtime's when at least this share of its sampled call sites are its frames.

@@ -235,22 +235,6 @@ def perf_map_path(pid: int) -> str:
     return os.path.join(PERF_MAP_DIR, f"perf-{int(pid)}.map")
 
 
-def remove_perf_maps(pids, since: float) -> list[str]:
-    """Removes the perf maps these processes wrote at or after `since` (the explaining run's start):
-    the run made them, nothing of it is left behind. Returns the paths removed."""
-    gone = []
-    for pid in {int(p) for p in pids if isinstance(p, int) and p > 0}:
-        path = perf_map_path(pid)
-        try:
-            st = os.lstat(path)
-            if st.st_mtime >= since - 1 and st.st_uid == os.getuid():
-                os.unlink(path)
-                gone.append(path)
-        except OSError:
-            continue
-    return gone
-
-
 # ---- symbolizing ----------------------------------------------------------------------------------
 
 def cache_dir() -> str:
@@ -506,6 +490,29 @@ def is_program(f: Frame) -> bool:
     if f.source and SYSTEM_SOURCES.search(f.source):
         return False
     return not SYSTEM_FUNCTIONS.search(f.function)
+
+
+def frame_kind(f: Frame, runtime_object) -> str:
+    """'program', 'runtime' or 'kernel': whose code a frame is, as a flame graph colours it."""
+    if "[kernel" in (f.path or ""):
+        return "kernel"
+    if f.language:
+        return "program" if is_program(f) else "runtime"
+    own = (f.path and f.path != "[jit]" and not runtime_object(f.path) and not INTERPRETER_OBJECTS.search(f.path)
+           and not (f.function and INTERPRETER_FUNCTIONS.match(f.function)) and is_program(f))
+    return "program" if own else "runtime"
+
+
+def stack_entry(frames: list[Frame], runtime_object) -> tuple[tuple, ...]:
+    """A stack as stored for flame graphs and profiles: outermost first, each frame (function,
+    source file, line, kind); a frame with no symbol is named by its object."""
+    out = []
+    for f in reversed(frames):
+        name = short_name(f.function) if f.function and not f.language else f.function or f"[{f.object}]"
+        line = f.line.rsplit(":", 1)[-1] if f.line else ""
+        out.append((name, f.source or (f.line.rsplit(":", 1)[0] if f.line else "") or f.path,
+                    int(line) if line.isdigit() else 0, frame_kind(f, runtime_object)))
+    return tuple(out)
 
 
 def program_site(frames: list[Frame], runtime_object) -> tuple[Frame | None, Frame | None]:

@@ -8,6 +8,9 @@ a measured figure. Two ways, the first preferred:
   unwinder reads .eh_frame: Debian's glibc has no frame pointers). It rides the explaining run
   that also records the syscall arguments and accounts the heap: no run and no perf start-up of
   its own. The stacks are named once per object (symbols.py). `read_sampled` reads them.
+  The processes it cannot load in (a static executable, a program started with `env -i`) are
+  sampled in the same run by the kernel (native/launcher/msr_sites.c: user call chains by frame
+  pointers), in documents of the same shape.
 - Under `perf record` with DWARF call graphs (`record`), when the sampler cannot run here
   (a kernel before 6.2: `sampler_usable`; events it cannot open; a program that left no document;
   an explaining run that failed with it).
@@ -42,6 +45,8 @@ TARGET_SAMPLES = 400       # per event: enough for the top sites' shares to be s
 LIGHT_CALLS = 4000         # a syscall counted at most this often is recorded at every call
 STACK_BYTES = 8192         # user stack copied per sample for DWARF unwinding
 TOP = 3                    # call sites kept per event and kind
+STACKS = 200               # distinct stacks kept per event (the most sampled), for flame graphs and pprof
+STACK_FRAMES = 48          # innermost frames kept of each
 TIMEOUT_FACTOR = 20        # the perf run may take this many times the measured run (unwinding)
 MAX_DATA = "64M"           # perf record --max-size: bounds a syscall storm's stacks (8 KiB each)
 # Objects whose frames are not the user's code.
@@ -138,7 +143,12 @@ def read_sampled(folder: str, allocator: str | None) -> dict:
     late = sum(int(d.get("async") or 0) for d in docs)
     if late:
         notes.append(f"{late} samples arrived while the program blocked SIGTRAP and were left out")
-    return {"events": sites, "notes": notes, "sampler": "in-program"}
+    outside = sorted({str(d.get("comm") or "?") for d in docs if d.get("sampled_by") == "kernel"})
+    if outside:
+        notes.append(f"sampled by the kernel, unwound by frame pointers (the in-program sampler could not load in "
+                     f"them: a static executable, or a cleared environment): {', '.join(outside)}")
+    own = any(d.get("sampled_by") != "kernel" for d in docs)
+    return {"events": sites, "notes": notes, "sampler": "in-program" if own else "kernel"}
 
 
 def plan_events(counts: dict[str, float]) -> list[tuple[list[str], int, int | None]]:
@@ -309,12 +319,14 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
         return bool(SYSTEM_DSOS.search(path or "[unknown]")) or os.path.basename(path or "") in alloc_names
 
     by_event: dict[str, list] = {}
+    stacks: dict[str, Counter] = {}
     for comm, event, frames, *weight in samples:
         w = weight[0] if weight else 1
         name = event.split("/")[0].split(":")[-1].replace("sys_enter_", "")
         users, makers, paths, comms, n, through = by_event.get(name, (Counter(), Counter(), Counter(), Counter(), 0, 0))
         frames = [f for f in frames if "[kernel" not in (f.path or "")]
         own, maker = symbols.program_site(frames, is_runtime)
+        stacks.setdefault(name, Counter())[symbols.stack_entry(frames[:STACK_FRAMES], is_runtime)] += w
         inner = frames[:frames.index(maker)] if maker is not None else frames
         path = [_clean(f.function) for f in reversed(inner) if f.function]
         users[symbols.site_with_maker(own, maker) if own else LOST] += w
@@ -329,7 +341,8 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
                      "user_sites": [[site, k / n] for site, k in users.most_common(TOP)],
                      "makers": [[site, k / n] for site, k in makers.most_common(TOP)],
                      "internal_paths": [[p, k / n] for p, k in paths.most_common(TOP)],
-                     "commands": [[c, k / n] for c, k in comms.most_common(TOP)]}
+                     "commands": [[c, k / n] for c, k in comms.most_common(TOP)],
+                     "stacks": [[[list(f) for f in st], k] for st, k in stacks[name].most_common(STACKS)]}
     return out
 
 

@@ -18,9 +18,9 @@ from conftest import fixture, memsleuth, needs_tracepoints
 MEASUREMENT = {"unstable-measurement", "counters-unavailable"}
 
 
-def check(tmp_path, *cmd: str) -> dict:
+def check(tmp_path, *cmd: str, cwd: str | None = None) -> dict:
     js = tmp_path / "c.json"
-    proc = memsleuth("check", "--db", str(tmp_path / "c.db"), "--json", str(js), "--", *cmd)
+    proc = memsleuth("check", "--db", str(tmp_path / "c.db"), "--json", str(js), "--", *cmd, cwd=cwd)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(js.read_text())
     doc["_stdout"] = proc.stdout

@@ -1,7 +1,7 @@
 """where.py reads perf script text: synthetic stacks, no perf needed."""
 from __future__ import annotations
 
-from memsleuth import symbols, where
+from memsleuth import runtimes, symbols, where
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 MIMALLOC = "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
@@ -93,9 +93,13 @@ def test_perf_maps_are_read_by_address_and_removed_only_for_the_runs_own_process
     m = symbols.PerfMap(str(tmp_path / "perf-41.map"))
     assert m.find(0x7f0000001000) == m.find(0x7f000000103f) == "JS:*handle /srv/a.js:3:1"
     assert m.find(0x7f0000001040) is None and m.find(0x7f0000002005) == "Stub:CEntry"
-    gone = symbols.remove_perf_maps([41, 42], since=time.time() - 60)
-    assert gone == [str(tmp_path / "perf-41.map")]   # 42's is older than the run; 43 is not the run's
-    assert sorted(os.listdir(tmp_path)) == ["perf-42.map", "perf-43.map"]
+    for name in ("isolate-0x5f3a-41-v8.log", "isolate-0x5f3a-43-v8.log", "isolate-0x9a-41-x.log"):
+        (tmp_path / name).write_text("v8-version,11\n")
+    gone = runtimes.remove_left_behind([41, 42], since=time.time() - 60, cwd=str(tmp_path))
+    # 42's map is older than the run; 43 is not the run's; a name V8 does not write is not touched
+    assert gone == [str(tmp_path / "perf-41.map"), str(tmp_path / "isolate-0x5f3a-41-v8.log")]
+    assert sorted(os.listdir(tmp_path)) == ["isolate-0x5f3a-43-v8.log", "isolate-0x9a-41-x.log", "perf-42.map",
+                                            "perf-43.map"]
 
 
 def test_symbolizer_answers_are_read_with_their_inlined_frames():

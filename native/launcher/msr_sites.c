@@ -1,0 +1,458 @@
+#define _GNU_SOURCE
+#include "msr_sites.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "ms_events.h"
+#include "msr.h"
+
+/* 64 data pages (256 KiB) per CPU: a sample of a 48-frame chain is ~430 bytes; the periods give a
+ * few hundred samples per event in the whole run, so this is room for a burst ms-run reads late. */
+#define DATA_PAGES 64
+/* {pid, tid} {time} {identifier} at the end of a side-band record (sample_id_all) */
+#define TRAILER 24
+
+static long open_event(struct perf_event_attr *a, pid_t pid, int cpu) {
+  return syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static void base_attr(struct perf_event_attr *a) {
+  memset(a, 0, sizeof *a);
+  a->size = sizeof *a;
+  a->sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+  a->sample_id_all = 1;
+  a->exclude_callchain_kernel = 1; /* the program's frames only */
+  a->sample_max_stack = MSR_SITES_FRAMES;
+  a->disabled = 1;
+  a->enable_on_exec = 1;
+  a->inherit = 1;
+  a->wakeup_events = 1 << 30; /* ms-run polls */
+}
+
+/* "page-faults=40,madvise=1" into the event table. */
+static void parse_spec(msr_sites *s, const char *spec) {
+  for (const char *p = spec; p && *p && s->nev < MSR_SITES_EVENTS;) {
+    size_t len = strcspn(p, ",");
+    const char *eq = memchr(p, '=', len);
+    if (eq && (size_t)(eq - p) < sizeof s->name[0]) {
+      memcpy(s->name[s->nev], p, (size_t)(eq - p));
+      s->name[s->nev][eq - p] = 0;
+      unsigned long long period = strtoull(eq + 1, NULL, 10);
+      s->period[s->nev] = period ? period : 1;
+      s->nev++;
+    }
+    p += len + (p[len] != 0);
+  }
+}
+
+static int config_of(msr_sites *s, int e, struct perf_event_attr *a) {
+  if (!strcmp(s->name[e], "page-faults")) {
+    a->type = PERF_TYPE_SOFTWARE;
+    a->config = PERF_COUNT_SW_PAGE_FAULTS;
+    return 0;
+  }
+  long id = ms_tracepoint_id(s->name[e], s->ev_why[e], sizeof s->ev_why[e]);
+  if (id < 0) return -1;
+  a->type = PERF_TYPE_TRACEPOINT;
+  a->config = (uint64_t)id;
+  return 0;
+}
+
+int msr_sites_open(msr_sites *s, pid_t pid, const char *spec, const char *dir, const char *skip) {
+  memset(s, 0, sizeof *s);
+  s->dir = dir;
+  s->skip = skip ? realpath(skip, NULL) : NULL;
+  parse_spec(s, spec);
+  long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+  if (ncpu > MSR_MAX_CPUS) ncpu = MSR_MAX_CPUS;
+  s->stacks = calloc(MSR_SITES_STACKS, sizeof *s->stacks);
+  s->slot = malloc(2 * MSR_SITES_STACKS * sizeof *s->slot);
+  s->extra = calloc((size_t)(ncpu * s->nev + 1), sizeof *s->extra);
+  s->ids = calloc((size_t)(ncpu * s->nev + 1), sizeof *s->ids);
+  s->id_ev = calloc((size_t)(ncpu * s->nev + 1), 1);
+  if (!s->stacks || !s->slot || !s->extra || !s->ids || !s->id_ev) {
+    snprintf(s->why, sizeof s->why, "out of memory");
+    return -1;
+  }
+  memset(s->slot, 0xff, 2 * MSR_SITES_STACKS * sizeof *s->slot);
+  long page = sysconf(_SC_PAGESIZE);
+  for (int cpu = 0; cpu < ncpu; cpu++) {
+    /* The buffer's owner: a dummy event that carries the side-band records only. */
+    struct perf_event_attr a;
+    base_attr(&a);
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_DUMMY;
+    a.mmap = 1; /* executable mappings */
+    a.comm = 1;
+    a.comm_exec = 1;
+    a.task = 1;
+    long fd = open_event(&a, pid, cpu);
+    if (fd < 0) {
+      if (errno != ENODEV && errno != EINVAL)
+        snprintf(s->why, sizeof s->why, "side-band events: %s", strerror(errno));
+      continue;
+    }
+    size_t len = (size_t)page * (1 + DATA_PAGES);
+    void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
+    if (base == MAP_FAILED) {
+      snprintf(s->why, sizeof s->why, "ring buffer: %s", strerror(errno));
+      close((int)fd);
+      continue;
+    }
+    s->fds[s->n] = (int)fd;
+    s->base[s->n] = base;
+    s->n++;
+    for (int e = 0; e < s->nev; e++) {
+      base_attr(&a);
+      if (config_of(s, e, &a)) continue;
+      a.sample_period = s->period[e];
+      long efd = open_event(&a, pid, cpu);
+      if (efd < 0) {
+        snprintf(s->ev_why[e], sizeof s->ev_why[e], "%s", strerror(errno));
+        continue;
+      }
+      uint64_t id = 0;
+      if (ioctl((int)efd, PERF_EVENT_IOC_SET_OUTPUT, fd) || ioctl((int)efd, PERF_EVENT_IOC_ID, &id)) {
+        snprintf(s->ev_why[e], sizeof s->ev_why[e], "%s", strerror(errno));
+        close((int)efd);
+        continue;
+      }
+      s->extra[s->nextra++] = (int)efd;
+      s->ids[s->nids] = id;
+      s->id_ev[s->nids++] = (uint8_t)e;
+      s->opened[e] = 1;
+    }
+  }
+  s->enabled = s->nextra > 0;
+  if (!s->enabled && !s->why[0]) snprintf(s->why, sizeof s->why, "no event opened");
+  return s->enabled ? 0 : -1;
+}
+
+static int intern(msr_sites *s, const char *path, size_t len) {
+  for (int k = s->npaths - 1; k >= 0; k--)
+    if (strlen(s->paths[k]) == len && !memcmp(s->paths[k], path, len)) return k;
+  if (s->npaths == s->cappaths) {
+    int cap = s->cappaths ? 2 * s->cappaths : 64;
+    char **t = realloc(s->paths, (size_t)cap * sizeof *t);
+    if (!t) return -1;
+    s->paths = t;
+    s->cappaths = cap;
+  }
+  s->paths[s->npaths] = strndup(path, len);
+  return s->paths[s->npaths] ? s->npaths++ : -1;
+}
+
+static msr_site_proc *proc_of(msr_sites *s, pid_t pid, int create) {
+  for (int k = s->nproc - 1; k >= 0; k--)
+    if (s->procs[k].pid == pid) return &s->procs[k];
+  if (!create || s->nproc == MSR_SITES_PROCS) return NULL;
+  msr_site_proc *p = &s->procs[s->nproc++];
+  memset(p, 0, sizeof *p);
+  p->pid = pid;
+  return p;
+}
+
+static void add_map(msr_site_proc *p, uint64_t start, uint64_t len, uint64_t pgoff, int path) {
+  if (p->nmaps == p->capmaps) {
+    int cap = p->capmaps ? 2 * p->capmaps : 16;
+    msr_site_map *t = realloc(p->maps, (size_t)cap * sizeof *t);
+    if (!t) return;
+    p->maps = t;
+    p->capmaps = cap;
+  }
+  p->maps[p->nmaps++] = (msr_site_map){start, start + len, pgoff, path};
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0x100000001b3ull;
+}
+
+static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip, uint16_t depth) {
+  uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)proc * 16 + ev);
+  for (int k = 0; k < depth; k++) h = mix(h, ip[k]);
+  size_t nslot = 2 * MSR_SITES_STACKS;
+  for (size_t i = h % nslot;; i = (i + 1) % nslot) {
+    int32_t at = s->slot[i];
+    if (at < 0) {
+      if (s->nstacks == MSR_SITES_STACKS) {
+        s->cut++;
+        return;
+      }
+      msr_site_stack *st = &s->stacks[s->nstacks];
+      *st = (msr_site_stack){.n = 1, .hash = h, .proc = proc, .ev = ev, .depth = depth};
+      memcpy(st->ip, ip, depth * sizeof *ip);
+      s->slot[i] = s->nstacks++;
+      return;
+    }
+    msr_site_stack *st = &s->stacks[at];
+    if (st->hash == h && st->proc == proc && st->ev == ev && st->depth == depth &&
+        !memcmp(st->ip, ip, depth * sizeof *ip)) {
+      st->n++;
+      return;
+    }
+  }
+}
+
+/* { header, u64 id, u32 pid, tid, u64 time, u64 nr, u64 ips[nr] } */
+static void on_sample(msr_sites *s, const unsigned char *rec, size_t n) {
+  size_t hs = sizeof(struct perf_event_header);
+  if (n < hs + 32) return;
+  uint64_t id, nr;
+  uint32_t pid;
+  memcpy(&id, rec + hs, 8);
+  memcpy(&pid, rec + hs + 8, 4);
+  memcpy(&nr, rec + hs + 24, 8);
+  const unsigned char *ips = rec + hs + 32;
+  if (hs + 32 + nr * 8 > n) nr = (n - hs - 32) / 8;
+  int ev = -1;
+  for (int k = 0; k < s->nids; k++)
+    if (s->ids[k] == id) ev = s->id_ev[k];
+  if (ev < 0) return;
+  msr_site_proc *p = proc_of(s, (pid_t)pid, 1);
+  if (!p) return;
+  if (!p->comm[0]) msr_comm((pid_t)pid, p->comm, sizeof p->comm);
+  uint64_t chain[MSR_SITES_FRAMES];
+  uint16_t depth = 0;
+  for (uint64_t k = 0; k < nr && depth < MSR_SITES_FRAMES; k++) {
+    uint64_t ip;
+    memcpy(&ip, ips + 8 * k, 8);
+    if (ip >= (uint64_t)PERF_CONTEXT_MAX) continue; /* a context marker */
+    /* The innermost address is the pc itself, the others return addresses; the documents' readers
+     * move every address one byte back (into the call), so the pc is written one byte on. */
+    chain[depth] = ip + (depth == 0);
+    depth++;
+  }
+  s->samples++;
+  p->samples++;
+  if (depth) add_stack(s, (int32_t)(p - s->procs), (uint8_t)ev, chain, depth);
+}
+
+/* Each process's program and executable mappings, from the side-band records. */
+static void on_side(msr_sites *s, const unsigned char *rec, size_t n) {
+  size_t hs = sizeof(struct perf_event_header);
+  struct perf_event_header h;
+  memcpy(&h, rec, hs);
+  if (n < hs + 8 + TRAILER) return;
+  uint32_t pid, tid;
+  memcpy(&pid, rec + hs, 4);
+  memcpy(&tid, rec + hs + 4, 4);
+  if (h.type == PERF_RECORD_COMM && pid == tid) {
+    msr_site_proc *p = proc_of(s, (pid_t)pid, 1);
+    if (!p) return;
+    size_t max = n - hs - 8 - TRAILER;
+    size_t len = strnlen((const char *)rec + hs + 8, max < 16 ? max : 16);
+    memcpy(p->comm, rec + hs + 8, len);
+    p->comm[len] = 0;
+    if (h.misc & PERF_RECORD_MISC_COMM_EXEC) { /* a new image: nothing of the old one is mapped */
+      p->nmaps = 0;
+      p->skip = 0;
+    }
+  } else if (h.type == PERF_RECORD_FORK && n >= hs + 16 + TRAILER) {
+    uint32_t ppid;
+    memcpy(&ppid, rec + hs + 4, 4);
+    memcpy(&tid, rec + hs + 8, 4);
+    if (pid != tid || pid == ppid) return; /* a thread */
+    msr_site_proc *parent = proc_of(s, (pid_t)ppid, 0);
+    if (!parent || proc_of(s, (pid_t)pid, 0)) return;
+    msr_site_proc *p = proc_of(s, (pid_t)pid, 1); /* the table is an array: `parent` stays valid */
+    if (!p) return;
+    memcpy(p->comm, parent->comm, sizeof p->comm);
+    p->skip = parent->skip;
+    for (int k = 0; k < parent->nmaps; k++)
+      add_map(p, parent->maps[k].start, parent->maps[k].end - parent->maps[k].start, parent->maps[k].pgoff,
+              parent->maps[k].path);
+  } else if (h.type == PERF_RECORD_MMAP && n > hs + 32 + TRAILER) {
+    uint64_t addr, len, pgoff;
+    memcpy(&addr, rec + hs + 8, 8);
+    memcpy(&len, rec + hs + 16, 8);
+    memcpy(&pgoff, rec + hs + 24, 8);
+    const char *file = (const char *)rec + hs + 32;
+    size_t flen = strnlen(file, n - hs - 32 - TRAILER);
+    if (!flen || file[0] != '/') return; /* anonymous executable memory: a JIT's, named by its perf map */
+    msr_site_proc *p = proc_of(s, (pid_t)pid, 1);
+    if (!p) return;
+    if (s->skip && flen == strlen(s->skip) && !memcmp(file, s->skip, flen)) p->skip = 1;
+    int path = intern(s, file, flen);
+    if (path >= 0) add_map(p, addr, len, pgoff, path);
+  }
+}
+
+typedef struct {
+  uint64_t time;
+  size_t off;
+  uint32_t len;
+} rec_at;
+
+static int by_time(const void *a, const void *b) {
+  uint64_t x = ((const rec_at *)a)->time, y = ((const rec_at *)b)->time;
+  if (x != y) return x < y ? -1 : 1;
+  size_t p = ((const rec_at *)a)->off, q = ((const rec_at *)b)->off;
+  return p < q ? -1 : p > q;
+}
+
+/* Reads every record the buffers hold, all CPUs' in time order: a process's exec and mappings
+ * come before its samples, a fork before its child's. */
+void msr_sites_drain(msr_sites *s) {
+  size_t hs = sizeof(struct perf_event_header), total = 0;
+  for (int k = 0; k < s->n; k++) {
+    struct perf_event_mmap_page *meta = s->base[k];
+    total += __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) - meta->data_tail;
+  }
+  if (!total) return;
+  unsigned char *arena = malloc(total);
+  rec_at *recs = malloc((total / hs + 1) * sizeof *recs);
+  size_t used = 0, nrec = 0;
+  for (int k = 0; k < s->n && arena && recs; k++) {
+    struct perf_event_mmap_page *meta = s->base[k];
+    unsigned char *data = (unsigned char *)s->base[k] + meta->data_offset;
+    size_t size = meta->data_size;
+    uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE), tail = meta->data_tail;
+    while (tail + hs <= head) {
+      struct perf_event_header h;
+      for (size_t b = 0; b < hs; b++) ((unsigned char *)&h)[b] = data[(tail + b) % size];
+      if (h.size < hs || tail + h.size > head || used + h.size > total) break;
+      unsigned char *rec = arena + used;
+      for (size_t b = 0; b < h.size; b++) rec[b] = data[(tail + b) % size]; /* a record may wrap */
+      uint64_t t = 0;
+      if (h.type == PERF_RECORD_SAMPLE && h.size >= hs + 24) {
+        memcpy(&t, rec + hs + 16, 8);
+        recs[nrec++] = (rec_at){t, used, h.size};
+      } else if (h.type == PERF_RECORD_LOST && h.size >= hs + 16) {
+        uint64_t lost;
+        memcpy(&lost, rec + hs + 8, 8);
+        s->lost += lost;
+      } else if (h.size >= hs + TRAILER) {
+        memcpy(&t, rec + h.size - 16, 8);
+        recs[nrec++] = (rec_at){t, used, h.size};
+      }
+      used += h.size;
+      tail += h.size;
+    }
+    __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+  }
+  if (nrec) qsort(recs, nrec, sizeof *recs, by_time);
+  for (size_t k = 0; k < nrec; k++) {
+    const unsigned char *rec = arena + recs[k].off;
+    if (((const struct perf_event_header *)rec)->type == PERF_RECORD_SAMPLE) on_sample(s, rec, recs[k].len);
+    else on_side(s, rec, recs[k].len);
+  }
+  free(arena);
+  free(recs);
+}
+
+static void write_doc(msr_sites *s, int32_t pi) {
+  msr_site_proc *p = &s->procs[pi];
+  char path[4200], tmp[4300];
+  snprintf(path, sizeof path, "%s/sites-%d.json", s->dir, (int)p->pid);
+  snprintf(tmp, sizeof tmp, "%s.outside.tmp", path);
+  if (access(path, F_OK) == 0) return; /* the program's own document (a pid reused): never replaced */
+  ms_json j;
+  if (msj_init_growable(&j, 1 << 16)) return;
+  msj_obj_begin(&j, NULL);
+  msj_i64(&j, "pid", p->pid);
+  msj_str(&j, "comm", p->comm);
+  msj_u64(&j, "samples", p->samples);
+  msj_str(&j, "sampled_by", "kernel");
+  msj_arr_begin(&j, "events");
+  for (int e = 0; e < s->nev; e++) {
+    msj_obj_begin(&j, NULL);
+    msj_str(&j, "name", s->name[e]);
+    msj_u64(&j, "period", s->period[e]);
+    msj_bool(&j, "opened", s->opened[e]);
+    if (!s->opened[e]) msj_str(&j, "why", s->ev_why[e][0] ? s->ev_why[e] : "not opened");
+    msj_obj_end(&j);
+  }
+  msj_arr_end(&j);
+  msj_arr_begin(&j, "stacks");
+  for (int k = 0; k < s->nstacks; k++) {
+    const msr_site_stack *st = &s->stacks[k];
+    if (st->proc != pi) continue;
+    msj_arr_begin(&j, NULL);
+    msj_u64(&j, NULL, st->ev);
+    msj_u64(&j, NULL, st->n);
+    msj_arr_begin(&j, NULL);
+    for (int f = 0; f < st->depth; f++) msj_u64(&j, NULL, st->ip[f]);
+    msj_arr_end(&j);
+    msj_arr_end(&j);
+  }
+  msj_arr_end(&j);
+  msj_arr_begin(&j, "maps"); /* newest first: a range mapped again names its latest file */
+  for (int k = p->nmaps - 1; k >= 0; k--) {
+    msj_arr_begin(&j, NULL);
+    msj_u64(&j, NULL, p->maps[k].start);
+    msj_u64(&j, NULL, p->maps[k].end);
+    msj_u64(&j, NULL, p->maps[k].pgoff);
+    msj_str(&j, NULL, s->paths[p->maps[k].path]);
+    msj_arr_end(&j);
+  }
+  msj_arr_end(&j);
+  msj_obj_end(&j);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    size_t off = 0;
+    while (off < j.len) {
+      ssize_t w = write(fd, j.buf + off, j.len - off);
+      if (w <= 0) break;
+      off += (size_t)w;
+    }
+    close(fd);
+    if (off == j.len && !j.overflow && rename(tmp, path) == 0) s->written++;
+    else unlink(tmp);
+  }
+  free(j.buf);
+}
+
+void msr_sites_write(msr_sites *s) {
+  if (!s->enabled || !s->dir) return;
+  for (int k = 0; k < s->nproc; k++)
+    if (s->procs[k].samples && !s->procs[k].skip) write_doc(s, k);
+}
+
+void msr_sites_close(msr_sites *s) {
+  long page = sysconf(_SC_PAGESIZE);
+  for (int k = 0; k < s->nextra; k++) close(s->extra[k]);
+  for (int k = 0; k < s->n; k++) {
+    munmap(s->base[k], (size_t)page * (1 + DATA_PAGES));
+    close(s->fds[k]);
+  }
+  s->n = s->nextra = 0;
+  for (int k = 0; k < s->nproc; k++) free(s->procs[k].maps);
+  for (int k = 0; k < s->npaths; k++) free(s->paths[k]);
+  free(s->paths);
+  free(s->skip);
+  free(s->stacks);
+  free(s->slot);
+  free(s->extra);
+  free(s->ids);
+  free(s->id_ev);
+  s->paths = NULL;
+  s->skip = NULL;
+  s->stacks = NULL;
+  s->slot = NULL;
+  s->extra = NULL;
+  s->ids = NULL;
+  s->id_ev = NULL;
+  s->nproc = s->npaths = 0;
+}
+
+void msr_sites_json(ms_json *j, const msr_sites *s) {
+  msj_obj_begin(j, "outside_sites");
+  msj_bool(j, "opened", s->enabled);
+  if (s->why[0]) msj_str(j, "why", s->why);
+  msj_u64(j, "samples", s->samples);
+  msj_u64(j, "lost_records", s->lost);
+  msj_u64(j, "cut_stacks", s->cut);
+  msj_i64(j, "documents", s->written);
+  msj_arr_begin(j, "pids"); /* every process of the tree seen: what it may have left behind is found */
+  for (int k = 0; k < s->nproc; k++) msj_i64(j, NULL, s->procs[k].pid);
+  msj_arr_end(j);
+  msj_obj_end(j);
+}

@@ -1,0 +1,85 @@
+/* Call sites from outside the program, for the processes the in-program sampler (libmssites) does
+ * not reach: a static executable, a setuid one, a program started with `env -i`. Each event of the
+ * sites spec ("page-faults=40,madvise=1") is sampled by the kernel every `period` hits on every
+ * thread of the tree (inherited, opened per CPU as msr_cpu.c does), each sample with the thread's
+ * user call chain, which the kernel walks by frame pointers (Go keeps them; C built without them
+ * gives its innermost frame only). The kernel's side-band records (exec, fork, executable mappings)
+ * give each process's mappings and say whether it mapped libmssites: a process that did has its
+ * own document, better unwound, and is left out here.
+ *
+ * At the end, one document per other process that was sampled, in libmssites' format
+ * (`sites-PID.json`: events, stacks [event, count, [addresses]], maps), so that where.read_sampled
+ * reads both the same way. Nothing runs in the measured process but the kernel's own sampling. */
+#ifndef MSR_SITES_H
+#define MSR_SITES_H
+#include <stdint.h>
+#include <sys/types.h>
+#include "ms_json.h"
+#include "msr_args.h"
+
+#define MSR_SITES_EVENTS 8     /* page-faults and the memory system calls */
+#define MSR_SITES_FRAMES 48    /* as libmssites keeps */
+#define MSR_SITES_STACKS 16384 /* distinct (process, event, chain) kept; the rest are counted as cut */
+#define MSR_SITES_PROCS 1024   /* processes followed */
+
+typedef struct {
+  uint64_t start, end, pgoff;
+  int path; /* index into the interned paths */
+} msr_site_map;
+
+typedef struct {
+  pid_t pid;
+  char comm[17];
+  uint8_t skip; /* its image mapped libmssites: the in-program sampler has it */
+  int nmaps, capmaps;
+  msr_site_map *maps; /* newest last */
+  uint64_t samples;
+} msr_site_proc;
+
+typedef struct {
+  uint64_t n, hash;
+  int32_t proc;
+  uint8_t ev;
+  uint16_t depth;
+  uint64_t ip[MSR_SITES_FRAMES];
+} msr_site_stack;
+
+typedef struct {
+  int enabled;
+  char why[192];
+  const char *dir;  /* where the documents go */
+  char *skip;       /* libmssites, resolved */
+  int nev;
+  char name[MSR_SITES_EVENTS][32];
+  uint64_t period[MSR_SITES_EVENTS];
+  int opened[MSR_SITES_EVENTS];
+  char ev_why[MSR_SITES_EVENTS][96];
+  int n; /* CPUs with a ring buffer */
+  int fds[MSR_MAX_CPUS];
+  void *base[MSR_MAX_CPUS];
+  int nextra;
+  int *extra; /* the sampling events, writing into their CPU's buffer */
+  uint64_t *ids;
+  uint8_t *id_ev; /* the event of each id */
+  int nids;
+  uint64_t samples, lost, cut;
+  msr_site_stack *stacks;
+  int nstacks;
+  int32_t *slot;
+  msr_site_proc procs[MSR_SITES_PROCS];
+  int nproc;
+  char **paths;
+  int npaths, cappaths;
+  int written;
+} msr_sites;
+
+/* Opens the sampling on `pid` (not yet exec'd: enable_on_exec). `spec`: "event=period,...";
+ * `skip`: libmssites' path. Returns 0 when at least one event opened on a CPU. */
+int msr_sites_open(msr_sites *s, pid_t pid, const char *spec, const char *dir, const char *skip);
+void msr_sites_drain(msr_sites *s);
+/* Writes the documents of the processes sampled that did not map `skip`. */
+void msr_sites_write(msr_sites *s);
+void msr_sites_close(msr_sites *s);
+/* "outside_sites": what was opened, sampled and written, and every process of the tree seen. */
+void msr_sites_json(ms_json *j, const msr_sites *s);
+#endif
