@@ -39,7 +39,7 @@ test-packages:
 $(VENV)/.deps: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "scikit-build-core>=0.8" "rich>=13" "numpy>=1.24" "regex>=2023.0" "scipy>=1.10" "pyperf>=2.6" "jinja2>=3.1" "matplotlib>=3.7" "psycopg[binary]>=3.1" "pytest>=7" "hypothesis>=6" "ruff>=0.4" "clang-format==18.1.8"
+	$(PY) -m pip install -q "scikit-build-core>=0.8" "rich>=13" "numpy>=1.24" "regex>=2023.0" "scipy>=1.10" "pyperf>=2.6" "jinja2>=3.1" "matplotlib>=3.7" "protobuf>=4.21" "psycopg[binary]>=3.1" "pytest>=7" "hypothesis>=6" "ruff>=0.4" "clang-format==18.1.8"
 	touch $@
 
 # The package with its native binaries, built by CMake through scikit-build-core.

@@ -417,6 +417,24 @@ SAME_COUNT = 0.9
 TIMING_DEPENDENT = ("futex",)
 PROGRAM_ADVICE = ("the program itself makes these calls, whatever the allocator: change the program (its own pool, "
                   "lock or buffer handling); tuning or replacing the allocator will not remove them")
+# What the program changes, by the call its own code makes (the finding's `calls`).
+PROGRAM_CHANGES = {
+    "munmap": "keep its mappings and reuse them (a pool of buffers) instead of mapping and unmapping one per use",
+    "mmap": "keep its mappings and reuse them (a pool of buffers) instead of mapping and unmapping one per use",
+    "madvise": "purge what it frees less often (keep a reserve for reuse, or MADV_FREE instead of MADV_DONTNEED)",
+    "mremap": "reserve the final size, or grow by larger steps, instead of growing its buffers a little per step",
+    "brk": "keep the memory it frees for reuse instead of moving the break back per cycle",
+    "futex": "hold its locks for less time, or split them (per thread, per shard), so threads wait less",
+}
+
+
+def program_advice(call: str | None) -> str:
+    """The advice when the program's own code makes the finding's calls (who == "program")."""
+    change = PROGRAM_CHANGES.get(call or "")
+    if change is None:
+        return PROGRAM_ADVICE
+    return (f"the program itself makes these calls, whatever the allocator: change the program: {change}; tuning or "
+            "replacing the allocator will not remove them")
 
 
 def _run_counts(c: CellSummary, call: str) -> list[float]:
@@ -471,7 +489,9 @@ def attribute(cells: list[CellSummary]) -> None:
             if got is None:
                 continue
             who, line = got
-            c.findings[i] = replace(f, who=who, advice=PROGRAM_ADVICE if who == "program" else f.advice,
+            # a rule's own advice already fits a program's mechanism; a decision for the program replaces one for
+            # the allocator
+            c.findings[i] = replace(f, who=who, advice=program_advice(f.calls) if who == "program" != f.who else f.advice,
                                     evidence=[*f.evidence, line])
 
 
@@ -507,8 +527,10 @@ def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[f
                          + ("" if f.who in ("undetermined", decided) else
                             f": the call sites decide, over the counts across allocators (which said {f.who})")]
                 who = decided
-        advice = PROGRAM_ADVICE if who == "program" else f.advice
-        if who != "program" and f.advice == PROGRAM_ADVICE:   # the counts said program, the stacks do not
+        # The stacks decided for the program: its own change. A rule that already named the program (a leak, its
+        # own pool) keeps its advice, which fits its mechanism.
+        advice = program_advice(f.calls) if who == "program" != f.who else f.advice
+        if who != "program" and f.advice == program_advice(f.calls):   # the counts said program, the stacks do not
             advice = ("the allocator makes these calls: its options that delay returning memory to the kernel, or "
                       "another allocator (compare them with `memsleuth compare`)")
         numbers = f.numbers
@@ -524,9 +546,9 @@ def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[f
             own = runtimes.advice_for(runtime, f.id)
             if own is not None:
                 advice = own
-                if not runtime.own_memory and f.advice != PROGRAM_ADVICE:   # its memory is malloc's: that side too
+                if not runtime.own_memory and f.advice != program_advice(f.calls):   # its memory is malloc's: that side too
                     advice += f"; on the allocator's side: {f.advice}"
-            elif advice == PROGRAM_ADVICE:
+            elif advice == program_advice(f.calls):
                 advice = f.advice   # the rule's own words: the runtime, not the program's code, makes the calls
         out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=advice,
                            numbers=numbers))

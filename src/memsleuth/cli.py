@@ -7,6 +7,7 @@ interrupted. An error is one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 
@@ -37,6 +38,21 @@ class Terminated(KeyboardInterrupt):
     process tree is ended, temporary files are removed."""
 
 
+# Output that is not a terminal (a file, a CI log, `| less`) with no COLUMNS is this wide: the
+# widest tables (check's whole process, compare's cells) fit, and a line stays short enough for a
+# log viewer. COLUMNS, when set, is honoured either way (README: "Width").
+PIPED_WIDTH = 120
+MIN_WIDTH = 40
+
+
+def output_width(is_terminal: bool, columns: str | None) -> int | None:
+    """The report's width: COLUMNS when it is a number of at least MIN_WIDTH; else the terminal's
+    own (None: rich asks it), or PIPED_WIDTH when the output is not a terminal."""
+    if columns and columns.strip().isdigit() and int(columns) >= MIN_WIDTH:
+        return int(columns)
+    return None if is_terminal else PIPED_WIDTH
+
+
 def _on_sigterm(signum, frame):
     raise Terminated()
 
@@ -48,8 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         i = argv.index("--")
         argv, command = argv[:i], argv[i + 1:]
-    # Piped output (a file, CI logs) gets wide tables rather than the 80-column default.
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = Console(width=output_width(sys.stdout.isatty(), os.environ.get("COLUMNS")))
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
@@ -74,11 +89,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("memsleuth: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:   # the reader of stdout left (`| head`): what was asked to be written was written
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no second error at exit's flush
+        except OSError:
+            pass
+        return 0
     except OSError as e:
         # A file the checks above did not foresee (permissions on a parent folder, a full disk
         # while printing): still one line.
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""
         print(f"memsleuth: error: {visible(where)}{visible(e.strerror or e)}", file=sys.stderr)
         return EXIT_STORE
-    except BrokenPipeError:
-        return 0

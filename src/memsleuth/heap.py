@@ -35,6 +35,8 @@ from memsleuth import native, symbols
 RUNTIME = re.compile(r"(^|/)(libc\.so|libc-|ld-linux|libpthread|libstdc\+\+|libgcc_s|libm\.so|libmsheap\.so|"
                      r"libmimalloc|libjemalloc|libtcmalloc|libpython|python3)")
 TOP_SITES = 12
+STACKS = 300                    # whole stacks kept (the most bytes allocated), for flame graphs and pprof
+STACK_WEIGHTS = ("alloc_bytes", "peak_bytes", "live_bytes")
 
 
 def library() -> str:
@@ -45,6 +47,16 @@ def _name_frames(docs: list[dict], notes: list[str]) -> dict[tuple[int, int], tu
     """(document index, address) -> its frames; the runtime's objects by their file only."""
     return symbols.resolve(docs, lambda d: [a for s in d.get("sites") or [] for a in s.get("frames") or []],
                            skip=RUNTIME.search, notes=notes)
+
+
+def _top_stacks(stacks: dict[tuple, list[float]]) -> list[tuple]:
+    """The STACKS stacks with the most bytes by each weight (allocated, at the peak, at exit), the
+    most allocated first."""
+    keep: dict[tuple, None] = {}
+    for i in range(len(STACK_WEIGHTS)):
+        for st in sorted((st for st, w in stacks.items() if w[i] > 0), key=lambda st: -stacks[st][i])[:STACKS]:
+            keep[st] = None
+    return sorted(keep, key=lambda st: -stacks[st][0])
 
 
 NO_SITE = "no frame outside the runtime (an interpreter, or a stack that could not be unwound)"
@@ -59,6 +71,7 @@ def summarise(docs: list[dict]) -> dict | None:
     notes: list[str] = []
     names = _name_frames(docs, notes)
     sites: dict[str, dict] = {}
+    stacks: dict[tuple, list[float]] = {}
     for d_i, d in enumerate(docs):
         for s in d.get("sites") or []:
             frames = [f for a in s.get("frames") or [] for f in names.get((d_i, a), ())]
@@ -68,6 +81,9 @@ def summarise(docs: list[dict]) -> dict | None:
                                          "live_bytes": 0.0, "samples": 0})
             for k in ("alloc_bytes", "alloc_count", "peak_bytes", "live_bytes", "samples"):
                 agg[k] += float(s.get(k) or 0)
+            st = stacks.setdefault(symbols.stack_entry(frames, RUNTIME.search), [0.0, 0.0, 0.0])
+            for i, k in enumerate(STACK_WEIGHTS):
+                st[i] += float(s.get(k) or 0)
     keep = set()
     for k in ("alloc_bytes", "peak_bytes", "live_bytes"):
         keep |= {s["site"] for s in sorted(sites.values(), key=lambda s: -s[k])[:TOP_SITES] if s[k] > 0}
@@ -96,6 +112,8 @@ def summarise(docs: list[dict]) -> dict | None:
         "at_exit": {**(main.get("at_exit") or {}), "live_bytes": int(main.get("live_bytes") or 0)},
         "timeline": [[t / 1000.0, v] for t, v in (main.get("timeline") or [])],
         "sites": sorted((s for s in sites.values() if s["site"] in keep), key=lambda s: -s["alloc_bytes"]),
+        # whole stacks, outermost first, with their bytes allocated, live at the peak and at exit
+        "stacks": [[[list(f) for f in st], *stacks[st]] for st in _top_stacks(stacks)],
         **({"site_notes": notes} if notes else {}),
     }
 
@@ -149,7 +167,10 @@ def _in_bytes(snap: dict, live) -> dict:
     glibc = isinstance(snap.get("arenas"), int) and snap["arenas"] >= 0    # -1: the allocator is not glibc
     main = snap.get("main_arena_kb")
     return {"rss": rss, "anon": anon, "live": live,
-            "beyond": anon - live if anon is not None and live is not None else None,
+            # Live blocks need not be resident (a block allocated and never touched is not): a live heap
+            # larger than the anonymous memory leaves "beyond" unknown, and says how much live is not resident.
+            "beyond": anon - live if anon is not None and live is not None and anon >= live else None,
+            "unresident": live - anon if anon is not None and live is not None and live > anon else None,
             "file": rss - anon if rss is not None and anon is not None else None,
             "main_arena": main * 1024.0 if glibc and isinstance(main, (int, float)) and main >= 0 else None,
             "arena": arena * 1024.0 if glibc and isinstance(arena, (int, float)) else None,
@@ -165,11 +186,15 @@ def composition(h: dict) -> list[tuple[str, float | None, float | None]]:
     """What resident memory is made of, in bytes, at the live peak and at exit: rows of
     (what, at the peak, at exit); None where it was not read."""
     p, e = _at_peak_and_exit(h)
-    return [(what, p[k], e[k]) for what, k in (
+    rows = [(what, p[k], e[k]) for what, k in (
         ("resident (RSS)", "rss"), ("anonymous", "anon"), ("live heap (usable bytes of live blocks)", "live"),
         ("anonymous beyond the live heap (allocator overhead, freed memory kept, other mappings)", "beyond"),
+        ("live heap not resident (live blocks never touched: the live heap exceeds the anonymous memory)",
+         "unresident"),
         ("file-backed (RSS - anonymous)", "file"), ("glibc main arena (brk heap), resident", "main_arena"),
         ("glibc other arenas' heaps, resident", "arena"), ("glibc other arenas, count", "arenas"))]
+    # The not-resident row only where it happened; "beyond" is unknown there, never negative.
+    return [r for r in rows if not r[0].startswith("live heap not resident") or r[1] is not None or r[2] is not None]
 
 
 def footprint(sample) -> dict | None:

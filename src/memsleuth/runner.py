@@ -224,7 +224,9 @@ class _Progress:
             self.last_line = t
             elapsed = t - self.t0
             left = elapsed / self.done * (self.total - self.done) if self.done else None
-            eta = f", about {left:.0f} s left at most" if left is not None else ""
+            # Not a bound: the runs left may be slower (an explaining run) or fewer (adaptive rounds stop early).
+            eta = (f", roughly {left:.0f} s left if all {self.total} runs are needed (from the pace so far)"
+                   if left is not None else "")
             print(f"memsleuth: {self.done}/{self.total} runs, {elapsed:.0f} s elapsed{eta}; now: {what}",
                   file=sys.stderr, flush=True)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from pathlib import Path
 import time
 
 from rich.console import Console
@@ -14,7 +15,7 @@ from memsleuth import __version__, machine, plan as planning, runner, workloads
 from memsleuth.allocators import Allocator
 from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK
 from memsleuth.model import AllocatorInfo, RunSpec
-from memsleuth.output import say_written, write_text
+from memsleuth.output import say_written, write_text, write_with
 from memsleuth.plan import Plan
 from memsleuth.records import REFERENCE_POSITION, StoredRun
 from memsleuth.store import Store
@@ -71,12 +72,16 @@ def emit(run: StoredRun, args, console: Console) -> None:
     """The report on stdout; where the other formats went, on stderr (stdout stays the report)."""
     from memsleuth.report import builders, terminal
     report = builders.for_run(run)
-    terminal.render(report, console)
+    try:
+        terminal.render(report, console)
+    except BrokenPipeError:   # stdout's reader left (`| head`): the files asked for are still written
+        write_formats(report, args)
+        raise
     write_formats(report, args)
 
 
 def write_formats(report, args) -> None:
-    """--md, --html and --json, each written whole or not at all."""
+    """--md, --html, --json and --pprof, each written whole or not at all."""
     from memsleuth.report import html, json_export, markdown
     for attr, fmt, what in (("md", markdown, "Markdown report"), ("html", html, "HTML report"),
                             ("json", json_export, "JSON export")):
@@ -84,6 +89,11 @@ def write_formats(report, args) -> None:
         if path:
             write_text(path, fmt.render(report), f"the {what}")
             say_written(what, path)
+    if getattr(args, "pprof", None) and report.run is not None:
+        from memsleuth.report import pprof_export
+        data = pprof_export.render(report.run)
+        write_with(args.pprof, lambda tmp: Path(tmp).write_bytes(data), "the pprof profile")
+        say_written("pprof profile", args.pprof)
 
 
 def write_report_files(report, args, json_doc: dict) -> None:

@@ -40,9 +40,14 @@ def ms_run(*args: str, timeout: float = 120) -> dict:
     return json.loads(out.stdout)
 
 
-def memsleuth(*args: str, timeout: float = 600, cwd: str | None = None) -> subprocess.CompletedProcess:
+def memsleuth(*args: str, timeout: float = 600, cwd: str | None = None, columns: str | None = "200") \
+        -> subprocess.CompletedProcess:
+    """memsleuth's output piped, COLUMNS wide (None: no COLUMNS, the piped default)."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if columns is not None:
+        env["COLUMNS"] = columns
     return subprocess.run([sys.executable, "-m", "memsleuth", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
+                          timeout=timeout, cwd=cwd, env=env)
 
 
 def probe_events() -> dict:

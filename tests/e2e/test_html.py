@@ -3,6 +3,7 @@ console errors, a screenshot that is not blank, every plot present, no request l
 and user text escaped in HTML and Markdown."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -34,6 +35,8 @@ def assert_self_contained(text: str) -> None:
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:|//|file:)""", text, re.I)
     assert "<script" not in text.lower()
     assert "@import" not in text and "url(" not in text.replace("url(#", "")
+    # every SVG's text is plain: no mathtext left for the browser to print as it is
+    assert "mathdefault" not in text and not re.search(r"<text[^>]*>[^<]*\$", text)
 
 
 def assert_renders(html, tmp_path, min_plots: int) -> None:
@@ -122,3 +125,41 @@ def test_report_files_get_ordinary_permissions(tmp_path):
     assert memsleuth("compare", "--alloc", "glibc", "--param", "iterations=20000", "--param", "ws=10", "--reps", "2",
                      "--db", str(tmp_path / "p.db"), "--html", str(html)).returncode == 0
     assert html.stat().st_mode & 0o044 == 0o044
+
+
+@needs_chromium
+def test_check_answers_first_at_80_columns_with_flame_graphs_and_a_pprof_profile(tmp_path):
+    """A leak beside a buffer freed per request: piped at COLUMNS=80 the answer is in the first 8
+    lines and no line is wider; the HTML opens with it and draws a flame graph per stack set; the
+    --pprof profile reads back in `go tool pprof` with the leak's line."""
+    page, prof = tmp_path / "check.html", tmp_path / "check.pb.gz"
+    proc = memsleuth("check", "--db", str(tmp_path / "c.db"), "--html", str(page), "--pprof", str(prof), "--",
+                     fixture("plain-leak_request"), "100000", columns="80")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(x) for x in lines) <= 80, [x for x in lines if len(x) > 80][:3]
+    head = " ".join(lines[:8])
+    assert "Live heap grows" in head and "leak_request.c:14" in head and "change:" in head, lines[:8]
+    text = page.read_text()
+    assert_self_contained(text)
+    body = text[text.index("<body>"):]
+    assert body.index('class="answer"') < body.index("<h2>")
+    assert text.count('class="figure flame"') >= 4        # page faults, allocated, live at the peak and at exit
+    assert not re.search(r"(?<![\w.])-\d[\d.,]* (B|KiB|MiB|GiB)\b", re.sub(r"<[^>]+>", " ", text))
+    assert_renders(page, tmp_path, 5)
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if shutil.which("/usr/local/go/bin/go") else None)
+    if go is None:
+        pytest.skip("no Go toolchain for `go tool pprof` (golang-go)")
+    top = subprocess.run([go, "tool", "pprof", "-top", "-lines", "-sample_index=inuse_space_exit", str(prof)],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
+    assert top.returncode == 0, top.stderr
+    assert re.search(r"\bmain .*leak_request\.c:14", top.stdout), top.stdout
+
+
+def test_piped_output_without_columns_has_the_documented_width(tmp_path):
+    proc = memsleuth("check", "--no-where", "--db", str(tmp_path / "c.db"), "--", fixture("plain-steps"), "10",
+                     columns=None)
+    assert proc.returncode == 0, proc.stderr
+    from memsleuth.cli import PIPED_WIDTH
+    widest = max(len(x) for x in proc.stdout.splitlines())
+    assert 80 < widest <= PIPED_WIDTH, widest

@@ -32,7 +32,7 @@ def add_arguments(k) -> None:
     options.add_fail_on_error(k)
     options.add_store(k)
     options.add_machine_label(k)
-    options.add_outputs(k)
+    options.add_outputs(k, pprof=True)
 
 
 def run(args, command: list[str] | None, console: Console) -> int:
@@ -43,6 +43,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
     options.apply_machine_label(args)
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
+    options.writable_output(args.pprof, "--pprof")
     options.writable_output(args.html, "--html")
     options.check_command(command)
     reps = options.count(args.reps, "--reps")

@@ -55,7 +55,7 @@ def add_arguments(c) -> None:
     options.add_fail_on_error(c)
     options.add_store(c)
     options.add_machine_label(c)
-    options.add_outputs(c)
+    options.add_outputs(c, pprof=True)
 
 
 def run(args, command: list[str] | None, console: Console) -> int:
@@ -64,7 +64,10 @@ def run(args, command: list[str] | None, console: Console) -> int:
     options.apply_machine_label(args)
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
+    options.writable_output(args.pprof, "--pprof")
     options.writable_output(args.html, "--html")
+    if args.pprof and not args.where:
+        raise UsageError("--pprof writes the sampled stacks, which compare samples with --where: add --where")
     rounds = options.rounds(args)
     noise = parse_fraction(args.noise, "--noise")
     env = options.env(args)

@@ -49,12 +49,16 @@ def add_store(p: argparse.ArgumentParser) -> None:
                    help=f"the store: an SQLite file (default {DEFAULT_DB}) or postgresql://user:password@host/dbname")
 
 
-def add_outputs(p: argparse.ArgumentParser, *, json: bool = True) -> None:
+def add_outputs(p: argparse.ArgumentParser, *, json: bool = True, pprof: bool = False) -> None:
     p.add_argument("--md", metavar="FILE", action=Once, help="also write the report as Markdown")
     p.add_argument("--html", metavar="FILE", action=Once,
                    help="also write the report as one self-contained HTML file with plots (works offline)")
     if json:
         p.add_argument("--json", metavar="FILE", action=Once, help="also export the run as JSON (docs/json-schema.md)")
+    if pprof:
+        p.add_argument("--pprof", metavar="FILE", action=Once,
+                       help="also write the sampled stacks as a gzipped pprof profile (go tool pprof, speedscope): "
+                            "one sample type per stack set")
 
 
 def add_limits(p: argparse.ArgumentParser) -> None:

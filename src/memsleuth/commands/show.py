@@ -13,7 +13,7 @@ HELP = "reprint a stored run (the latest by default), or several side by side by
 def add_arguments(s) -> None:
     s.add_argument("run", nargs="*", help="run id; several: the same cells side by side by machine")
     options.add_store(s)
-    options.add_outputs(s)
+    options.add_outputs(s, pprof=True)
 
 
 def run(args, command, console: Console) -> int:
@@ -21,6 +21,7 @@ def run(args, command, console: Console) -> int:
     from memsleuth.store import Store
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
+    options.writable_output(args.pprof, "--pprof")
     options.writable_output(args.html, "--html")
     store = Store(args.db, readonly=True)
     if len(args.run) <= 1:

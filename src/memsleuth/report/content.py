@@ -88,6 +88,15 @@ class TrendFigure:
 
 
 @dataclass
+class FlameFigure:
+    """A stack set as a flame graph (stacks.merge's tree): what it counts, in what unit."""
+    title: str
+    unit: str                                      # "count", "bytes", "nanoseconds"
+    root: object                                   # stacks.Node
+    caption: str = ""
+
+
+@dataclass
 class Report:
     title: str
     header: list[str]

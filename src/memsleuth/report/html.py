@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 
 from memsleuth import __version__
-from memsleuth.report.content import (ChangeFigure, CompositionFigure, RatioFigure, Report, ResultFigure,
-                                      ThroughputFigure, TimelineFigure, TrendFigure)
+from memsleuth.report.content import (ChangeFigure, CompositionFigure, FlameFigure, RatioFigure, Report,
+                                      ResultFigure, ThroughputFigure, TimelineFigure, TrendFigure)
 from memsleuth.report.wording import who_text
 
 
@@ -44,12 +44,17 @@ def render(report: Report) -> str:
               if lines else None)
     figures = [d for i, f in enumerate(report.figures) if (d := draw(f, i, limits)) is not None]
     sections = [(SECTIONS[name], [d for d in figures if not d.wide and d.section == name]) for name in SECTIONS]
+    flames = [d for d in figures if d.section == "flame"]
     return env.get_template("report.html.j2").render(report=report, figures=figures, who=who_text,
-                                                     version=__version__, sections=[s for s in sections if s[1]])
+                                                     version=__version__, sections=[s for s in sections if s[1]],
+                                                     flames=flames)
 
 
 def draw(fig, i: int, limits: tuple[float, float] | None = None) -> Drawn | None:
     """One figure as inline SVG; `limits`: the (seconds, MiB) every memory-over-time panel shares."""
+    if isinstance(fig, FlameFigure):   # drawn as SVG directly: a box per function, no plotting library
+        from memsleuth.report import flame
+        return Drawn(f"figure-{i}", flame.svg(fig.root, fig.title, fig.unit), fig.caption, False, "flame")
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
@@ -81,6 +86,7 @@ def draw(fig, i: int, limits: tuple[float, float] | None = None) -> Drawn | None
     else:
         return None
     f, caption, wide = out
+    _plain_ticks(f)
     section = "trend" if isinstance(fig, TrendFigure) else "timeline"
     buf = io.StringIO()
     f.savefig(buf, format="svg", bbox_inches="tight")
@@ -142,6 +148,18 @@ def _text_on(rgba) -> str:
     r, g, b = rgba[:3]
     lum = 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
     return "black" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "white"
+
+
+def _plain_ticks(f) -> None:
+    """Log and symlog axes label their ticks in mathtext ($\\mathdefault{10^{5}}$), which the SVG
+    would show as it is (mathtext is off: labels are user text): plain numbers instead (100k)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from memsleuth.units import fmt_si
+    for ax in f.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() in ("log", "symlog"):
+                axis.set_major_formatter(FuncFormatter(lambda v, _pos: fmt_si(v)))
+                axis.set_minor_formatter(NullFormatter())
 
 
 def _timeline(plt, fig: TimelineFigure, limits: tuple[float, float] | None = None):

@@ -32,9 +32,12 @@ def render(report: Report) -> str:
     out = [f"# {escape(report.title)}", ""]
     if report.answer:
         out += [f"**{escape(line)}**  " for line in report.answer] + [""]
-    out += [f"- {escape(line)}" for line in report.header]
     if report.question:
-        out += ["", f"**Question:** {escape(report.question)}"]
+        out += [f"**Question:** {escape(report.question)}", ""]
+    if report.statements:
+        out += ["## What the evidence shows", ""]
+        out += [f"- {escape(line)}" for line in report.statements] + [""]
+    out += [f"- {escape(line)}" for line in report.header]
     for t in report.tables:
         out += ["", f"## {escape(t.title)}", ""]
         out.append("| " + " | ".join(escape(c) for c in t.columns) + " |")
@@ -46,9 +49,6 @@ def render(report: Report) -> str:
         if t.notes:
             out.append("")
             out += [f"_{escape(n)}_  " for n in t.notes]
-    if report.statements:
-        out += ["", "## What the evidence shows", ""]
-        out += [f"- {escape(line)}" for line in report.statements]
     if report.findings or report.quiet:
         out += ["", "## Findings"]
     if report.quiet:

@@ -73,14 +73,21 @@ def _stacked(t, console: Console) -> None:
 
 
 def _draw(report: Report, console: Console) -> None:
+    # The answer first: the verdict or the costliest findings, a case's question and what its
+    # evidence shows; then the setup, the tables and each finding with its evidence.
     console.print(_t(report.title, style="bold"))
     for line in report.answer:
         console.print(_t(line, style="bold"))
+    if report.question:
+        console.print(_assemble(("Question: ", "bold"), report.question))
+    if report.statements:
+        console.print(_t("What the evidence shows", style="bold"))
+        for line in report.statements:
+            console.print(_assemble(("● ", "bold cyan"), line))
+    if report.answer or report.question or report.statements:
+        console.print()
     for line in report.header:
         console.print(_t(line, style="dim"))
-    if report.question:
-        console.print()
-        console.print(_assemble(("Question: ", "bold"), report.question))
     for t in report.tables:
         console.print()
         if _fits(t, console.width):
@@ -89,11 +96,6 @@ def _draw(report: Report, console: Console) -> None:
             _stacked(t, console)
         for n in t.notes:
             console.print(_t(n, style="dim"))
-    if report.statements:
-        console.print()
-        console.print(_t("What the evidence shows", style="bold"))
-        for line in report.statements:
-            console.print(_assemble(("● ", "bold cyan"), line))
     if report.findings or report.quiet:
         console.print()
         console.print(_t("Findings", style="bold"))

@@ -158,3 +158,27 @@ def case_cell_text(c) -> str:
     if isinstance(c, Ratio):
         return ratio_text(c.estimate)
     return str(c)
+
+
+# ---- the answer: a report's first lines ----
+
+# The costliest findings a report's first lines name (findings come ordered by cost).
+ANSWER_FINDINGS = 2
+
+
+def findings_answer(found: list, quiet: str | None, own_subject: str = "") -> list[str]:
+    """A report's first lines from its findings: each costliest mechanism's headline (its title
+    carries its cost) and what to change, then where the evidence is; or the one line that says no
+    mechanism is material. `own_subject`: the subject not worth naming (check's one cell)."""
+    from memsleuth.analysis import MEASUREMENT_FINDINGS
+    material = [f for f in found if f.id not in MEASUREMENT_FINDINGS]
+    if not material:
+        return [quiet] if quiet else []
+    lines = []
+    for f in material[:ANSWER_FINDINGS]:
+        subject = f"{f.subject}: " if f.subject and f.subject != own_subject else ""
+        lines += [f"{subject}{f.title}", f"  change: {f.advice}"]
+    rest = len(material) - ANSWER_FINDINGS
+    lines.append(("the evidence" if rest <= 0 else f"{rest} more finding(s), and the evidence for each,")
+                 + " below under Findings")
+    return lines

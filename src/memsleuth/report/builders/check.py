@@ -2,13 +2,14 @@
 is made of, the timeline and the findings."""
 from __future__ import annotations
 
-from memsleuth import cpu_profile, heap
+from memsleuth import cpu_profile, heap, stacks
 from memsleuth.analysis import CheckAnalysis, failure_label
 from memsleuth.events import SYSCALL_COLUMNS
 from memsleuth.records import StoredRun
-from memsleuth.report.content import CompositionFigure, Report, Table
+from memsleuth.report.content import CompositionFigure, FlameFigure, Report, Table
 from memsleuth.report.sections import MIN_PLOT_POINTS, timeline_figure
-from memsleuth.report.wording import command_text, environment_lines, leftover_lines, memsleuth_command
+from memsleuth.report.wording import command_text, environment_lines, findings_answer, leftover_lines, \
+    memsleuth_command
 from memsleuth.units import fmt_bytes, fmt_count, fmt_seconds, fmt_si
 
 
@@ -75,7 +76,8 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
         footer.append(f"The advice above is untried. `memsleuth check --try -- {command_text(cell.command)}` measures "
                       f"the changes it names against this program ({', '.join(a.untried)}) and says which help.")
     return Report(f"memsleuth check — run {run.id}", header, tables, footer, a.findings, quiet=a.quiet,
-                  figures=[f for f in (comp, fig) if f],
+                  answer=findings_answer(a.findings, a.quiet, cell.label),
+                  figures=[f for f in (comp, fig) if f] + flame_figures(run.cells),
                   command=memsleuth_command(run.argv), run=run, analysis=a)
 
 
@@ -144,6 +146,18 @@ def _peak_column(h: dict) -> str:
     return "at the live peak" if at else f"at live {fmt_bytes(live)} (peak {fmt_bytes(peak)})"
 
 
+def flame_figures(cells) -> list[FlameFigure]:
+    """A flame graph of every stack set each cell's explaining run sampled (stacks.py)."""
+    out = []
+    for c in cells:
+        for s in stacks.for_cell(c):
+            name = f"{c.label}: {s.name}" if len(cells) > 1 else s.name
+            what = {"bytes": "bytes", "nanoseconds": "CPU time"}.get(s.unit, "samples x period")
+            out.append(FlameFigure(name, s.unit, stacks.merge(s), f"{name} ({len(s.stacks)} distinct stacks, "
+                                                                   f"widths by {what})"))
+    return out
+
+
 def memory_view_tables(h: dict | None) -> list[Table]:
     """check: what the resident memory is made of, and the allocations, from the heap accounting
     of the explaining run (heap.py computes every number)."""
@@ -163,7 +177,8 @@ def memory_view_tables(h: dict | None) -> list[Table]:
                   "read."],
                  align_right={1, 2})
     rate = heap.alloc_rate(h)
-    sizes = "; ".join(f"{share:.0%} of calls ask {fmt_bytes(lo)}-{fmt_bytes(hi)}" for lo, hi, share in heap.size_profile(h))
+    sizes = "; ".join(f"{share:.0%} of calls ask {fmt_bytes(lo)} to {fmt_bytes(hi)}"
+                      for lo, hi, share in heap.size_profile(h))
     alloc_rows = [["allocations / frees", f"{h.get('allocs', 0):,} / {h.get('frees', 0):,}"
                    + (f" ({rate:,.0f} allocations/s)" if rate is not None else "")],
                   ["bytes requested", fmt_bytes(h.get("requested_bytes"))],

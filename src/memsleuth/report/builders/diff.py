@@ -9,6 +9,10 @@ from memsleuth.report.content import ChangeFigure, Report, Table
 from memsleuth.report.wording import command_text, memsleuth_command, metric_text
 
 
+# The regressed cells the first lines name.
+ANSWER_CELLS = 3
+
+
 def build(a: StoredRun, b: StoredRun, changes, ref, threshold: float, argv: list[str] | None = None) -> Report:
     """`memsleuth diff A B`: one row per matched cell, made to be pasted into a pull request, from
     regression.compare_runs (changes) and regression.reference_change (ref: B's reference cell over
@@ -59,7 +63,11 @@ def build(a: StoredRun, b: StoredRun, changes, ref, threshold: float, argv: list
     fig = ChangeFigure([ch.key for ch in changes],
                        [((e := ch.normalised or ch.slowdown).median, e.low, e.high) if (ch.normalised or ch.slowdown)
                         else None for ch in changes], [ch.time_regression for ch in changes], threshold)
-    return Report(f"memsleuth diff — run {a.id} vs run {b.id}", header, tables, footer, figures=[fig],
+    regressed = [ch for ch in changes if ch.regression]
+    answer = [footer[0]] + [f"{ch.key}: {ch.verdict.text}" for ch in regressed[:ANSWER_CELLS]]
+    if len(regressed) > ANSWER_CELLS:
+        answer.append(f"and {len(regressed) - ANSWER_CELLS} more below")
+    return Report(f"memsleuth diff — run {a.id} vs run {b.id}", header, tables, footer, answer=answer, figures=[fig],
                   command=memsleuth_command(argv or []), run=b, footer_alert=bool(regressions))
 
 

@@ -1,0 +1,129 @@
+"""The stack sets a cell's explaining run sampled, in one shape for flame graphs (report/flame.py)
+and profiles (report/pprof_export.py): per set, whole stacks outermost first with a value each.
+
+- call sites (where.py): each event's sampled stacks; a stack's value is its samples times the
+  event's period, so it estimates the page faults or calls made along it;
+- heap accounting (heap.py): the bytes allocated along each stack, live at the peak, live at exit
+  (sampled by bytes: estimates);
+- CPU time (cpu_profile.py): each sample's kernel chain under its executable, a sample's value its
+  period in nanoseconds; a sample with no kernel frame was in user mode.
+
+A frame is (function, source file, line, kind), kind 'program', 'runtime' or 'kernel'. Pure: it
+reads what the store holds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Frame = tuple[str, str, int, str]
+
+# Each event's set: its name in a report, and pprof's sample type (type, unit).
+EVENT_SETS = {"page-faults": ("page faults", "faults")}
+HEAP_SETS = (("allocated bytes", "alloc_space"), ("live at the peak", "inuse_space_peak"),
+             ("live at exit", "inuse_space_exit"))
+
+
+@dataclass
+class StackSet:
+    name: str                     # "page faults", "munmap calls", "allocated bytes", "CPU time"
+    type: str                     # pprof's sample type: "faults", "munmap", "alloc_space", "cpu"
+    unit: str                     # "count", "bytes", "nanoseconds"
+    stacks: list[tuple[tuple[Frame, ...], float]]
+
+    @property
+    def total(self) -> float:
+        return sum(v for _, v in self.stacks)
+
+
+def _frames(raw) -> tuple[Frame, ...] | None:
+    try:
+        return tuple((str(f[0]), str(f[1]), int(f[2]), str(f[3])) for f in raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def from_where(where: dict | None) -> list[StackSet]:
+    out = []
+    for event, found in ((where or {}).get("events") or {}).items():
+        period = float(found.get("period") or 1)
+        stacks = [(fr, float(k) * period) for raw, k in found.get("stacks") or []
+                  if (fr := _frames(raw)) is not None and k]
+        if stacks:
+            name, type_ = EVENT_SETS.get(event, (f"{event} calls", event))
+            out.append(StackSet(name, type_, "count", stacks))
+    return out
+
+
+def from_heap(h: dict | None) -> list[StackSet]:
+    out = []
+    for i, (name, type_) in enumerate(HEAP_SETS):
+        stacks = []
+        for entry in (h or {}).get("stacks") or []:
+            fr = _frames(entry[0]) if entry else None
+            if fr is not None and len(entry) > i + 1 and float(entry[i + 1] or 0) > 0:
+                stacks.append((fr, float(entry[i + 1])))
+        if stacks:
+            out.append(StackSet(name, type_, "bytes", stacks))
+    return out
+
+
+USER_MODE = "[user mode]"
+
+
+def from_cpu(doc: dict | None) -> list[StackSet]:
+    """The CPU samples' kernel chains under their executable (ms-run's cpu_profile document)."""
+    if not isinstance(doc, dict):
+        return []
+    try:
+        names = [str(f) for f in doc.get("frames") or []]
+        exes = [str(e[0]) for e in doc.get("executables") or []]
+        period = float(doc.get("period_ns") or 0)
+        stacks: dict[tuple[Frame, ...], float] = {}
+        for exe, n, _elided, idx, *_ in doc.get("stacks") or []:
+            top: Frame = (exes[int(exe)] if 0 <= int(exe) < len(exes) else "?", "", 0, "program")
+            chain = tuple((names[int(i)], "", 0, "kernel") for i in reversed(idx))
+            key = (top, *chain) if chain else (top, (USER_MODE, "", 0, "program"))
+            stacks[key] = stacks.get(key, 0.0) + int(n) * period
+    except (TypeError, ValueError, IndexError):
+        return []
+    return [StackSet("CPU time", "cpu", "nanoseconds", list(stacks.items()))] if stacks and period else []
+
+
+def for_cell(cell) -> list[StackSet]:
+    """Every stack set of a stored cell's explaining run (records.StoredCell)."""
+    explain = next(iter(cell.explain_samples), None)
+    sets = from_where(cell.where)
+    if explain is not None:
+        sets += from_heap(explain.heap) + from_cpu(explain.cpu_profile)
+    return sets
+
+
+@dataclass
+class Node:
+    """A flame graph's box: a function on the path from the root, the value of every stack through
+    it, and its callees."""
+    name: str
+    kind: str
+    value: float = 0.0
+    children: dict | None = None     # (name, kind) -> Node
+
+    def child(self, name: str, kind: str) -> "Node":
+        if self.children is None:
+            self.children = {}
+        return self.children.setdefault((name, kind), Node(name, kind))
+
+    @property
+    def depth(self) -> int:
+        return 1 + max((c.depth for c in (self.children or {}).values()), default=0)
+
+
+def merge(s: StackSet) -> Node:
+    """The set's stacks merged by function from the outermost frame in (a flame graph's tree)."""
+    root = Node("all", "root")
+    for frames, value in s.stacks:
+        node = root
+        node.value += value
+        for name, _file, _line, kind in frames:
+            node = node.child(name, kind)
+            node.value += value
+    return root
