@@ -95,8 +95,7 @@ int msr_sites_open(msr_sites *s, pid_t pid, const char *spec, const char *dir, c
     a.task = 1;
     long fd = open_event(&a, pid, cpu);
     if (fd < 0) {
-      if (errno != ENODEV && errno != EINVAL)
-        snprintf(s->why, sizeof s->why, "side-band events: %s", strerror(errno));
+      if (errno != ENODEV && errno != EINVAL) snprintf(s->why, sizeof s->why, "side-band events: %s", strerror(errno));
       continue;
     }
     size_t len = (size_t)page * (1 + DATA_PAGES);

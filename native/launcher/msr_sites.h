@@ -47,8 +47,8 @@ typedef struct {
 typedef struct {
   int enabled;
   char why[192];
-  const char *dir;  /* where the documents go */
-  char *skip;       /* libmssites, resolved */
+  const char *dir; /* where the documents go */
+  char *skip;      /* libmssites, resolved */
   int nev;
   char name[MSR_SITES_EVENTS][32];
   uint64_t period[MSR_SITES_EVENTS];

@@ -163,3 +163,24 @@ def test_piped_output_without_columns_has_the_documented_width(tmp_path):
     from memsleuth.cli import PIPED_WIDTH
     widest = max(len(x) for x in proc.stdout.splitlines())
     assert 80 < widest <= PIPED_WIDTH, widest
+
+
+@needs_chromium
+def test_stored_case_and_check_reports_in_a_real_browser(tmp_path):
+    """The case and check report kinds, from the stored runs the unit tests read (tests/data), each
+    opened in Chromium: the answer (or the case's evidence) before the first table."""
+    from pathlib import Path
+    data = Path(__file__).resolve().parents[1] / "data"
+    # thread-heap's panels are all flat (left out, and said so): that case has tables only
+    for name, first, plots in (("case-thread-heap.db", "What the evidence shows", 0),
+                               ("check-leak-request.db", "answer", 5)):
+        db = tmp_path / name
+        shutil.copy(data / name, db)
+        page = tmp_path / f"{name}.html"
+        proc = memsleuth("show", "1", "--db", str(db), "--html", str(page))
+        assert proc.returncode == 0, proc.stderr
+        text = page.read_text()
+        assert_self_contained(text)
+        body = text[text.index("<body>"):]
+        assert body.index(first) < body.index("<table"), name
+        assert_renders(page, tmp_path, plots)

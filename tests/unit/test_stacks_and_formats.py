@@ -5,6 +5,7 @@ compare and case runs. No process."""
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import shutil
 import xml.etree.ElementTree as ET
@@ -15,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from memsleuth import cli, heap, stacks
-from memsleuth.report import builders, flame, html, markdown, pprof_export, terminal
+from memsleuth.report import builders, flame, html, json_export, markdown, pprof_export, terminal
 from memsleuth.report.content import TimelineFigure
 from memsleuth.store import Store
 
@@ -51,6 +52,7 @@ def test_check_states_its_costliest_findings_and_their_change_first(leak):
     lines = text_at(report, 80)
     first = " ".join(lines[:8])
     assert found[0].title.split(":")[0] in first and "change:" in first
+    assert json.loads(json_export.render(report))["answer"] == report.answer
     leak_f = next(f for f in report.findings if f.id == "heap-leak")
     assert "leak_request.c:14" in leak_f.title and leak_f.title in report.answer
 
@@ -63,6 +65,17 @@ def test_every_report_kind_fits_80_columns(tmp_path, name):
     assert report.answer or report.statements, "the first lines must carry the answer"
     md = markdown.render(report).splitlines()
     assert md[2].startswith("**"), md[:4]          # the answer (or the case's question) right under the title
+
+
+def test_diff_states_its_verdict_first_and_fits_80_columns(tmp_path):
+    from memsleuth import regression
+    from memsleuth.report.builders import diff
+    a = load(tmp_path, "compare-random-mixed.db")
+    changes = regression.compare_runs(a, a, 0.05, 0.10)
+    report = diff.build(a, a, changes, regression.reference_change(a, a), 0.05)
+    assert report.answer[0] == "No regression resolved beyond the thresholds."
+    lines = text_at(report, 80)
+    assert lines[1] == report.answer[0] and max(len(x) for x in lines) <= 80
 
 
 def test_a_case_shows_what_its_evidence_shows_before_its_tables(tmp_path):

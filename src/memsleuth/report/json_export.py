@@ -59,4 +59,7 @@ def document(run: StoredRun, a=None) -> dict:
 
 def render(report) -> str:
     """The stored run behind a report (report.run), as JSON, from the analysis its builder kept."""
-    return json.dumps(document(report.run, report.analysis), indent=2) + "\n"
+    doc = document(report.run, report.analysis)
+    if report.answer:   # the report's first lines, as every format opens with them (check, diff: its builder's)
+        doc["answer"] = list(report.answer)
+    return json.dumps(doc, indent=2) + "\n"
