@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "msr.h"
+#include "msr_ring.h"
 
 /* 32 data pages (128 KiB) per CPU: at 1 kHz a sample of ~300 bytes, 10 ms between two reads,
  * fills 3 KiB; the rest is room for a tick ms-run misses on a busy machine. */
@@ -237,64 +238,29 @@ static void on_side(msr_cpu *c, const unsigned char *rec, size_t n) {
   }
 }
 
-typedef struct {
-  uint64_t time;
-  size_t off;
-  uint32_t len;
-} side_rec;
-
-static int by_time(const void *a, const void *b) {
-  uint64_t x = ((const side_rec *)a)->time, y = ((const side_rec *)b)->time;
-  return x < y ? -1 : x > y;
+/* Samples after every side-band record (the time their record ends with) of the same read. */
+static uint64_t cpu_rec_time(const unsigned char *rec, size_t len) {
+  const struct perf_event_header *h = (const void *)rec;
+  uint64_t t = 0;
+  if (h->type == PERF_RECORD_SAMPLE) return UINT64_MAX;
+  if (len >= sizeof *h + 16) memcpy(&t, rec + len - 8, 8);
+  return t;
 }
 
 /* Reads every record the buffers hold: the side-band ones of all CPUs in time order first, then
  * the samples, so that a sample read in the same 10 ms as its process's exec is named for the
  * program it ran, and a library mapped after an exec on another CPU is not undone by it. */
 void msr_cpu_drain(msr_cpu *c) {
-  size_t hs = sizeof(struct perf_event_header), total = 0;
-  for (int k = 0; k < c->n; k++) {
-    struct perf_event_mmap_page *meta = c->base[k];
-    total += __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) - meta->data_tail;
-  }
-  unsigned char *arena = total ? malloc(total) : NULL;
-  side_rec *sides = total ? malloc((total / hs + 1) * sizeof *sides) : NULL;
-  size_t used = 0, nside = 0;
-  for (int k = 0; k < c->n && arena && sides; k++) {
-    struct perf_event_mmap_page *meta = c->base[k];
-    unsigned char *data = (unsigned char *)c->base[k] + meta->data_offset;
-    size_t size = meta->data_size;
-    uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE), tail = meta->data_tail;
-    while (tail + hs <= head) {
-      struct perf_event_header h;
-      for (size_t b = 0; b < hs; b++) ((unsigned char *)&h)[b] = data[(tail + b) % size];
-      if (h.size < hs || tail + h.size > head || used + h.size > total) break;
-      unsigned char *rec = arena + used;
-      for (size_t b = 0; b < h.size; b++) rec[b] = data[(tail + b) % size]; /* a record may wrap */
-      if (h.type == PERF_RECORD_SAMPLE) {                                   /* after every side-band record */
-        sides[nside++] = (side_rec){UINT64_MAX, used, h.size};
-      } else if (h.type == PERF_RECORD_LOST && h.size >= hs + 16) {
-        uint64_t lost;
-        memcpy(&lost, rec + hs + 8, 8);
-        c->lost += lost;
-      } else if (h.size >= hs + 16) {
-        uint64_t t;
-        memcpy(&t, rec + h.size - 8, 8);
-        sides[nside++] = (side_rec){t, used, h.size};
-      }
-      used += h.size;
-      tail += h.size;
-    }
-    __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
-  }
-  if (nside) qsort(sides, nside, sizeof *sides, by_time);
-  for (size_t k = 0; k < nside; k++) {
-    const unsigned char *rec = arena + sides[k].off;
-    if (((const struct perf_event_header *)rec)->type == PERF_RECORD_SAMPLE) on_sample(c, rec, sides[k].len);
-    else on_side(c, rec, sides[k].len);
+  unsigned char *arena;
+  msr_rec *recs;
+  size_t n = msr_ring_read(c->base, c->n, cpu_rec_time, &c->lost, &arena, &recs);
+  for (size_t k = 0; k < n; k++) {
+    const unsigned char *rec = arena + recs[k].off;
+    if (((const struct perf_event_header *)rec)->type == PERF_RECORD_SAMPLE) on_sample(c, rec, recs[k].len);
+    else on_side(c, rec, recs[k].len);
   }
   free(arena);
-  free(sides);
+  free(recs);
 }
 
 void msr_cpu_close(msr_cpu *c) {

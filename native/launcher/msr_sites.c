@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "ms_events.h"
 #include "msr.h"
+#include "msr_ring.h"
 
 /* 64 data pages (256 KiB) per CPU: a sample of a 48-frame chain is ~430 bytes; the periods give a
  * few hundred samples per event in the whole run, so this is room for a burst ms-run reads late. */
@@ -284,61 +285,23 @@ static void on_side(msr_sites *s, const unsigned char *rec, size_t n) {
   }
 }
 
-typedef struct {
-  uint64_t time;
-  size_t off;
-  uint32_t len;
-} rec_at;
-
-static int by_time(const void *a, const void *b) {
-  uint64_t x = ((const rec_at *)a)->time, y = ((const rec_at *)b)->time;
-  if (x != y) return x < y ? -1 : 1;
-  size_t p = ((const rec_at *)a)->off, q = ((const rec_at *)b)->off;
-  return p < q ? -1 : p > q;
+/* A sample's own time, a side-band record's from its trailer. */
+static uint64_t sites_rec_time(const unsigned char *rec, size_t len) {
+  const struct perf_event_header *h = (const void *)rec;
+  size_t hs = sizeof *h;
+  uint64_t t = 0;
+  if (h->type == PERF_RECORD_SAMPLE && len >= hs + 24) memcpy(&t, rec + hs + 16, 8);
+  else if (h->type != PERF_RECORD_SAMPLE && len >= hs + TRAILER) memcpy(&t, rec + len - 16, 8);
+  return t;
 }
 
 /* Reads every record the buffers hold, all CPUs' in time order: a process's exec and mappings
  * come before its samples, a fork before its child's. */
 void msr_sites_drain(msr_sites *s) {
-  size_t hs = sizeof(struct perf_event_header), total = 0;
-  for (int k = 0; k < s->n; k++) {
-    struct perf_event_mmap_page *meta = s->base[k];
-    total += __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) - meta->data_tail;
-  }
-  if (!total) return;
-  unsigned char *arena = malloc(total);
-  rec_at *recs = malloc((total / hs + 1) * sizeof *recs);
-  size_t used = 0, nrec = 0;
-  for (int k = 0; k < s->n && arena && recs; k++) {
-    struct perf_event_mmap_page *meta = s->base[k];
-    unsigned char *data = (unsigned char *)s->base[k] + meta->data_offset;
-    size_t size = meta->data_size;
-    uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE), tail = meta->data_tail;
-    while (tail + hs <= head) {
-      struct perf_event_header h;
-      for (size_t b = 0; b < hs; b++) ((unsigned char *)&h)[b] = data[(tail + b) % size];
-      if (h.size < hs || tail + h.size > head || used + h.size > total) break;
-      unsigned char *rec = arena + used;
-      for (size_t b = 0; b < h.size; b++) rec[b] = data[(tail + b) % size]; /* a record may wrap */
-      uint64_t t = 0;
-      if (h.type == PERF_RECORD_SAMPLE && h.size >= hs + 24) {
-        memcpy(&t, rec + hs + 16, 8);
-        recs[nrec++] = (rec_at){t, used, h.size};
-      } else if (h.type == PERF_RECORD_LOST && h.size >= hs + 16) {
-        uint64_t lost;
-        memcpy(&lost, rec + hs + 8, 8);
-        s->lost += lost;
-      } else if (h.size >= hs + TRAILER) {
-        memcpy(&t, rec + h.size - 16, 8);
-        recs[nrec++] = (rec_at){t, used, h.size};
-      }
-      used += h.size;
-      tail += h.size;
-    }
-    __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
-  }
-  if (nrec) qsort(recs, nrec, sizeof *recs, by_time);
-  for (size_t k = 0; k < nrec; k++) {
+  unsigned char *arena;
+  msr_rec *recs;
+  size_t n = msr_ring_read(s->base, s->n, sites_rec_time, &s->lost, &arena, &recs);
+  for (size_t k = 0; k < n; k++) {
     const unsigned char *rec = arena + recs[k].off;
     if (((const struct perf_event_header *)rec)->type == PERF_RECORD_SAMPLE) on_sample(s, rec, recs[k].len);
     else on_side(s, rec, recs[k].len);

@@ -1,0 +1,23 @@
+/* Reading perf ring buffers, shared by the samplers that keep one buffer per CPU (msr_cpu.c,
+ * msr_sites.c): every record the buffers hold, copied whole (a record may wrap), each with the
+ * time it is ordered by, so that the records of all CPUs are read in time order. */
+#ifndef MSR_RING_H
+#define MSR_RING_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  uint64_t time;
+  size_t off; /* in the arena */
+  uint32_t len;
+} msr_rec;
+
+/* The time a record is ordered by (UINT64_MAX: after every timed record). */
+typedef uint64_t (*msr_rec_time)(const unsigned char *rec, size_t len);
+
+/* Copies the records of the `n` buffers at `base` into `*arena` (malloc'd; free it) and lists them in
+ * `*recs` (malloc'd) sorted by `time_of`, ties in the order read; PERF_RECORD_LOST records are not
+ * listed but added to `*lost`. Advances each buffer's tail. Returns how many records are listed. */
+size_t msr_ring_read(void *const *base, int n, msr_rec_time time_of, uint64_t *lost, unsigned char **arena,
+                     msr_rec **recs);
+#endif
