@@ -14,6 +14,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <time.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,7 +197,13 @@ typedef struct {
   int timed_out, over_limit;
   uint64_t peak_rss_kb, peak_procs;
   timeline tl;
-  const ms_counters *ctr; /* NULL without counters */
+  const ms_counters *ctr;  /* NULL without counters */
+  const ms_counters *ctrs; /* attach: one set per thread found at the start, `nctr` of them */
+  int nctr;
+  const pid_t *roots; /* attach: the processes measured (their trees are) */
+  int nroots;
+  int attached, threads_at_start, threads_at_end, window_stop;
+  uint64_t exited_ns; /* attach: when the last attached process exited (0: it did not) */
   msr_args args;
   msr_cpu cpu;
   msr_sites outside;
@@ -268,9 +276,32 @@ static uint64_t arg_value(const msr_args *a, int code) {
   return 0;
 }
 
+/* The counters now: the command's set, or every attached thread's summed. */
+static void read_counters(const run_result *r, ms_snapshot *snap) {
+  if (!r->nctr) {
+    ms_counters_read(r->ctr, snap);
+    return;
+  }
+  memset(snap, 0, sizeof *snap);
+  for (int k = 0; k < r->nctr; k++) {
+    ms_snapshot one;
+    ms_counters_read(&r->ctrs[k], &one);
+    for (int i = 0; i < MS_MAX_EVENTS; i++) {
+      snap->r[i].value += one.r[i].value;
+      snap->r[i].enabled_ns += one.r[i].enabled_ns;
+      snap->r[i].running_ns += one.r[i].running_ns;
+    }
+  }
+}
+
+static void the_tree(const run_result *r, msr_procs *procs) {
+  if (r->nroots) msr_tree_of(r->roots, r->nroots, 1, procs);
+  else msr_descendants(procs);
+}
+
 static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint64_t t0) {
   msr_procs procs;
-  msr_descendants(&procs);
+  the_tree(r, &procs);
   if (!procs.n) return; /* exiting: no live process to read, and a zero would be no measurement */
   uint64_t rss, anon;
   msr_tree_rss_kb(&procs, &rss, &anon);
@@ -278,7 +309,7 @@ static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint
   if (rss > r->peak_rss_kb) r->peak_rss_kb = rss;
   if ((uint64_t)procs.n > r->peak_procs) r->peak_procs = (uint64_t)procs.n;
   ms_snapshot snap;
-  if (r->ctr) ms_counters_read(r->ctr, &snap);
+  if (r->ctr) read_counters(r, &snap);
   if (r->args.enabled) msr_args_drain(&r->args);
   uint64_t *p = tl_next(&r->tl);
   for (int c = 0; c < r->tl.ncols; c++) {
@@ -299,7 +330,8 @@ static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint
   p[2] = anon;
   p[3] = (uint64_t)procs.n;
   p[4] = msr_tree_heap_kb(&procs);
-  if (o->mem_limit_bytes && rss * 1024u > o->mem_limit_bytes && !r->over_limit) {
+  if (o->mem_limit_bytes && !r->nroots && rss * 1024u > o->mem_limit_bytes &&
+      !r->over_limit) { /* never attached ones */
     r->over_limit = 1;
     msr_kill_tree(r->pid, &r->reaper);
   }
@@ -461,6 +493,18 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args);
   if (o->cpu_sample_us) msr_cpu_json(&j, &r->cpu);
   if (o->outside_sites) msr_sites_json(&j, &r->outside);
+  if (r->attached) {
+    msj_obj_begin(&j, "attached");
+    msj_arr_begin(&j, "pids");
+    for (int k = 0; k < r->nroots; k++) msj_i64(&j, NULL, r->roots[k]);
+    msj_arr_end(&j);
+    msj_i64(&j, "threads_at_start", r->threads_at_start);
+    msj_i64(&j, "threads_at_end", r->threads_at_end);
+    if (r->exited_ns) msj_u64(&j, "exited_at_ns", r->exited_ns);
+    else msj_null(&j, "exited_at_ns");
+    msj_str(&j, "ended_by", r->exited_ns ? "exit" : r->window_stop ? "signal" : "duration");
+    msj_obj_end(&j);
+  }
   msj_obj_begin(&j, "timeline");
   msj_u64(&j, "sample_ms", o->sample_ms);
   msj_u64(&j, "interval_ms", r->tl.interval_ms); /* after thinning */
@@ -530,6 +574,222 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   return 0;
 }
 
+/* ---- attach: running processes measured for a window ---- */
+
+/* The process-wide times and faults of a running process (/proc/PID/stat), as of now. */
+typedef struct {
+  pid_t pid;
+  uint64_t utime, stime, minflt, majflt; /* clock ticks, counts */
+} proc_times;
+
+static int read_times(pid_t pid, proc_times *t) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  char *rp = strrchr(buf, ')');
+  unsigned long minflt, majflt, utime, stime;
+  if (!rp ||
+      sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %lu %*u %lu %*u %lu %lu", &minflt, &majflt, &utime, &stime) != 4)
+    return -1;
+  *t = (proc_times){pid, utime, stime, minflt, majflt};
+  return 0;
+}
+
+/* Every process's times at the start of the window and as last read: the window's share is the
+ * difference (a process that exits keeps what was last read of it; one born in the window starts
+ * at zero). */
+typedef struct {
+  proc_times start[MSR_MAX_PROCS], last[MSR_MAX_PROCS];
+  int n;
+} window_times;
+
+static void times_update(window_times *w, const msr_procs *procs, int at_start) {
+  for (int i = 0; i < procs->n; i++) {
+    proc_times t;
+    if (read_times(procs->pid[i], &t)) continue;
+    int k = 0;
+    while (k < w->n && w->last[k].pid != t.pid) k++;
+    if (k == w->n) {
+      if (w->n == MSR_MAX_PROCS) continue;
+      w->n++;
+      w->start[k] = at_start ? t : (proc_times){t.pid, 0, 0, 0, 0};
+    }
+    w->last[k] = t;
+  }
+}
+
+/* The threads of the processes in `procs` (/proc/PID/task), appended to `tids` when new. */
+static void threads_of(const msr_procs *procs, pid_t **tids, int *n, int *cap) {
+  for (int i = 0; i < procs->n; i++) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)procs->pid[i]);
+    DIR *d = opendir(path);
+    if (!d) continue;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      pid_t tid = (pid_t)atoi(e->d_name);
+      if (tid <= 0) continue;
+      int seen = 0;
+      for (int k = 0; k < *n && !seen; k++) seen = (*tids)[k] == tid;
+      if (seen) continue;
+      if (*n == *cap) {
+        int c = *cap ? 2 * *cap : 256;
+        pid_t *t = realloc(*tids, (size_t)c * sizeof *t);
+        if (!t) break;
+        *tids = t;
+        *cap = c;
+      }
+      (*tids)[(*n)++] = tid;
+    }
+    closedir(d);
+  }
+}
+
+static int count_threads(const msr_procs *procs) {
+  pid_t *tids = NULL;
+  int n = 0, cap = 0;
+  threads_of(procs, &tids, &n, &cap);
+  free(tids);
+  return n;
+}
+
+/* Measures the processes of --attach and their trees for the window, then detaches: nothing is
+ * started, stopped or signalled; every event is the kernel's, on the threads found at the start
+ * (inherited: the threads and processes they create in the window are counted too), and closing
+ * them detaches. The document is a run's, its rusage replaced by /proc's differences. */
+static int attach_mode(const msr_options *o) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  prctl(PR_SET_PDEATHSIG, SIGTERM); /* memsleuth killed: ms-run detaches (its events close with it) */
+  struct rlimit nofile;             /* a thread's events per CPU: raise the soft limit to what is allowed */
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
+
+  static run_result r;
+  memset(&r, 0, sizeof r);
+  r.roots = o->attach;
+  r.nroots = o->nattach;
+  r.tl.max = o->max_points;
+  r.tl.interval_ms = o->sample_ms;
+  r.tl.pt = calloc(o->max_points + 1, sizeof *r.tl.pt);
+  static window_times w;
+  memset(&w, 0, sizeof w);
+  msr_procs procs;
+  the_tree(&r, &procs);
+  if (!r.tl.pt || !procs.n) {
+    fprintf(stderr, "ms-run: %s\n", r.tl.pt ? "no process to attach to (gone?)" : "out of memory");
+    return 2;
+  }
+  pid_t *tids = NULL;
+  int ntid = 0, cap = 0;
+  threads_of(&procs, &tids, &ntid, &cap);
+  int threads_at_start = ntid;
+
+  ms_counters *ctrs = calloc((size_t)ntid, sizeof *ctrs);
+  int nctr = 0;
+  if (!o->no_counters && ctrs)
+    for (int k = 0; k < ntid; k++)
+      if (ms_counters_open(&ctrs[nctr], tids[k], MS_OPEN_INHERIT) > 0) nctr++;
+  if (nctr) {
+    r.ctr = &ctrs[0];
+    r.ctrs = ctrs;
+    r.nctr = nctr;
+  }
+  msr_targets targets = {tids, ntid, 1};
+  if (o->syscall_args) msr_args_open(&r.args, &targets, o->args_every);
+  if (o->cpu_sample_us) {
+    msr_cpu_open(&r.cpu, &targets, o->cpu_sample_us * 1000u, NULL);
+    r.cpu.faults = &r.args;
+  }
+  if (o->outside_sites) {
+    msr_sites_open(&r.outside, &targets, o->outside_sites, o->outside_freq, o->outside_dir, NULL);
+    for (int i = 0; i < procs.n; i++) msr_sites_seed(&r.outside, procs.pid[i]);
+  }
+  tl_columns(&r.tl, r.ctr, &r.args);
+  for (int k = 0; k < nctr; k++) ms_counters_enable(&ctrs[k]);
+  times_update(&w, &procs, 1);
+  ms_snapshot s0, s1;
+  memset(&s0, 0, sizeof s0);
+  uint64_t t0 = msr_now_ns();
+  uint64_t deadline = o->duration_s > 0 ? t0 + (uint64_t)(o->duration_s * 1e9) : 0;
+  uint64_t exited_ns = 0;
+  int threads_at_end = threads_at_start;
+  while (!g_interrupted) {
+    uint64_t t = msr_now_ns();
+    if (deadline && t >= deadline) break;
+    sample_tree(o, &r, t, t0);
+    if (r.cpu.enabled) msr_cpu_drain(&r.cpu);
+    if (r.outside.enabled) msr_sites_drain(&r.outside);
+    the_tree(&r, &procs);
+    if (procs.n) {
+      times_update(&w, &procs, 0);
+      threads_at_end = count_threads(&procs);
+    } else { /* every attached process has exited: what was measured is kept */
+      exited_ns = t - t0;
+      break;
+    }
+    uint64_t next = t + r.tl.interval_ms * 1000000u, now = msr_now_ns();
+    if (deadline && next > deadline) next = deadline;
+    if (next > now) {
+      struct timespec ts = {(time_t)((next - now) / 1000000000u), (long)((next - now) % 1000000000u)};
+      nanosleep(&ts, NULL); /* a signal ends it early */
+    }
+  }
+  r.wall_ns = msr_now_ns() - t0;
+  if (r.ctr) read_counters(&r, &s1);
+  else memset(&s1, 0, sizeof s1);
+  if (r.args.enabled) msr_args_drain(&r.args);
+  if (r.cpu.enabled) msr_cpu_drain(&r.cpu);
+  if (r.outside.enabled) {
+    msr_sites_drain(&r.outside);
+    msr_sites_write(&r.outside);
+  }
+  long hz = sysconf(_SC_CLK_TCK);
+  uint64_t ut = 0, st = 0, minf = 0, majf = 0;
+  for (int k = 0; k < w.n; k++) {
+    ut += w.last[k].utime - w.start[k].utime;
+    st += w.last[k].stime - w.start[k].stime;
+    minf += w.last[k].minflt - w.start[k].minflt;
+    majf += w.last[k].majflt - w.start[k].majflt;
+  }
+  struct rusage *ru = &r.reaper.main_ru;
+  ru->ru_utime.tv_sec = (time_t)(ut / (uint64_t)hz);
+  ru->ru_utime.tv_usec = (suseconds_t)(ut % (uint64_t)hz * 1000000u / (uint64_t)hz);
+  ru->ru_stime.tv_sec = (time_t)(st / (uint64_t)hz);
+  ru->ru_stime.tv_usec = (suseconds_t)(st % (uint64_t)hz * 1000000u / (uint64_t)hz);
+  ru->ru_minflt = (long)minf;
+  ru->ru_majflt = (long)majf;
+  r.reaper.main_done = 1; /* classify: the window ended as it should */
+  r.reaper.main_status = 0;
+  r.attached = 1;
+  r.threads_at_start = threads_at_start;
+  r.threads_at_end = threads_at_end;
+  r.exited_ns = exited_ns;
+  r.window_stop = g_interrupted;
+  g_interrupted = 0; /* a stop is how a window without --duration ends, not an error */
+  static const ms_counters none;
+  int rc = write_document(o, &r, r.ctr ? r.ctr : &none, &s0, &s1, -1, -1);
+  for (int k = 0; k < nctr; k++) ms_counters_close(&ctrs[k]); /* detached: nothing of ms-run is left */
+  msr_args_close(&r.args);
+  msr_cpu_close(&r.cpu);
+  msr_sites_close(&r.outside);
+  free(ctrs);
+  free(tids);
+  return rc;
+}
+
 static int run_mode(const msr_options *o) {
   int out_fd = open_output(o->stdout_path, "stdout");
   int err_fd = open_output(o->stderr_path, "stderr");
@@ -583,12 +843,13 @@ static int run_mode(const msr_options *o) {
     ms_counters_open(&ctr, r.pid, MS_OPEN_INHERIT | MS_OPEN_ENABLE_ON_EXEC);
     r.ctr = &ctr;
   }
-  if (o->syscall_args) msr_args_open(&r.args, r.pid, o->args_every);
+  msr_targets command = {&r.pid, 1, 0};
+  if (o->syscall_args) msr_args_open(&r.args, &command, o->args_every);
   if (o->cpu_sample_us) {
-    msr_cpu_open(&r.cpu, r.pid, o->cpu_sample_us * 1000u, o->preload);
+    msr_cpu_open(&r.cpu, &command, o->cpu_sample_us * 1000u, o->preload);
     r.cpu.faults = &r.args;
   }
-  if (o->outside_sites) msr_sites_open(&r.outside, r.pid, o->outside_sites, o->outside_dir, o->outside_skip);
+  if (o->outside_sites) msr_sites_open(&r.outside, &command, o->outside_sites, 0, o->outside_dir, o->outside_skip);
   tl_columns(&r.tl, r.ctr, &r.args);
   ms_snapshot s0, s1;
   memset(&s0, 0, sizeof s0);
@@ -633,6 +894,8 @@ int main(int argc, char **argv) {
       return hold_events();
     case MSR_PRELOAD_CHECK:
       return msr_preload_check(&o);
+    case MSR_ATTACH:
+      return attach_mode(&o);
     case MSR_RUN:
       break;
   }

@@ -11,7 +11,8 @@
 
 #define MSR_MAX_ENV 256
 
-typedef enum { MSR_RUN, MSR_EVENTS, MSR_HOLD_EVENTS, MSR_PRELOAD_CHECK, MSR_HELP } msr_mode;
+typedef enum { MSR_RUN, MSR_ATTACH, MSR_EVENTS, MSR_HOLD_EVENTS, MSR_PRELOAD_CHECK, MSR_HELP } msr_mode;
+#define MSR_MAX_ATTACH 64
 
 typedef struct {
   msr_mode mode;
@@ -29,6 +30,10 @@ typedef struct {
   const char *outside_sites;    /* --outside-sites EVENT=PERIOD,...: call sites sampled by the kernel (msr_sites.c) */
   const char *outside_dir;      /* --outside-dir: where their documents go */
   const char *outside_skip;     /* --outside-skip: the in-program sampler; its processes are left to it */
+  uint64_t outside_freq;        /* --outside-freq: sample each event about this often a second per CPU */
+  pid_t attach[MSR_MAX_ATTACH]; /* --attach PID[,PID...]: measure running processes (MSR_ATTACH) */
+  int nattach;
+  double duration_s; /* --duration: the attached window; 0: until SIGINT/SIGTERM */
   const char *env[MSR_MAX_ENV];
   int nenv;
   char **argv; /* the command */
@@ -49,6 +54,8 @@ typedef struct {
 
 /* The live descendants of this process (zombies excluded). Scans /proc. */
 void msr_descendants(msr_procs *out);
+/* The live descendants of `roots`, and the roots themselves when `with_roots` (attach). */
+void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out);
 /* Resident memory of those processes, summed (KiB): all of it, and the anonymous part. */
 void msr_tree_rss_kb(const msr_procs *p, uint64_t *rss_kb, uint64_t *anon_kb);
 /* The heap (the [heap] mapping: from the start of the break to the break) of those processes,

@@ -80,7 +80,7 @@ int msr_args_sampled_index(const char *name) {
   return -1; /* munmap, madvise, mmap, mremap, faults */
 }
 
-int msr_args_open(msr_args *a, pid_t pid, const uint64_t *every) {
+int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every) {
   memset(a, 0, sizeof *a);
   for (int i = 0; i < MSR_A_N; i++)
     a->every[i] = every && every[i] > 1 && i != MSR_A_BRK && i != MSR_A_BRKQ ? every[i] : 1;
@@ -104,46 +104,48 @@ int msr_args_open(msr_args *a, pid_t pid, const uint64_t *every) {
   a->every[MSR_A_AREA] = a->every[MSR_A_MMAP]; /* the new mappings as often as mmap's own records */
   for (int cpu = 0; cpu < ncpu; cpu++) {
     int out_fd = -1;
-    for (int i = 0; i < MSR_A_N; i++) {
-      if (!ok[i]) continue;
-      struct perf_event_attr attr;
-      memset(&attr, 0, sizeof attr);
-      attr.size = sizeof attr;
-      attr.type = PERF_TYPE_TRACEPOINT;
-      attr.config = (uint64_t)a->ev[i].id;
-      attr.sample_period = a->every[i]; /* no PERIOD in sample_type: the kernel honours it */
-      /* TIME: the per-CPU buffers are merged in time order, so that a process's break moves are
+    for (int p = 0; p < t->n; p++)
+      for (int i = 0; i < MSR_A_N; i++) {
+        if (!ok[i]) continue;
+        pid_t pid = t->pid[p];
+        struct perf_event_attr attr;
+        memset(&attr, 0, sizeof attr);
+        attr.size = sizeof attr;
+        attr.type = PERF_TYPE_TRACEPOINT;
+        attr.config = (uint64_t)a->ev[i].id;
+        attr.sample_period = a->every[i]; /* no PERIOD in sample_type: the kernel honours it */
+        /* TIME: the per-CPU buffers are merged in time order, so that a process's break moves are
        * read in the order they happened even when it migrates between CPUs. */
-      attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
-      attr.disabled = 1;
-      attr.enable_on_exec = 1;
-      attr.inherit = 1;
-      attr.wakeup_events = 1 << 30; /* ms-run polls; no wake-ups needed */
-      long fd = syscall(SYS_perf_event_open, &attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-      if (fd < 0) {
-        if (errno != ENODEV && errno != EINVAL) snprintf(a->ev[i].why, sizeof a->ev[i].why, "%s", strerror(errno));
-        continue; /* an offline CPU, or not permitted */
-      }
-      if (out_fd < 0) {
-        size_t len = (size_t)page * (1 + DATA_PAGES);
-        void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
-        if (base == MAP_FAILED) {
-          snprintf(a->ev[i].why, sizeof a->ev[i].why, "ring buffer: %s", strerror(errno));
+        attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
+        attr.disabled = !t->attach;
+        attr.enable_on_exec = !t->attach;
+        attr.inherit = 1;
+        attr.wakeup_events = 1 << 30; /* ms-run polls; no wake-ups needed */
+        long fd = syscall(SYS_perf_event_open, &attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0) {
+          if (errno != ENODEV && errno != EINVAL) snprintf(a->ev[i].why, sizeof a->ev[i].why, "%s", strerror(errno));
+          continue; /* an offline CPU, or not permitted */
+        }
+        if (out_fd < 0) {
+          size_t len = (size_t)page * (1 + DATA_PAGES);
+          void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
+          if (base == MAP_FAILED) {
+            snprintf(a->ev[i].why, sizeof a->ev[i].why, "ring buffer: %s", strerror(errno));
+            close((int)fd);
+            continue;
+          }
+          a->buf[a->nbuf].fd = (int)fd;
+          a->buf[a->nbuf].base = base;
+          a->nbuf++;
+          out_fd = (int)fd;
+        } else if (ioctl((int)fd, PERF_EVENT_IOC_SET_OUTPUT, out_fd) != 0) {
+          snprintf(a->ev[i].why, sizeof a->ev[i].why, "set output: %s", strerror(errno));
           close((int)fd);
           continue;
         }
-        a->buf[a->nbuf].fd = (int)fd;
-        a->buf[a->nbuf].base = base;
-        a->nbuf++;
-        out_fd = (int)fd;
-      } else if (ioctl((int)fd, PERF_EVENT_IOC_SET_OUTPUT, out_fd) != 0) {
-        snprintf(a->ev[i].why, sizeof a->ev[i].why, "set output: %s", strerror(errno));
-        close((int)fd);
-        continue;
+        if (msr_fd_push(&a->fds, &a->nfds, &a->capfds, (int)fd)) continue;
+        a->ev[i].opened++;
       }
-      a->fds[a->nfds++] = (int)fd;
-      a->ev[i].opened++;
-    }
   }
   for (int i = 0; i < MSR_A_N; i++)
     if (a->ev[i].opened) a->ev[i].why[0] = 0;
@@ -430,7 +432,9 @@ void msr_args_close(msr_args *a) {
   long page = sysconf(_SC_PAGESIZE);
   for (int k = 0; k < a->nbuf; k++) munmap(a->buf[k].base, (size_t)page * (1 + DATA_PAGES));
   for (int k = 0; k < a->nfds; k++) close(a->fds[k]);
-  a->nbuf = a->nfds = 0;
+  free(a->fds);
+  a->fds = NULL;
+  a->nbuf = a->nfds = a->capfds = 0;
   free(a->rel);
   free(a->recent);
   a->rel = NULL;

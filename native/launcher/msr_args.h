@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "ms_json.h"
+#include "msr_ring.h"
 
 /* MSR_A_BRKQ (brk's entry) only marks queries, brk(0): the break they return starts a new
  * baseline (a new program image after exec, whose randomised break says nothing of a move). */
@@ -84,8 +85,8 @@ typedef struct {
   msr_argev ev[MSR_A_N];
   msr_argbuf buf[MSR_MAX_CPUS];
   int nbuf;
-  int fds[MSR_MAX_CPUS * MSR_A_N];
-  int nfds;
+  int *fds; /* every event, each CPU's first owning its buffer */
+  int nfds, capfds;
   uint64_t calls[MSR_A_N];
   uint64_t bytes[MSR_A_N]; /* munmap/madvise/mmap: len; mremap: new_len */
   uint64_t hist[MSR_A_N][MSR_HIST];
@@ -112,7 +113,7 @@ typedef struct {
 } msr_args;
 
 /* Opens the events on `pid` (not yet exec'd: enable_on_exec). Returns how many opened. */
-int msr_args_open(msr_args *a, pid_t pid, const uint64_t *every);
+int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every);
 /* The index of a syscall that may be sampled (munmap, madvise, mmap, mremap), or -1. */
 int msr_args_sampled_index(const char *name);
 /* Reads every record the ring buffers hold now. */

@@ -17,7 +17,7 @@
 #define DATA_PAGES 32
 #define HALF (MSR_CPU_FRAMES / 2)
 
-int msr_cpu_open(msr_cpu *c, pid_t pid, uint64_t period_ns, const char *preload) {
+int msr_cpu_open(msr_cpu *c, const msr_targets *t, uint64_t period_ns, const char *preload) {
   memset(c, 0, sizeof *c);
   c->period_ns = period_ns;
   /* The preloaded libraries as the kernel names their mappings: resolved (a symlink's target). */
@@ -42,41 +42,49 @@ int msr_cpu_open(msr_cpu *c, pid_t pid, uint64_t period_ns, const char *preload)
   long page = sysconf(_SC_PAGESIZE);
   long ncpu = sysconf(_SC_NPROCESSORS_CONF);
   if (ncpu > MSR_MAX_CPUS) ncpu = MSR_MAX_CPUS;
-  for (int cpu = 0; cpu < ncpu; cpu++) {
-    struct perf_event_attr attr;
-    memset(&attr, 0, sizeof attr);
-    attr.size = sizeof attr;
-    attr.type = PERF_TYPE_SOFTWARE;
-    attr.config = PERF_COUNT_SW_CPU_CLOCK;
-    attr.sample_period = period_ns;
-    attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
-    attr.sample_id_all = 1; /* side-band records carry {pid, tid, time}: read in time order */
-    attr.mmap = 1;          /* executable mappings: which processes mapped the preloaded libraries */
-    attr.exclude_callchain_user = 1;
-    attr.comm = 1;
-    attr.comm_exec = 1;
-    attr.task = 1;
-    attr.disabled = 1;
-    attr.enable_on_exec = 1;
-    attr.inherit = 1;
-    attr.wakeup_events = 1 << 30; /* ms-run polls; no wake-ups needed */
-    long fd = syscall(SYS_perf_event_open, &attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-    if (fd < 0) {
-      if (errno != ENODEV && errno != EINVAL)
-        snprintf(c->why, sizeof c->why, "cpu-clock sampling: %s", strerror(errno));
-      continue; /* an offline CPU, or not permitted */
+  for (int cpu = 0; cpu < ncpu; cpu++)
+    for (int p = 0; p < t->n; p++) {
+      struct perf_event_attr attr;
+      memset(&attr, 0, sizeof attr);
+      attr.size = sizeof attr;
+      attr.type = PERF_TYPE_SOFTWARE;
+      attr.config = PERF_COUNT_SW_CPU_CLOCK;
+      attr.sample_period = period_ns;
+      attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+      attr.sample_id_all = 1; /* side-band records carry {pid, tid, time}: read in time order */
+      attr.mmap = 1;          /* executable mappings: which processes mapped the preloaded libraries */
+      attr.exclude_callchain_user = 1;
+      attr.comm = 1;
+      attr.comm_exec = 1;
+      attr.task = 1;
+      attr.disabled = !t->attach;
+      attr.enable_on_exec = !t->attach;
+      attr.inherit = 1;
+      attr.wakeup_events = 1 << 30; /* ms-run polls; no wake-ups needed */
+      long fd = syscall(SYS_perf_event_open, &attr, t->pid[p], cpu, -1, PERF_FLAG_FD_CLOEXEC);
+      if (fd < 0) {
+        if (errno != ENODEV && errno != EINVAL && errno != ESRCH)
+          snprintf(c->why, sizeof c->why, "cpu-clock sampling: %s", strerror(errno));
+        continue; /* an offline CPU, a thread gone, or not permitted */
+      }
+      if (c->n && c->n_cpu_last == cpu) { /* this CPU has its buffer: the event writes into it */
+        if (ioctl((int)fd, PERF_EVENT_IOC_SET_OUTPUT, c->fds[c->n - 1]) == 0)
+          msr_fd_push(&c->extra, &c->nextra, &c->capextra, (int)fd);
+        else close((int)fd);
+        continue;
+      }
+      size_t len = (size_t)page * (1 + DATA_PAGES);
+      void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
+      if (base == MAP_FAILED) {
+        snprintf(c->why, sizeof c->why, "ring buffer: %s", strerror(errno));
+        close((int)fd);
+        continue;
+      }
+      c->fds[c->n] = (int)fd;
+      c->base[c->n] = base;
+      c->n++;
+      c->n_cpu_last = cpu;
     }
-    size_t len = (size_t)page * (1 + DATA_PAGES);
-    void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
-    if (base == MAP_FAILED) {
-      snprintf(c->why, sizeof c->why, "ring buffer: %s", strerror(errno));
-      close((int)fd);
-      continue;
-    }
-    c->fds[c->n] = (int)fd;
-    c->base[c->n] = base;
-    c->n++;
-  }
   c->enabled = c->n > 0;
   if (c->enabled) c->why[0] = 0;
   return c->enabled ? 0 : -1;
@@ -265,6 +273,10 @@ void msr_cpu_drain(msr_cpu *c) {
 
 void msr_cpu_close(msr_cpu *c) {
   long page = sysconf(_SC_PAGESIZE);
+  for (int k = 0; k < c->nextra; k++) close(c->extra[k]);
+  free(c->extra);
+  c->extra = NULL;
+  c->nextra = c->capextra = 0;
   for (int k = 0; k < c->n; k++) {
     munmap(c->base[k], (size_t)page * (1 + DATA_PAGES));
     close(c->fds[k]);

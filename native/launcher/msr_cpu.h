@@ -17,6 +17,7 @@
 #include <sys/types.h>
 #include "ms_json.h"
 #include "msr_args.h"
+#include "msr_ring.h"
 
 #define MSR_CPU_FRAMES 32                    /* kernel frames kept: all of a chain, or its innermost and outermost 16 */
 #define MSR_CPU_STACKS 4096                  /* distinct (executable, chain) pairs kept; the rest are counted as cut */
@@ -44,6 +45,9 @@ typedef struct {
   int fds[MSR_MAX_CPUS];
   void *base[MSR_MAX_CPUS];
   int n;
+  int *extra; /* the events of the other targets, writing into their CPU's buffer */
+  int nextra, capextra;
+  int n_cpu_last; /* the CPU of the last buffer */
   uint64_t samples, kernel, lost, cut;
   msr_cpu_stack *stacks;
   int nstacks;
@@ -64,7 +68,7 @@ typedef struct {
 /* Opens the sampler on `pid` (not yet exec'd: enable_on_exec), one sample per `period_ns` of CPU
  * time; `preload` (LD_PRELOAD's list, or NULL): the libraries whose mapping is checked in every
  * process of the tree. Returns 0 when it opened on at least one CPU. */
-int msr_cpu_open(msr_cpu *c, pid_t pid, uint64_t period_ns, const char *preload);
+int msr_cpu_open(msr_cpu *c, const msr_targets *t, uint64_t period_ns, const char *preload);
 /* Reads every record the ring buffers hold now. */
 void msr_cpu_drain(msr_cpu *c);
 void msr_cpu_close(msr_cpu *c);

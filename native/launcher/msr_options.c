@@ -38,6 +38,11 @@ void msr_usage(FILE *f) {
       "                       chains from the kernel, for the processes that do not map --outside-skip\n"
       "  --outside-dir DIR    their documents: DIR/sites-PID.json\n"
       "  --outside-skip LIB   the in-program sampler: a process that maps it is left to it\n"
+      "  --outside-freq HZ    sample each event about HZ times a second per CPU instead of by period\n"
+      "modes (attach):\n"
+      "  --attach PID[,PID]   measure running processes (every thread, and those created) for a window,\n"
+      "                       then detach; nothing is started, stopped or signalled\n"
+      "  --duration S         the window (0, the default: until SIGINT or SIGTERM)\n"
       "modes:\n"
       "  --events             print which events exist and which open here, then exit\n"
       "  --hold-events        keep the syscall tracepoints registered until stdin closes\n"
@@ -98,7 +103,10 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
     O_CPU,
     O_OUTSIDE,
     O_OUTSIDE_DIR,
-    O_OUTSIDE_SKIP
+    O_OUTSIDE_SKIP,
+    O_OUTSIDE_FREQ,
+    O_ATTACH,
+    O_DURATION
   };
   static const struct option longopts[] = {{"out", required_argument, 0, O_OUT},
                                            {"timeout", required_argument, 0, O_TIMEOUT},
@@ -124,6 +132,9 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
                                            {"outside-sites", required_argument, 0, O_OUTSIDE},
                                            {"outside-dir", required_argument, 0, O_OUTSIDE_DIR},
                                            {"outside-skip", required_argument, 0, O_OUTSIDE_SKIP},
+                                           {"outside-freq", required_argument, 0, O_OUTSIDE_FREQ},
+                                           {"attach", required_argument, 0, O_ATTACH},
+                                           {"duration", required_argument, 0, O_DURATION},
                                            {0, 0, 0, 0}};
   opterr = 0;
   int c;
@@ -210,6 +221,31 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
       case O_OUTSIDE_SKIP:
         o->outside_skip = v;
         break;
+      case O_OUTSIDE_FREQ:
+        if (parse_u64("--outside-freq", v, 1, 10000, &o->outside_freq)) return 2;
+        break;
+      case O_ATTACH:
+        for (const char *p = v; *p;) {
+          char *end;
+          errno = 0;
+          long pid = strtol(p, &end, 10);
+          if (errno || end == p || pid <= 0 || pid > 0x3fffffff || (*end && *end != ','))
+            return bad("--attach", v, "expected PID[,PID...]");
+          if (o->nattach >= MSR_MAX_ATTACH) return bad("--attach", v, "at most 64 processes");
+          o->attach[o->nattach++] = (pid_t)pid;
+          p = *end ? end + 1 : end;
+        }
+        o->mode = MSR_ATTACH;
+        break;
+      case O_DURATION: {
+        char *end;
+        errno = 0;
+        double d = strtod(v, &end);
+        if (errno || *end || end == v || !isfinite(d) || d < 0)
+          return bad("--duration", v, "expected seconds (0: until stopped)");
+        o->duration_s = d;
+        break;
+      }
       case O_EVENTS:
         o->mode = MSR_EVENTS;
         break;
@@ -233,6 +269,10 @@ int msr_parse_options(int argc, char **argv, msr_options *o) {
     return 2;
   }
   o->argv = argv + optind;
+  if (o->mode == MSR_ATTACH && o->argv[0]) {
+    fprintf(stderr, "ms-run: --attach measures running processes: no command is taken\n");
+    return 2;
+  }
   if ((o->mode == MSR_RUN || o->mode == MSR_PRELOAD_CHECK) && !o->argv[0]) {
     fprintf(stderr, "ms-run: no command given (ms-run [options] -- CMD ARGS...)\n");
     return 2;

@@ -2,6 +2,22 @@
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+int msr_fd_push(int **fds, int *n, int *cap, int fd) {
+  if (*n == *cap) {
+    int c = *cap ? 2 * *cap : 64;
+    int *t = realloc(*fds, (size_t)c * sizeof *t);
+    if (!t) {
+      close(fd);
+      return -1;
+    }
+    *fds = t;
+    *cap = c;
+  }
+  (*fds)[(*n)++] = fd;
+  return 0;
+}
 
 static int by_time(const void *a, const void *b) {
   const msr_rec *x = a, *y = b;

@@ -5,6 +5,19 @@
 #define MSR_RING_H
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+/* What a per-CPU sampler opens its events on: the command ms-run starts (one pid, events enabled at
+ * its exec), or the threads of running processes (attach: every thread, enabled at once). Either
+ * way the events are inherited: threads and processes created later are followed. */
+typedef struct {
+  const pid_t *pid;
+  int n;
+  int attach;
+} msr_targets;
+
+/* Appends `fd` to a list that grows; on failure closes it and returns -1. */
+int msr_fd_push(int **fds, int *n, int *cap, int fd);
 
 typedef struct {
   uint64_t time;

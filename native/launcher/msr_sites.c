@@ -24,15 +24,15 @@ static long open_event(struct perf_event_attr *a, pid_t pid, int cpu) {
   return syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
-static void base_attr(struct perf_event_attr *a) {
+static void base_attr(struct perf_event_attr *a, int attach) {
   memset(a, 0, sizeof *a);
   a->size = sizeof *a;
   a->sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
   a->sample_id_all = 1;
   a->exclude_callchain_kernel = 1; /* the program's frames only */
   a->sample_max_stack = MSR_SITES_FRAMES;
-  a->disabled = 1;
-  a->enable_on_exec = 1;
+  a->disabled = !attach; /* a command: from its exec; a running process: at once */
+  a->enable_on_exec = !attach;
   a->inherit = 1;
   a->wakeup_events = 1 << 30; /* ms-run polls */
 }
@@ -66,71 +66,91 @@ static int config_of(msr_sites *s, int e, struct perf_event_attr *a) {
   return 0;
 }
 
-int msr_sites_open(msr_sites *s, pid_t pid, const char *spec, const char *dir, const char *skip) {
+int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_t freq, const char *dir,
+                   const char *skip) {
   memset(s, 0, sizeof *s);
   s->dir = dir;
+  s->freq = freq;
   s->skip = skip ? realpath(skip, NULL) : NULL;
   parse_spec(s, spec);
   long ncpu = sysconf(_SC_NPROCESSORS_CONF);
   if (ncpu > MSR_MAX_CPUS) ncpu = MSR_MAX_CPUS;
+  size_t most = (size_t)(ncpu * s->nev * t->n + 1);
   s->stacks = calloc(MSR_SITES_STACKS, sizeof *s->stacks);
   s->slot = malloc(2 * MSR_SITES_STACKS * sizeof *s->slot);
-  s->extra = calloc((size_t)(ncpu * s->nev + 1), sizeof *s->extra);
-  s->ids = calloc((size_t)(ncpu * s->nev + 1), sizeof *s->ids);
-  s->id_ev = calloc((size_t)(ncpu * s->nev + 1), 1);
-  if (!s->stacks || !s->slot || !s->extra || !s->ids || !s->id_ev) {
+  s->ids = calloc(most, sizeof *s->ids);
+  s->id_ev = calloc(most, 1);
+  if (!s->stacks || !s->slot || !s->ids || !s->id_ev) {
     snprintf(s->why, sizeof s->why, "out of memory");
     return -1;
   }
   memset(s->slot, 0xff, 2 * MSR_SITES_STACKS * sizeof *s->slot);
   long page = sysconf(_SC_PAGESIZE);
   for (int cpu = 0; cpu < ncpu; cpu++) {
-    /* The buffer's owner: a dummy event that carries the side-band records only. */
-    struct perf_event_attr a;
-    base_attr(&a);
-    a.type = PERF_TYPE_SOFTWARE;
-    a.config = PERF_COUNT_SW_DUMMY;
-    a.mmap = 1; /* executable mappings */
-    a.comm = 1;
-    a.comm_exec = 1;
-    a.task = 1;
-    long fd = open_event(&a, pid, cpu);
-    if (fd < 0) {
-      if (errno != ENODEV && errno != EINVAL) snprintf(s->why, sizeof s->why, "side-band events: %s", strerror(errno));
-      continue;
-    }
-    size_t len = (size_t)page * (1 + DATA_PAGES);
-    void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
-    if (base == MAP_FAILED) {
-      snprintf(s->why, sizeof s->why, "ring buffer: %s", strerror(errno));
-      close((int)fd);
-      continue;
-    }
-    s->fds[s->n] = (int)fd;
-    s->base[s->n] = base;
-    s->n++;
-    for (int e = 0; e < s->nev; e++) {
-      base_attr(&a);
-      if (config_of(s, e, &a)) continue;
-      a.sample_period = s->period[e];
-      long efd = open_event(&a, pid, cpu);
-      if (efd < 0) {
-        snprintf(s->ev_why[e], sizeof s->ev_why[e], "%s", strerror(errno));
+    int owner = -1; /* this CPU's buffer */
+    for (int p = 0; p < t->n; p++) {
+      /* A dummy event carries the side-band records; the first of the CPU owns the buffer. */
+      struct perf_event_attr a;
+      base_attr(&a, t->attach);
+      a.type = PERF_TYPE_SOFTWARE;
+      a.config = PERF_COUNT_SW_DUMMY;
+      a.mmap = 1; /* executable mappings */
+      a.comm = 1;
+      a.comm_exec = 1;
+      a.task = 1;
+      long fd = open_event(&a, t->pid[p], cpu);
+      if (fd < 0) {
+        if (errno != ENODEV && errno != EINVAL && errno != ESRCH)
+          snprintf(s->why, sizeof s->why, "side-band events: %s", strerror(errno));
         continue;
       }
-      uint64_t id = 0;
-      if (ioctl((int)efd, PERF_EVENT_IOC_SET_OUTPUT, fd) || ioctl((int)efd, PERF_EVENT_IOC_ID, &id)) {
-        snprintf(s->ev_why[e], sizeof s->ev_why[e], "%s", strerror(errno));
-        close((int)efd);
+      if (owner < 0) {
+        size_t len = (size_t)page * (1 + DATA_PAGES);
+        void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
+        if (base == MAP_FAILED) {
+          snprintf(s->why, sizeof s->why, "ring buffer: %s", strerror(errno));
+          close((int)fd);
+          continue;
+        }
+        s->fds[s->n] = (int)fd;
+        s->base[s->n] = base;
+        s->n++;
+        owner = (int)fd;
+      } else if (ioctl((int)fd, PERF_EVENT_IOC_SET_OUTPUT, owner)) {
+        close((int)fd);
+        continue;
+      } else if (msr_fd_push(&s->extra, &s->nextra, &s->capextra, (int)fd)) {
         continue;
       }
-      s->extra[s->nextra++] = (int)efd;
-      s->ids[s->nids] = id;
-      s->id_ev[s->nids++] = (uint8_t)e;
-      s->opened[e] = 1;
+      for (int e = 0; e < s->nev; e++) {
+        base_attr(&a, t->attach);
+        if (config_of(s, e, &a)) continue;
+        if (freq) { /* a rate, not a period: the kernel adjusts the period, each sample says its own */
+          a.freq = 1;
+          a.sample_freq = freq;
+          a.sample_type |= PERF_SAMPLE_PERIOD;
+        } else {
+          a.sample_period = s->period[e];
+        }
+        long efd = open_event(&a, t->pid[p], cpu);
+        if (efd < 0) {
+          if (errno != ESRCH) snprintf(s->ev_why[e], sizeof s->ev_why[e], "%s", strerror(errno));
+          continue;
+        }
+        uint64_t id = 0;
+        if (ioctl((int)efd, PERF_EVENT_IOC_SET_OUTPUT, owner) || ioctl((int)efd, PERF_EVENT_IOC_ID, &id)) {
+          snprintf(s->ev_why[e], sizeof s->ev_why[e], "%s", strerror(errno));
+          close((int)efd);
+          continue;
+        }
+        if (msr_fd_push(&s->extra, &s->nextra, &s->capextra, (int)efd)) continue;
+        s->ids[s->nids] = id;
+        s->id_ev[s->nids++] = (uint8_t)e;
+        s->opened[e] = 1;
+      }
     }
   }
-  s->enabled = s->nextra > 0;
+  s->enabled = s->nids > 0;
   if (!s->enabled && !s->why[0]) snprintf(s->why, sizeof s->why, "no event opened");
   return s->enabled ? 0 : -1;
 }
@@ -170,12 +190,36 @@ static void add_map(msr_site_proc *p, uint64_t start, uint64_t len, uint64_t pgo
   p->maps[p->nmaps++] = (msr_site_map){start, start + len, pgoff, path};
 }
 
+/* A running process's executable mappings and name, from /proc: the kernel reports only the
+ * mappings made after the events opened. */
+void msr_sites_seed(msr_sites *s, pid_t pid) {
+  msr_site_proc *p = proc_of(s, pid, 1);
+  if (!p) return;
+  msr_comm(pid, p->comm, sizeof p->comm);
+  char path[64], line[1024];
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi, off;
+    char perms[8];
+    int at = 0;
+    if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &lo, &hi, perms, &off, &at) < 4 || perms[2] != 'x' || !at) continue;
+    char *file = line + at;
+    file[strcspn(file, "\n")] = 0;
+    if (file[0] != '/') continue;
+    int k = intern(s, file, strlen(file));
+    if (k >= 0) add_map(p, lo, hi - lo, off, k);
+  }
+  fclose(f);
+}
+
 static uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h * 0x100000001b3ull;
 }
 
-static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip, uint16_t depth) {
+static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip, uint16_t depth, uint64_t weight) {
   uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)proc * 16 + ev);
   for (int k = 0; k < depth; k++) h = mix(h, ip[k]);
   size_t nslot = 2 * MSR_SITES_STACKS;
@@ -187,7 +231,7 @@ static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip
         return;
       }
       msr_site_stack *st = &s->stacks[s->nstacks];
-      *st = (msr_site_stack){.n = 1, .hash = h, .proc = proc, .ev = ev, .depth = depth};
+      *st = (msr_site_stack){.n = weight, .hash = h, .proc = proc, .ev = ev, .depth = depth};
       memcpy(st->ip, ip, depth * sizeof *ip);
       s->slot[i] = s->nstacks++;
       return;
@@ -195,23 +239,27 @@ static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip
     msr_site_stack *st = &s->stacks[at];
     if (st->hash == h && st->proc == proc && st->ev == ev && st->depth == depth &&
         !memcmp(st->ip, ip, depth * sizeof *ip)) {
-      st->n++;
+      st->n += weight;
       return;
     }
   }
 }
 
-/* { header, u64 id, u32 pid, tid, u64 time, u64 nr, u64 ips[nr] } */
+/* { header, u64 id, u32 pid, tid, u64 time, [u64 period: rate mode], u64 nr, u64 ips[nr] } */
 static void on_sample(msr_sites *s, const unsigned char *rec, size_t n) {
-  size_t hs = sizeof(struct perf_event_header);
-  if (n < hs + 32) return;
-  uint64_t id, nr;
+  size_t hs = sizeof(struct perf_event_header), at = hs + 24;
+  uint64_t id, nr, weight = 1;
   uint32_t pid;
+  if (n < at + 8 + (s->freq ? 8 : 0)) return;
   memcpy(&id, rec + hs, 8);
   memcpy(&pid, rec + hs + 8, 4);
-  memcpy(&nr, rec + hs + 24, 8);
-  const unsigned char *ips = rec + hs + 32;
-  if (hs + 32 + nr * 8 > n) nr = (n - hs - 32) / 8;
+  if (s->freq) { /* each sample stands for the events of its period */
+    memcpy(&weight, rec + at, 8);
+    at += 8;
+  }
+  memcpy(&nr, rec + at, 8);
+  const unsigned char *ips = rec + at + 8;
+  if (at + 8 + nr * 8 > n) nr = (n - at - 8) / 8;
   int ev = -1;
   for (int k = 0; k < s->nids; k++)
     if (s->ids[k] == id) ev = s->id_ev[k];
@@ -232,7 +280,7 @@ static void on_sample(msr_sites *s, const unsigned char *rec, size_t n) {
   }
   s->samples++;
   p->samples++;
-  if (depth) add_stack(s, (int32_t)(p - s->procs), (uint8_t)ev, chain, depth);
+  if (depth) add_stack(s, (int32_t)(p - s->procs), (uint8_t)ev, chain, depth, weight);
 }
 
 /* Each process's program and executable mappings, from the side-band records. */
@@ -327,7 +375,7 @@ static void write_doc(msr_sites *s, int32_t pi) {
   for (int e = 0; e < s->nev; e++) {
     msj_obj_begin(&j, NULL);
     msj_str(&j, "name", s->name[e]);
-    msj_u64(&j, "period", s->period[e]);
+    msj_u64(&j, "period", s->freq ? 1 : s->period[e]); /* rate mode: a stack's count is its events */
     msj_bool(&j, "opened", s->opened[e]);
     if (!s->opened[e]) msj_str(&j, "why", s->ev_why[e][0] ? s->ev_why[e] : "not opened");
     msj_obj_end(&j);

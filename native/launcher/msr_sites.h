@@ -16,6 +16,7 @@
 #include <sys/types.h>
 #include "ms_json.h"
 #include "msr_args.h"
+#include "msr_ring.h"
 
 #define MSR_SITES_EVENTS 8     /* page-faults and the memory system calls */
 #define MSR_SITES_FRAMES 48    /* as libmssites keeps */
@@ -57,8 +58,9 @@ typedef struct {
   int n; /* CPUs with a ring buffer */
   int fds[MSR_MAX_CPUS];
   void *base[MSR_MAX_CPUS];
-  int nextra;
-  int *extra; /* the sampling events, writing into their CPU's buffer */
+  int nextra, capextra;
+  int *extra;    /* the other events, writing into their CPU's buffer */
+  uint64_t freq; /* rate mode (attach: no counts to size a period from): samples per second */
   uint64_t *ids;
   uint8_t *id_ev; /* the event of each id */
   int nids;
@@ -73,9 +75,14 @@ typedef struct {
   int written;
 } msr_sites;
 
-/* Opens the sampling on `pid` (not yet exec'd: enable_on_exec). `spec`: "event=period,...";
- * `skip`: libmssites' path. Returns 0 when at least one event opened on a CPU. */
-int msr_sites_open(msr_sites *s, pid_t pid, const char *spec, const char *dir, const char *skip);
+/* Opens the sampling on the targets (a command not yet exec'd, or running threads). `spec`:
+ * "event=period,..."; with `freq` > 0 each event is sampled about `freq` times a second on each CPU
+ * instead, each stack weighed by the periods of its samples. `skip`: libmssites' path (NULL: every
+ * process sampled gets a document). Returns 0 when at least one event opened. */
+int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_t freq, const char *dir,
+                   const char *skip);
+/* A running process's executable mappings, from /proc (attach: they were made before). */
+void msr_sites_seed(msr_sites *s, pid_t pid);
 void msr_sites_drain(msr_sites *s);
 /* Writes the documents of the processes sampled that did not map `skip`. */
 void msr_sites_write(msr_sites *s);

@@ -43,6 +43,11 @@ static int stat_of(pid_t pid, pid_t *ppid, char *state) {
 }
 
 void msr_descendants(msr_procs *out) {
+  pid_t self = getpid();
+  msr_tree_of(&self, 1, 0, out);
+}
+
+void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out) {
   static pid_t pid[MSR_MAX_PROCS], ppid[MSR_MAX_PROCS];
   static char state[MSR_MAX_PROCS];
   int n = 0;
@@ -56,11 +61,16 @@ void msr_descendants(msr_procs *out) {
     if (stat_of(p, &ppid[n], &state[n]) == 0) pid[n++] = p;
   }
   closedir(d);
-  /* Breadth-first from ms-run itself: its children, theirs, and so on. */
-  pid_t self = getpid();
-  pid_t queue[MSR_MAX_PROCS];
+  /* Breadth-first from the roots: their children, theirs, and so on. */
+  static pid_t queue[MSR_MAX_PROCS];
   int head = 0, tail = 0;
-  queue[tail++] = self;
+  for (int r = 0; r < nroots && tail < MSR_MAX_PROCS; r++) {
+    queue[tail++] = roots[r];
+    if (!with_roots) continue;
+    for (int i = 0; i < n; i++)
+      if (pid[i] == roots[r] && state[i] != 'Z' && state[i] != 'X' && out->n < MSR_MAX_PROCS)
+        out->pid[out->n++] = pid[i];
+  }
   while (head < tail) {
     pid_t parent = queue[head++];
     for (int i = 0; i < n; i++) {

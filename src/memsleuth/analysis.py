@@ -679,6 +679,7 @@ class CheckAnalysis:
     # (sampled, measured) CPU ns when the explaining run's CPU time is outside EXPLAINING_CPU_RANGE of
     # the measured runs' (its instrumentation slowed the program): its shares are its own.
     explaining_cpu_apart: tuple[float, float] | None = None
+    attached: bool = False                            # check --pid: one window, measured and explaining at once
 
 
 def analyse_check(run: StoredRun) -> CheckAnalysis:
@@ -705,8 +706,10 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     sampled_ns = p.samples * float(p.period_ns) if p is not None else 0.0
     apart = (sampled_ns, measured_ns) if cpu_time and measured_ns and \
         not EXPLAINING_CPU_RANGE[0] <= sampled_ns / measured_ns <= EXPLAINING_CPU_RANGE[1] else None
+    attached = bool((run.spec.facts or {}).get("attached"))
     return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names], found,
-                         quiet_line([view] if view.samples else [], found), summary, untried, cpu_time, apart)
+                         quiet_line([view] if view.samples else [], found), summary, [] if attached else untried,
+                         cpu_time, apart, attached)
 
 
 # The explaining run's CPU time against the measured runs' beyond which check says the samples'

@@ -236,3 +236,71 @@ def normalise(doc: dict) -> dict:
 
 def _failed(detail: str) -> Sample:
     return Sample.from_msrun({"status": "error", "detail": detail})
+
+
+# ---- attach: a window on running processes (check --pid) -----------------------------------------
+
+# The attached window samples at rates, not periods (nothing was counted before it): each event's
+# call chains about this often a second per CPU, the CPU time every ms, the faults' addresses one
+# in ATTACH_FAULTS_EVERY. The memory syscalls' arguments are read at every call (~0.7 us each here):
+# a fault is told apart as a re-fault of memory given back only when the range it touches was
+# seen given back, and a sampled subset misnamed most of a churn's faults first touches.
+ATTACH_SITES_HZ = 100
+ATTACH_CPU_US = 1000
+ATTACH_FAULTS_EVERY = 101
+
+
+def attach_argv(pids: list[int], out_path: str, sites_dir: str, duration_s: float | None) -> list[str]:
+    """ms-run --attach for a window on `pids` (None: until ms-run is told to stop)."""
+    from memsleuth import where
+    argv = [str(native.ms_run()), "--attach", ",".join(str(p) for p in pids), "--out", out_path,
+            "--duration", repr(float(duration_s or 0)), "--syscall-args", "--cpu-sample-us", str(ATTACH_CPU_US),
+            "--outside-sites", where.sites_spec({e: 1 for e in where.EVENTS}), "--outside-freq", str(ATTACH_SITES_HZ),
+            "--outside-dir", sites_dir]
+    return argv + ["--syscall-args-every", f"faults={ATTACH_FAULTS_EVERY}"]
+
+
+def attach_window(pids: list[int], duration_s: float | None, fault_period: int = 1000,
+                  on_start=None) -> tuple[Sample, dict, bool]:
+    """(the window as a Sample, its call sites, whether Ctrl-C ended it) of running processes:
+    ms-run --attach, and perf record (DWARF call graphs) beside it where perf is installed. Ctrl-C
+    ends the window: both stop, and what they measured is kept."""
+    from memsleuth import where
+    with tempfile.TemporaryDirectory(prefix="memsleuth-attach-") as tmp:
+        out, sites_dir = os.path.join(tmp, "run.json"), os.path.join(tmp, "sites")
+        os.mkdir(sites_dir, 0o700)
+        recorder = where.attach_recorder(pids, tmp, fault_period)
+        proc = subprocess.Popen(attach_argv(pids, out, sites_dir, duration_s), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+        if on_start:
+            on_start()
+        interrupted = False
+        try:
+            _, err = proc.communicate()
+        except KeyboardInterrupt:   # the window ends here: ms-run detaches and writes what it measured
+            interrupted = True
+            proc.terminate()
+            try:
+                _, err = proc.communicate(timeout=_STOP_GRACE_S + 10)
+            except BaseException:
+                proc.kill()
+                raise
+        found = where.stop_recorder(recorder)
+        try:
+            with open(out, encoding="utf-8", errors="replace") as f:
+                doc = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            sample = _failed(f"ms-run --attach failed (exit {proc.returncode}): {err.strip() or e}")
+            return sample, {"unavailable": "the window was not measured"}, interrupted
+        counted = {**(doc.get("syscalls") or {}),
+                   "page-faults": (doc.get("counters") or {}).get("page-faults-minor", 0)}
+        kernel = where.read_sampled(sites_dir, None, counts=counted)
+        sites = found if found and "events" in found else kernel
+        if found and "unavailable" in found and "events" in kernel:
+            kernel.setdefault("notes", []).append(found["unavailable"])
+        if sites is found:
+            for name, e in sites["events"].items():   # sampled at a rate: a sample stands for count / samples
+                if e.get("samples"):
+                    e["period"] = max(1, round(float(counted.get(name) or 0) / e["samples"]))
+            sites["notes"].append("call sites from perf record (DWARF call graphs) beside the window")
+    return Sample.from_msrun(normalise(doc)), sites, interrupted

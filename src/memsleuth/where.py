@@ -34,6 +34,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections import Counter
@@ -106,9 +107,11 @@ def sites_spec(periods_: dict[str, int]) -> str:
     return ",".join(f"{event}={int(period)}" for event, period in periods_.items())
 
 
-def read_sampled(folder: str, allocator: str | None) -> dict:
+def read_sampled(folder: str, allocator: str | None, counts: dict[str, float] | None = None) -> dict:
     """The sampler's per-process documents as call sites per event (the shape `record` returns), or
-    {"unavailable": why} when it took no sample to speak of (then perf record is the way)."""
+    {"unavailable": why} when it took no sample to speak of (then perf record is the way).
+    `counts`: the events counted over the same window, when the samples were taken at a rate
+    (attach): each event's period is then its count over its samples."""
     docs = []
     for path in sorted(glob.glob(os.path.join(folder, "sites-*.json"))):
         try:
@@ -138,6 +141,8 @@ def read_sampled(folder: str, allocator: str | None) -> dict:
     sites = summarise(samples, allocator=allocator)
     for name, found in sites.items():
         found["period"] = int((events.get(name) or {}).get("period") or 1)
+        if counts is not None and found.get("samples"):
+            found["period"] = max(1, round(float(counts.get(name) or 0) / found["samples"]))
     notes += [f"{name}: not sampled ({e.get('why')})" for name, e in events.items() if not e.get("opened")]
     notes += language_notes(docs, samples)
     late = sum(int(d.get("async") or 0) for d in docs)
@@ -205,6 +210,65 @@ def record(command: list[str], env: dict[str, str], preload: str | None, counts:
             found["period"] = fault_period if event == "page-faults" else period
             sites[event] = found
     return {"events": sites, "notes": notes}
+
+
+# check --pid: perf record beside the attached window, DWARF call graphs (the kernel's own chains
+# follow frame pointers, which a C library built without them breaks).
+
+
+def attach_recorder(pids: list[int], tmp: str, fault_period: int):
+    """perf record on running processes for the window (stopped by stop_recorder), or None
+    without perf: the page faults one in `fault_period`, each memory syscall (perf records a
+    tracepoint at every call; MAX_DATA bounds a storm). Its own files stay in `tmp`."""
+    perf = perf_path()
+    if perf is None:
+        return None
+    data = os.path.join(tmp, "perf.data")
+    argv = [perf, "record", "-q", "-o", data, f"--max-size={MAX_DATA}", "--call-graph", f"dwarf,{STACK_BYTES}",
+            "-p", ",".join(str(p) for p in pids), "-e", f"page-faults/period={max(1, int(fault_period))}/"]
+    for s in SYSCALL_COLUMNS:
+        argv += ["-e", EVENTS[s]]
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True, errors="replace", env=env, preexec_fn=_stop_with_parent)
+    except OSError:
+        return None
+    return proc, perf, data
+
+
+def _stop_with_parent() -> None:
+    """In perf's child before exec: if memsleuth dies (even SIGKILL), perf gets SIGINT and detaches."""
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGINT), 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def stop_recorder(recorder) -> dict | None:
+    """The call sites perf recorded beside the window, or None (no perf, no data)."""
+    if recorder is None:
+        return None
+    proc, perf, data = recorder
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)   # perf writes what it has and exits
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if not os.path.exists(data):
+        why = (proc.stderr.read().strip().splitlines() or ["no data"])[-1] if proc.stderr else "no data"
+        return {"unavailable": f"perf record beside the window failed: {why}"}
+    notes: list[str] = []
+    out = _script(perf, data, notes)
+    if out is None:
+        return None
+    sites = summarise(name_perf_frames(parse(out.stdout), notes))
+    for found in sites.values():
+        found["period"] = 1     # a rate: the stacks' shares are what the sites say
+    return {"events": sites, "notes": notes, "sampler": "perf record"} if sites else None
 
 
 # perf script names each frame's function and object at once; the line numbers are ours

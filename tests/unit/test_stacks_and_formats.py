@@ -183,3 +183,21 @@ def test_live_blocks_not_resident_are_said_never_a_negative_size():
     assert rows["anonymous beyond the live heap"] == (None, 10 << 20)
     assert rows["live heap not resident"] == (40 << 20, None)
     assert all(v is None or v >= 0 for p, e in rows.values() for v in (p, e))
+
+
+# ---- check --pid, from a stored window (tests/data/check-attach.db: fx-service attached for 2 s) ----
+
+def test_an_attached_window_is_reported_as_a_window(tmp_path):
+    run = load(tmp_path, "check-attach.db")
+    report = builders.for_run(run)
+    assert report.answer[0].startswith("Heap top given back") and "handle (service.c:" in " ".join(
+        next(f for f in report.findings if f.id == "heap-trim-churn").call_sites)
+    text = "\n".join(report.header)
+    assert "attached to process" in text and "threads: 1 at the start" in text
+    assert "not measured when attaching: the live heap" in text and "memsleuth check -- CMD" in text
+    smaps = next(t for t in report.tables if t.title.startswith("Memory: what the resident memory is made of now"))
+    assert {row[1] for row in smaps.rows} >= {"heap (brk)", "anonymous", "stacks", "file-backed", "shared memory"}
+    cpu = next(t for t in report.tables if t.title == "CPU time by kernel path (sampled)")
+    assert "attached window" in cpu.notes[0] and "explaining run" not in cpu.notes[0]
+    assert not any("--try" in line for line in report.footer)   # the advice is not tried on a running service
+    assert max(len(x) for x in text_at(report, 80)) <= 80

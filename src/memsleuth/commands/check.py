@@ -27,6 +27,11 @@ def add_arguments(k) -> None:
                         "against the program as it ran, alternately in one session, and say which help (docs/ci.md)")
     k.add_argument("--try-rounds", metavar="N", default="20", action=options.Once,
                    help="--try: at most N rounds (default 20; at least 6)")
+    k.add_argument("--pid", metavar="PID", action="append",
+                   help="measure a process that is already running (every thread, and the threads and processes it "
+                        "creates) for a window, then detach; give it several times for several processes")
+    k.add_argument("--duration", metavar="SECONDS", action=options.Once,
+                   help="--pid: the window (default: until Ctrl-C)")
     options.add_env(k)
     options.add_limits(k)
     options.add_fail_on_error(k)
@@ -38,13 +43,16 @@ def add_arguments(k) -> None:
 def run(args, command: list[str] | None, console: Console) -> int:
     from memsleuth.session import finish, measure, spec_for
     from memsleuth.store import Store
-    if not command:
-        raise UsageError("check needs a command after --, like: memsleuth check -- ./my-benchmark")
+    if not command and not args.pid:
+        raise UsageError("check needs a command after --, like: memsleuth check -- ./my-benchmark "
+                         "(or --pid PID for a process that is already running)")
     options.apply_machine_label(args)
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
     options.writable_output(args.pprof, "--pprof")
     options.writable_output(args.html, "--html")
+    if args.pid or args.duration:
+        return _attach(args, command, console)
     options.check_command(command)
     reps = options.count(args.reps, "--reps")
     env = options.env(args)
@@ -66,6 +74,28 @@ def run(args, command: list[str] | None, console: Console) -> int:
     if not args.try_ or outcome.interrupted or code != 0:
         return code
     return _try(store, outcome.run_id, p, args, console, try_rounds) or code
+
+
+def _attach(args, command: list[str] | None, console: Console) -> int:
+    """check --pid: a window on running processes (attach.py), reported as any check."""
+    import sys
+    from memsleuth import attach
+    from memsleuth.errors import EXIT_INTERRUPTED
+    from memsleuth.session import emit, redacted
+    from memsleuth.store import Store
+    if not args.pid:
+        raise UsageError("--duration is the window of --pid: give the process with --pid PID")
+    if command:
+        raise UsageError("check --pid measures a process that is already running: leave out the command after --")
+    if args.try_:
+        raise UsageError("--try measures changes by running the program again: it cannot apply to --pid")
+    pids = [options.pid(p) for p in args.pid]
+    duration = options.duration(args.duration) if args.duration else None
+    pids = attach.validate(pids)
+    store = Store(args.db)
+    run_id, interrupted = attach.run(store, pids, duration, redacted(sys.argv))
+    emit(store.load_run(run_id), args, console)
+    return EXIT_INTERRUPTED if interrupted and duration else 0
 
 
 def _try(store, check_run: int, p, args, console: Console, max_rounds: int) -> int | None:

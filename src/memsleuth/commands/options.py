@@ -116,6 +116,29 @@ def add_fail_on_error(p: argparse.ArgumentParser) -> None:
 
 # ---- values ----
 
+def pid(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise UsageError(f"--pid must be a process id (a positive integer), got {text!r}") from None
+    if not 0 < v <= 1 << 22:
+        raise UsageError(f"--pid {text}: not a process id")
+    return v
+
+
+def duration(text: str) -> float:
+    """A window in seconds: '30', '30s', '2m'."""
+    t = text.strip().lower()
+    scale = 60.0 if t.endswith("m") else 1.0
+    try:
+        v = float(t.rstrip("ms")) * scale
+    except ValueError:
+        raise UsageError(f"--duration must be a number of seconds (30, 30s, 2m), got {text!r}") from None
+    if not math.isfinite(v) or not v > 0 or v > MAX_TIMEOUT_S:
+        raise UsageError(f"--duration must be positive and at most {MAX_TIMEOUT_S:g} s, got {text!r}")
+    return v
+
+
 def timeout(text: str) -> float | None:
     if text.strip().lower() in ("none", "no", "off"):
         return None

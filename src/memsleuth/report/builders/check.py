@@ -27,6 +27,7 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
               f"status {', '.join(sorted({s.status for s in measured})) or 'none'}; {run.created_at}",
               f"machine: {run.machine.cpu_model}, kernel {run.machine.kernel}, THP {run.machine.thp}",
               *environment_lines(run.cells), *leftover_lines(run.cells)]
+    header += attached_lines(run)
     if (cell.where or {}).get("skipped"):
         header.append(str(cell.where["skipped"]))
     header += [f"call sites: {note}" for note in (cell.where or {}).get("notes") or []]
@@ -58,7 +59,7 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
                               *[fmt_count(p.syscalls.get(s)) if s in p.syscalls else "n/a" for s in CHECK_SYSCALLS]]],
                             align_right=set(range(6 + len(CHECK_SYSCALLS)))))
     tables += cpu_time_tables(a)
-    tables += memory_view_tables(a.view.heap)
+    tables += memory_view_tables(a.view.heap) or smaps_tables(run)
     timeline = timeline_table(a.view.median_sample)
     if timeline:
         tables.append(timeline)
@@ -98,8 +99,10 @@ def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
     if rest:
         rows.append([f"{len(rest)} other paths (each under {SHOWN_PATH_SHARE:.0%})", fmt_count(sum(x.samples for x in rest)),
                      f"{sum(x.share for x in rest):.1%}", fmt_seconds(sum(x.ns for x in rest))])
+    where = ("attached window (measured and sampled at once)" if a.attached else
+             "explaining run (never a measured one)")
     notes = [f"{p.samples:,} samples of the process tree's CPU time, one per {p.period_ns / 1e6:g} ms of it, in the "
-             "explaining run (never a measured one), each classified by its kernel call chain: a page fault, a "
+             f"{where}, each classified by its kernel call chain: a page fault, a "
              "system call by name, exit's teardown, other kernel work, or user mode. The findings share out the "
              "measured runs' kernel time in the proportions these samples give each kind of entry, per event "
              "counted in both runs (docs/findings.md, Cost)."]
@@ -144,6 +147,41 @@ def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
 def _peak_column(h: dict) -> str:
     at, live, peak = heap.near_peak(h)
     return "at the live peak" if at else f"at live {fmt_bytes(live)} (peak {fmt_bytes(peak)})"
+
+
+def attached_lines(run: StoredRun) -> list[str]:
+    """check --pid: what the window was, and what attaching cannot give."""
+    at = (run.spec.facts or {}).get("attached")
+    if not at:
+        return []
+    pids = ", ".join(str(p) for p in at.get("pids") or [])
+    lines = [f"attached to process {pids} for {float(at.get('window_s') or 0):.1f} s: every figure is this window's "
+             "(counts, times, the findings' costs); the process was not started, stopped or signalled"]
+    start, end = at.get("threads_at_start"), at.get("threads_at_end")
+    if start is not None:
+        lines.append(f"threads: {start} at the start, {end} at the end; those created in the window are counted")
+    if at.get("ended_by") == "exit":
+        lines.append(f"the process exited {float(at.get('exited_at_ns') or 0) / 1e9:.1f} s into the window: what was "
+                     "measured until then is kept")
+    if at.get("cannot"):
+        lines.append(f"not measured when attaching: {at['cannot']} (`memsleuth check -- CMD` gives it)")
+    return lines
+
+
+def smaps_tables(run: StoredRun) -> list[Table]:
+    """check --pid: what resident memory is made of at the end of the window (/proc/PID/smaps)."""
+    maps = ((run.spec.facts or {}).get("attached") or {}).get("smaps") or {}
+    rows = []
+    for pid, kinds in maps.items():
+        if isinstance(kinds, dict):
+            rows += [[str(pid), kind, fmt_bytes(v)] for kind, v in kinds.items() if isinstance(v, (int, float))]
+    if not rows:
+        return []
+    return [Table("Memory: what the resident memory is made of now (/proc/PID/smaps, at the end of the window)",
+                  ["process", "kind", "resident"], rows,
+                  ["By mapping: the break's heap, other anonymous memory (mmap'd heaps and arenas, runtimes' heaps), "
+                   "stacks, file-backed and shared memory; huge pages and swap are parts of those, shown beside them."],
+                  align_right={2})]
 
 
 def flame_figures(cells) -> list[FlameFigure]:

@@ -1,0 +1,192 @@
+"""check --pid: a window on processes that are already running, measured and stored as a check run.
+
+Nothing is started, stopped or signalled: ms-run --attach opens the kernel's events on every
+thread of each process (and, inherited, on the threads and processes they create in the window),
+reads them for the window and closes them (launcher.attach_window); perf record beside it gives
+the call sites. The window is the run's only sample: measured and explaining at once, so it is
+stored as both (the rules read the syscalls' arguments and the CPU samples from the explaining
+run). What an attach cannot give is said in the run's facts: the live heap needs the accounting
+library loaded at the program's start.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from memsleuth import allocators, machine
+from memsleuth.errors import UsageError
+from memsleuth.records import EXPLAIN_ROUND
+
+PF_KTHREAD = 0x00200000     # /proc/PID/stat flags: a kernel thread
+# What resident memory is made of, by mapping kind (/proc/PID/smaps): the kind of each mapping.
+SMAPS_KINDS = ("heap (brk)", "anonymous", "stacks", "file-backed", "shared memory")
+# Allocators recognised in a running process by the library it has mapped.
+MAPPED_ALLOCATORS = (("libjemalloc", "jemalloc"), ("libmimalloc", "mimalloc"), ("libtcmalloc", "tcmalloc"),
+                     ("libtbbmalloc", "tbbmalloc"))
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(flags, uid) of a process, or None when there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[6]), os.stat(f"/proc/{pid}").st_uid
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def validate(pids: list[int]) -> list[int]:
+    """The processes to attach to, each checked: one line (UsageError, exit 2) for the first that
+    cannot be."""
+    out: list[int] = []
+    for pid in pids:
+        if pid <= 0:
+            raise UsageError(f"--pid {pid}: not a process id")
+        if pid == os.getpid():
+            raise UsageError(f"--pid {pid} is memsleuth itself: give the process to measure")
+        st = _stat(pid)
+        if st is None:
+            raise UsageError(f"--pid {pid}: no such process")
+        flags, uid = st
+        if flags & PF_KTHREAD:
+            raise UsageError(f"--pid {pid} is a kernel thread: it has no user memory or code to measure")
+        try:
+            os.kill(pid, 0)        # signal 0: a permission check only, nothing is sent
+        except PermissionError:
+            raise UsageError(f"--pid {pid} belongs to another user (uid {uid}): attaching needs that user or root")
+        except ProcessLookupError:
+            raise UsageError(f"--pid {pid}: no such process") from None
+        if os.geteuid() != 0 and uid != os.geteuid():
+            raise UsageError(f"--pid {pid} belongs to another user (uid {uid}): attaching needs that user or root")
+        if pid not in out:
+            out.append(pid)
+    return out
+
+
+def command_of(pid: int) -> list[str]:
+    """The process's command line (its name in brackets when it has none to show)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = [a.decode("utf-8", "surrogateescape") for a in f.read().split(b"\0") if a]
+    except OSError:
+        args = []
+    if args:
+        return args
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return [f"[{f.read().strip()}]"]
+    except OSError:
+        return [f"[pid {pid}]"]
+
+
+def allocator_of(pid: int):
+    """The allocator a running process has mapped (glibc's malloc when none of the others)."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+            maps = f.read()
+    except OSError:
+        maps = ""
+    for lib, name in MAPPED_ALLOCATORS:
+        if lib in maps:
+            found = [a for a in allocators.available() if a.name == name]
+            if found:
+                return found[0]
+    return allocators.resolve("glibc")[0]
+
+
+def smaps(pid: int) -> dict | None:
+    """What the process's resident memory is made of now, by mapping kind, in bytes: {kind: rss},
+    with "huge pages" (anonymous memory in transparent huge pages) and "swap" beside them."""
+    try:
+        with open(f"/proc/{pid}/smaps", encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    out = {k: 0 for k in SMAPS_KINDS}
+    out["huge pages"] = out["swap"] = 0
+    kind = None
+    for line in text.splitlines():
+        head = line.split()
+        if not head:
+            continue
+        if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            name = head[5] if len(head) > 5 else ""
+            shared = head[1][3:4] == "s"
+            if name == "[heap]":
+                kind = "heap (brk)"
+            elif name.startswith("[stack"):
+                kind = "stacks"
+            elif shared or name.startswith(("/dev/shm", "/SYSV", "/memfd:")) or "(deleted)" in line and shared:
+                kind = "shared memory"
+            elif name.startswith("/"):
+                kind = "file-backed"
+            elif name.startswith("["):
+                kind = None          # [vdso], [vvar], [vsyscall]
+            else:
+                kind = "anonymous"
+            continue
+        if kind is None or len(head) < 2 or not head[1].isdigit():
+            continue
+        kib = int(head[1]) * 1024
+        if head[0] == "Rss:":
+            out[kind] += kib
+        elif head[0] == "AnonHugePages:":
+            out["huge pages"] += kib
+        elif head[0] == "Swap:":
+            out["swap"] += kib
+    return out
+
+
+# perf samples the page faults by period (its rate mode gave a handful of samples here): the rate
+# read from /proc over FAULT_PROBE_S before the window sizes it for about ATTACH_FAULT_SAMPLES_S a second.
+FAULT_PROBE_S = 0.2
+ATTACH_FAULT_SAMPLES_S = 100
+
+
+def fault_period(pids: list[int]) -> int:
+    """The page-fault period for about ATTACH_FAULT_SAMPLES_S samples a second at the processes' rate now."""
+    def faults() -> int:
+        total = 0
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+                    total += int(f.read().rsplit(")", 1)[1].split()[7])
+            except (OSError, IndexError, ValueError):
+                pass
+        return total
+    before = faults()
+    time.sleep(FAULT_PROBE_S)
+    rate = (faults() - before) / FAULT_PROBE_S
+    return max(1, int(rate / ATTACH_FAULT_SAMPLES_S))
+
+
+def run(store, pids: list[int], duration_s: float | None, argv: list[str]) -> tuple[int, bool]:
+    """Measures the window and stores it as a check run: (its id, whether Ctrl-C ended it)."""
+    from memsleuth import __version__, launcher
+    from memsleuth.model import RunSpec
+    from memsleuth.session import allocator_info
+    command = command_of(pids[0])
+    alloc = allocator_of(pids[0])
+    before = {p: smaps(p) for p in pids}
+    print(f"memsleuth: attached to {', '.join(str(p) for p in pids)} ({command[0]}) "
+          + (f"for {duration_s:g} s" if duration_s else "until Ctrl-C") + "; nothing is stopped or signalled",
+          file=sys.stderr, flush=True)
+    sample, where, interrupted = launcher.attach_window(pids, duration_s, fault_period(pids))
+    after = {p: smaps(p) for p in pids}
+    window = sample.wall_ns / 1e9
+    facts = {"attached": {"pids": pids, "duration_s": duration_s, "window_s": round(window, 3),
+                          **((sample.raw or {}).get("attached") or {}),
+                          "smaps": {str(p): after[p] or before[p] for p in pids},
+                          "cannot": "the live heap (allocations, live bytes, their sites): the accounting library "
+                                    "must be loaded when the program starts"}}
+    spec = RunSpec(rounds=f"one window of {window:.1f} s on running processes", reps=1, warmup=0,
+                   command=command, facts=facts)
+    run_id = store.begin_run(kind="check", name=os.path.basename(command[0]), argv=argv, spec=spec,
+                             machine=machine.info([allocator_info(alloc)]), version=__version__)
+    cell = store.add_cell(run_id, 0, allocator=allocator_info(alloc), params={}, env={}, command=command)
+    store.add_sample(cell, 0, False, sample)
+    store.add_sample(cell, EXPLAIN_ROUND, True, sample)    # the window explains itself
+    store.set_where(cell, where)
+    store.finish_run(run_id, "complete" if sample.ok else "failed", {"loadavg_1m_end": os.getloadavg()[0]})
+    return run_id, interrupted
