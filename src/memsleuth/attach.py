@@ -161,6 +161,51 @@ def fault_period(pids: list[int]) -> int:
     return max(1, int(rate / ATTACH_FAULT_SAMPLES_S))
 
 
+# glibc's other arenas live in heaps of HEAP_MAX bytes, each aligned to its size (64-bit: 2 x the
+# largest mmap threshold, 32 MiB), each starting with its heap_info: {arena, previous heap, size,
+# mprotect_size}. Read from the process's memory (/proc/PID/mem: the access process_vm_readv
+# needs), never written; the main arena is the break's heap.
+HEAP_MAX = 64 << 20
+
+
+def arenas(pid: int) -> dict | None:
+    """glibc's arenas of a running process: {"main_arena_rss", "arenas", "arena_rss"} in bytes and
+    counts, or None where its memory cannot be read."""
+    import struct
+    maps, rss = [], {}
+    try:
+        with open(f"/proc/{pid}/smaps", encoding="utf-8", errors="replace") as f:
+            start = None
+            for line in f:
+                head = line.split()
+                if head and "-" in head[0] and not head[0].endswith(":"):
+                    lo, hi = (int(x, 16) for x in head[0].split("-"))
+                    name = head[5] if len(head) > 5 else ""
+                    maps.append((lo, hi, head[1], name))
+                    start = lo
+                elif head[:1] == ["Rss:"] and start is not None:
+                    rss[start] = int(head[1]) * 1024
+        main = sum(rss.get(lo, 0) for lo, _, _, name in maps if name == "[heap]")
+        heaps = {}
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            for lo, hi, perms, name in maps:
+                if name or not perms.startswith("rw") or lo % HEAP_MAX:
+                    continue
+                try:
+                    mem.seek(lo)
+                    ar_ptr, prev, size, mprotect_size = struct.unpack("<QQQQ", mem.read(32))
+                except (OSError, struct.error):
+                    continue
+                if 0 < size <= HEAP_MAX and size <= mprotect_size <= HEAP_MAX and (prev == 0 or prev % HEAP_MAX == 0):
+                    heaps[lo] = (ar_ptr, prev)
+    except OSError:
+        return None
+    # an arena's first heap holds the arena itself (prev 0, its ar_ptr inside it); later heaps point back
+    first = {lo: ar for lo, (ar, prev) in heaps.items() if prev == 0 and lo <= ar < lo + HEAP_MAX}
+    owned = [lo for lo, (ar, _) in heaps.items() if ar in first.values()]
+    return {"main_arena_rss": main, "arenas": len(first), "arena_rss": sum(rss.get(lo, 0) for lo in owned)}
+
+
 def run(store, pids: list[int], duration_s: float | None, argv: list[str]) -> tuple[int, bool]:
     """Measures the window and stores it as a check run: (its id, whether Ctrl-C ended it)."""
     from memsleuth import __version__, launcher
@@ -178,6 +223,7 @@ def run(store, pids: list[int], duration_s: float | None, argv: list[str]) -> tu
     facts = {"attached": {"pids": pids, "duration_s": duration_s, "window_s": round(window, 3),
                           **((sample.raw or {}).get("attached") or {}),
                           "smaps": {str(p): after[p] or before[p] for p in pids},
+                          **({"arenas": {str(p): arenas(p) for p in pids}} if alloc.name == "glibc" else {}),
                           "cannot": "the live heap (allocations, live bytes, their sites): the accounting library "
                                     "must be loaded when the program starts"}}
     spec = RunSpec(rounds=f"one window of {window:.1f} s on running processes", reps=1, warmup=0,

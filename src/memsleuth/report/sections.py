@@ -1,10 +1,11 @@
-"""Report sections more than one builder shows: the failures table and memory over time."""
+"""Report sections more than one builder shows: the failures table, memory over time, flame graphs."""
 from __future__ import annotations
 
+from memsleuth import stacks
 from memsleuth.analysis import Group, failure_label
 from memsleuth.events import SYSCALL_COLUMNS
 from memsleuth.evidence import median_by_wall
-from memsleuth.report.content import Table, TimelineFigure
+from memsleuth.report.content import FlameFigure, Table, TimelineFigure
 from memsleuth.report.wording import params_text
 
 
@@ -59,3 +60,15 @@ def timeline_figure(label: str, samples: list) -> TimelineFigure | None:
     names = {"page-faults-minor": "page faults"}
     rates = {names.get(c, c): t.rates(c) for c in t.growing(("page-faults-minor", *SYSCALL_COLUMNS))}
     return TimelineFigure(label, runs, median, rates)
+
+
+def flame_figures(cells) -> list[FlameFigure]:
+    """A flame graph of every stack set each cell's explaining run sampled (stacks.py)."""
+    out = []
+    for c in cells:
+        for s in stacks.for_cell(c):
+            name = f"{c.label}: {s.name}" if len(cells) > 1 else s.name
+            what = {"bytes": "bytes", "nanoseconds": "CPU time"}.get(s.unit, "samples x period")
+            out.append(FlameFigure(name, s.unit, stacks.merge(s), f"{name} ({len(s.stacks)} distinct stacks, "
+                                                                   f"widths by {what})"))
+    return out

@@ -2,12 +2,12 @@
 is made of, the timeline and the findings."""
 from __future__ import annotations
 
-from memsleuth import cpu_profile, heap, stacks
+from memsleuth import cpu_profile, heap
 from memsleuth.analysis import CheckAnalysis, failure_label
 from memsleuth.events import SYSCALL_COLUMNS
 from memsleuth.records import StoredRun
-from memsleuth.report.content import CompositionFigure, FlameFigure, Report, Table
-from memsleuth.report.sections import MIN_PLOT_POINTS, timeline_figure
+from memsleuth.report.content import CompositionFigure, Report, Table
+from memsleuth.report.sections import MIN_PLOT_POINTS, flame_figures, timeline_figure
 from memsleuth.report.wording import command_text, environment_lines, findings_answer, leftover_lines, \
     memsleuth_command
 from memsleuth.units import fmt_bytes, fmt_count, fmt_seconds, fmt_si
@@ -170,30 +170,25 @@ def attached_lines(run: StoredRun) -> list[str]:
 
 def smaps_tables(run: StoredRun) -> list[Table]:
     """check --pid: what resident memory is made of at the end of the window (/proc/PID/smaps)."""
-    maps = ((run.spec.facts or {}).get("attached") or {}).get("smaps") or {}
+    at = (run.spec.facts or {}).get("attached") or {}
+    maps, glibc = at.get("smaps") or {}, at.get("arenas") or {}
     rows = []
     for pid, kinds in maps.items():
         if isinstance(kinds, dict):
             rows += [[str(pid), kind, fmt_bytes(v)] for kind, v in kinds.items() if isinstance(v, (int, float))]
+        a = glibc.get(pid)
+        if isinstance(a, dict):
+            rows += [[str(pid), "glibc main arena (brk heap)", fmt_bytes(a.get("main_arena_rss"))],
+                     [str(pid), f"glibc other arenas ({a.get('arenas', 0)}), their heaps", fmt_bytes(a.get("arena_rss"))]]
     if not rows:
         return []
     return [Table("Memory: what the resident memory is made of now (/proc/PID/smaps, at the end of the window)",
                   ["process", "kind", "resident"], rows,
                   ["By mapping: the break's heap, other anonymous memory (mmap'd heaps and arenas, runtimes' heaps), "
-                   "stacks, file-backed and shared memory; huge pages and swap are parts of those, shown beside them."],
+                   "stacks, file-backed and shared memory; huge pages and swap are parts of those, shown beside them. "
+                   "glibc's arenas (under glibc's malloc): found in the process's memory by their heaps' headers, "
+                   "resident bytes from smaps; parts of the heap and anonymous rows."],
                   align_right={2})]
-
-
-def flame_figures(cells) -> list[FlameFigure]:
-    """A flame graph of every stack set each cell's explaining run sampled (stacks.py)."""
-    out = []
-    for c in cells:
-        for s in stacks.for_cell(c):
-            name = f"{c.label}: {s.name}" if len(cells) > 1 else s.name
-            what = {"bytes": "bytes", "nanoseconds": "CPU time"}.get(s.unit, "samples x period")
-            out.append(FlameFigure(name, s.unit, stacks.merge(s), f"{name} ({len(s.stacks)} distinct stacks, "
-                                                                   f"widths by {what})"))
-    return out
 
 
 def memory_view_tables(h: dict | None) -> list[Table]:

@@ -7,7 +7,7 @@ from memsleuth.analysis import (STANDOUT_FACTOR, STANDOUT_MIN_EVENTS, STANDOUT_M
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, HARDWARE_SHORT as HW_SHORT, SYSCALL_COLUMNS
 from memsleuth.records import StoredRun
 from memsleuth.report.content import RatioFigure, Report, Table, ThroughputFigure
-from memsleuth.report.sections import failures_table, timeline_figure
+from memsleuth.report.sections import failures_table, flame_figures, timeline_figure
 from memsleuth.report.wording import (environment_lines, group_label, kb_ci, leftover_lines, machine_lines,
                                       memsleuth_command, metric_text, metric_title, n_text, ns_ci, params_text,
                                       variant_lines, verdict_text, command_text)
@@ -41,6 +41,7 @@ def build(run: StoredRun, a: RunAnalysis) -> Report:
     figures = [throughput_figure(groups, swept, metric_title(run, groups)), ratio_figure(groups, swept)]
     figures += [f for g in groups for c in g.cells if (f := timeline_figure(c.short_label or c.cell.label,
                                                                            [s for _, s in c.ok_samples]))]
+    figures += flame_figures(run.cells)   # compare --where: each cell's sampled stacks
     return Report(f"memsleuth compare — run {run.id}", header, tables, footer, a.all_findings, quiet=a.quiet,
                   answer=a.answer,
                   figures=[f for f in figures if f], command=memsleuth_command(run.argv), run=run, analysis=a)
