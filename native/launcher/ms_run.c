@@ -574,6 +574,17 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   return 0;
 }
 
+/* SIGINT, SIGTERM and SIGHUP end the run (or the attached window) through g_interrupted. */
+static void catch_stops(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+}
+
 /* ---- attach: running processes measured for a window ---- */
 
 /* The process-wide times and faults of a running process (/proc/PID/stat), as of now. */
@@ -663,13 +674,7 @@ static int count_threads(const msr_procs *procs) {
  * (inherited: the threads and processes they create in the window are counted too), and closing
  * them detaches. The document is a run's, its rusage replaced by /proc's differences. */
 static int attach_mode(const msr_options *o) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_signal;
-  sa.sa_flags = SA_SIGINFO;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
+  catch_stops();
   prctl(PR_SET_PDEATHSIG, SIGTERM); /* memsleuth killed: ms-run detaches (its events close with it) */
   struct rlimit nofile;             /* a thread's events per CPU: raise the soft limit to what is allowed */
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
@@ -804,13 +809,7 @@ static int run_mode(const msr_options *o) {
   }
   /* Orphans of the command are reparented to ms-run, not to init: nothing escapes the run. */
   prctl(PR_SET_CHILD_SUBREAPER, 1);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_signal;
-  sa.sa_flags = SA_SIGINFO;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
+  catch_stops();
   /* If memsleuth dies (even SIGKILL), ms-run is told with SIGTERM and ends the command's whole
    * tree as on Ctrl-C, rather than leaving it running. */
   prctl(PR_SET_PDEATHSIG, SIGTERM);
