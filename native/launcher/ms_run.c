@@ -202,8 +202,8 @@ typedef struct {
   int nctr;
   const pid_t *roots; /* attach: the processes measured (their trees are) */
   int nroots;
-  int attached, threads_at_start, threads_at_end, window_stop;
-  uint64_t exited_ns; /* attach: when the last attached process exited (0: it did not) */
+  int threads_at_start, threads_at_end, window_stop; /* attach (nroots > 0) */
+  uint64_t exited_ns;                                /* attach: when the last attached process exited (0: it did not) */
   msr_args args;
   msr_cpu cpu;
   msr_sites outside;
@@ -493,7 +493,7 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args);
   if (o->cpu_sample_us) msr_cpu_json(&j, &r->cpu);
   if (o->outside_sites) msr_sites_json(&j, &r->outside);
-  if (r->attached) {
+  if (r->nroots) {
     msj_obj_begin(&j, "attached");
     msj_arr_begin(&j, "pids");
     for (int k = 0; k < r->nroots; k++) msj_i64(&j, NULL, r->roots[k]);
@@ -700,7 +700,7 @@ static int attach_mode(const msr_options *o) {
   pid_t *tids = NULL;
   int ntid = 0, cap = 0;
   threads_of(&procs, &tids, &ntid, &cap);
-  int threads_at_start = ntid;
+  r.threads_at_start = r.threads_at_end = ntid;
 
   ms_counters *ctrs = calloc((size_t)ntid, sizeof *ctrs);
   int nctr = 0;
@@ -729,8 +729,6 @@ static int attach_mode(const msr_options *o) {
   memset(&s0, 0, sizeof s0);
   uint64_t t0 = msr_now_ns();
   uint64_t deadline = o->duration_s > 0 ? t0 + (uint64_t)(o->duration_s * 1e9) : 0;
-  uint64_t exited_ns = 0;
-  int threads_at_end = threads_at_start;
   while (!g_interrupted) {
     uint64_t t = msr_now_ns();
     if (deadline && t >= deadline) break;
@@ -740,9 +738,9 @@ static int attach_mode(const msr_options *o) {
     the_tree(&r, &procs);
     if (procs.n) {
       times_update(&w, &procs, 0);
-      threads_at_end = count_threads(&procs);
+      r.threads_at_end = count_threads(&procs);
     } else { /* every attached process has exited: what was measured is kept */
-      exited_ns = t - t0;
+      r.exited_ns = t - t0;
       break;
     }
     uint64_t next = t + r.tl.interval_ms * 1000000u, now = msr_now_ns();
@@ -778,10 +776,6 @@ static int attach_mode(const msr_options *o) {
   ru->ru_majflt = (long)majf;
   r.reaper.main_done = 1; /* classify: the window ended as it should */
   r.reaper.main_status = 0;
-  r.attached = 1;
-  r.threads_at_start = threads_at_start;
-  r.threads_at_end = threads_at_end;
-  r.exited_ns = exited_ns;
   r.window_stop = g_interrupted;
   g_interrupted = 0; /* a stop is how a window without --duration ends, not an error */
   static const ms_counters none;

@@ -26,13 +26,21 @@ MAPPED_ALLOCATORS = (("libjemalloc", "jemalloc"), ("libmimalloc", "mimalloc"), (
                      ("libtbbmalloc", "tbbmalloc"))
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(flags, uid) of a process, or None when there is none."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (state first), or None when there is none."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(flags, uid) of a process, or None when there is none."""
+    fields = _stat_fields(pid)
+    try:
         return int(fields[6]), os.stat(f"/proc/{pid}").st_uid
-    except (OSError, IndexError, ValueError):
+    except (TypeError, OSError, IndexError, ValueError):
         return None
 
 
@@ -95,46 +103,56 @@ def allocator_of(pid: int):
     return allocators.resolve("glibc")[0]
 
 
-def smaps(pid: int) -> dict | None:
-    """What the process's resident memory is made of now, by mapping kind, in bytes: {kind: rss},
-    with "huge pages" (anonymous memory in transparent huge pages) and "swap" beside them."""
+def _mappings(pid: int) -> list[dict] | None:
+    """/proc/PID/smaps, a dict per mapping: start, end, perms, name, and its Rss, AnonHugePages and
+    Swap in bytes; None when it cannot be read."""
     try:
         with open(f"/proc/{pid}/smaps", encoding="utf-8", errors="replace") as f:
-            text = f.read()
+            lines = f.read().splitlines()
     except OSError:
         return None
-    out = {k: 0 for k in SMAPS_KINDS}
-    out["huge pages"] = out["swap"] = 0
-    kind = None
-    for line in text.splitlines():
+    out: list[dict] = []
+    for line in lines:
         head = line.split()
         if not head:
             continue
         if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
-            name = head[5] if len(head) > 5 else ""
-            shared = head[1][3:4] == "s"
-            if name == "[heap]":
-                kind = "heap (brk)"
-            elif name.startswith("[stack"):
-                kind = "stacks"
-            elif shared or name.startswith(("/dev/shm", "/SYSV", "/memfd:")) or "(deleted)" in line and shared:
-                kind = "shared memory"
-            elif name.startswith("/"):
-                kind = "file-backed"
-            elif name.startswith("["):
-                kind = None          # [vdso], [vvar], [vsyscall]
-            else:
-                kind = "anonymous"
-            continue
-        if kind is None or len(head) < 2 or not head[1].isdigit():
-            continue
-        kib = int(head[1]) * 1024
-        if head[0] == "Rss:":
-            out[kind] += kib
-        elif head[0] == "AnonHugePages:":
-            out["huge pages"] += kib
-        elif head[0] == "Swap:":
-            out["swap"] += kib
+            lo, hi = (int(x, 16) for x in head[0].split("-"))
+            out.append({"start": lo, "end": hi, "perms": head[1], "name": head[5] if len(head) > 5 else "",
+                        "Rss": 0, "AnonHugePages": 0, "Swap": 0})
+        elif out and head[0][:-1] in ("Rss", "AnonHugePages", "Swap") and len(head) > 1 and head[1].isdigit():
+            out[-1][head[0][:-1]] = int(head[1]) * 1024
+    return out
+
+
+def _kind(m: dict) -> str | None:
+    """A mapping's kind (SMAPS_KINDS), None for the kernel's own ([vdso], [vvar], [vsyscall])."""
+    name = m["name"]
+    if name == "[heap]":
+        return "heap (brk)"
+    if name.startswith("[stack"):
+        return "stacks"
+    if m["perms"][3:4] == "s" or name.startswith(("/dev/shm", "/SYSV", "/memfd:")):
+        return "shared memory"
+    if name.startswith("/"):
+        return "file-backed"
+    return None if name.startswith("[") else "anonymous"
+
+
+def smaps(pid: int) -> dict | None:
+    """What the process's resident memory is made of now, by mapping kind, in bytes: {kind: rss},
+    with "huge pages" (anonymous memory in transparent huge pages) and "swap" beside them."""
+    maps = _mappings(pid)
+    if maps is None:
+        return None
+    out = {k: 0 for k in SMAPS_KINDS}
+    out["huge pages"] = out["swap"] = 0
+    for m in maps:
+        kind = _kind(m)
+        if kind is not None:
+            out[kind] += m["Rss"]
+            out["huge pages"] += m["AnonHugePages"]
+            out["swap"] += m["Swap"]
     return out
 
 
@@ -147,14 +165,7 @@ ATTACH_FAULT_SAMPLES_S = 100
 def fault_period(pids: list[int]) -> int:
     """The page-fault period for about ATTACH_FAULT_SAMPLES_S samples a second at the processes' rate now."""
     def faults() -> int:
-        total = 0
-        for pid in pids:
-            try:
-                with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
-                    total += int(f.read().rsplit(")", 1)[1].split()[7])
-            except (OSError, IndexError, ValueError):
-                pass
-        return total
+        return sum(int(f[7]) for f in map(_stat_fields, pids) if f and len(f) > 7 and f[7].isdigit())
     before = faults()
     time.sleep(FAULT_PROBE_S)
     rate = (faults() - before) / FAULT_PROBE_S
@@ -172,24 +183,17 @@ def arenas(pid: int) -> dict | None:
     """glibc's arenas of a running process: {"main_arena_rss", "arenas", "arena_rss"} in bytes and
     counts, or None where its memory cannot be read."""
     import struct
-    maps, rss = [], {}
+    maps = _mappings(pid)
+    if maps is None:
+        return None
+    rss = {m["start"]: m["Rss"] for m in maps}
+    main = sum(m["Rss"] for m in maps if m["name"] == "[heap]")
+    heaps = {}
     try:
-        with open(f"/proc/{pid}/smaps", encoding="utf-8", errors="replace") as f:
-            start = None
-            for line in f:
-                head = line.split()
-                if head and "-" in head[0] and not head[0].endswith(":"):
-                    lo, hi = (int(x, 16) for x in head[0].split("-"))
-                    name = head[5] if len(head) > 5 else ""
-                    maps.append((lo, hi, head[1], name))
-                    start = lo
-                elif head[:1] == ["Rss:"] and start is not None:
-                    rss[start] = int(head[1]) * 1024
-        main = sum(rss.get(lo, 0) for lo, _, _, name in maps if name == "[heap]")
-        heaps = {}
         with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
-            for lo, hi, perms, name in maps:
-                if name or not perms.startswith("rw") or lo % HEAP_MAX:
+            for m in maps:
+                lo = m["start"]
+                if m["name"] or not m["perms"].startswith("rw") or lo % HEAP_MAX:
                     continue
                 try:
                     mem.seek(lo)

@@ -260,8 +260,8 @@ def attach_argv(pids: list[int], out_path: str, sites_dir: str, duration_s: floa
     return argv + ["--syscall-args-every", f"faults={ATTACH_FAULTS_EVERY}"]
 
 
-def attach_window(pids: list[int], duration_s: float | None, fault_period: int = 1000,
-                  on_start=None) -> tuple[Sample, dict, bool]:
+def attach_window(pids: list[int], duration_s: float | None,
+                  fault_period: int = 1000) -> tuple[Sample, dict, bool]:
     """(the window as a Sample, its call sites, whether Ctrl-C ended it) of running processes:
     ms-run --attach, and perf record (DWARF call graphs) beside it where perf is installed. Ctrl-C
     ends the window: both stop, and what they measured is kept."""
@@ -272,8 +272,6 @@ def attach_window(pids: list[int], duration_s: float | None, fault_period: int =
         recorder = where.attach_recorder(pids, tmp, fault_period)
         proc = subprocess.Popen(attach_argv(pids, out, sites_dir, duration_s), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
-        if on_start:
-            on_start()
         interrupted = False
         try:
             _, err = proc.communicate()
@@ -284,23 +282,20 @@ def attach_window(pids: list[int], duration_s: float | None, fault_period: int =
                 _, err = proc.communicate(timeout=_STOP_GRACE_S + 10)
             except BaseException:
                 proc.kill()
+                where.stop_recorder(recorder, {})
                 raise
-        found = where.stop_recorder(recorder)
         try:
             with open(out, encoding="utf-8", errors="replace") as f:
                 doc = json.load(f)
         except (OSError, json.JSONDecodeError) as e:
-            sample = _failed(f"ms-run --attach failed (exit {proc.returncode}): {err.strip() or e}")
-            return sample, {"unavailable": "the window was not measured"}, interrupted
+            where.stop_recorder(recorder, {})
+            return (_failed(f"ms-run --attach failed (exit {proc.returncode}): {err.strip() or e}"),
+                    {"unavailable": "the window was not measured"}, interrupted)
         counted = {**(doc.get("syscalls") or {}),
                    "page-faults": (doc.get("counters") or {}).get("page-faults-minor", 0)}
+        found = where.stop_recorder(recorder, counted)
         kernel = where.read_sampled(sites_dir, None, counts=counted)
         sites = found if found and "events" in found else kernel
         if found and "unavailable" in found and "events" in kernel:
             kernel.setdefault("notes", []).append(found["unavailable"])
-        if sites is found:
-            for name, e in sites["events"].items():   # sampled at a rate: a sample stands for count / samples
-                if e.get("samples"):
-                    e["period"] = max(1, round(float(counted.get(name) or 0) / e["samples"]))
-            sites["notes"].append("call sites from perf record (DWARF call graphs) beside the window")
     return Sample.from_msrun(normalise(doc)), sites, interrupted

@@ -107,6 +107,14 @@ def sites_spec(periods_: dict[str, int]) -> str:
     return ",".join(f"{event}={int(period)}" for event, period in periods_.items())
 
 
+def at_rate(sites: dict[str, dict], counts: dict[str, float]) -> None:
+    """Events sampled at a rate, not a period (attach): each event's period is then its count over
+    the same window divided by its samples, so a stack's samples x period estimate its events."""
+    for name, found in sites.items():
+        if found.get("samples"):
+            found["period"] = max(1, round(float(counts.get(name) or 0) / found["samples"]))
+
+
 def read_sampled(folder: str, allocator: str | None, counts: dict[str, float] | None = None) -> dict:
     """The sampler's per-process documents as call sites per event (the shape `record` returns), or
     {"unavailable": why} when it took no sample to speak of (then perf record is the way).
@@ -141,8 +149,8 @@ def read_sampled(folder: str, allocator: str | None, counts: dict[str, float] | 
     sites = summarise(samples, allocator=allocator)
     for name, found in sites.items():
         found["period"] = int((events.get(name) or {}).get("period") or 1)
-        if counts is not None and found.get("samples"):
-            found["period"] = max(1, round(float(counts.get(name) or 0) / found["samples"]))
+    if counts is not None:
+        at_rate(sites, counts)
     notes += [f"{name}: not sampled ({e.get('why')})" for name, e in events.items() if not e.get("opened")]
     notes += language_notes(docs, samples)
     late = sum(int(d.get("async") or 0) for d in docs)
@@ -229,9 +237,10 @@ def attach_recorder(pids: list[int], tmp: str, fault_period: int):
     for s in SYSCALL_COLUMNS:
         argv += ["-e", EVENTS[s]]
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True, errors="replace", env=env, preexec_fn=_stop_with_parent)
+    try:   # its messages to a file: a pipe nobody reads while the window lasts could fill and stall it
+        with open(data + ".err", "w") as err:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                    env=env, preexec_fn=_stop_with_parent)
     except OSError:
         return None
     return proc, perf, data
@@ -246,8 +255,9 @@ def _stop_with_parent() -> None:
         pass
 
 
-def stop_recorder(recorder) -> dict | None:
-    """The call sites perf recorded beside the window, or None (no perf, no data)."""
+def stop_recorder(recorder, counts: dict[str, float]) -> dict | None:
+    """The call sites perf recorded beside the window (`counts`: the window's, each event's period
+    from them: at_rate), {"unavailable": why} when perf failed, None without perf or samples."""
     if recorder is None:
         return None
     proc, perf, data = recorder
@@ -259,15 +269,19 @@ def stop_recorder(recorder) -> dict | None:
         proc.kill()
         proc.wait()
     if not os.path.exists(data):
-        why = (proc.stderr.read().strip().splitlines() or ["no data"])[-1] if proc.stderr else "no data"
+        try:
+            with open(data + ".err", encoding="utf-8", errors="replace") as f:
+                why = (f.read().strip().splitlines() or ["no data"])[-1]
+        except OSError:
+            why = "no data"
         return {"unavailable": f"perf record beside the window failed: {why}"}
     notes: list[str] = []
     out = _script(perf, data, notes)
     if out is None:
         return None
     sites = summarise(name_perf_frames(parse(out.stdout), notes))
-    for found in sites.values():
-        found["period"] = 1     # a rate: the stacks' shares are what the sites say
+    at_rate(sites, counts)
+    notes.append("call sites from perf record (DWARF call graphs) beside the window")
     return {"events": sites, "notes": notes, "sampler": "perf record"} if sites else None
 
 

@@ -134,7 +134,9 @@ def test_ctrl_c_ends_a_window_without_duration(tmp_path, service):
 
 def test_bad_pids_get_one_line_and_exit_2(tmp_path):
     free = next(p for p in range(4_000_000, 4_100_000) if not os.path.exists(f"/proc/{p}"))
-    cases = [(["--pid", str(free)], "no such process"), (["--pid", "abc"], "must be a process id")]
+    cases = [(["--pid", str(free)], "no such process"), (["--pid", "abc"], "must be a process id"),
+             (["--pid", "1", "--alloc", "jemalloc"], "does not apply to --pid"),
+             (["--pid", "1", "--duration", "5ms"], "--duration must be a number of seconds")]
     with open("/proc/2/stat") as f:
         if "kthreadd" in f.read():
             cases.append((["--pid", "2"], "kernel thread"))

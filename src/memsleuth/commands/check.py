@@ -89,6 +89,11 @@ def _attach(args, command: list[str] | None, console: Console) -> int:
         raise UsageError("check --pid measures a process that is already running: leave out the command after --")
     if args.try_:
         raise UsageError("--try measures changes by running the program again: it cannot apply to --pid")
+    for given, name, why in ((args.alloc, "--alloc", "its allocator is the one it runs with"),
+                             (args.env, "--env", "its environment is the one it started with"),
+                             (args.reps != "1", "--reps", "it is measured once, for the window")):
+        if given:
+            raise UsageError(f"{name} does not apply to --pid: the process is already running ({why})")
     pids = [options.pid(p) for p in args.pid]
     duration = options.duration(args.duration) if args.duration else None
     pids = attach.validate(pids)

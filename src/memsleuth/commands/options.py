@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import shutil
 
 from memsleuth import plan as planning
@@ -128,12 +129,10 @@ def pid(text: str) -> int:
 
 def duration(text: str) -> float:
     """A window in seconds: '30', '30s', '2m'."""
-    t = text.strip().lower()
-    scale = 60.0 if t.endswith("m") else 1.0
-    try:
-        v = float(t.rstrip("ms")) * scale
-    except ValueError:
-        raise UsageError(f"--duration must be a number of seconds (30, 30s, 2m), got {text!r}") from None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|m)?\s*", text.lower())
+    if m is None:
+        raise UsageError(f"--duration must be a number of seconds (30, 30s, 2m), got {text!r}")
+    v = float(m.group(1)) * (60.0 if m.group(2) == "m" else 1.0)
     if not math.isfinite(v) or not v > 0 or v > MAX_TIMEOUT_S:
         raise UsageError(f"--duration must be positive and at most {MAX_TIMEOUT_S:g} s, got {text!r}")
     return v
