@@ -27,8 +27,8 @@ import time
 
 from common import Holder, fixture, interleave, ratio_line, wall
 
-from memsleuth import allocators, launcher, runner, where
-from memsleuth.plan import Cell
+from memsleuth.measure import allocators, launcher, runner, where
+from memsleuth.measure.plan import Cell
 
 ROUNDS = 3
 

@@ -30,8 +30,9 @@ from pathlib import Path
 
 from common import Holder, interleave, ratio_line, wall
 
-from memsleuth import allocators, launcher, runner, symbols, where
-from memsleuth.plan import Cell
+from memsleuth.measure import allocators, launcher, runner, where
+from memsleuth.records import symbols
+from memsleuth.measure.plan import Cell
 
 ROUNDS = 3
 HERE = Path(__file__).resolve().parent / "langs"

@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 from memsleuth import stats
-from memsleuth.runner import TracepointHolder
+from memsleuth.measure.runner import TracepointHolder
 
 FIXTURES = Path(os.environ.get("MEMSLEUTH_TEST_FIXTURES", ROOT / "build" / "test"))
 

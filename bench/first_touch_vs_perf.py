@@ -17,9 +17,9 @@ import sys
 
 from common import Holder, interleave, ratio_line  # noqa: E402
 
-from memsleuth import allocators, launcher
-from memsleuth.plan import Cell
-from memsleuth.workloads import first_touch
+from memsleuth.measure import allocators, launcher
+from memsleuth.measure.plan import Cell
+from memsleuth.measure.workloads import first_touch
 
 BYTES = 1 << 30
 ROUNDS = 7

@@ -75,7 +75,7 @@ def separate(db: str, base: list[str], cand: list[str]) -> int:
             argv += ["--env", e]
         if _memsleuth(*argv) != 0:
             raise SystemExit("compare failed")
-        from memsleuth.store import Store
+        from memsleuth.records.store import Store
         ids.append(Store(db, readonly=True).latest_run_id())
     return _memsleuth("diff", str(ids[0]), str(ids[1]), "--db", db)
 
@@ -115,8 +115,8 @@ def calibrate(db: str) -> tuple[dict[str, int], dict[str, float]]:
 
 def gate_ratio(db: str) -> float | None:
     """The time ratio (candidate / baseline, paired median) the latest A/B session measured."""
-    from memsleuth import gate as gating
-    from memsleuth.store import Store
+    from memsleuth.analysis import gate as gating
+    from memsleuth.records.store import Store
     st = Store(db, readonly=True)
     run = st.load_run(st.latest_run_id())
     b, c = ({r: s for r, s in cell.measured()} for cell in run.cells)
@@ -136,8 +136,8 @@ def _bootstrap_min_ratio(a: list[float], b: list[float], rng: random.Random) -> 
 
 def estimators(db: str, spins: dict[str, int], sessions: int) -> None:
     """CI half-widths of the time estimators on the same fixed-length A/B sessions."""
-    from memsleuth import gate as gating
-    from memsleuth.store import Store
+    from memsleuth.analysis import gate as gating
+    from memsleuth.records.store import Store
     rng = random.Random(1)
     rows: dict[str, list[float]] = {"paired median, CPU time": [], "paired median, wall time": [],
                                     "ratio of fastest runs, wall time": []}

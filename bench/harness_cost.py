@@ -11,8 +11,9 @@ import os
 import tempfile
 
 from common import Holder, interleave
-from memsleuth import allocators, native, stats
-from memsleuth.launcher import normalise
+from memsleuth.measure import allocators, native
+from memsleuth import stats
+from memsleuth.measure.launcher import normalise
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 

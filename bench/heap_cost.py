@@ -15,7 +15,8 @@ import subprocess
 import tempfile
 
 from common import fixture, interleave, ratio_line
-from memsleuth import allocators, heap, native
+from memsleuth.measure import allocators, native
+from memsleuth.records import heap
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "10"))
 WORKLOADS = [("random-mixed", ["--iterations=3000000", "--ws=400"]),
@@ -38,7 +39,7 @@ def cpu_per_op(argv: list[str], preload: str | None) -> float:
 
 
 def main() -> None:
-    lib = heap.library()
+    lib = str(native.native_path("libmsheap.so"))
     print(f"heap accounting cost: region main's CPU time per op with libmsheap / without, {ROUNDS} interleaved rounds")
     for name, args in WORKLOADS:
         argv = [str(native.native_path(name)), *args]

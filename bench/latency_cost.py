@@ -9,8 +9,8 @@ import subprocess
 import tempfile
 
 from common import Holder, interleave, ratio_line
-from memsleuth import allocators, native, workloads
-from memsleuth.launcher import normalise
+from memsleuth.measure import allocators, native, workloads
+from memsleuth.measure.launcher import normalise
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "9"))
 EVERY = int(os.environ.get("BENCH_EVERY", "256"))

@@ -12,7 +12,7 @@ import os
 import tempfile
 
 from common import Holder, interleave, ratio_line, wall
-from memsleuth import native
+from memsleuth.measure import native
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "20"))
 WORKLOAD = [str(native.native_path("random-mixed")), "--iterations=2000000", "--ws=4000"]

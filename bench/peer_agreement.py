@@ -17,7 +17,7 @@ import tempfile
 
 from scipy import stats as st
 
-from memsleuth import allocators, workloads
+from memsleuth.measure import allocators, workloads
 
 RUNS = int(os.environ.get("BENCH_ROUNDS", "7"))
 WORKLOADS = {"cross-thread": ["iterations=300000"], "server": ["iterations=300000"],

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from memsleuth import stats
-from memsleuth.analysis import Group, analyse
-from memsleuth.store import Store
+from memsleuth.analysis.summary import Group, analyse
+from memsleuth.records.store import Store
 
 
 def paired_estimate(group: Group, name: str, ref: str) -> stats.Estimate | None:

@@ -10,7 +10,7 @@ import shutil
 import tempfile
 
 from common import Holder, fixture, interleave, ratio_line, wall
-from memsleuth import native
+from memsleuth.measure import native
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "10"))
 CALLS = "200000"

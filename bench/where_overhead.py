@@ -18,7 +18,7 @@ import sys
 
 from common import Holder, fixture, interleave, ratio_line, wall
 
-from memsleuth import native, where
+from memsleuth.measure import native, where
 
 ROUNDS = 9
 

@@ -17,6 +17,12 @@ HARDWARE_SHORT = {"cycles": "cycles", "instructions": "instr", "cache-references
                   "dTLB-load-misses": "dTLB-miss"}
 FAULT_EVENTS = ("page-faults-minor", "page-faults-major", "context-switches")
 
+# A mechanism that costs less than 5% of the CPU time changes no decision: run-to-run noise on
+# this project's machines is 1-5% (docs/statistics.md), so a smaller cost could not even be seen
+# in the timing. And at least 10 ms: rusage counts system time in scheduler ticks (4 ms at
+# HZ=250), so below a few ticks the measured kernel time itself is not resolved.
+MATERIAL_SHARE = 0.05
+MIN_COST_NS = 10_000_000
 # Below these counts in a run, a system call is housekeeping (the loader, the runtime, a final
 # trim) whatever it costs: the floor of each mechanism rule (findings/), and the counts at which a
 # measured cell gets an explaining run that records the calls' arguments (runner), since the

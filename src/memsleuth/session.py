@@ -11,26 +11,23 @@ import time
 
 from rich.console import Console
 
-from memsleuth import __version__, machine, plan as planning, runner, workloads
-from memsleuth.allocators import Allocator
+from memsleuth import __version__
+from memsleuth.measure import machine, plan as planning, runner, workloads
+from memsleuth.measure.allocators import Allocator, allocator_info
 from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK
-from memsleuth.model import AllocatorInfo, RunSpec
-from memsleuth.output import say_written, write_text, write_with
-from memsleuth.plan import Plan
-from memsleuth.records import REFERENCE_POSITION, StoredRun
-from memsleuth.store import Store
+from memsleuth.records.model import RunSpec
+from memsleuth.report.output import say_written, write_text, write_with
+from memsleuth.measure.plan import Plan
+from memsleuth.records.stored import REFERENCE_POSITION, StoredRun
+from memsleuth.records.store import Store
 
 
 def redacted(argv: list[str]) -> list[str]:
     """The command line as stored and shown: a database URL's password never is, and bytes that
     were not UTF-8 are shown as U+FFFD."""
-    from memsleuth.store_pg import display
+    from memsleuth.records.store_pg import display
     from memsleuth.textsafe import clean_bytes
     return [clean_bytes(display(a) if "postgres" in a.lower() else a) for a in argv]
-
-
-def allocator_info(a: Allocator) -> AllocatorInfo:
-    return AllocatorInfo.from_dict(a.to_dict())
 
 
 def spec_for(p: Plan, **extra) -> RunSpec:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memsleuth import native
+from memsleuth.measure import native
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,6 +66,6 @@ needs_pmu = pytest.mark.skipif(not HAVE_PMU, reason=NO_PMU_REASON)
 
 
 def regions_of(doc: dict) -> list[dict]:
-    from memsleuth.launcher import normalise
+    from memsleuth.measure.launcher import normalise
     probe = normalise(dict(doc)).get("probe", [])
     return [p for p in probe if isinstance(p, dict) and p.get("type") == "region"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from memsleuth import allocators
+from memsleuth.measure import allocators
 from memsleuth.errors import UsageError
 from conftest import fixture
 

@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from memsleuth import allocators, native
+from memsleuth.measure import allocators, native
 from memsleuth.cases import alloc_churn, cache_flush, first_touch, thread_heap
-from memsleuth.store import Store
+from memsleuth.records.store import Store
 from conftest import fixture, memsleuth, needs_tracepoints
 
 PAGE = 4096
@@ -241,7 +241,7 @@ def test_show_reprints_a_stored_case(tmp_path):
 
 def test_parameter_kinds_parse_sizes_counts_and_choices():
     from memsleuth.errors import UsageError
-    from memsleuth.workloads.base import Param
+    from memsleuth.measure.workloads.base import Param
     assert Param("b", 0, 1, 1 << 40, kind="size").parse("4M", "t") == 4 << 20
     assert Param("s", "", 64, 1 << 40, kind="sizes").parse("4M,1K", "t") == f"{4 << 20},1024"
     assert Param("w", "", 1, 1 << 30, kind="counts").parse("400,40k", "t") == "400,40000"

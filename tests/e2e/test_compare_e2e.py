@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from memsleuth import allocators
+from memsleuth.measure import allocators
 from conftest import fixture, memsleuth
 
 SMALL = ["--param", "iterations=20000", "--param", "ws=100,1000"]

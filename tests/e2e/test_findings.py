@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from memsleuth import allocators
-from memsleuth.findings import cost
+from memsleuth.measure import allocators
+from memsleuth.analysis import cost
 from conftest import ROOT, fixture, memsleuth, needs_tracepoints, HAVE_PMU
 
 # Findings about the measurement or the machine, not about a mechanism in the program.

@@ -11,7 +11,7 @@ import tempfile
 
 from conftest import fixture, memsleuth
 
-from memsleuth import heap
+from memsleuth.records import heap
 
 
 def _account(*cmd: str, preload: str | None = None) -> tuple[dict, str]:
@@ -24,7 +24,7 @@ def _account(*cmd: str, preload: str | None = None) -> tuple[dict, str]:
 
 
 def test_live_bytes_match_what_the_program_counts_under_each_allocator():
-    from memsleuth import allocators
+    from memsleuth.measure import allocators
     for alloc in [a for a in allocators.available() if a.name in ("glibc", "mimalloc", "jemalloc", "tcmalloc")]:
         h, out = _account(fixture("fx-live"), "100000", "3", "2", preload=alloc.preload)
         truth = json.loads(out)
@@ -70,7 +70,7 @@ def test_per_thread_arenas_keep_what_their_threads_freed(tmp_path):
 def test_forked_workers_that_end_by_exit_are_accounted_with_their_arenas():
     """thread-heap's workers are forked and end with _exit (no atexit handler runs): each still
     writes its document. In threads mode each thread's arena is one arena, its heaps grouped."""
-    from memsleuth import native
+    from memsleuth.measure import native
     prog = str(native.native_path("thread-heap"))
     h, _ = _account(prog, "--mode=processes", "--threads=3", "--calls=200", "--elems=1000")
     assert h["processes"] == 4 and len(h["processes_detail"]) == 4      # the parent and three workers

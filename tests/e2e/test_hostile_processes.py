@@ -103,7 +103,7 @@ def test_a_backtracking_metric_regex_ends_in_a_recorded_error_not_a_hang(tmp_pat
 
 
 def test_the_fleet_script_quotes_every_path_and_runs_nothing_from_it(tmp_path):
-    from memsleuth.fleet import Target, script
+    from memsleuth.measure.fleet import Target, script
     marker = tmp_path / "INJECTED"
     results = tmp_path / "a b 'q' \"d\" fl$(touch INJECTED) `touch INJECTED` ${HOME}"
     results.mkdir()
@@ -118,7 +118,7 @@ def test_the_fleet_script_quotes_every_path_and_runs_nothing_from_it(tmp_path):
 
 @pytest.mark.parametrize("value", ["glibc.malloc.arena_max=1_0", "glibc.malloc.arena_max=\u0661"])
 def test_tunable_values_glibc_would_misread_are_refused(value):
-    from memsleuth import tunables
+    from memsleuth.measure import tunables
     from memsleuth.errors import UsageError
     if tunables.known() is None:
         pytest.skip("this loader cannot list its tunables")

@@ -68,7 +68,7 @@ def test_a_tree_of_programs_is_judged_per_program_not_against_one_peak(tmp_path)
 
 
 def test_a_preload_that_does_not_reach_the_program_is_never_an_ok_cell(tmp_path):
-    from memsleuth import allocators
+    from memsleuth.measure import allocators
     other = next((a for a in allocators.available() if a.preload), None)
     if other is None:
         pytest.skip("no allocator package installed besides glibc")

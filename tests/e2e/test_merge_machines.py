@@ -131,7 +131,7 @@ def _status_line(text: str) -> str:
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="a second host name needs root (unshare --uts)")
 def test_a_killed_run_reads_interrupted_on_every_host_before_and_after_merge(tmp_path):
-    from memsleuth.store import HEARTBEAT_S, STALE_S
+    from memsleuth.records.store import HEARTBEAT_S, STALE_S
     db, target = tmp_path / "k.db", tmp_path / "team.db"
     p = subprocess.Popen([sys.executable, "-m", "memsleuth", "compare", "--alloc", "glibc", "--reps", "60",
                           "--db", str(db), "--", "sleep", "0.2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

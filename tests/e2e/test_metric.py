@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from memsleuth import allocators
+from memsleuth.measure import allocators
 from conftest import memsleuth
 
 # A benchmark that runs for a fixed time and prints its throughput; it "runs faster" (prints

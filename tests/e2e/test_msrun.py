@@ -8,7 +8,7 @@ import pytest
 import json
 import subprocess
 
-from memsleuth import allocators, native
+from memsleuth.measure import allocators, native
 from conftest import fixture, ms_run, needs_pmu, regions_of
 
 
@@ -205,7 +205,7 @@ def test_hardware_counters_count_when_a_pmu_exists():
 
 def test_a_workloads_result_survives_any_amount_of_output():
     # The result line travels on MEMSLEUTH_FD; 100 KB of stdout after it cannot hide or fake it.
-    from memsleuth.launcher import normalise
+    from memsleuth.measure.launcher import normalise
     rm = str(native.native_path("random-mixed"))
     fake = """echo '{"workload": "fake", "checksum": 0}'"""
     doc = ms_run("--", "sh", "-c", f"{rm} --iterations=1000 --ws=10; head -c 100000 /dev/zero | tr '\\0' x; {fake}")

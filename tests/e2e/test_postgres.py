@@ -127,7 +127,7 @@ def test_a_killed_writer_reads_interrupted_on_every_host_on_postgres(pg_url, tmp
     import time
     from datetime import datetime, timedelta, timezone
     import psycopg
-    from memsleuth.store import STALE_S
+    from memsleuth.records.store import STALE_S
     if shutil.which("unshare") is None:
         pytest.skip("unshare (util-linux) missing: no second host name")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memsleuth import allocators
+from memsleuth.measure import allocators
 from conftest import ROOT, fixture, memsleuth
 
 QUICK = ["--param", "iterations=2000", "--param", "ws=20", "--reps", "2"]
@@ -411,7 +411,7 @@ def test_commands_are_shown_shell_quoted(tmp_path):
 # ---- 12. smaller ones ------------------------------------------------------------------------
 
 def test_few_runs_still_get_spread_warnings():
-    from memsleuth import quality
+    from memsleuth.analysis import quality
     codes = {w.code for w in quality.cell_warnings("c", [1.0, 1.02, 1.6, 0.99, 1.01])}
     assert {"few-samples", "cv", "outliers"} <= codes
 
@@ -429,7 +429,7 @@ def test_csv_keeps_full_precision(tmp_path):
 
 
 def test_progress_without_a_terminal_names_the_cell(tmp_path, monkeypatch):
-    from memsleuth import runner
+    from memsleuth.measure import runner
     monkeypatch.setattr(runner, "PLAIN_PROGRESS_EVERY_S", 0.0)
     from memsleuth.cli import main
     import io
@@ -453,7 +453,7 @@ def test_a_reader_held_open_keeps_its_locks_while_other_stores_come_and_go(tmp_p
     writer take itself for the last user and delete the -shm under the reader ("malformed")."""
     import subprocess
     import sys
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     db = tmp_path / "s.db"
     Store(db).close()
     reader = Store(db, readonly=True)
@@ -474,7 +474,7 @@ def test_the_tracepoint_holder_is_let_go_without_waiting_for_its_closes(tmp_path
     """The holder's closes wait out an RCU grace period per tracepoint; the runs are over by then and
     nothing waits for them. A stand-in holder that, after its stdin closes, waits for a file shows
     that leaving the `with` does not wait, and that the process is still reaped."""
-    from memsleuth import native, runner
+    from memsleuth.measure import native, runner
     gate = tmp_path / "gate"
     holder = tmp_path / "holder"
     holder.write_text(f"#!/bin/sh\necho ready\ncat >/dev/null\nwhile [ ! -e '{gate}' ]; do sleep 0.05; done\n")

@@ -8,8 +8,8 @@ import os
 import re
 import subprocess
 
-from memsleuth import allocators, launcher, native
-from memsleuth.plan import Cell
+from memsleuth.measure import allocators, launcher, native
+from memsleuth.measure.plan import Cell
 from conftest import fixture, ms_run, needs_tracepoints
 
 

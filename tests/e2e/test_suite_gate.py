@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from memsleuth import regression, workloads
+from memsleuth.analysis import regression
+from memsleuth.measure import workloads
 from conftest import fixture, memsleuth
 
 
@@ -62,7 +63,7 @@ def test_diff_reads_the_normalised_change_and_shows_the_reference(tmp_path):
     assert proc.returncode == 1, proc.stdout
     text = md.read_text()
     assert "reference cell" in text and "normalised change" in text and "REGRESSION" in text
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     st = Store(db, readonly=True)
     a, b = st.load_run(1), st.load_run(2)
     assert a.reference is not None and len(a.reference.measured()) == 6

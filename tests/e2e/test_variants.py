@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from memsleuth import allocators
+from memsleuth.measure import allocators
 from memsleuth.errors import UsageError
-from memsleuth.plan import EnvVariant
+from memsleuth.measure.plan import EnvVariant
 from conftest import memsleuth
 
 

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from memsleuth import allocators
+from memsleuth.measure import allocators
 from conftest import fixture, memsleuth, needs_tracepoints
 
 # Findings about the measurement or the machine, not about a mechanism in the program.
@@ -193,11 +193,12 @@ def test_a_run_killed_by_its_timeout_keeps_its_timeline(tmp_path):
 
 
 def test_without_perf_call_sites_say_what_is_missing(monkeypatch):
-    from memsleuth import where
+    from memsleuth.measure import where
+    from memsleuth.records import sites
     monkeypatch.setattr(where, "perf_path", lambda: None)
     got = where.record(["true"], {}, None, {"page-faults": 100}, 10)
     assert "perf is not installed" in got["unavailable"]
-    assert "perf is not installed" in where.lines_for(got, "brk")[0]
+    assert "perf is not installed" in sites.lines_for(got, "brk")[0]
 
 
 def test_a_process_tree_names_its_commands(tmp_path):

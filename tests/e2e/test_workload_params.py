@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from memsleuth import native
-from memsleuth.workloads import WORKLOADS
+from memsleuth.measure import native
+from memsleuth.measure.workloads import WORKLOADS
 
 BAD = "not-a-value"
 RANGE = re.compile(r"--(?P<name>[\w-]+) must be an integer in \[(?P<lo>\d+), (?P<hi>\d+)\]")

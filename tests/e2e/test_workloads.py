@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from memsleuth import allocators, native, workloads
+from memsleuth.measure import allocators, native, workloads
 from conftest import memsleuth
 
 # Small parameters per workload: seconds, not minutes, under every allocator.

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from memsleuth import analysis
+from memsleuth.analysis import summary as analysis
 from memsleuth.cases import alloc_churn, first_touch
-from memsleuth.evidence import Timeline, median_by_wall
-from memsleuth.findings import cost, heap_trim, zero_page
+from memsleuth.records.evidence import Timeline, median_by_wall
+from memsleuth.analysis import cost
+from memsleuth.analysis.findings import heap_trim, zero_page
 from memsleuth.report import builders, json_export, markdown, wording
-from memsleuth.store import Store
+from memsleuth.records.store import Store
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "compare-random-mixed.db"
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from memsleuth import analysis, findings
-from memsleuth.evidence import Sample
-from memsleuth.findings import cost, heap_trim, madvise_storm, mmap_churn, mremap_churn, zero_page
-from memsleuth.findings.view import CellView
+from memsleuth.analysis import summary as analysis, findings
+from memsleuth.records.evidence import Sample
+from memsleuth.analysis import cost
+from memsleuth.analysis.findings import heap_trim, madvise_storm, mmap_churn, mremap_churn, zero_page
+from memsleuth.analysis.view import CellView
 from memsleuth.units import PAGE_BYTES
 
 MS = 1_000_000
@@ -226,7 +227,7 @@ def test_overlapping_but_different_counts_decide_nothing():
 
 
 def test_kernel_time_speaks_only_for_memory_work_no_rule_named():
-    from memsleuth.findings import kernel_time
+    from memsleuth.analysis.findings import kernel_time
     # A short interpreter run: 57 ms of kernel time, 9,415 faults (about 9 ms here): exec and
     # start-up's mappings, not memory behaviour. Silent; the run's one line has the total.
     startup = view(process(wall_ms=160, user_ms=95, sys_ms=57, minflt=9415, syscalls={"mmap": 200, "brk": 20}))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memsleuth import cpu_profile
-from memsleuth.cpu_profile import EXIT, FAULT, OTHER, USER, classify
+from memsleuth.records import cpu_profile
+from memsleuth.records.cpu_profile import EXIT, FAULT, OTHER, USER, classify
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -71,9 +71,9 @@ def test_a_stored_profile_reads_as_perf_record_saw_the_same_program():
 
 
 def test_findings_cost_by_the_samples_and_say_so():
-    from memsleuth.evidence import Sample
-    from memsleuth.findings import cost
-    from memsleuth.findings.view import CellView
+    from memsleuth.records.evidence import Sample
+    from memsleuth.analysis import cost
+    from memsleuth.analysis.view import CellView
     d = stored()
     doc = {"status": "ok", "wall_ns": 2_200_000_000, "user_ns": d["user_ns"], "sys_ns": d["sys_ns"],
            "minflt": 1_638_000, "maxrss_kb": 17_000, "syscalls": {"mmap": 200, "munmap": 200, "madvise": 200}}
@@ -128,9 +128,9 @@ def _tree_profile(mapped_by_prog: int) -> dict:
 
 
 def test_a_preload_that_missed_the_measured_program_is_said_and_no_allocator_is_offered():
-    from memsleuth.evidence import Sample
-    from memsleuth.findings import preload_missed
-    from memsleuth.findings.view import CellView
+    from memsleuth.records.evidence import Sample
+    from memsleuth.analysis.findings import preload_missed
+    from memsleuth.analysis.view import CellView
     doc = {"status": "ok", "wall_ns": 10**9, "user_ns": 5 * 10**8, "sys_ns": 5 * 10**8, "minflt": 10**5,
            "preload": "/lib/x86_64-linux-gnu/libmimalloc.so.2"}
     missed = CellView("m", "mimalloc", [Sample.from_msrun(doc)],

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from memsleuth import gate, regression, stats
-from memsleuth.evidence import Sample
+from memsleuth.analysis import gate, regression
+from memsleuth import stats
+from memsleuth.records.evidence import Sample
 from memsleuth.report import junit, markdown
-from memsleuth.store import Store
+from memsleuth.records.store import Store
 
 MS = 1_000_000
 DATA = Path(__file__).resolve().parents[1] / "data" / "compare-random-mixed.db"

@@ -12,14 +12,14 @@ from rich.console import Console
 
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
-from memsleuth.evidence import Sample
-from memsleuth.output import unsafe_destination
-from memsleuth.plan import MetricSpec, parse_command_params
+from memsleuth.records.evidence import Sample
+from memsleuth.report.output import unsafe_destination
+from memsleuth.measure.plan import MetricSpec, parse_command_params
 from memsleuth.report import markdown, terminal
 from memsleuth.report.csv_export import cell_text
 from memsleuth.report.content import Report, Table
 from memsleuth.session import redacted
-from memsleuth.store_pg import display
+from memsleuth.records.store_pg import display
 from memsleuth.textsafe import visible
 
 HOSTILE = [
@@ -126,7 +126,7 @@ def test_absurd_run_ids_are_one_line_errors(text):
 
 
 def test_refusing_another_programs_sqlite_file_leaves_it_byte_for_byte(tmp_path):
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     other = tmp_path / "other.db"
     con = sqlite3.connect(other)
     con.execute("create table customers(id integer, name text)")
@@ -158,7 +158,7 @@ def _store_with_a_damaged_run(tmp_path, column: str, value: str):
                                           ("spec", "[1]"), ("argv", "{}")])
 def test_damaged_stored_values_are_one_line_errors_and_never_merged(tmp_path, column, value):
     from memsleuth.errors import StoreError
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     db = _store_with_a_damaged_run(tmp_path, column, value)
     src = Store(str(db), readonly=True)
     if column in ("evidence", "machine", "spec", "argv"):
@@ -172,7 +172,7 @@ def test_damaged_stored_values_are_one_line_errors_and_never_merged(tmp_path, co
 
 def test_a_schema_version_that_is_not_a_number_is_one_line(tmp_path):
     from memsleuth.errors import StoreError
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     db = tmp_path / "v.db"
     Store(str(db)).close()
     con = sqlite3.connect(db)
@@ -187,7 +187,7 @@ def test_a_run_whose_writer_is_gone_is_merged_as_interrupted_never_running(tmp_p
     import shutil
     from datetime import datetime, timezone
     from pathlib import Path
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     db = tmp_path / "src.db"
     shutil.copy(Path(__file__).resolve().parents[1] / "data" / "compare-random-mixed.db", db)
     Store(str(db)).close()                                   # schema 3 -> 4: the liveness columns
@@ -212,7 +212,7 @@ def test_a_killed_writer_elsewhere_is_merged_as_interrupted_once_its_heartbeat_i
     import shutil
     from datetime import datetime, timedelta, timezone
     from pathlib import Path
-    from memsleuth.store import STALE_S, Store
+    from memsleuth.records.store import STALE_S, Store
     db = tmp_path / "src.db"
     shutil.copy(Path(__file__).resolve().parents[1] / "data" / "compare-random-mixed.db", db)
     Store(str(db)).close()
@@ -236,7 +236,7 @@ def test_a_killed_writer_elsewhere_is_merged_as_interrupted_once_its_heartbeat_i
 
 def test_liveness_is_judged_from_facts_any_host_has():
     from datetime import datetime, timedelta, timezone
-    from memsleuth.store import STALE_S, judge_status
+    from memsleuth.records.store import STALE_S, judge_status
     now = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
     recent, stale = ((now - timedelta(seconds=s)).isoformat() for s in (STALE_S / 2, STALE_S + 1))
 
@@ -262,7 +262,7 @@ def test_liveness_is_judged_from_facts_any_host_has():
                                            ("\u0661\u0660", (None, "\u0661\u0660")), ("08", (0, "8")),
                                            ("abc", (None, "abc")), ("0", (0, ""))])
 def test_tunable_numbers_are_read_as_glibc_reads_them(text, expected):
-    from memsleuth.tunables import glibc_number
+    from memsleuth.measure.tunables import glibc_number
     assert glibc_number(text) == expected
 
 
@@ -282,14 +282,14 @@ def test_plot_labels_are_plain_text_never_tex():
                                       '{"job": "12", "results": "/x", "targets": [{"kind": "partition", "value": "a"}], '
                                       '"argv": "compare"}'])
 def test_a_fleet_manifest_of_the_wrong_shape_is_one_line(tmp_path, manifest):
-    from memsleuth import fleet
+    from memsleuth.measure import fleet
     (tmp_path / fleet.MANIFEST).write_text(manifest)
     with pytest.raises(UsageError, match="not a fleet manifest"):
         fleet.load(str(tmp_path))
 
 
 def test_a_numeric_host_name_from_a_damaged_store_is_text(tmp_path):
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     db = _store_with_a_damaged_run(tmp_path, "machine", '{"hostname": 42, "cpu_model": 7}')
     st = Store(str(db), readonly=True)
     (summary,) = st.list_runs()
@@ -298,7 +298,7 @@ def test_a_numeric_host_name_from_a_damaged_store_is_text(tmp_path):
 
 
 def test_one_schema_serves_both_stores():
-    from memsleuth import schema
+    from memsleuth.records import schema
     pg = schema.ddl("postgresql")
     assert "--" not in pg and "INTEGER PRIMARY KEY" not in pg
     assert pg.count("BIGSERIAL PRIMARY KEY") == 3 and pg.count("BIGINT NOT NULL REFERENCES") == 2

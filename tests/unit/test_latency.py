@@ -1,7 +1,7 @@
 """Latency histograms (memsleuth.latency) on synthetic data, and the real workloads' output."""
 import pytest
 
-from memsleuth import latency
+from memsleuth.analysis import latency
 
 
 def test_quantile_reads_the_upper_edge_of_the_bucket_holding_the_rank():

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from memsleuth.analysis import analyse_run
-from memsleuth import regression
+from memsleuth.analysis.summary import analyse_run
+from memsleuth.analysis import regression
 from memsleuth.report import builders, markdown, terminal
 from memsleuth.report.builders import compare, machines
-from memsleuth.store import Store
+from memsleuth.records.store import Store
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "compare-random-mixed.db"
 

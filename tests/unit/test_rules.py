@@ -4,11 +4,21 @@ threshold and a clean case just short of it. The end-to-end tests (test_findings
 same rules on real processes."""
 from __future__ import annotations
 
-from memsleuth import findings
-from memsleuth.evidence import Sample
-from memsleuth.findings import (counters_unavailable, first_touch, heap_trim, kernel_gap, lock_contention,
-                                madvise_storm, mmap_churn, rss_blowup, unstable, zero_page)
-from memsleuth.findings.view import CellView
+from memsleuth.analysis import findings
+from memsleuth.records.evidence import Sample
+from memsleuth.analysis.findings import (
+    counters_unavailable,
+    first_touch,
+    heap_trim,
+    kernel_gap,
+    lock_contention,
+    madvise_storm,
+    mmap_churn,
+    rss_blowup,
+    unstable,
+    zero_page,
+)
+from memsleuth.analysis.view import CellView
 from memsleuth.units import PAGE_BYTES
 
 MS = 1_000_000

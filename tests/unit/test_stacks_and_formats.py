@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from memsleuth import cli, heap, stacks
+from memsleuth import cli
+from memsleuth.analysis import memory
+from memsleuth.analysis import stacks
 from memsleuth.report import builders, flame, html, json_export, markdown, pprof_export, terminal
 from memsleuth.report.content import TimelineFigure
-from memsleuth.store import Store
+from memsleuth.records.store import Store
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -68,7 +70,7 @@ def test_every_report_kind_fits_80_columns(tmp_path, name):
 
 
 def test_diff_states_its_verdict_first_and_fits_80_columns(tmp_path):
-    from memsleuth import regression
+    from memsleuth.analysis import regression
     from memsleuth.report.builders import diff
     a = load(tmp_path, "compare-random-mixed.db")
     changes = regression.compare_runs(a, a, 0.05, 0.10)
@@ -179,7 +181,7 @@ def test_log_axes_are_labelled_in_plain_numbers():
 def test_live_blocks_not_resident_are_said_never_a_negative_size():
     h = {"at_peak": {"rss_kb": 20 << 10, "anon_kb": 10 << 10, "live_bytes": 50 << 20, "peak_live_bytes": 50 << 20},
          "at_exit": {"rss_kb": 20 << 10, "anon_kb": 18 << 10, "live_bytes": 8 << 20}}
-    rows = {what.split(" (")[0]: (p, e) for what, p, e in heap.composition(h)}
+    rows = {what.split(" (")[0]: (p, e) for what, p, e in memory.composition(h)}
     assert rows["anonymous beyond the live heap"] == (None, 10 << 20)
     assert rows["live heap not resident"] == (40 << 20, None)
     assert all(v is None or v >= 0 for p, e in rows.values() for v in (p, e))

@@ -53,7 +53,7 @@ def test_cv():
 
 
 def test_adaptive_rounds_stop_exactly_when_the_target_is_met():
-    from memsleuth.runner import cell_settled
+    from memsleuth.measure.runner import cell_settled
     tight = [100.0, 101, 99, 100, 100.5, 99.5]
     assert cell_settled(tight, 0.02, 6)                    # a CI exists and is within +-2%
     assert not cell_settled(tight[:5], 0.02, 6)            # fewer than the minimum: go on
@@ -64,7 +64,7 @@ def test_adaptive_rounds_stop_exactly_when_the_target_is_met():
 
 
 def test_time_averaged_rss_never_exceeds_the_peak_of_the_same_run():
-    from memsleuth.evidence import Sample
+    from memsleuth.records.evidence import Sample
     # ru_maxrss (one process) below the tree's timeline (two processes): one definition of peak.
     doc = {"status": "ok", "maxrss_kb": 2086,
            "timeline": {"columns": ["t_ms", "rss_kb"], "rows": [[0, 1900], [10, 2150], [20, 2120], [30, 2100]]}}
@@ -82,7 +82,7 @@ def _rss_run(peak_kb: int, points: list[tuple[int, int]]) -> dict:
 
 
 def test_a_run_too_short_for_two_timeline_points_has_no_average():
-    from memsleuth.evidence import Sample
+    from memsleuth.records.evidence import Sample
     # one point, read as the program was exec'd: no average of the run
     assert Sample.from_msrun(_rss_run(2016, [(0, 200)])).mean_rss_kb is None
     assert Sample.from_msrun(_rss_run(2016, [])).mean_rss_kb is None
@@ -92,10 +92,10 @@ def test_a_run_too_short_for_two_timeline_points_has_no_average():
 def test_the_summaries_of_time_averaged_and_peak_rss_are_ordered_by_construction():
     """Stored as they were beside two busy loops: six runs, one too short for a timeline. The old
     summary took the averages' median over five runs and the peaks' over six: 2,119 > 2,072 KiB."""
-    from memsleuth.analysis import summarise_cell
-    from memsleuth.evidence import Sample
-    from memsleuth.model import AllocatorInfo
-    from memsleuth.records import StoredCell
+    from memsleuth.analysis.summary import summarise_cell
+    from memsleuth.records.evidence import Sample
+    from memsleuth.records.model import AllocatorInfo
+    from memsleuth.records.stored import StoredCell
     docs = [_rss_run(p, [(0, p - 40), (10, p - 1)]) for p in (2140, 2120, 2120, 2024, 2016)]
     docs.insert(4, _rss_run(2016, []))
     cell = StoredCell(1, 0, AllocatorInfo("glibc"), {}, {}, ["x"],
@@ -114,8 +114,8 @@ def test_the_summaries_of_time_averaged_and_peak_rss_are_ordered_by_construction
 def test_the_fixed_wall_time_warning_survives_load():
     """A 2 s fixed-duration benchmark on a loaded machine: the medians 1.5-2.0% apart (load adds to
     some runs), the shortest runs within 0.3% of the duration."""
-    from memsleuth.evidence import Sample
-    from memsleuth.quality import fixed_wall_time
+    from memsleuth.records.evidence import Sample
+    from memsleuth.analysis.quality import fixed_wall_time
 
     def runs(walls):
         return [Sample.from_msrun({"status": "ok", "wall_ns": int(w * 1e9), "stdout_tail": "ops: 123456"})

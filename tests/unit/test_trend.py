@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from memsleuth import trend
+from memsleuth.analysis import trend
 from memsleuth.report import html, markdown
 from memsleuth.report.builders import trend as trend_report
-from memsleuth.store import Store
+from memsleuth.records.store import Store
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "compare-random-mixed.db"
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from memsleuth import gate, stats, tried
-from memsleuth.findings.base import Finding
-from memsleuth.findings.tries import Try, for_findings
+from memsleuth.analysis import gate, tried
+from memsleuth import stats
+from memsleuth.analysis.findings.base import Finding
+from memsleuth.analysis.tries import Try, for_findings
 
 INSTALLED = ["glibc", "mimalloc", "jemalloc"]
 

@@ -1,7 +1,10 @@
-"""where.py reads perf script text: synthetic stacks, no perf needed."""
+"""records/sites.py reads perf script text: synthetic stacks, no perf needed."""
 from __future__ import annotations
 
-from memsleuth import runtimes, symbols, where
+from memsleuth.analysis import runtimes
+from memsleuth.records import symbols
+from memsleuth.measure import perfmaps, where
+from memsleuth.records import sites
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 MIMALLOC = "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
@@ -19,21 +22,21 @@ STACKS = [("prog", "syscalls:sys_enter_madvise", [F(LIBC, "__GI_madvise", "madvi
 
 
 def test_a_stripped_allocator_is_the_runtime_not_the_users_call_site():
-    got = where.summarise(STACKS, allocator=MIMALLOC)["madvise"]
-    sites = dict((s, share) for s, share in got["user_sites"])
-    assert sites == {"main (prog.c:42)": 0.5, "release_block (prog.c:7)": 0.5}
+    got = sites.summarise(STACKS, allocator=MIMALLOC)["madvise"]
+    named = dict((s, share) for s, share in got["user_sites"])
+    assert named == {"main (prog.c:42)": 0.5, "release_block (prog.c:7)": 0.5}
     assert got["through_allocator"] == 0.5   # one stack through the allocator's object, one straight from the program
 
 
 def test_without_the_allocator_named_its_frame_would_pass_for_the_users():
-    got = where.summarise(STACKS)["madvise"]
+    got = sites.summarise(STACKS)["madvise"]
     assert any("libmimalloc.so.2" in s for s, _ in got["user_sites"])
 
 
 def test_perf_script_text_is_read_as_addresses_symbols_and_objects():
     text = ("prog 100 syscalls:sys_enter_madvise: \n\t          1234 __GI_madvise (/usr/lib/x86_64-linux-gnu/libc.so.6)\n"
             "\t          5678 [unknown] (/tmp/perf-100.map)\n\n")
-    assert where.parse(text) == [("prog", "syscalls:sys_enter_madvise",
+    assert sites.parse(text) == [("prog", "syscalls:sys_enter_madvise",
                                   [(0x1234, "__GI_madvise", LIBC), (0x5678, "[unknown]", "/tmp/perf-100.map")])]
 
 
@@ -43,7 +46,7 @@ def test_the_site_is_the_programs_line_with_the_inlined_library_frame_that_made_
              F("/tmp/server", "std::vector<double, std::allocator<double> >::vector(unsigned long)", "stl_vector.h:511",
                "/usr/include/c++/12/bits/stl_vector.h"),
              F("/tmp/server", "scaled(std::vector<double> const&, double)", "server.cc:9", "/src/server.cc")]
-    got = where.summarise([("server", "page-faults", stack)])["page-faults"]
+    got = sites.summarise([("server", "page-faults", stack)])["page-faults"]
     assert got["user_sites"] == [["scaled (server.cc:9) via std::vector<double, std::allocator<double> >::vector "
                                   "(stl_vector.h:511)", 1.0]]
     assert got["makers"][0][0].startswith("std::vector")
@@ -55,14 +58,13 @@ def test_a_runtimes_frames_give_way_to_the_programs_language():
     internal = symbols.language_frame("JS:~alloc node:buffer:391:17")
     stack = [F(LIBC, "munmap"), F(node, "v8::base::OS::Free(void*, unsigned long)"), F(node, "Builtins_CEntry"),
              symbols.Frame("[jit]", 1, *internal[1:], internal[0]), symbols.Frame("[jit]", 2, *js[1:], js[0])]
-    got = where.summarise([("node", "munmap", stack)])["munmap"]
+    got = sites.summarise([("node", "munmap", stack)])["munmap"]
     assert got["user_sites"][0][0] == "handle (server.js:17) via v8::base::OS::Free (node, no line information)"
     # who made the call is V8's own code, so the runtime's knobs apply (runtimes.runtime_of)
-    from memsleuth import runtimes
     assert runtimes.runtime_of(got["makers"])[0].name == "V8 (Node.js)"
     # without a frame of the script, the interpreter's own frames are never the program's site
-    got = where.summarise([("node", "munmap", stack[:3])])["munmap"]
-    assert got["user_sites"] == [[where.LOST, 1.0]] and where.unwound_share(got) == 0
+    got = sites.summarise([("node", "munmap", stack[:3])])["munmap"]
+    assert got["user_sites"] == [[sites.LOST, 1.0]] and sites.unwound_share(got) == 0
 
 
 def test_perf_map_names_in_each_language():
@@ -95,7 +97,7 @@ def test_perf_maps_are_read_by_address_and_removed_only_for_the_runs_own_process
     assert m.find(0x7f0000001040) is None and m.find(0x7f0000002005) == "Stub:CEntry"
     for name in ("isolate-0x5f3a-41-v8.log", "isolate-0x5f3a-43-v8.log", "isolate-0x9a-41-x.log"):
         (tmp_path / name).write_text("v8-version,11\n")
-    gone = runtimes.remove_left_behind([41, 42], since=time.time() - 60, cwd=str(tmp_path))
+    gone = perfmaps.remove_left_behind([41, 42], since=time.time() - 60, cwd=str(tmp_path))
     # 42's map is older than the run; 43 is not the run's; a name V8 does not write is not touched
     assert gone == [str(tmp_path / "perf-41.map"), str(tmp_path / "isolate-0x5f3a-41-v8.log")]
     assert sorted(os.listdir(tmp_path)) == ["isolate-0x5f3a-43-v8.log", "isolate-0x9a-41-x.log", "perf-42.map",
@@ -116,9 +118,9 @@ def test_symbolizer_answers_are_read_with_their_inlined_frames():
 def test_an_older_python_is_said_to_need_3_12_for_its_own_lines():
     docs = [{"maps": [[0, 1, 0, "/usr/bin/python3.11"],
                       [2, 3, 0, "/opt/memsleuth/.venv/lib/python3.11/site-packages/memsleuth/_native/libmssites.so"]]}]
-    assert "3.12" in where.language_notes(docs, [])[0]
+    assert "3.12" in sites.language_notes(docs, [])[0]
     docs = [{"maps": [[2, 3, 0, "/opt/venv/lib/python3.11/site-packages/memsleuth/_native/libmssites.so"]]}]
-    assert where.language_notes(docs, []) == []     # memsleuth's own library's folder is not the program's Python
+    assert sites.language_notes(docs, []) == []     # memsleuth's own library's folder is not the program's Python
 
 
 def test_names_lose_their_parameter_lists():
@@ -128,14 +130,13 @@ def test_names_lose_their_parameter_lists():
 
 
 def test_periods_aim_at_target_samples_whatever_the_length():
-    from memsleuth import where
     got = where.periods({"page-faults": 4_000_000, "madvise": 120, "munmap": 0, "brk": 1})
     assert got == {"page-faults": 4_000_000 // where.TARGET_SAMPLES, "madvise": 1, "brk": 1}
     assert where.sites_spec(got) == f"page-faults={4_000_000 // where.TARGET_SAMPLES},madvise=1,brk=1"
 
 
 def test_a_storms_arguments_are_sampled_with_a_prime_period_never_below_the_minimum():
-    from memsleuth import runner
+    from memsleuth.measure import runner
     assert runner.args_every({"madvise": runner.ARGS_RECORDS}) == {}            # every call up to the target
     got = runner.args_every({"madvise": 40_000, "munmap": 50 * runner.ARGS_RECORDS, "brk": 10**7})
     assert got["madvise"] == runner.MIN_ARGS_EVERY                            # 2 would alias a 2-call pattern
@@ -144,7 +145,6 @@ def test_a_storms_arguments_are_sampled_with_a_prime_period_never_below_the_mini
 
 
 def test_the_sampler_runs_from_the_kernel_that_delivers_a_blocked_sigtrap_late():
-    from memsleuth import where
     assert not where.sampler_usable("6.1.0-18-amd64")      # Debian 12's stock kernel: perf record instead
     assert where.sampler_usable("6.2.0") and where.sampler_usable("6.18.44-fc")
     assert not where.sampler_usable("5.15.0") and not where.sampler_usable("garbage")

@@ -10,8 +10,8 @@ from memsleuth.cases.cache_flush import CASE as CACHE_FLUSH
 from memsleuth.cases.allocator_shootout import CASE as ALLOCATOR_SHOOTOUT
 from memsleuth.cases.base import Case, CaseResult, CaseTable, Variant, case_plan
 from memsleuth.errors import UsageError
-from memsleuth.analysis import RunAnalysis, analyse_run
-from memsleuth.records import StoredRun
+from memsleuth.analysis.summary import RunAnalysis, analyse_run
+from memsleuth.records.stored import StoredRun
 
 CASES: dict[str, Case] = {c.name: c for c in (ALLOC_CHURN, FIRST_TOUCH, THREAD_HEAP, CACHE_FLUSH, ALLOCATOR_SHOOTOUT)}
 

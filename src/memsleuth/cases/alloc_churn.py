@@ -11,17 +11,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memsleuth.analysis import cell_view
-from memsleuth.cases.base import (Case, CaseResult, CaseTable, Num, Seq, Tunable, Variant, median_text, mib_of, ms_of,
-                                  paired, per_run, ratio_text, status_text, tunable_variant)
-from memsleuth.findings.cost import REFAULT_SHARE
-from memsleuth.findings.heap_trim import MIN_SHRINK_PER_STEP, MIN_SHRINKING_SHARE
-from memsleuth.findings.mmap_churn import MUNMAP_PER_STEP
-from memsleuth.findings.view import typical_step
+from memsleuth.analysis.summary import cell_view
+from memsleuth.cases.base import (
+    Case,
+    CaseResult,
+    CaseTable,
+    Num,
+    Seq,
+    Tunable,
+    Variant,
+    median_text,
+    mib_of,
+    ms_of,
+    paired,
+    per_run,
+    ratio_text,
+    status_text,
+    tunable_variant,
+)
+from memsleuth.analysis.cost import REFAULT_SHARE
+from memsleuth.analysis.findings.heap_trim import MIN_SHRINK_PER_STEP, MIN_SHRINKING_SHARE
+from memsleuth.analysis.findings.mmap_churn import MUNMAP_PER_STEP
+from memsleuth.analysis.view import typical_step
 from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_num as fmt
-from memsleuth.records import StoredCell, StoredRun
-from memsleuth.workloads import alloc_churn
-from memsleuth.workloads.base import Param
+from memsleuth.records.stored import StoredCell, StoredRun
+from memsleuth.measure.workloads import alloc_churn
+from memsleuth.measure.workloads.base import Param
 
 REGIONS = ("alloc", "init", "target", "free")
 SYSCALLS = ("brk", "mmap", "munmap", "madvise")
@@ -139,12 +154,12 @@ def mechanism(e: CellEvidence) -> str:
 
 
 def call_sites(e: CellEvidence) -> list[str]:
-    """Where the re-faulting cell's brk/munmap/madvise calls and page faults come from (where.py)."""
+    """Where the re-faulting cell's brk/munmap/madvise calls and page faults come from (records/sites.py)."""
     if not e.refaults or not e.cell.where:
         return []
-    from memsleuth import where
+    from memsleuth.records import sites
     events = [s for s in ("brk", "munmap", "madvise") if (e.calls.get(s) or 0) >= 1] + ["page-faults"]
-    return [line for s in events for line in where.lines_for(e.cell.where, s)]
+    return [line for s in events for line in sites.lines_for(e.cell.where, s)]
 
 
 class AllocChurn(Case):

@@ -8,12 +8,12 @@ rules (madvise storm, heap-trim and mmap churn, first touch, ...).
 """
 from __future__ import annotations
 
-from memsleuth.analysis import CellSummary, analyse, failure_label
+from memsleuth.analysis.summary import CellSummary, analyse, failure_label
 from memsleuth.cases.base import Case, CaseResult, CaseTable, Num, Variant, mib_of, percent_of
-from memsleuth.findings import unstable as unstable_rule
-from memsleuth.records import StoredRun
-from memsleuth.workloads import random_mixed
-from memsleuth.workloads.base import Param
+from memsleuth.analysis.findings import unstable as unstable_rule
+from memsleuth.records.stored import StoredRun
+from memsleuth.measure.workloads import random_mixed
+from memsleuth.measure.workloads.base import Param
 
 
 def _per_kop(c: CellSummary, value: float | None) -> float | None:

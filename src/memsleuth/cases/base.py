@@ -13,11 +13,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable
 
-from memsleuth.allocators import Allocator
+from memsleuth.measure.allocators import Allocator
 from memsleuth.errors import UsageError
-from memsleuth.plan import Cell, Plan, Rounds
-from memsleuth.records import StoredCell, StoredRun
-from memsleuth.workloads.base import Param, Value, Workload
+from memsleuth.measure.plan import Cell, Plan, Rounds
+from memsleuth.records.stored import StoredCell, StoredRun
+from memsleuth.measure.workloads.base import Param, Value, Workload
 from memsleuth import stats
 
 
@@ -217,7 +217,7 @@ CASE_NOISE = 0.02
 
 def status_text(cell: StoredCell) -> str:
     """'ok', or what went wrong: the failures are results too."""
-    from memsleuth.analysis import failure_label
+    from memsleuth.analysis.summary import failure_label
     bad = [s for _, w, s in cell.samples if not s.ok]
     good = [s for _, s in cell.measured() if s.ok]
     if not bad:

@@ -11,15 +11,27 @@ import json
 import subprocess
 from dataclasses import dataclass
 
-from memsleuth import native, stats
-from memsleuth.analysis import cell_view
-from memsleuth.cases.base import (CASE_NOISE, Case, CaseFigure, CaseResult, CaseTable, Num, Variant, percent_of,
-                                  median_text, result_rows, status_text)
+from memsleuth.measure import native
+from memsleuth import stats
+from memsleuth.analysis.summary import cell_view
+from memsleuth.cases.base import (
+    CASE_NOISE,
+    Case,
+    CaseFigure,
+    CaseResult,
+    CaseTable,
+    Num,
+    Variant,
+    percent_of,
+    median_text,
+    result_rows,
+    status_text,
+)
 from memsleuth.stats import median_of as med
 from memsleuth.errors import UsageError
-from memsleuth.records import StoredCell, StoredRun
-from memsleuth.workloads import cache_flush
-from memsleuth.workloads.base import Param
+from memsleuth.records.stored import StoredCell, StoredRun
+from memsleuth.measure.workloads import cache_flush
+from memsleuth.measure.workloads.base import Param
 
 FENCE = {"clflush": "mfence", "clflushopt": "sfence", "clwb": "sfence", "memset": "-", "nt-store": "sfence"}
 CPUID_FLAG = {"clflush": "clflush", "clflushopt": "clflushopt", "clwb": "clwb", "nt-store": "sse2"}

@@ -11,15 +11,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memsleuth.findings.zero_page import MAX_RSS_PER_FAULT
-from memsleuth.analysis import cell_view
-from memsleuth.cases.base import (CASE_NOISE, Case, CaseFigure, CaseResult, CaseTable, Num, Seq, Variant, mib_of, ms_of,
-                                  median_text, paired, per_run, ratio_text, resolved_above, result_rows, status_text)
+from memsleuth.analysis.findings.zero_page import MAX_RSS_PER_FAULT
+from memsleuth.analysis.summary import cell_view
+from memsleuth.cases.base import (
+    CASE_NOISE,
+    Case,
+    CaseFigure,
+    CaseResult,
+    CaseTable,
+    Num,
+    Seq,
+    Variant,
+    mib_of,
+    ms_of,
+    median_text,
+    paired,
+    per_run,
+    ratio_text,
+    resolved_above,
+    result_rows,
+    status_text,
+)
 from memsleuth.stats import median_of
 from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, gb_per_s
-from memsleuth.records import StoredCell, StoredRun
-from memsleuth.workloads import first_touch
-from memsleuth.workloads.base import Param
+from memsleuth.records.stored import StoredCell, StoredRun
+from memsleuth.measure.workloads import first_touch
+from memsleuth.measure.workloads.base import Param
 
 # A copy "faults its pages" when its faults reach half the pages copied; "took none" below 10%.
 FAULTED_SHARE = 0.5

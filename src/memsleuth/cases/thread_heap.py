@@ -14,14 +14,26 @@ import os
 from dataclasses import dataclass
 
 from memsleuth import stats
-from memsleuth.findings.lock_contention import FUTEX_PER_KOP
-from memsleuth.analysis import cell_view
-from memsleuth.cases.base import (CASE_NOISE, Case, CaseResult, CaseTable, Num, Ratio, Seq, Tunable, Variant, percent_of,
-                                  status_text, tunable_variant)
+from memsleuth.analysis.findings.lock_contention import FUTEX_PER_KOP
+from memsleuth.analysis.summary import cell_view
+from memsleuth.cases.base import (
+    CASE_NOISE,
+    Case,
+    CaseResult,
+    CaseTable,
+    Num,
+    Ratio,
+    Seq,
+    Tunable,
+    Variant,
+    percent_of,
+    status_text,
+    tunable_variant,
+)
 from memsleuth.stats import median_of as med
-from memsleuth.records import StoredCell, StoredRun
-from memsleuth.workloads import thread_heap
-from memsleuth.workloads.base import Param
+from memsleuth.records.stored import StoredCell, StoredRun
+from memsleuth.measure.workloads import thread_heap
+from memsleuth.measure.workloads.base import Param
 
 TUNABLES: dict[str, Tunable] = {
     "default": None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from memsleuth import allocators
+from memsleuth.measure import allocators
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
 
@@ -32,7 +32,7 @@ def add_arguments(cs) -> None:
 
 def run(args, command, console: Console) -> int:
     from memsleuth.session import finish, measure, spec_for
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     from memsleuth import cases
     if args.list:
         table = Table(title="memsleuth cases", title_justify="left")

@@ -5,7 +5,7 @@ import dataclasses
 
 from rich.console import Console
 
-from memsleuth import allocators, plan as planning
+from memsleuth.measure import allocators, plan as planning
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
 
@@ -42,7 +42,7 @@ def add_arguments(k) -> None:
 
 def run(args, command: list[str] | None, console: Console) -> int:
     from memsleuth.session import finish, measure, spec_for
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     if not command and not args.pid:
         raise UsageError("check needs a command after --, like: memsleuth check -- ./my-benchmark "
                          "(or --pid PID for a process that is already running)")
@@ -79,10 +79,10 @@ def run(args, command: list[str] | None, console: Console) -> int:
 def _attach(args, command: list[str] | None, console: Console) -> int:
     """check --pid: a window on running processes (attach.py), reported as any check."""
     import sys
-    from memsleuth import attach
+    from memsleuth.measure import attach
     from memsleuth.errors import EXIT_INTERRUPTED
     from memsleuth.session import emit, redacted
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     if not args.pid:
         raise UsageError("--duration is the window of --pid: give the process with --pid PID")
     if command:
@@ -105,9 +105,9 @@ def _attach(args, command: list[str] | None, console: Console) -> int:
 
 def _try(store, check_run: int, p, args, console: Console, max_rounds: int) -> int | None:
     """check --try: the findings' candidates against the baseline, in one session."""
-    from memsleuth import gate as gating, tried
-    from memsleuth.analysis import analyse_check
-    from memsleuth.findings import tries
+    from memsleuth.analysis import gate as gating, tried
+    from memsleuth.analysis.summary import analyse_check
+    from memsleuth.analysis import tries
     from memsleuth.report import builders, terminal
     from memsleuth.session import measure, spec_for
     run = store.load_run(check_run)

@@ -5,10 +5,10 @@ import dataclasses
 
 from rich.console import Console
 
-from memsleuth import allocators, plan as planning, workloads
+from memsleuth.measure import allocators, plan as planning, workloads
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
-from memsleuth.workloads import SUITE_REPS
+from memsleuth.measure.workloads import SUITE_REPS
 from memsleuth.units import parse_fraction
 
 NAME = "compare"
@@ -60,7 +60,7 @@ def add_arguments(c) -> None:
 
 def run(args, command: list[str] | None, console: Console) -> int:
     from memsleuth.session import finish, measure, spec_for
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     options.apply_machine_label(args)
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
@@ -117,11 +117,11 @@ def _variants(args) -> list[planning.EnvVariant]:
 
 
 def _suite(args, command, console: Console, noise: float, env: dict, timeout, mem_limit) -> int:
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     import sys
     from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK
-    from memsleuth import suite
-    from memsleuth.analysis import analyse_run
+    from memsleuth.analysis import suite
+    from memsleuth.analysis.summary import analyse_run
     from memsleuth.report import json_export, terminal
     from memsleuth.report.builders import suite as suite_report
     from memsleuth.session import run_suite

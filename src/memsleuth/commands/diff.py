@@ -33,7 +33,7 @@ def add_arguments(d) -> None:
 
 def run(args, command, console: Console) -> int:
     from memsleuth.session import redacted, write_formats
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     from memsleuth.report import terminal
     from memsleuth.report.builders import diff as diff_report
     options.writable_output(args.md, "--md")
@@ -43,13 +43,13 @@ def run(args, command, console: Console) -> int:
     count_threshold = parse_fraction(args.count_threshold, "--count-threshold")
     store = Store(args.db, readonly=True)
     a, b = store.load_run(options.run_id(args.run_a)), store.load_run(options.run_id(args.run_b))
-    from memsleuth import regression
+    from memsleuth.analysis import regression
     changes = regression.compare_runs(a, b, threshold, count_threshold)
     report = diff_report.build(a, b, changes, regression.reference_change(a, b), threshold, argv=redacted(sys.argv))
     terminal.render(report, console)
     write_formats(report, args)
     if args.junit:
-        from memsleuth.output import say_written, write_text
+        from memsleuth.report.output import say_written, write_text
         from memsleuth.report import junit
         checks = regression.junit_checks(changes, threshold)
         write_text(args.junit, junit.render(checks, suite=f"memsleuth diff {a.id} {b.id}"), "the JUnit XML")

@@ -15,7 +15,7 @@ def add_arguments(p) -> None:
 
 
 def run(args, command, console: Console) -> int:
-    from memsleuth import doctor
+    from memsleuth.measure import doctor
     table = Table(title="memsleuth doctor: what this machine can measure", title_justify="left")
     table.add_column("check")
     table.add_column("value")

@@ -7,7 +7,7 @@ from rich.console import Console
 
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
-from memsleuth.output import say_written, write_text
+from memsleuth.report.output import say_written, write_text
 
 NAME = "export"
 HELP = "export a stored run as json, csv or pyperf"
@@ -24,7 +24,7 @@ def add_arguments(e) -> None:
 
 
 def run(args, command, console: Console) -> int:
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     from memsleuth.report import builders, csv_export, json_export, pyperf_export
     store = Store(args.db, readonly=True)
     run_ = store.load_run(options.run_id(args.run))

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from memsleuth.textsafe import safe_text
 
-from memsleuth import fleet
+from memsleuth.measure import fleet
 from memsleuth.commands import options
 from memsleuth.errors import EXIT_NO_RESULT, EXIT_OK, UsageError
 
@@ -64,7 +64,7 @@ def run(args, command, console: Console) -> int:
 
 
 def _submit(args, command, console: Console) -> int:
-    from memsleuth.store import Store, is_url
+    from memsleuth.records.store import Store, is_url
     what = list(args.what)
     if not what or what[0] not in MEASURING:
         raise UsageError("fleet submit needs the memsleuth command the tasks run after its own options: compare, "
@@ -122,9 +122,9 @@ def _status(args, console: Console) -> int:
 
 
 def _collect(args, console: Console) -> int:
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     from memsleuth import __version__
-    from memsleuth.model import MachineInfo, RunSpec
+    from memsleuth.records.model import MachineInfo, RunSpec
     manifest = fleet.load(args.job)
     timeout = options.timeout(args.timeout) or float("inf")
     st = fleet.wait(manifest, timeout) if args.wait else fleet.states(manifest)

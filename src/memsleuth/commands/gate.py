@@ -6,7 +6,8 @@ import shlex
 
 from rich.console import Console
 
-from memsleuth import allocators, gate as gating, plan as planning, workloads
+from memsleuth.measure import allocators, plan as planning, workloads
+from memsleuth.analysis import gate as gating
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
 from memsleuth.units import parse_fraction
@@ -63,7 +64,7 @@ def add_arguments(g) -> None:
 
 
 def _side_cells(args, command: list[str] | None, env: dict[str, str]) -> list[planning.Cell]:
-    from memsleuth.model import VARIANT_KEY
+    from memsleuth.records.model import VARIANT_KEY
     base_params: dict = {}
     if args.workload:
         if command or args.baseline_cmd or args.candidate_cmd:
@@ -121,7 +122,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
     from memsleuth.report import junit, terminal
     from memsleuth.report.builders import gate as gate_report
     from memsleuth.session import measure, redacted, result_code, spec_for, write_report_files
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     options.apply_machine_label(args)
     for path, what in ((args.md, "--md"), (args.junit, "--junit"), (args.json, "--json")):
         options.writable_output(path, what)
@@ -155,7 +156,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
     report = gate_report.build(run, result, redacted(sys.argv))
     terminal.render(report, console)
     if args.junit:
-        from memsleuth.output import say_written, write_text
+        from memsleuth.report.output import say_written, write_text
         write_text(args.junit, junit.render(result.checks, suite=f"memsleuth gate (run {run.id})"), "the JUnit XML")
         say_written("JUnit XML", args.junit)
     write_report_files(report, args, gate_report.to_dict(run, result))

@@ -33,7 +33,7 @@ def add_arguments(h) -> None:
 
 
 def run(args, command, console: Console) -> int:
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     trend_only = [o for o, v in (("--name", args.name), ("--md", args.md), ("--html", args.html)) if v]
     if args.trend:
         return _trend(args, console)
@@ -57,11 +57,11 @@ def run(args, command, console: Console) -> int:
 
 def _trend(args, console: Console) -> int:
     import sys
-    from memsleuth import trend
+    from memsleuth.analysis import trend
     from memsleuth.report import terminal
     from memsleuth.report.builders import trend as trend_report
     from memsleuth.session import redacted, write_formats
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     from memsleuth.units import parse_fraction
     options.writable_output(args.md, "--md")
     options.writable_output(args.html, "--html")

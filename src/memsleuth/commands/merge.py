@@ -21,7 +21,7 @@ def add_arguments(m) -> None:
 
 
 def _same(a: str, b: str) -> bool:
-    from memsleuth.store import is_url
+    from memsleuth.records.store import is_url
     if is_url(a) or is_url(b):
         return a == b
     try:
@@ -31,7 +31,7 @@ def _same(a: str, b: str) -> bool:
 
 
 def run(args, command, console: Console) -> int:
-    from memsleuth.store import Store, is_url
+    from memsleuth.records.store import Store, is_url
     for src in args.sources:
         if not is_url(src) and not os.path.exists(src):
             raise UsageError(f"{src}: no such store")

@@ -11,7 +11,7 @@ import os
 import re
 import shutil
 
-from memsleuth import plan as planning
+from memsleuth.measure import plan as planning
 from memsleuth.errors import UsageError
 from memsleuth.units import parse_fraction, parse_size_bytes
 
@@ -194,7 +194,7 @@ def writable_output(path: str | None, what: str) -> None:
     from pathlib import Path
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
-    from memsleuth.output import unsafe_destination
+    from memsleuth.report.output import unsafe_destination
     why = unsafe_destination(path)
     if why:
         raise UsageError(f"{what} {path}: {why}")

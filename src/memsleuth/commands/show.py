@@ -18,7 +18,7 @@ def add_arguments(s) -> None:
 
 def run(args, command, console: Console) -> int:
     from memsleuth.session import emit
-    from memsleuth.store import Store
+    from memsleuth.records.store import Store
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
     options.writable_output(args.pprof, "--pprof")
@@ -28,8 +28,8 @@ def run(args, command, console: Console) -> int:
         emit(store.load_run(options.run_id(args.run[0]) if args.run else None), args, console)
         return 0
     import sys
-    from memsleuth import regression
-    from memsleuth.analysis import analyse_run
+    from memsleuth.analysis import regression
+    from memsleuth.analysis.summary import analyse_run
     from memsleuth.report import json_export, terminal
     from memsleuth.report.builders import machines
     from memsleuth.session import redacted, write_report_files

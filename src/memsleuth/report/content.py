@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memsleuth.records import StoredRun
+from memsleuth.records.stored import StoredRun
 
 
 @dataclass

@@ -5,7 +5,7 @@ import csv
 import io
 
 from memsleuth.events import HARDWARE, SOFTWARE, SYSCALLS
-from memsleuth.records import StoredRun
+from memsleuth.records.stored import StoredRun
 from memsleuth.textsafe import clean_bytes
 
 CSV_COLUMNS = (["run_id", "cell_id", "allocator", "allocator_path", "params", "round", "warmup", "status",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape
 
-from memsleuth.stacks import Node
+from memsleuth.analysis.stacks import Node
 
 WIDTH = 1200.0
 ROW = 17.0

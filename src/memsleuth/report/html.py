@@ -10,8 +10,17 @@ import re
 from dataclasses import dataclass
 
 from memsleuth import __version__
-from memsleuth.report.content import (ChangeFigure, CompositionFigure, FlameFigure, RatioFigure, Report,
-                                      ResultFigure, ThroughputFigure, TimelineFigure, TrendFigure)
+from memsleuth.report.content import (
+    ChangeFigure,
+    CompositionFigure,
+    FlameFigure,
+    RatioFigure,
+    Report,
+    ResultFigure,
+    ThroughputFigure,
+    TimelineFigure,
+    TrendFigure,
+)
 from memsleuth.report.wording import who_text
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from memsleuth.analysis import CheckAnalysis, RunAnalysis
-from memsleuth.records import StoredRun
+from memsleuth.analysis.summary import CheckAnalysis, RunAnalysis
+from memsleuth.records.stored import StoredRun
 
 SCHEMA = "memsleuth.run/1"
 

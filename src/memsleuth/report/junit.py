@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from memsleuth import gate as gating
+from memsleuth.analysis import gate as gating
 from memsleuth.textsafe import visible
 
 

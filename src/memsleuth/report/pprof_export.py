@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gzip
 
-from memsleuth import stacks
+from memsleuth.analysis import stacks
 from memsleuth.errors import UsageError
 
 PACKAGE = "perftools.profiles"

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from memsleuth.errors import UsageError
-from memsleuth.output import write_with
-from memsleuth.records import StoredRun
+from memsleuth.report.output import write_with
+from memsleuth.records.stored import StoredRun
 
 
 def render(report) -> str:

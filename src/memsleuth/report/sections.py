@@ -1,10 +1,10 @@
 """Report sections more than one builder shows: the failures table, memory over time, flame graphs."""
 from __future__ import annotations
 
-from memsleuth import stacks
-from memsleuth.analysis import Group, failure_label
+from memsleuth.analysis import stacks
+from memsleuth.analysis.summary import Group, failure_label
 from memsleuth.events import SYSCALL_COLUMNS
-from memsleuth.evidence import median_by_wall
+from memsleuth.records.evidence import median_by_wall
 from memsleuth.report.content import FlameFigure, Table, TimelineFigure
 from memsleuth.report.wording import params_text
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import shlex
 
-from memsleuth.analysis import CellSummary, Group, failure_label
+from memsleuth.analysis.summary import CellSummary, Group, failure_label
 from memsleuth.cases.base import Num, Ratio, Seq, ratio_text
-from memsleuth.records import StoredCell, StoredRun
+from memsleuth.records.stored import StoredCell, StoredRun
 from memsleuth.stats import MIN_SAMPLES_FOR_CI
 from memsleuth.units import fmt_bytes, fmt_num, fmt_si
 
@@ -170,7 +170,7 @@ def findings_answer(found: list, quiet: str | None, own_subject: str = "") -> li
     """A report's first lines from its findings: each costliest mechanism's headline (its title
     carries its cost) and what to change, then where the evidence is; or the one line that says no
     mechanism is material. `own_subject`: the subject not worth naming (check's one cell)."""
-    from memsleuth.analysis import MEASUREMENT_FINDINGS
+    from memsleuth.analysis.summary import MEASUREMENT_FINDINGS
     material = [f for f in found if f.id not in MEASUREMENT_FINDINGS]
     if not material:
         return [quiet] if quiet else []

@@ -21,13 +21,13 @@ JSON carries the cells as compare analyses them, made here too and handed over t
 """
 from __future__ import annotations
 
-from memsleuth.records import StoredRun
+from memsleuth.records.stored import StoredRun
 from memsleuth.report.content import Report
 
 
 def for_run(run: StoredRun) -> Report:
     """The report of a stored run, by its kind, from its analysis made once here."""
-    from memsleuth import analysis, gate as gating
+    from memsleuth.analysis import summary as analysis, gate as gating
     from memsleuth.report.builders import case, check, compare, fleet_task, gate, tried
     settings = run.spec.gate or {}
     time = settings.get("time", "cpu")
@@ -39,7 +39,7 @@ def for_run(run: StoredRun) -> Report:
             threshold = float(settings.get("threshold", gating.DEFAULT_TIME_THRESHOLD))
             count_threshold = float(settings.get("count_threshold", gating.DEFAULT_COUNT_THRESHOLD))
             if is_try:
-                from memsleuth import tried as trying
+                from memsleuth.analysis import tried as trying
                 return tried.build(run, trying.evaluate(run, time, threshold, count_threshold),
                                    (run.spec.facts or {}).get("check_run"), compared)
             return gate.build(run, gating.evaluate(run, time, threshold, count_threshold), list(run.argv), compared)

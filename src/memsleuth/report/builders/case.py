@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from memsleuth.cases import CaseAnalysis
 from memsleuth.errors import UsageError
-from memsleuth.model import cell_label
-from memsleuth.records import StoredRun
+from memsleuth.records.model import cell_label
+from memsleuth.records.stored import StoredRun
 from memsleuth.report.content import Report, ResultFigure, Table
 from memsleuth.report.sections import FLAT_RSS_MIB, FLAT_RSS_SHARE, failures_table, flat_timeline, timeline_figure
 from memsleuth.report.wording import case_cell_text, leftover_lines, machine_lines, memsleuth_command

@@ -2,14 +2,14 @@
 is made of, the timeline and the findings."""
 from __future__ import annotations
 
-from memsleuth import cpu_profile, heap
-from memsleuth.analysis import CheckAnalysis, failure_label
+from memsleuth.analysis import memory
+from memsleuth.records import cpu_profile
+from memsleuth.analysis.summary import CheckAnalysis, failure_label
 from memsleuth.events import SYSCALL_COLUMNS
-from memsleuth.records import StoredRun
+from memsleuth.records.stored import StoredRun
 from memsleuth.report.content import CompositionFigure, Report, Table
 from memsleuth.report.sections import MIN_PLOT_POINTS, flame_figures, timeline_figure
-from memsleuth.report.wording import command_text, environment_lines, findings_answer, leftover_lines, \
-    memsleuth_command
+from memsleuth.report.wording import command_text, environment_lines, findings_answer, leftover_lines, memsleuth_command
 from memsleuth.units import fmt_bytes, fmt_count, fmt_seconds, fmt_si
 
 
@@ -145,7 +145,7 @@ def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
 
 
 def _peak_column(h: dict) -> str:
-    at, live, peak = heap.near_peak(h)
+    at, live, peak = memory.near_peak(h)
     return "at the live peak" if at else f"at live {fmt_bytes(live)} (peak {fmt_bytes(peak)})"
 
 
@@ -199,7 +199,7 @@ def memory_view_tables(h: dict | None) -> list[Table]:
     def size(v):
         return "-" if v is None else fmt_bytes(v)
     rows = [[what, str(p) if "count" in what and p is not None else size(p),
-             str(e) if "count" in what and e is not None else size(e)] for what, p, e in heap.composition(h)]
+             str(e) if "count" in what and e is not None else size(e)] for what, p, e in memory.composition(h)]
     comp = Table("Memory: what the resident memory is made of (heap accounting, explaining run)",
                  ["", _peak_column(h), "at exit"], rows,
                  ["Live heap: the usable bytes of every block malloc handed out and the program has not freed, counted "
@@ -209,9 +209,9 @@ def memory_view_tables(h: dict | None) -> list[Table]:
                   "briefer than the spacing between readings is missed, and the column then names the moment "
                   "read."],
                  align_right={1, 2})
-    rate = heap.alloc_rate(h)
+    rate = memory.alloc_rate(h)
     sizes = "; ".join(f"{share:.0%} of calls ask {fmt_bytes(lo)} to {fmt_bytes(hi)}"
-                      for lo, hi, share in heap.size_profile(h))
+                      for lo, hi, share in memory.size_profile(h))
     alloc_rows = [["allocations / frees", f"{h.get('allocs', 0):,} / {h.get('frees', 0):,}"
                    + (f" ({rate:,.0f} allocations/s)" if rate is not None else "")],
                   ["bytes requested", fmt_bytes(h.get("requested_bytes"))],
@@ -219,7 +219,7 @@ def memory_view_tables(h: dict | None) -> list[Table]:
                   ["live at the peak / at exit",
                    f"{fmt_bytes(h.get('peak_live_bytes'))} / {fmt_bytes(h.get('live_bytes'))}"]]
     for key, what in (("alloc_bytes", "allocated"), ("peak_bytes", "live at the peak"), ("live_bytes", "live at exit")):
-        top = heap.top_sites(h, key)
+        top = memory.top_sites(h, key)
         if top:
             alloc_rows.append([f"most bytes {what}", "; ".join(f"{s['site']} ~{fmt_bytes(s[key])}" for s in top)])
     allocs = Table("Allocations (heap accounting)", ["", "value"], alloc_rows,
@@ -229,9 +229,9 @@ def memory_view_tables(h: dict | None) -> list[Table]:
 
 
 def composition_figure(label: str, view) -> CompositionFigure | None:
-    """The explaining run's resident memory, stacked (heap.composition_series computes it), in MiB."""
+    """The explaining run's resident memory, stacked (memory.composition_series computes it), in MiB."""
     s = next((x for x in view.explain if x.heap and x.timeline), None)
-    series = heap.composition_series(s) if s is not None else None
+    series = memory.composition_series(s) if s is not None else None
     if series is None or len(series["seconds"]) < MIN_PLOT_POINTS:
         return None
     mib = 1 << 20

@@ -2,15 +2,34 @@
 cost, latency, the evidence, measurement quality and failures, with their figures."""
 from __future__ import annotations
 
-from memsleuth.analysis import (STANDOUT_FACTOR, STANDOUT_MIN_EVENTS, STANDOUT_MIN_RSS_MIB, STANDOUT_MIN_SYS_POINTS,
-                                Group, RunAnalysis)
+from memsleuth.analysis.summary import (
+    STANDOUT_FACTOR,
+    STANDOUT_MIN_EVENTS,
+    STANDOUT_MIN_RSS_MIB,
+    STANDOUT_MIN_SYS_POINTS,
+    Group,
+    RunAnalysis,
+)
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, HARDWARE_SHORT as HW_SHORT, SYSCALL_COLUMNS
-from memsleuth.records import StoredRun
+from memsleuth.records.stored import StoredRun
 from memsleuth.report.content import RatioFigure, Report, Table, ThroughputFigure
 from memsleuth.report.sections import failures_table, flame_figures, timeline_figure
-from memsleuth.report.wording import (environment_lines, group_label, kb_ci, leftover_lines, machine_lines,
-                                      memsleuth_command, metric_text, metric_title, n_text, ns_ci, params_text,
-                                      variant_lines, verdict_text, command_text)
+from memsleuth.report.wording import (
+    environment_lines,
+    group_label,
+    kb_ci,
+    leftover_lines,
+    machine_lines,
+    memsleuth_command,
+    metric_text,
+    metric_title,
+    n_text,
+    ns_ci,
+    params_text,
+    variant_lines,
+    verdict_text,
+    command_text,
+)
 from memsleuth.units import fmt_bytes, fmt_count, fmt_si
 
 
@@ -177,7 +196,7 @@ def cost_table(groups: list[Group], swept: list[str]) -> Table | None:
 
 
 def heap_table(groups: list[Group], swept: list[str]) -> Table | None:
-    """The cells whose explaining run accounted the heap (heap.footprint): the live heap against the
+    """The cells whose explaining run accounted the heap (memory.footprint): the live heap against the
     anonymous resident memory, at the live peak, where the most memory beyond it was, and at exit."""
     rows = []
     for g in groups:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from memsleuth.records import StoredRun
+from memsleuth.records.stored import StoredRun
 from memsleuth.report.content import ChangeFigure, Report, Table
 from memsleuth.report.wording import command_text, memsleuth_command, metric_text
 
@@ -74,7 +74,7 @@ def build(a: StoredRun, b: StoredRun, changes, ref, threshold: float, argv: list
 def count_table(changes) -> Table | None:
     """The count checks of a diff that are not a plain pass (a regression, an improvement, or a
     change the runs' spread leaves unresolved); None when every count passed."""
-    from memsleuth import gate as gating
+    from memsleuth.analysis import gate as gating
     rows, failed, passed = [], set(), 0
     for ch in changes:
         for c in ch.counts:

@@ -1,7 +1,7 @@
 """A fleet task Slurm did not complete, as `fleet collect` recorded it."""
 from __future__ import annotations
 
-from memsleuth.records import StoredRun
+from memsleuth.records.stored import StoredRun
 from memsleuth.report.content import Report, Table
 from memsleuth.report.wording import command_text, memsleuth_command
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from memsleuth import gate as gating
+from memsleuth.analysis import gate as gating
 from memsleuth.units import fmt_value
 from memsleuth.report.content import Report, Table
 from memsleuth.report.wording import command_text, memsleuth_command

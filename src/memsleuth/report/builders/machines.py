@@ -1,7 +1,7 @@
 """`show RUN RUN ...`: the same cells measured on different machines, side by side."""
 from __future__ import annotations
 
-from memsleuth.records import StoredRun
+from memsleuth.records.stored import StoredRun
 from memsleuth.report.content import RatioFigure, Report, Table
 from memsleuth.report.wording import memsleuth_command, metric_text
 

@@ -1,10 +1,10 @@
 """`compare --suite`: allocator x workload, with the geometric mean over the workloads."""
 from __future__ import annotations
 
-from memsleuth.records import StoredRun
+from memsleuth.records.stored import StoredRun
 from memsleuth.report.content import RatioFigure, Report, Table
 from memsleuth.report.wording import machine_lines, memsleuth_command
-from memsleuth.suite import SuiteSummary
+from memsleuth.analysis.suite import SuiteSummary
 from memsleuth.units import fmt_bytes
 
 

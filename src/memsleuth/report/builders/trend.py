@@ -2,7 +2,7 @@
 Every number comes from trend.py; this module words and lays them out."""
 from __future__ import annotations
 
-from memsleuth import trend
+from memsleuth.analysis import trend
 from memsleuth.units import fmt_value
 from memsleuth.report.content import Report, Table, TrendFigure
 from memsleuth.report.wording import memsleuth_command

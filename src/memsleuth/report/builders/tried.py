@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from memsleuth import gate as gating, tried
+from memsleuth.analysis import gate as gating, tried
 from memsleuth.report.builders.gate import _change
 from memsleuth.units import fmt_value
 from memsleuth.report.content import Report, Table

@@ -1,0 +1,89 @@
+"""Findings: rules that read measured evidence and name the mechanism it proves.
+
+One rule per module. A rule gets a `CellView` (the evidence of one cell: its successful runs,
+medians of region `main` or of the whole process, repeated step regions), a pair of them, or all
+of a run's, and returns a list of findings (empty when its mechanism is not shown); the three
+interfaces are `CellRule`, `PairRule` and `RunRule` in base.py. Rules fire on numbers only, never
+on the name of a workload or an allocator; an allocator's name may only choose which option to
+suggest. Every finding quotes the numbers it rests on and is headed by its cost (findings/cost.py:
+one materiality threshold for all). Thresholds live in each module, with the reason for their
+value, and in docs/findings.md.
+"""
+from __future__ import annotations
+
+from memsleuth.analysis.findings.base import CellRule, Finding, PairRule, RunRule
+from memsleuth.analysis.view import CellView
+from memsleuth.analysis import cost
+from memsleuth.analysis.findings import (
+    counters_unavailable,
+    first_touch,
+    heap_leak,
+    heap_overhead,
+    heap_retained,
+    heap_trim,
+    kernel_gap,
+    kernel_time,
+    lock_contention,
+    madvise_storm,
+    mmap_churn,
+    mremap_churn,
+    preload_missed,
+    rss_blowup,
+    rss_growth,
+    unstable,
+    zero_page,
+)
+
+# Mechanism rules first; kernel_time (where the kernel time went) only speaks when none of them
+# explains a cell (for_cell).
+CELL_RULES: tuple[CellRule, ...] = (preload_missed, madvise_storm, heap_trim, mmap_churn, mremap_churn, first_touch,
+                                    zero_page, lock_contention, rss_blowup, rss_growth, heap_overhead, heap_retained,
+                                    heap_leak)
+FALLBACK_RULES: tuple[CellRule, ...] = (kernel_time,)
+PAIR_RULES: tuple[PairRule, ...] = (kernel_gap,)
+RUN_RULES: tuple[RunRule, ...] = (counters_unavailable, unstable)
+
+
+# Findings about the measurement, not a mechanism: they do not silence kernel_time.
+NOT_MECHANISMS = ("unstable-measurement", "rss-growth", "heap-overhead", "heap-retained", "heap-leak",
+                  "preload-missed")
+
+
+def for_cell(view: CellView) -> list[Finding]:
+    """The cell's findings, the costliest first (findings/cost.py)."""
+    found = [f for rule in CELL_RULES for f in rule.check(view)]
+    if not any(f.id not in NOT_MECHANISMS for f in found):
+        found += [f for rule in FALLBACK_RULES for f in rule.check(view)]
+    return sorted(found, key=lambda f: -f.weight)
+
+
+def quiet_line(view: CellView) -> str | None:
+    """When no time mechanism is material: the one line that says so, with the largest part of the
+    kernel time and its share (so a clean program gets an answer, not silence). None without runs."""
+    sc = view.scope
+    if sc is None:
+        return None
+    split = view.kernel_split(sc, upper_bound=False)
+    parts = {k: v for k, v in split.parts.items() if v > 0}
+    where = "" if sc.name == "process" else f" in region {sc.name}"
+    head = (f"No memory mechanism costs {cost.MATERIAL_SHARE:.0%} of this run's CPU time{where} "
+            f"(and {cost.MIN_COST_NS / 1e6:.0f} ms) or more")
+    if not parts:
+        return head + f": kernel time {cost.ms(sc.sys_ns)} ms, no page faults or memory system calls counted."
+    top = max(parts, key=parts.get)
+    total = (f"all kernel time {cost.ms(sc.sys_ns)} ms = {(sc.sys_share or 0):.0%}"
+             if sum(parts.values()) <= sc.sys_ns else
+             f"rusage counted {cost.ms(sc.sys_ns)} ms of kernel time in all, less than the counts' estimate: it "
+             "counts system time in scheduler ticks")
+    return head + f": the largest counted part is {top}, about {split.describe(parts[top])}; {total}."
+
+
+def for_pair(slower: CellView, faster: CellView) -> list[Finding]:
+    return [f for rule in PAIR_RULES for f in rule.check_pair(slower, faster)]
+
+
+def for_run(views: list[CellView]) -> list[Finding]:
+    return [f for rule in RUN_RULES for f in rule.check_run(views)]
+
+
+__all__ = ["Finding", "CellView", "for_cell", "for_pair", "for_run", "quiet_line"]

@@ -1,0 +1,78 @@
+"""What a rule returns."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from memsleuth.analysis.view import CellView
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str                     # stable rule id, e.g. "madvise-storm"
+    title: str                  # one line
+    mechanism: str              # one sentence: what the numbers show is happening
+    evidence: list[str]         # the measured numbers that prove it
+    advice: str                 # what to change
+    confidence: str             # "high", "medium" or "low"
+    subject: str = ""           # the cell or region it is about
+    numbers: dict = field(default_factory=dict)  # the same numbers, machine-readable
+    # Who makes the costly calls: "program", "allocator", or "undetermined"; `calls` names the
+    # syscall whose count decides it (analysis.attribute compares it across allocators).
+    who: str = "undetermined"
+    calls: str | None = None
+    call_sites: list[str] = field(default_factory=list)   # where the faults and calls come from (where.py)
+    # What the mechanism costs in this run (findings/cost.py): kernel time in ns and its share of
+    # the scope's CPU time for the time mechanisms, bytes for the memory ones; findings are
+    # ordered by it. `phase`: when in the run the cost arises (findings/phase.py), if known.
+    cost_ns: float | None = None
+    cost_share: float | None = None
+    cost_bytes: float | None = None
+    phase: str | None = None
+
+    @property
+    def weight(self) -> float:
+        """How findings are ordered: by time share, memory mechanisms by their bytes' share."""
+        return self.cost_share if self.cost_share is not None else 0.0
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "title": self.title, "mechanism": self.mechanism, "evidence": self.evidence,
+                "advice": self.advice, "confidence": self.confidence, "subject": self.subject,
+                "numbers": self.numbers, "who": self.who, "calls": self.calls, "call_sites": self.call_sites,
+                "cost_ns": self.cost_ns, "cost_share": self.cost_share, "cost_bytes": self.cost_bytes,
+                "phase": self.phase}
+
+
+def confidence(margin: float) -> str:
+    """How far past its threshold the deciding number is: 3x and more is high, 1.5x medium."""
+    return "high" if margin >= 3 else "medium" if margin >= 1.5 else "low"
+
+
+def mib(n_bytes: float) -> str:
+    return f"{n_bytes / (1 << 20):.1f} MiB"
+
+
+def kernel_share(sc, threshold: float | None = None) -> str:
+    """The evidence line every kernel-cost rule quotes: system time and its share of CPU time."""
+    text = f"kernel time {sc.sys_ns / 1e6:,.0f} ms = {(sc.sys_share or 0):.0%} of CPU time"
+    return text + (f" (threshold {threshold:.0%})" if threshold is not None else "")
+
+
+def rate_per_s(count: float, wall_ns: float) -> float:
+    return count / (wall_ns / 1e9) if wall_ns else 0.0
+
+
+class CellRule(Protocol):
+    """A rule module about one cell: `check(view)` returns the findings its numbers show."""
+    def check(self, view: "CellView") -> list[Finding]: ...
+
+
+class PairRule(Protocol):
+    """A rule module about a cell resolved slower than its group's fastest."""
+    def check_pair(self, slower: "CellView", faster: "CellView") -> list[Finding]: ...
+
+
+class RunRule(Protocol):
+    """A rule module about a whole run (every cell's view)."""
+    def check_run(self, views: "list[CellView]") -> list[Finding]: ...

@@ -1,0 +1,77 @@
+"""Freed memory the allocator keeps (issue 21, fragmentation seen from inside and out): after the
+live heap has fallen well below its peak, the process still holds most of its anonymous memory
+resident. The heap accounting gives the live bytes; /proc gives the resident ones, at the live
+peak and at exit."""
+from __future__ import annotations
+
+from memsleuth.analysis import memory
+from memsleuth.events import MEMORY_FLOOR_BYTES
+from memsleuth.analysis.findings.base import Finding, mib
+from memsleuth.analysis.view import CellView
+
+# The heap must have given back at least this share of its peak by exit ...
+MIN_FREED_SHARE = 0.4
+# ... while the anonymous memory stayed at this share of what it was at the peak, or more.
+MIN_KEPT_SHARE = 0.8
+# glibc's arena heaps hold "most" of what is kept: this share of it.
+ARENA_SHARE = 0.5
+
+
+def arenas_in(snap: dict) -> tuple[int, float]:
+    """glibc's arenas besides the main one in a heap accounting snapshot (the threads' arenas, in
+    their 64 MiB-aligned heaps): (count, resident bytes); (-1, 0) when the allocator is not glibc."""
+    return int(snap.get("arenas") if snap.get("arenas") is not None else -1), float(snap.get("arena_rss_kb") or 0) * 1024
+
+
+def peak_words(h: dict) -> str:
+    """How the evidence names the moment of the peak snapshot: the live peak, or (when the snapshot
+    missed a brief peak, memory.near_peak) the lower moment it was read at."""
+    at, live, peak = memory.near_peak(h)
+    return "at the live peak" if at else f"when the live heap was {mib(live)} (its peak: {mib(peak)})"
+
+
+def arena_evidence(snap: dict, beyond: float, when: str) -> tuple[str | None, str]:
+    """(evidence line, title words) when glibc's arena heaps hold ARENA_SHARE or more of the bytes
+    beyond the live heap; (None, "") otherwise. heap_overhead.py words its finding with it too."""
+    arenas, arena = arenas_in(snap)
+    if arenas < 2 or arena < ARENA_SHARE * beyond:
+        return None, ""
+    return (f"{arenas} glibc arenas besides the main one (their 64 MiB-aligned heaps) hold {mib(arena)} resident "
+            f"{when}: each arena keeps the memory freed in it", f"; {arenas} glibc thread arenas hold {mib(arena)}")
+
+
+def check(view: CellView) -> list[Finding]:
+    h = view.heap
+    if not h:
+        return []
+    peak, live = memory.main_live(h)       # the process whose memory the snapshots read
+    at_peak, at_exit = h.get("at_peak") or {}, h.get("at_exit") or {}
+    anon_peak, anon_exit = (at_peak.get("anon_kb") or -1) * 1024.0, (at_exit.get("anon_kb") or -1) * 1024.0
+    if peak <= 0 or anon_peak <= 0 or anon_exit <= 0:
+        return []
+    freed = peak - live
+    kept = anon_exit - live
+    if freed < MIN_FREED_SHARE * peak or freed < MEMORY_FLOOR_BYTES or anon_exit < MIN_KEPT_SHARE * anon_peak \
+            or kept < MEMORY_FLOOR_BYTES:
+        return []
+    arenas, arena = arenas_in(at_exit)
+    evidence = [f"live heap {mib(peak)} at its peak, {mib(live)} at exit: {mib(freed)} freed ({freed / peak:.0%}; "
+                f"threshold {MIN_FREED_SHARE:.0%})",
+                f"anonymous resident memory {mib(anon_peak)} {peak_words(h)}, {mib(anon_exit)} at exit "
+                f"({anon_exit / anon_peak:.0%}; threshold {MIN_KEPT_SHARE:.0%}): {mib(kept)} resident beyond the "
+                "live heap"]
+    line, arena_words = arena_evidence(at_exit, kept, "at exit")
+    evidence += [line] if line else []
+    return [Finding(
+        id="heap-retained", title=f"Freed memory kept resident: the live heap fell {mib(peak)} -> {mib(live)}, "
+                                  f"anonymous memory stayed at {mib(anon_exit)}{arena_words}",
+        mechanism="the program freed most of its heap, but the allocator kept the pages: free blocks scattered "
+                  "between live ones (fragmentation) cannot be given back, and caches keep the rest",
+        evidence=evidence,
+        advice=("limit glibc's arenas (GLIBC_TUNABLES=glibc.malloc.arena_max=1 or 2), or " if arena_words else "")
+        + "an allocator that returns freed pages (or glibc's malloc_trim after the phase that frees); allocate "
+          "long-lived and short-lived objects apart so that freed blocks are contiguous",
+        subject=view.label, confidence="high" if kept >= 2 * MEMORY_FLOOR_BYTES else "medium",
+        numbers={"peak_live_bytes": peak, "live_exit_bytes": live, "anon_peak_bytes": anon_peak,
+                 "anon_exit_bytes": anon_exit, "kept_bytes": kept, "arenas": arenas, "arena_bytes": arena},
+        cost_bytes=kept, cost_share=kept / anon_exit)]

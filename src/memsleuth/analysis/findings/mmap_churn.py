@@ -1,0 +1,144 @@
+"""mmap/munmap churn of large blocks: buffers above the mmap threshold get a fresh mapping on
+every allocation, are unmapped on free, and are faulted in again on first touch."""
+from __future__ import annotations
+
+from memsleuth.analysis.findings.base import Finding, kernel_share, mib
+from memsleuth.analysis import cost as cost_mod
+from memsleuth.analysis.cost import REFAULT_SHARE, confidence
+from memsleuth.units import PAGE_BYTES
+from memsleuth.events import MECHANISM_FLOORS
+from memsleuth.analysis.view import CellView
+
+# At least this many munmap calls per step (or per 1000 ops): each is a whole mapping torn down.
+MUNMAP_PER_STEP = 1.0
+MUNMAP_PER_KOP = 1.0
+# Each mapping must be faulted in again: more than a few pages each on average.
+FAULTS_PER_MAPPING = 8.0
+
+
+# Whole process: at least this many munmap calls (fewer are the loader's and the runtime's
+# housekeeping whatever they cost); the cost of the calls, of the pages they released and of the
+# faults of the memory mapped again decides (findings/cost.py), with or without re-faults.
+MIN_MUNMAPS = MECHANISM_FLOORS["munmap"]
+# Where the faults are traced by address (and the time sampled), the cost decides, not the count:
+# 60 unmaps of 16 MiB buffers, touched again, cost 45% of a run. Two calls at least: one is a
+# program's single release, nothing that churns.
+MIN_MUNMAPS_TRACED = 2
+# Blocks of at least this size on average are "large blocks" (an allocator's mmap threshold is
+# 128 KiB to a few MiB); smaller ones are a program's own small mappings.
+LARGE_BLOCK_BYTES = 64 << 10
+
+
+def _process(view: CellView) -> list[Finding]:
+    sc = view.process
+    if sc is None or sc.minflt is None:
+        return []
+    floor = MIN_MUNMAPS_TRACED if view.traced_for(sc) is not None and view.sampled_for(sc) is not None else MIN_MUNMAPS
+    if sc.syscalls.get("munmap", 0) < floor:
+        return []
+    munmaps, mmaps = sc.syscalls["munmap"], sc.syscalls.get("mmap", 0)
+    split = view.kernel_split(sc)
+    unmapped = view.args("munmap", "bytes")
+    fault_bytes = sc.minflt * PAGE_BYTES
+    refault_pages = min(view.refault_bound(sc), unmapped / PAGE_BYTES) if unmapped else 0.0
+    refault_ns, traced = view.refault_cost(sc, split, "munmap", refault_pages)
+    spent = split.cost("mmap", "munmap") + refault_ns
+    if not split.material(spent):
+        return []
+    evidence = [f"{mmaps:,.0f} mmap and {munmaps:,.0f} munmap calls cost about {split.describe(spent)} (the calls "
+                f"{split.cost('mmap', 'munmap') / 1e6:,.0f} ms with the pages they released, the faults of the memory "
+                f"mapped again {'' if traced else 'at most '}{refault_ns / 1e6:,.0f} ms; findings/cost.py)"]
+    if traced:
+        evidence.append(traced)
+    if unmapped is not None:
+        per = unmapped / munmaps
+        large = per >= LARGE_BLOCK_BYTES
+        # traced: the re-faults' own cost is material; else enough faults to re-fault most of what was unmapped
+        refaults = split.material(refault_ns) if traced else refault_pages * PAGE_BYTES >= REFAULT_SHARE * unmapped
+        evidence.append(f"munmap returned {mib(unmapped)} ({mib(per)} per call; {view.args_source('munmap')})")
+        if not traced:
+            evidence.append(f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)} if each was one page, "
+                            f"{fault_bytes / unmapped:.2f}x the bytes unmapped")
+        what = "large blocks" if large else f"small mappings ({per / 1024:,.0f} KiB each on average)"
+        mechanism = (f"{what} get a fresh mapping when allocated and are unmapped when freed: every cycle pays an "
+                     "mmap and a munmap")
+        mechanism += (", and the fresh memory is faulted in again on its first use" if refaults else
+                      "; most of the faults do not touch memory given back by munmap, so most of this cost is the calls "
+                      "themselves" if traced else
+                      "; the faults are fewer than the unmapped bytes, so most of the cost is the calls themselves")
+        confirmed = True
+    else:
+        large = True
+        mechanism = ("memory is mapped and unmapped again and again (the sizes were not recorded: `memsleuth check` "
+                     "records them)")
+        confirmed = False
+    # The blocks that carry the bytes (a runtime's small mappings would drag an average down).
+    block = view.heaviest_size("munmap")
+    if block and unmapped and block >= 2 * unmapped / munmaps:
+        evidence.append(f"most of the bytes unmapped are in blocks of {mib(block)} to {mib(2 * block)} (the calls' "
+                        "size histogram)")
+    phase = view.phase("mmap", "munmap")
+    if phase:
+        evidence.append(phase.text)
+    evidence.append(kernel_share(sc))
+    share = split.share(spent)
+    return [Finding(
+        id="mmap-churn", title=f"mmap/munmap churn{' of large blocks' if large else ''}: {split.describe(spent)}",
+        mechanism=mechanism, evidence=evidence, subject=view.label,
+        advice=(HUGE_BLOCK_ADVICE.format(size=mib(block)) if block and block >= 32 << 20
+                else ADVICE if large else SMALL_ADVICE),
+        confidence=confidence(share, confirmed),
+        numbers={"munmap": munmaps, "mmap": mmaps, "minflt": sc.minflt, "unmapped_bytes": unmapped,
+                 "block_bytes": block},
+        calls="munmap", cost_ns=spent, cost_share=share, phase=phase.name if phase else None)]
+
+
+SMALL_ADVICE = ("keep the mappings and reuse them (a pool) instead of mapping and unmapping per use; for memory "
+                "from malloc, an allocator that caches freed blocks")
+ADVICE = ("reuse the buffers (allocate once outside the loop); or raise the mmap threshold "
+          "(GLIBC_TUNABLES=glibc.malloc.mmap_threshold=<bytes above the block size>) so freed blocks stay in "
+          "the heap; or an allocator that caches large blocks")
+# Blocks above glibc's ceiling for the threshold (32 MiB on 64-bit: a higher value is ignored).
+HUGE_BLOCK_ADVICE = ("reuse the buffers (allocate once outside the loop); glibc's mmap threshold cannot keep blocks of "
+                     "{size} (its ceiling is 32 MiB on 64-bit): GLIBC_TUNABLES=glibc.malloc.mmap_max=0:"
+                     "glibc.malloc.trim_threshold=<more than the block size> serves them from the heap and keeps them "
+                     "there; or an allocator that caches large blocks")
+
+
+def check(view: CellView) -> list[Finding]:
+    if not view.step_regions() and view.main is None:
+        return _process(view)
+    steps = view.step_regions()
+    if steps:
+        munmaps = sum(s.syscalls_per_step.get("munmap", 0) for s in steps)
+        mmaps = sum(s.syscalls_per_step.get("mmap", 0) for s in steps)
+        faults = max(s.minflt_per_step for s in steps)
+        faulting = max(steps, key=lambda s: s.minflt_per_step).name
+        where, unit, threshold, rate = "per step", "step", MUNMAP_PER_STEP, munmaps
+    else:
+        sc = view.main
+        if sc is None or not sc.ops or "munmap" not in sc.syscalls or sc.minflt is None:
+            return []
+        munmaps, mmaps, faults, faulting = sc.syscalls["munmap"], sc.syscalls.get("mmap", 0), sc.minflt, "main"
+        where, unit, threshold, rate = "in region main", "1000 ops", MUNMAP_PER_KOP, sc.per_kop(sc.syscalls["munmap"])
+    if rate < threshold or munmaps == 0:
+        return []
+    per_mapping = faults / munmaps
+    if per_mapping < FAULTS_PER_MAPPING:
+        return []
+    u = view.units or cost_mod.DEFAULT
+    spent = faults * u.fault_ns + munmaps * u.syscall("munmap") + mmaps * u.syscall("mmap")
+    wall = max(s.wall_ns_per_step for s in steps) if steps else view.main.wall_ns
+    share = spent / wall if wall else 0.0
+    if share < cost_mod.MATERIAL_SHARE:
+        return []
+    return [Finding(
+        id="mmap-churn", title=f"mmap/munmap churn of large blocks: {spent / 1e6:.2f} ms {where} = {share:.0%}",
+        mechanism="blocks are unmapped when freed (in glibc: blocks above the mmap threshold), so their next use "
+                  "gets fresh memory and faults its pages in again",
+        evidence=[f"{munmaps:.1f} munmap and {mmaps:.1f} mmap calls {where} inside the regions "
+                  f"(threshold {threshold} per {unit})",
+                  f"{faults:,.0f} page faults {where} in region '{faulting}' = {per_mapping:,.0f} per unmapped block"],
+        advice=ADVICE, subject=view.label, calls="munmap", confidence=confidence(share),
+        numbers={"munmap": munmaps, "mmap": mmaps, "faults": faults, "faults_per_mapping": per_mapping},
+        cost_ns=spent, cost_share=share)]

@@ -1,0 +1,92 @@
+"""Per-operation latency from the workloads' sampled histograms (native/workloads/ms_wl.h).
+
+A workload times a random 1 in `every` of its allocator calls (two clock reads around the call)
+into log-linear buckets: below 16 ns exact, above that 8 buckets per power of two. A bucket is
+stored as [highest ns it holds, count]. Percentiles are read as the upper edge of the bucket the
+rank falls in, so they are at most 12.5% above the true value, never below it; the maximum is
+exact. Every sampled latency includes one timer cost (`timer_ns`, measured by the workload).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Latency:
+    op: str
+    n: int
+    p50: float
+    p99: float
+    p999: float
+    max: float
+    mean: float
+    buckets: list[tuple[int, int]]           # merged histogram: (highest ns, count), ascending
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "n": self.n, "p50_ns": self.p50, "p99_ns": self.p99, "p99.9_ns": self.p999,
+                "max_ns": self.max, "mean_ns": self.mean, "buckets": [list(b) for b in self.buckets]}
+
+
+def merge(histograms: list[list[list[int]]]) -> list[tuple[int, int]]:
+    """Bucket-wise sum of several runs' histograms of one operation."""
+    total: dict[int, int] = {}
+    for h in histograms:
+        for high, count in h:
+            total[int(high)] = total.get(int(high), 0) + int(count)
+    return sorted(total.items())
+
+
+def quantile(buckets: list[tuple[int, int]], q: float) -> float:
+    """The upper edge of the bucket holding the q-quantile (rank ceil(q*n), 1-based)."""
+    n = sum(c for _, c in buckets)
+    if n == 0:
+        raise ValueError("empty histogram")
+    rank = max(1, -(-int(q * n * 1_000_000) // 1_000_000))   # ceil without float surprises at q*n integral
+    seen = 0
+    for high, count in buckets:
+        seen += count
+        if seen >= rank:
+            return float(high)
+    return float(buckets[-1][0])
+
+
+def summarise(results: list[dict]) -> dict[str, Latency]:
+    """Per operation, the merged latency of several runs' results (their "latency" member)."""
+    per_op: dict[str, list[dict]] = {}
+    for r in results:
+        for op, h in ((r or {}).get("latency") or {}).get("ops", {}).items():
+            if h.get("n"):
+                per_op.setdefault(op, []).append(h)
+    out = {}
+    for op, hs in per_op.items():
+        buckets = merge([h.get("buckets") or [] for h in hs])
+        n = sum(c for _, c in buckets)
+        if not n:
+            continue
+        out[op] = Latency(op, n, quantile(buckets, 0.50), quantile(buckets, 0.99), quantile(buckets, 0.999),
+                          float(max(h.get("max", 0) for h in hs)), sum(h.get("sum", 0) for h in hs) / n, buckets)
+    return out
+
+
+def sampling_info(results: list[dict]) -> tuple[int, float] | None:
+    """(mean operations between samples, timer cost ns) as the workload reported them."""
+    for r in results:
+        lat = (r or {}).get("latency")
+        if lat and lat.get("every"):
+            return int(lat["every"]), float(lat.get("timer_ns", 0))
+    return None
+
+
+# What one timed call costs beyond the call, in units of the workload's measured timer_ns (the
+# duration of one clock read): two reads, the histogram update and a mispredicted branch came to
+# about 60 ns against a timer_ns of 16 ns on this project's VM (bench/latency_cost.py: 1 in 64
+# calls timed added 0.95 ns to random-mixed's 14 ns operations).
+SAMPLE_COST_TIMERS = 4.0
+
+
+def sampling_cost_share(samples_taken: int, timer_ns: float, region_ns: float) -> float | None:
+    """The share of a region's time the sampling itself took, estimated as SAMPLE_COST_TIMERS
+    clock reads per timed call (bench/latency_cost.py measures it directly)."""
+    if region_ns <= 0:
+        return None
+    return samples_taken * SAMPLE_COST_TIMERS * timer_ns / region_ns

@@ -1,0 +1,140 @@
+"""The memory view's numbers, from the heap accounting's record (records/heap.py): what resident
+memory is made of at the live peak and at exit, compare's Heap table, the request sizes, the top
+sites, the composition over time. Worded by report/builders/check.py and compare.py."""
+from __future__ import annotations
+
+
+# The accounting reads its peak snapshot once the live heap is within this factor of its peak
+# (ms_heap.c PEAK_STEP); a snapshot also waits out the spacing after the last one, so a brief peak
+# (a short-lived worker's) can pass unread and the snapshot is then of an earlier, lower moment.
+PEAK_NEAR = 1.10
+
+
+def near_peak(h: dict) -> tuple[bool, float | None, float | None]:
+    """(whether the 'at the peak' snapshot was read within PEAK_NEAR of the main process's live
+    peak, the live bytes it was read at, that peak). True when the document does not say."""
+    snap = h.get("at_peak") or {}
+    live, peak = snap.get("live_bytes"), snap.get("peak_live_bytes")
+    if not isinstance(live, (int, float)) or not isinstance(peak, (int, float)) or peak <= 0:
+        return True, live, peak
+    return live * PEAK_NEAR >= peak, float(live), float(peak)
+
+
+def main_live(h: dict) -> tuple[float, float]:
+    """The main process's live peak and live bytes at exit: the live heap its snapshots' memory
+    belongs with (the summary's own live_bytes and peak_live_bytes are every process's). The sums
+    for a document stored before the snapshots carried them."""
+    peak = (h.get("at_peak") or {}).get("peak_live_bytes", h.get("peak_live_bytes"))
+    live = (h.get("at_exit") or {}).get("live_bytes", h.get("live_bytes"))
+    return float(peak or 0), float(live or 0)
+
+
+def _in_bytes(snap: dict, live) -> dict:
+    """A snapshot (at the peak or at exit) in bytes; None where it was not read."""
+    rss = snap.get("rss_kb")
+    anon = snap.get("anon_kb")
+    rss = rss * 1024.0 if isinstance(rss, (int, float)) and rss >= 0 else None
+    anon = anon * 1024.0 if isinstance(anon, (int, float)) and anon >= 0 else None
+    live = float(live) if isinstance(live, (int, float)) else None
+    arena = snap.get("arena_rss_kb")
+    glibc = isinstance(snap.get("arenas"), int) and snap["arenas"] >= 0    # -1: the allocator is not glibc
+    main = snap.get("main_arena_kb")
+    return {"rss": rss, "anon": anon, "live": live,
+            # Live blocks need not be resident (a block allocated and never touched is not): a live heap
+            # larger than the anonymous memory leaves "beyond" unknown, and says how much live is not resident.
+            "beyond": anon - live if anon is not None and live is not None and anon >= live else None,
+            "unresident": live - anon if anon is not None and live is not None and live > anon else None,
+            "file": rss - anon if rss is not None and anon is not None else None,
+            "main_arena": main * 1024.0 if glibc and isinstance(main, (int, float)) and main >= 0 else None,
+            "arena": arena * 1024.0 if glibc and isinstance(arena, (int, float)) else None,
+            "arenas": snap.get("arenas") if glibc else None}
+
+
+def _at_peak_and_exit(h: dict) -> tuple[dict, dict]:
+    return (_in_bytes(h.get("at_peak") or {}, (h.get("at_peak") or {}).get("live_bytes")),
+            _in_bytes(h.get("at_exit") or {}, (h.get("at_exit") or {}).get("live_bytes", h.get("live_bytes"))))
+
+
+def composition(h: dict) -> list[tuple[str, float | None, float | None]]:
+    """What resident memory is made of, in bytes, at the live peak and at exit: rows of
+    (what, at the peak, at exit); None where it was not read."""
+    p, e = _at_peak_and_exit(h)
+    rows = [(what, p[k], e[k]) for what, k in (
+        ("resident (RSS)", "rss"), ("anonymous", "anon"), ("live heap (usable bytes of live blocks)", "live"),
+        ("anonymous beyond the live heap (allocator overhead, freed memory kept, other mappings)", "beyond"),
+        ("live heap not resident (live blocks never touched: the live heap exceeds the anonymous memory)",
+         "unresident"),
+        ("file-backed (RSS - anonymous)", "file"), ("glibc main arena (brk heap), resident", "main_arena"),
+        ("glibc other arenas' heaps, resident", "arena"), ("glibc other arenas, count", "arenas"))]
+    # The not-resident row only where it happened; "beyond" is unknown there, never negative.
+    return [r for r in rows if not r[0].startswith("live heap not resident") or r[1] is not None or r[2] is not None]
+
+
+def footprint(sample) -> dict | None:
+    """An explaining run's heap as compare's Heap table shows it (a cell's JSON "heap"), in bytes of
+    the main process: its live peak, the anonymous resident memory read for it and the live heap it
+    was read at (near_peak: within 10% of the peak, or a brief peak missed), both at exit; the most
+    anonymous memory beyond the live heap at any tick of the run (composition_series: one process
+    only), with the live heap and the time then (fragmentation and freed memory kept show there:
+    after frees, not at the peak); glibc's other arenas at the peak. None where not read; None
+    without accounting."""
+    h = sample.heap
+    if not h:
+        return None
+    p, e = _at_peak_and_exit(h)
+    near, _, peak = near_peak(h)
+    series = composition_series(sample)
+    most = max(range(len(series["beyond"])), key=series["beyond"].__getitem__) if series and series["beyond"] else None
+    return {"live_at_peak_bytes": peak if peak is not None else p["live"], "anon_at_peak_bytes": p["anon"],
+            "anon_read_at_live_bytes": p["live"], "anon_read_near_peak": near,
+            "most_beyond_live_bytes": series["beyond"][most] if most is not None else None,
+            "live_then_bytes": series["live"][most] if most is not None else None,
+            "most_beyond_live_at_s": series["seconds"][most] if most is not None else None,
+            "live_at_exit_bytes": e["live"], "anon_at_exit_bytes": e["anon"], "other_arenas_at_peak": p["arenas"]}
+
+
+def size_profile(h: dict, top: int = 3) -> list[tuple[int, int, float]]:
+    """The request sizes that take most calls: (from bytes, to bytes, share of calls), largest first.
+    Bucket b holds the requests of ceil(log2(size)) == b: (2^(b-1), 2^b]."""
+    hist = h.get("histogram") or []
+    total = sum(hist)
+    if not total:
+        return []
+    rows = [((1 << (b - 1)) + 1 if b else 0, 1 << b, n / total) for b, n in enumerate(hist) if n]
+    return sorted(rows, key=lambda r: -r[2])[:top]
+
+
+def top_sites(h: dict, key: str, n: int = 3) -> list[dict]:
+    """The n allocation sites with the most bytes by `key` (alloc_bytes, peak_bytes, live_bytes)."""
+    return sorted((x for x in h.get("sites") or [] if x.get(key, 0) > 0), key=lambda x: -x[key])[:n]
+
+
+def alloc_rate(h: dict) -> float | None:
+    """Allocations per second over the accounted run."""
+    dur = h.get("duration_s") or 0
+    return h.get("allocs", 0) / dur if dur else None
+
+
+def composition_series(sample) -> dict[str, list[float]] | None:
+    """Resident memory over the explaining run, in bytes per tick: the live heap (the accounting's
+    last reading at or before the tick, capped by the anonymous memory: live blocks not yet touched
+    are not resident), the anonymous memory beyond it, and file-backed memory. None without both
+    a timeline and the accounting's, and when the accounting saw several processes: ms-run's
+    timeline is the whole tree's memory, the live heap's timeline one process's, and the rest of
+    the tree would read as memory beyond that one live heap."""
+    t = sample.timeline
+    tl = (sample.heap or {}).get("timeline") or []
+    if t is None or not tl or (sample.heap or {}).get("processes", 1) > 1:
+        return None
+    ms, rss, anon = t.times_ms, t.column("rss_kb"), t.column("anon_kb")
+    if not ms or not rss or not anon:
+        return None
+    live, k = [], 0
+    for now in ms:
+        while k + 1 < len(tl) and tl[k + 1][0] <= now:
+            k += 1
+        live.append(float(tl[k][1]) if tl[k][0] <= now else 0.0)
+    shown = [min(lv, a * 1024.0) for lv, a in zip(live, anon)]
+    return {"seconds": [x / 1000 for x in ms], "live": shown,
+            "beyond": [a * 1024.0 - lv for a, lv in zip(anon, shown)],
+            "file": [max(0.0, (r - a) * 1024.0) for r, a in zip(rss, anon)]}

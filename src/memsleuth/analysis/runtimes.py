@@ -1,0 +1,87 @@
+"""The managed runtimes whose own code can be a mechanism's culprit, and the knobs that change it:
+one table. A runtime is recognised from the frames its calls come from (the call sites' own
+names, where.py), never from the program's name. Where the runtime manages its memory itself (it
+does not take it from malloc), neither another allocator nor glibc's tunables can change its
+calls, and no advice says they can.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Runtime:
+    name: str                  # as a finding words it: "the Go runtime"
+    frames: re.Pattern         # a call site's function that is the runtime's own code
+    own_memory: bool           # its heap is its own (mmap/madvise), not malloc's
+    release: str               # what makes it give memory back less eagerly (purging, unmapping, trimming)
+    churn: str                 # what makes it allocate and fault in fresh memory less often
+    contention_is_runtime: bool = False   # its futex calls are its scheduler parking threads, not user locks
+    # The release knob as environment `check --try` can measure (name, variables); None: a flag or
+    # a change to the program, not an environment setting.
+    try_release: tuple[str, tuple[tuple[str, str], ...]] | None = None
+    # The runtime's own objects, as a call site names them when it has no line information
+    # ('f (libjvm.so, no line information)'): its frames whatever their function.
+    objects: re.Pattern | None = None
+
+
+TABLE: tuple[Runtime, ...] = (
+    Runtime("the Go runtime", re.compile(r"^(runtime|runtime/debug|internal/runtime)\.|^runtime/"), True,
+            release="GODEBUG=madvdontneed=0 makes it give pages back with MADV_FREE (the kernel takes them only "
+                    "under memory pressure, so memory used again is not faulted in again); a program calling "
+                    "debug.FreeOSMemory per job returns the whole heap each time: call it less often; GOMEMLIMIT "
+                    "paces its scavenger",
+            churn="reuse buffers across jobs (sync.Pool) instead of allocating per job; GOGC above 100 collects "
+                  "less often, so freed memory is reused rather than returned and faulted in again",
+            contention_is_runtime=True, try_release=("GODEBUG=madvdontneed=0", (("GODEBUG", "madvdontneed=0"),))),
+    Runtime("the JVM", re.compile(r"^(JVM_|os::|G1|ParallelScavengeHeap|CollectedHeap|ZPage|Universe::|Java_)"), True,
+            release="-Xms equal to -Xmx keeps the heap from being uncommitted and committed (faulted in) again",
+            churn="-XX:+AlwaysPreTouch faults the whole heap once at start instead of as it grows; a larger young "
+                  "generation (-Xmn) collects less often",
+            contention_is_runtime=True, objects=re.compile(r"\((libjvm\.so|libjli\.so)[,)]")),
+    Runtime("V8 (Node.js)", re.compile(r"^(v8::|node::|Builtins_|uv_)"), False,
+            release="large ArrayBuffers come from calloc and are unmapped by free: keep and reuse them (a pool of "
+                    "Buffers) instead of allocating one per request",
+            churn="--max-semi-space-size=<MiB> (a larger young generation collects less often); reuse Buffers "
+                  "across requests"),
+    Runtime("CPython", re.compile(r"^(_Py|Py[A-Z]|pymalloc|_PyObject|list_|dict_|array_|PyArray|npy_)"), False,
+            release="PYTHONMALLOC=malloc puts small objects on malloc too, where an allocator's options apply; "
+                    "arrays (numpy) come from malloc: reuse them (out= arguments, in-place operations) instead of "
+                    "a temporary per step",
+            churn="reuse arrays across steps (out=, in-place operators) instead of creating temporaries"),
+)
+
+
+# A mechanism is the runtime's when at least this share of its sampled call sites are its frames.
+MIN_SHARE = 0.8
+# The findings a runtime's release knobs address (memory given back too eagerly), and those its
+# churn knobs address (fresh memory allocated and faulted in per use); any other finding keeps its
+# own advice (a madvise hint or prefault is neither).
+RELEASE_FINDINGS = ("madvise-storm", "mmap-churn", "heap-trim-churn")
+CHURN_FINDINGS = ("first-touch", "mremap-churn")
+
+
+def advice_for(rt: Runtime, finding: str) -> str | None:
+    """A runtime's own advice for a finding's mechanism, or None where it has none to give."""
+    return rt.release if finding in RELEASE_FINDINGS else rt.churn if finding in CHURN_FINDINGS else None
+
+
+def function_of(site: str) -> str:
+    """The function of a call site as where.py words it: 'name (file:line)' or 'name (object, ...)'."""
+    return site.split(" (", 1)[0].strip()
+
+
+def runtime_of(sites: list) -> tuple[Runtime, float] | None:
+    """The runtime whose frames make at least MIN_SHARE of these call sites ([(site text, share)]), and
+    that share; None when no runtime does."""
+    for rt in TABLE:
+        share = sum(float(s) for text, s in sites if rt.frames.search(function_of(str(text)))
+                    or (rt.objects is not None and rt.objects.search(str(text))))
+        if share >= MIN_SHARE:
+            return rt, share
+    return None
+
+
+def by_name(name: str | None) -> Runtime | None:
+    return next((rt for rt in TABLE if rt.name == name), None)

@@ -1,0 +1,120 @@
+"""Advice, tried (`check --try`): the program as it ran (the baseline) and every candidate change
+its findings name (findings/tries.py), measured alternately in one session and read like the gate
+(gate.py): time paired by round with its 95% CI, peak RSS and the finding's own evidence counts
+beyond their threshold and the runs' spread.
+
+A candidate is judged on the cost its finding is about: time for the time mechanisms (faults,
+system calls, locks), peak RSS for the memory ones (Try.primary). The finding's evidence counts
+say what happened to the mechanism, and are quoted, but a count that fell while the cost did not
+(trim_threshold stops the break's moves, and the same pages are then mapped and faulted by mmap
+instead) is not a fix.
+  helps       the cost went down (time: the whole CI below 1; RSS: beyond the threshold and the
+              runs' spread), and neither time nor peak RSS went up
+  trade-off   the cost went down and the other went up
+  worse       time or peak RSS went up, and the cost did not go down
+  no effect   the cost did not change beyond the threshold (time: the whole CI inside ±5%)
+  unresolved  the runs could not say (the time CI reaches beyond ±5% on one side and not the other)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memsleuth.analysis import gate as gating
+from memsleuth.analysis.tries import Try
+
+HELPS, TRADE_OFF, WORSE, NO_EFFECT, UNRESOLVED = "helps", "trade-off", "worse", "no effect", "unresolved"
+
+
+@dataclass(frozen=True)
+class Trial:
+    candidate: Try
+    time: gating.Check
+    peak_rss: gating.Check | None
+    evidence: list[gating.Check]
+    verdict: str
+    why: str
+
+
+def verdict(time: gating.Check, rss: gating.Check | None, evidence: list[gating.Check],
+            primary: str = "time") -> tuple[str, str]:
+    """(verdict, why) on the finding's cost. The evidence counts are quoted by the caller
+    (`moved`), never used to judge: a count that fell while the cost did not is not a fix."""
+    del evidence
+    cost = time if primary == "time" or rss is None else rss
+    down = cost.verdict == gating.IMPROVEMENT
+    up = [c for c in (time, rss) if c is not None and c.verdict == gating.REGRESSION]
+    if down and up:
+        return TRADE_OFF, f"{cost.metric} {_change(cost)} down, {', '.join(f'{c.metric} {_change(c)}' for c in up)} up"
+    if down:
+        return HELPS, f"{cost.metric} {_change(cost)}"
+    if up:
+        return WORSE, f"{', '.join(f'{c.metric} {_change(c)}' for c in up)} up"
+    if _inside(cost):
+        return NO_EFFECT, f"{cost.metric}: no change beyond ±{cost.threshold:.0%}"
+    e = cost.change
+    if cost.kind == "time" and e is not None and e.low is not None and e.high is not None:
+        return UNRESOLVED, (f"{cost.metric} {(e.median - 1) * 100:+.1f}% [{(e.low - 1) * 100:+.1f}%, "
+                            f"{(e.high - 1) * 100:+.1f}%]: the CI is neither inside ±{cost.threshold:.0%} nor beyond it")
+    return UNRESOLVED, f"{cost.metric}: {cost.text}"
+
+
+def _inside(c: gating.Check) -> bool:
+    """No change beyond the threshold, on either side."""
+    if c.kind == "count":
+        return c.verdict == gating.PASS
+    e = c.change
+    return (e is not None and e.low is not None and e.high is not None
+            and 1 / (1 + c.threshold) < e.low and e.high < 1 + c.threshold)
+
+
+def _change(c: gating.Check) -> str:
+    e = c.change
+    return "" if e is None else f"{(e.median - 1) * 100:+.0f}%"
+
+
+def moved(t: "Trial") -> str:
+    """What happened to the finding's evidence: 'brk calls 84 -> 3; page faults 81,774 -> 82,104'."""
+    return "; ".join(f"{c.metric} {_counts(c)}" for c in t.evidence)
+
+
+def _counts(c: gating.Check) -> str:
+    if c.baseline is None or c.candidate is None:
+        return "not measured"
+    if c.unit == "bytes":
+        return f"{c.baseline / (1 << 20):,.1f} MiB -> {c.candidate / (1 << 20):,.1f} MiB"
+    return f"{c.baseline:,.0f} -> {c.candidate:,.0f}"
+
+
+def evaluate(run, estimator: str = "cpu", threshold: float = gating.DEFAULT_TIME_THRESHOLD,
+             count_threshold: float = gating.DEFAULT_COUNT_THRESHOLD) -> list[Trial]:
+    """The trials of a stored `check --try` session: its first cell is the baseline, each other
+    cell a candidate (run.spec.facts["tries"], in cell order)."""
+    tries = [Try.from_dict(d) for d in (run.spec.facts or {}).get("tries", [])]
+    base_cell, *cells = run.cells
+    base = {r: s for r, s in base_cell.measured()}
+    out = []
+    for t, cell in zip(tries, cells):
+        cand = {r: s for r, s in cell.measured()}
+        time = gating.time_check(t.name, base, cand, estimator, threshold)
+        counts = {c.metric: c for c in gating.count_checks(t.name, list(base.values()), list(cand.values()),
+                                                           count_threshold)}
+        rss = counts.get("peak RSS")
+        evidence = [counts[m] for m in t.evidence if m in counts]
+        v, why = verdict(time, rss, evidence, t.primary)
+        if v in (HELPS, TRADE_OFF) and len(t.addresses) > 1:
+            # A change that helps through one finding says which other finding it did not touch.
+            untouched = [f for f, ms in t.addresses
+                         if ms and all(counts[m].verdict == gating.PASS for m in ms if m in counts)
+                         and any(m in counts for m in ms)]
+            if untouched:
+                why += "; it left the evidence of " + ", ".join(untouched) + " unchanged"
+        out.append(Trial(t, time, rss, evidence, v, why))
+    return out
+
+
+def settled(estimator: str, threshold: float):
+    """The session's stop rule: every candidate's time against the baseline resolved."""
+    def done(by_round) -> bool:
+        base, *cands = by_round
+        return all(gating.resolved(base, c, estimator, threshold) for c in cands)
+    return done

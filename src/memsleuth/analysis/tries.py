@@ -1,0 +1,187 @@
+"""The changes a finding's advice names, as runnable candidates for `check --try`: one table.
+
+Each entry maps a finding id to the candidates worth measuring against the program as it ran:
+a glibc tunable, an allocator option, or another allocator. Each candidate names the counts whose
+change shows whether the mechanism went away (gate.COUNTS names), so the trial can say "madvise
+calls 112,000 -> 112,000: no effect" as well as what happened to time and peak RSS. A candidate is
+only ever a hypothesis: `check --try` measures it, and advice shown without --try is marked untried.
+What no setting can change (a program that calls malloc_trim itself, its own loop) has no
+candidate; its advice stays a change to the program's code.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memsleuth.analysis import runtimes
+from memsleuth.analysis.findings.base import Finding
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Try:
+    name: str                                  # how reports name it: "trim_threshold=1G", "mimalloc"
+    finding: str                               # the finding id it addresses
+    evidence: tuple[str, ...]                  # gate.COUNTS metrics that show whether the mechanism went away
+    tunables: tuple[str, ...] = ()             # GLIBC_TUNABLES entries, appended to the program's own
+    env: dict[str, str] = field(default_factory=dict)   # other environment (allocator options)
+    allocator: str | None = None               # another allocator instead of the one measured
+    primary: str = "time"                      # the cost the finding is about: "time" or "peak RSS"
+    # Every finding it addresses with that finding's own evidence (one candidate can address two
+    # findings: trim_threshold for heap-trim churn and for a madvise storm).
+    addresses: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def __post_init__(self):
+        if not self.addresses:
+            object.__setattr__(self, "addresses", ((self.finding, tuple(self.evidence)),))
+
+    def merged(self, other: "Try") -> "Try":
+        """The same change addressing the other's findings too: their evidence joined."""
+        addresses = self.addresses + tuple(a for a in other.addresses if a not in self.addresses)
+        evidence = tuple(dict.fromkeys(m for _, ms in addresses for m in ms))
+        finding = ", ".join(dict.fromkeys(f for f, _ in addresses))
+        return Try(self.name, finding, evidence, self.tunables, self.env, self.allocator, self.primary, addresses)
+
+    @property
+    def key(self) -> tuple:
+        return (self.tunables, tuple(sorted(self.env.items())), self.allocator)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "finding": self.finding, "evidence": list(self.evidence),
+                "tunables": list(self.tunables), "env": dict(self.env), "allocator": self.allocator,
+                "primary": self.primary, "addresses": [[f, list(ms)] for f, ms in self.addresses]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Try":
+        return cls(str(d["name"]), str(d["finding"]), tuple(d.get("evidence") or ()), tuple(d.get("tunables") or ()),
+                   dict(d.get("env") or {}), d.get("allocator"), str(d.get("primary") or "time"),
+                   tuple((str(f), tuple(ms)) for f, ms in d.get("addresses") or ()))
+
+
+def _glibc(name: str, finding: str, evidence: tuple[str, ...], *tunables: str, primary: str = "time") -> Try:
+    return Try(name, finding, evidence, tunables=tunables, primary=primary)
+
+
+# Options each allocator reads to purge (give freed memory back) later or never.
+PURGE_LATER = {
+    "mimalloc": {"MIMALLOC_PURGE_DELAY": "10000", "MIMALLOC_RESET_DELAY": "10000"},   # 2.1+, and 2.0's name
+    "jemalloc": {"MALLOC_CONF": "dirty_decay_ms:10000,muzzy_decay_ms:10000"},
+    "tcmalloc": {"TCMALLOC_RELEASE_RATE": "0"},
+}
+OTHER_ALLOCATORS = ("mimalloc", "jemalloc", "tcmalloc", "glibc")
+
+
+def _heap_trim(f: Finding, allocator: str) -> list[Try]:
+    ev = ("brk calls", "page faults")
+    if allocator != "glibc":
+        return []
+    return [_glibc("trim_threshold=1G", f.id, ev, f"glibc.malloc.trim_threshold={GIB}"),
+            _glibc("top_pad=64M", f.id, ev, f"glibc.malloc.top_pad={64 * MIB}")]
+
+
+# The largest mmap_threshold glibc takes on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX, HEAP_MAX_SIZE / 2):
+# above it the tunable is ignored, whatever `ld.so --list-tunables` allows.
+MMAP_THRESHOLD_MAX = 32 * MIB
+
+
+def _mmap_churn(f: Finding, allocator: str) -> list[Try]:
+    if allocator != "glibc":
+        return []
+    ev = ("mmap calls", "munmap calls", "page faults")
+    block = mmap_block_bytes(f)
+    if block is not None and block >= MMAP_THRESHOLD_MAX:
+        # No threshold keeps such a block: serve every block from the heap, and keep the heap's top.
+        keep = max(GIB, 1 << (int(2 * block) - 1).bit_length())
+        return [_glibc(f"mmap_max=0,trim_threshold={keep // MIB}M", f.id, ev, "glibc.malloc.mmap_max=0",
+                       f"glibc.malloc.trim_threshold={keep}")]
+    return [_glibc("mmap_threshold=32M", f.id, ev, f"glibc.malloc.mmap_threshold={MMAP_THRESHOLD_MAX}")]
+
+
+def mmap_block_bytes(f: Finding) -> float | None:
+    """The size of the blocks an mmap-churn finding's munmap calls give back: the size class that
+    carries most of the bytes, else the average, when recorded."""
+    unmapped, calls = f.numbers.get("unmapped_bytes"), f.numbers.get("munmap")
+    return f.numbers.get("block_bytes") or (unmapped / calls if unmapped and calls else None)
+
+
+def _madvise_storm(f: Finding, allocator: str) -> list[Try]:
+    ev = ("madvise calls", "page faults")
+    if allocator == "glibc":
+        return [_glibc("trim_threshold=1G", f.id, ev, f"glibc.malloc.trim_threshold={GIB}")]
+    if allocator in PURGE_LATER:
+        return [Try(f"{allocator}: purge later", f.id, ev, env=PURGE_LATER[allocator])]
+    return []
+
+
+def _first_touch(f: Finding, allocator: str) -> list[Try]:
+    if allocator != "glibc":
+        return []
+    # glibc 2.35+: malloc asks for transparent huge pages (madvise) on the memory it maps.
+    return [_glibc("hugetlb=1 (THP)", f.id, ("page faults",), "glibc.malloc.hugetlb=1")]
+
+
+def _rss_blowup(f: Finding, allocator: str) -> list[Try]:
+    if allocator != "glibc":
+        return []
+    ev = ("peak RSS", "time-averaged RSS")
+    return [_glibc("arena_max=1", f.id, ev, "glibc.malloc.arena_max=1", primary="peak RSS"),
+            _glibc("arena_max=2", f.id, ev, "glibc.malloc.arena_max=2", primary="peak RSS")]
+
+
+def _heap_overhead(f: Finding, allocator: str) -> list[Try]:
+    if allocator != "glibc" or not (f.numbers or {}).get("arenas", 0) >= 2:
+        return []
+    ev = ("peak RSS", "time-averaged RSS")
+    return [_glibc("arena_max=1", f.id, ev, "glibc.malloc.arena_max=1", primary="peak RSS"),
+            _glibc("arena_max=2", f.id, ev, "glibc.malloc.arena_max=2", primary="peak RSS")]
+
+
+TRIES = {
+    "heap-overhead": _heap_overhead,
+    "heap-retained": _heap_overhead,
+    "heap-trim-churn": _heap_trim,
+    "mmap-churn": _mmap_churn,
+    "madvise-storm": _madvise_storm,
+    "first-touch": _first_touch,
+    "rss-blowup": _rss_blowup,
+}
+# Findings a different allocator may remove (its own purging, locking or heap policy): each
+# other installed allocator is a candidate too.
+ALLOCATOR_SENSITIVE = {"heap-trim-churn": ("brk calls", "page faults"),
+                       "mmap-churn": ("mmap calls", "munmap calls", "page faults"),
+                       "madvise-storm": ("madvise calls", "page faults"),
+                       "lock-contention": ("futex calls",),
+                       "rss-blowup": ("peak RSS", "time-averaged RSS"),
+                       "heap-overhead": ("peak RSS", "time-averaged RSS"),
+                       "heap-retained": ("time-averaged RSS", "peak RSS")}
+
+
+
+# Findings about memory, not time: a candidate is judged on peak RSS.
+MEMORY_FINDINGS = ("rss-blowup", "heap-overhead", "heap-retained")
+
+
+def for_findings(found: list[Finding], allocator: str, installed: list[str]) -> list[Try]:
+    """Every candidate the findings name, once each (by what it changes), in the findings' order."""
+    out: dict[tuple, Try] = {}
+    for f in found:
+        if f.who == "program":
+            continue        # the program makes the calls itself: no setting changes them
+        rt = runtimes.by_name(f.numbers.get("runtime")) if f.who == "runtime" else None
+        if rt is not None and rt.own_memory:
+            # A runtime's own heap: neither another allocator nor glibc's tunables reach it; its own
+            # release knob, where it is an environment setting, does.
+            if rt.try_release and f.id in runtimes.RELEASE_FINDINGS:
+                name, env = rt.try_release
+                t = Try(name, f.id, ("page faults",), env=dict(env))   # the calls stay; the re-faults go
+                out[t.key] = out[t.key].merged(t) if t.key in out else t
+            continue
+        found_tries = list(TRIES.get(f.id, lambda *_: [])(f, allocator))
+        if f.id in ALLOCATOR_SENSITIVE:
+            found_tries += [Try(other, f.id, ALLOCATOR_SENSITIVE[f.id], allocator=other,
+                                primary="peak RSS" if f.id in MEMORY_FINDINGS else "time")
+                            for other in OTHER_ALLOCATORS if other != allocator and other in installed]
+        for t in found_tries:
+            out[t.key] = out[t.key].merged(t) if t.key in out else t
+    return list(out.values())

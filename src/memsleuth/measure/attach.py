@@ -1,0 +1,242 @@
+"""check --pid: a window on processes that are already running, measured and stored as a check run.
+
+Nothing is started, stopped or signalled: ms-run --attach opens the kernel's events on every
+thread of each process (and, inherited, on the threads and processes they create in the window),
+reads them for the window and closes them (launcher.attach_window); perf record beside it gives
+the call sites. The window is the run's only sample: measured and explaining at once, so it is
+stored as both (the rules read the syscalls' arguments and the CPU samples from the explaining
+run). What an attach cannot give is said in the run's facts: the live heap needs the accounting
+library loaded at the program's start.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from memsleuth.measure import allocators, machine
+from memsleuth.errors import UsageError
+from memsleuth.records.stored import EXPLAIN_ROUND
+
+PF_KTHREAD = 0x00200000     # /proc/PID/stat flags: a kernel thread
+# What resident memory is made of, by mapping kind (/proc/PID/smaps): the kind of each mapping.
+SMAPS_KINDS = ("heap (brk)", "anonymous", "stacks", "file-backed", "shared memory")
+# Allocators recognised in a running process by the library it has mapped.
+MAPPED_ALLOCATORS = (("libjemalloc", "jemalloc"), ("libmimalloc", "mimalloc"), ("libtcmalloc", "tcmalloc"),
+                     ("libtbbmalloc", "tbbmalloc"))
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (state first), or None when there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(flags, uid) of a process, or None when there is none."""
+    fields = _stat_fields(pid)
+    try:
+        return int(fields[6]), os.stat(f"/proc/{pid}").st_uid
+    except (TypeError, OSError, IndexError, ValueError):
+        return None
+
+
+def validate(pids: list[int]) -> list[int]:
+    """The processes to attach to, each checked: one line (UsageError, exit 2) for the first that
+    cannot be."""
+    out: list[int] = []
+    for pid in pids:
+        if pid <= 0:
+            raise UsageError(f"--pid {pid}: not a process id")
+        if pid == os.getpid():
+            raise UsageError(f"--pid {pid} is memsleuth itself: give the process to measure")
+        st = _stat(pid)
+        if st is None:
+            raise UsageError(f"--pid {pid}: no such process")
+        flags, uid = st
+        if flags & PF_KTHREAD:
+            raise UsageError(f"--pid {pid} is a kernel thread: it has no user memory or code to measure")
+        try:
+            os.kill(pid, 0)        # signal 0: a permission check only, nothing is sent
+        except PermissionError:
+            raise UsageError(f"--pid {pid} belongs to another user (uid {uid}): attaching needs that user or root")
+        except ProcessLookupError:
+            raise UsageError(f"--pid {pid}: no such process") from None
+        if os.geteuid() != 0 and uid != os.geteuid():
+            raise UsageError(f"--pid {pid} belongs to another user (uid {uid}): attaching needs that user or root")
+        if pid not in out:
+            out.append(pid)
+    return out
+
+
+def command_of(pid: int) -> list[str]:
+    """The process's command line (its name in brackets when it has none to show)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = [a.decode("utf-8", "surrogateescape") for a in f.read().split(b"\0") if a]
+    except OSError:
+        args = []
+    if args:
+        return args
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return [f"[{f.read().strip()}]"]
+    except OSError:
+        return [f"[pid {pid}]"]
+
+
+def allocator_of(pid: int):
+    """The allocator a running process has mapped (glibc's malloc when none of the others)."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+            maps = f.read()
+    except OSError:
+        maps = ""
+    for lib, name in MAPPED_ALLOCATORS:
+        if lib in maps:
+            found = [a for a in allocators.available() if a.name == name]
+            if found:
+                return found[0]
+    return allocators.resolve("glibc")[0]
+
+
+def _mappings(pid: int) -> list[dict] | None:
+    """/proc/PID/smaps, a dict per mapping: start, end, perms, name, and its Rss, AnonHugePages and
+    Swap in bytes; None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/smaps", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    out: list[dict] = []
+    for line in lines:
+        head = line.split()
+        if not head:
+            continue
+        if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            lo, hi = (int(x, 16) for x in head[0].split("-"))
+            out.append({"start": lo, "end": hi, "perms": head[1], "name": head[5] if len(head) > 5 else "",
+                        "Rss": 0, "AnonHugePages": 0, "Swap": 0})
+        elif out and head[0][:-1] in ("Rss", "AnonHugePages", "Swap") and len(head) > 1 and head[1].isdigit():
+            out[-1][head[0][:-1]] = int(head[1]) * 1024
+    return out
+
+
+def _kind(m: dict) -> str | None:
+    """A mapping's kind (SMAPS_KINDS), None for the kernel's own ([vdso], [vvar], [vsyscall])."""
+    name = m["name"]
+    if name == "[heap]":
+        return "heap (brk)"
+    if name.startswith("[stack"):
+        return "stacks"
+    if m["perms"][3:4] == "s" or name.startswith(("/dev/shm", "/SYSV", "/memfd:")):
+        return "shared memory"
+    if name.startswith("/"):
+        return "file-backed"
+    return None if name.startswith("[") else "anonymous"
+
+
+def smaps(pid: int) -> dict | None:
+    """What the process's resident memory is made of now, by mapping kind, in bytes: {kind: rss},
+    with "huge pages" (anonymous memory in transparent huge pages) and "swap" beside them."""
+    maps = _mappings(pid)
+    if maps is None:
+        return None
+    out = {k: 0 for k in SMAPS_KINDS}
+    out["huge pages"] = out["swap"] = 0
+    for m in maps:
+        kind = _kind(m)
+        if kind is not None:
+            out[kind] += m["Rss"]
+            out["huge pages"] += m["AnonHugePages"]
+            out["swap"] += m["Swap"]
+    return out
+
+
+# perf samples the page faults by period (its rate mode gave a handful of samples here): the rate
+# read from /proc over FAULT_PROBE_S before the window sizes it for about ATTACH_FAULT_SAMPLES_S a second.
+FAULT_PROBE_S = 0.2
+ATTACH_FAULT_SAMPLES_S = 100
+
+
+def fault_period(pids: list[int]) -> int:
+    """The page-fault period for about ATTACH_FAULT_SAMPLES_S samples a second at the processes' rate now."""
+    def faults() -> int:
+        return sum(int(f[7]) for f in map(_stat_fields, pids) if f and len(f) > 7 and f[7].isdigit())
+    before = faults()
+    time.sleep(FAULT_PROBE_S)
+    rate = (faults() - before) / FAULT_PROBE_S
+    return max(1, int(rate / ATTACH_FAULT_SAMPLES_S))
+
+
+# glibc's other arenas live in heaps of HEAP_MAX bytes, each aligned to its size (64-bit: 2 x the
+# largest mmap threshold, 32 MiB), each starting with its heap_info: {arena, previous heap, size,
+# mprotect_size}. Read from the process's memory (/proc/PID/mem: the access process_vm_readv
+# needs), never written; the main arena is the break's heap.
+HEAP_MAX = 64 << 20
+
+
+def arenas(pid: int) -> dict | None:
+    """glibc's arenas of a running process: {"main_arena_rss", "arenas", "arena_rss"} in bytes and
+    counts, or None where its memory cannot be read."""
+    import struct
+    maps = _mappings(pid)
+    if maps is None:
+        return None
+    rss = {m["start"]: m["Rss"] for m in maps}
+    main = sum(m["Rss"] for m in maps if m["name"] == "[heap]")
+    heaps = {}
+    try:
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            for m in maps:
+                lo = m["start"]
+                if m["name"] or not m["perms"].startswith("rw") or lo % HEAP_MAX:
+                    continue
+                try:
+                    mem.seek(lo)
+                    ar_ptr, prev, size, mprotect_size = struct.unpack("<QQQQ", mem.read(32))
+                except (OSError, struct.error):
+                    continue
+                if 0 < size <= HEAP_MAX and size <= mprotect_size <= HEAP_MAX and (prev == 0 or prev % HEAP_MAX == 0):
+                    heaps[lo] = (ar_ptr, prev)
+    except OSError:
+        return None
+    # an arena's first heap holds the arena itself (prev 0, its ar_ptr inside it); later heaps point back
+    first = {lo: ar for lo, (ar, prev) in heaps.items() if prev == 0 and lo <= ar < lo + HEAP_MAX}
+    owned = [lo for lo, (ar, _) in heaps.items() if ar in first.values()]
+    return {"main_arena_rss": main, "arenas": len(first), "arena_rss": sum(rss.get(lo, 0) for lo in owned)}
+
+
+def run(store, pids: list[int], duration_s: float | None, argv: list[str]) -> tuple[int, bool]:
+    """Measures the window and stores it as a check run: (its id, whether Ctrl-C ended it)."""
+    from memsleuth import __version__
+    from memsleuth.measure import launcher
+    from memsleuth.records.model import RunSpec
+    command = command_of(pids[0])
+    alloc = allocator_of(pids[0])
+    before = {p: smaps(p) for p in pids}
+    print(f"memsleuth: attached to {', '.join(str(p) for p in pids)} ({command[0]}) "
+          + (f"for {duration_s:g} s" if duration_s else "until Ctrl-C") + "; nothing is stopped or signalled",
+          file=sys.stderr, flush=True)
+    sample, where, interrupted = launcher.attach_window(pids, duration_s, fault_period(pids))
+    after = {p: smaps(p) for p in pids}
+    window = sample.wall_ns / 1e9
+    facts = {"attached": {"pids": pids, "duration_s": duration_s, "window_s": round(window, 3),
+                          **((sample.raw or {}).get("attached") or {}),
+                          "smaps": {str(p): after[p] or before[p] for p in pids},
+                          **({"arenas": {str(p): arenas(p) for p in pids}} if alloc.name == "glibc" else {}),
+                          "cannot": "the live heap (allocations, live bytes, their sites): the accounting library "
+                                    "must be loaded when the program starts"}}
+    spec = RunSpec(rounds=f"one window of {window:.1f} s on running processes", reps=1, warmup=0,
+                   command=command, facts=facts)
+    run_id = store.begin_run(kind="check", name=os.path.basename(command[0]), argv=argv, spec=spec,
+                             machine=machine.info([allocators.allocator_info(alloc)]), version=__version__)
+    cell = store.add_cell(run_id, 0, allocator=allocators.allocator_info(alloc), params={}, env={}, command=command)
+    store.add_sample(cell, 0, False, sample)
+    store.add_sample(cell, EXPLAIN_ROUND, True, sample)    # the window explains itself
+    store.set_where(cell, where)
+    store.finish_run(run_id, "complete" if sample.ok else "failed", {"loadavg_1m_end": os.getloadavg()[0]})
+    return run_id, interrupted

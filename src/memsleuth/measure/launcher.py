@@ -1,0 +1,301 @@
+"""Builds the ms-run argv for one cell (never a shell string) and parses its JSON into a Sample.
+
+Two calls per cell: `check_preload` once (ms-run --preload-check: the command runs only up to
+its first instruction, so no measured run carries the checker library), then `run_cell` for
+every run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+
+from memsleuth.measure import native
+from memsleuth.records.evidence import Sample
+from memsleuth.measure.plan import Cell
+
+# ms-run's own limit is the timeout; this margin only guards against ms-run itself hanging.
+_GRACE_S = 30.0
+# The preload check stops the command at its first instruction; ms-run gives it 30 s.
+
+
+def _env_args(cell: Cell) -> list[str]:
+    out: list[str] = []
+    for k, v in cell.env.items():
+        out += ["--env", f"{k}={v}"]
+    return out
+
+
+def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_bytes: int | None,
+               counters: bool = True, syscall_args: bool = False, heap_dir: str | None = None,
+               sites_dir: str | None = None, sites: dict[str, int] | None = None,
+               args_every: dict[str, int] | None = None, cpu_sample_us: int | None = None) -> list[str]:
+    """heap_dir: account the heap (libmsheap in front of the allocator), its documents written there;
+    sites_dir: sample the call sites of `sites` ({event: period}, libmssites), their documents there;
+    cpu_sample_us: sample the tree's CPU time with kernel call chains (Sample.cpu_profile)."""
+    argv = [str(native.ms_run()), "--out", out_path]
+    if timeout_s:
+        argv += ["--timeout", repr(float(timeout_s))]
+    if mem_limit_bytes:
+        argv += ["--mem-limit", str(mem_limit_bytes)]
+    preloads, env = [], []
+    if heap_dir is not None:
+        preloads.append(str(native.native_path("libmsheap.so")))
+        env += ["--env", f"MEMSLEUTH_HEAP_OUT={heap_dir}"]
+    if sites_dir is not None and sites:
+        from memsleuth.measure import where
+        preloads.append(where.library())
+        env += ["--env", f"MEMSLEUTH_SITES_OUT={sites_dir}", "--env", f"MEMSLEUTH_SITES={where.sites_spec(sites)}"]
+        # The processes it cannot reach (a static executable, env -i) are sampled by the kernel.
+        argv += ["--outside-sites", where.sites_spec(sites), "--outside-dir", sites_dir,
+                 "--outside-skip", where.library()]
+    if cell.allocator.preload:
+        preloads.append(cell.allocator.preload)
+    if preloads:
+        argv += ["--preload", ":".join(preloads)]
+    argv += env + _env_args(cell)
+    if heap_dir is not None or sites_dir is not None:   # the runtimes name their compiled code
+        from memsleuth.measure import perfmaps
+        for k, v in perfmaps.perf_map_env(cell.env, dict(os.environ)).items():
+            argv += ["--env", f"{k}={v}"]
+    if cell.oom_exit_code is not None:
+        argv += ["--oom-exit-code", str(cell.oom_exit_code)]
+    if not counters:
+        argv.append("--no-counters")
+    if syscall_args and counters:
+        argv.append("--syscall-args")
+        for name, every in (args_every or {}).items():
+            argv += ["--syscall-args-every", f"{name}={int(every)}"]
+    if cpu_sample_us and counters:
+        argv += ["--cpu-sample-us", str(int(cpu_sample_us))]
+    return argv + ["--", *cell.command]
+
+
+def check_preload(cell: Cell) -> dict:
+    """Which object malloc binds to in this cell's command, under its allocator and environment."""
+    argv = [str(native.ms_run()), "--preload-check", "--expect-malloc", cell.allocator.malloc_object]
+    if cell.allocator.preload:
+        argv += ["--preload", cell.allocator.preload]
+    argv += _env_args(cell) + ["--", *cell.command]
+    return native.run_preload_check(argv)
+
+
+def preload_failure(cell: Cell, check: dict) -> Sample | None:
+    """The sample that records a failed preload check, or None when the preload took effect."""
+    if check.get("preload_ok") is not False:
+        return None
+    got = check.get("malloc_object") or "(no report)"
+    detail = f"{check.get('why')}: expected {cell.allocator.malloc_object}, got {got}"
+    return Sample.from_msrun({"status": "preload-failed", "detail": detail, "argv": list(cell.command),
+                              "stderr_tail": check.get("stderr_tail", ""), "signal": check.get("signal"),
+                              "signal_name": check.get("signal_name"), "malloc_object": check.get("malloc_object"),
+                              "preload_check": check})
+
+
+# With --metric, this much of the program's stdout is kept to find its figure in.
+METRIC_TAIL_BYTES = 1 << 20
+
+
+# On Ctrl-C or SIGTERM, ms-run is asked to end the command's tree (SIGTERM) and given this long
+# before it is killed: subprocess.run would SIGKILL it at once and orphan the tree.
+_STOP_GRACE_S = 5.0
+
+
+def _run_msrun(argv: list[str], timeout: float | None) -> subprocess.CompletedProcess:
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, errors="replace") as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except BaseException:   # KeyboardInterrupt (Ctrl-C, SIGTERM), a timeout: stop the tree first
+            p.terminate()
+            try:
+                p.communicate(timeout=_STOP_GRACE_S)
+            except BaseException:
+                p.kill()
+            raise
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
+def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None, counters: bool = True,
+             syscall_args: bool = False, metric=None, heap: bool = False, sites: dict[str, int] | None = None,
+             args_every: dict[str, int] | None = None, cpu_sample_us: int | None = None) -> Sample:
+    """One run. Explaining runs only: `heap`, with the heap accounting in front of the allocator
+    (Sample.heap); `sites` ({event: period}), with the call sites sampled (Sample.where);
+    `args_every` ({syscall: P}), the arguments of one call in P recorded (runner.args_every);
+    `cpu_sample_us`, the CPU time sampled with kernel chains (Sample.cpu_profile)."""
+    with tempfile.TemporaryDirectory(prefix="memsleuth-") as tmp:
+        out = os.path.join(tmp, "run.json")
+        heap_dir = sites_dir = None
+        if heap:
+            heap_dir = os.path.join(tmp, "heap")
+            os.mkdir(heap_dir, 0o700)
+        if sites:
+            sites_dir = os.path.join(tmp, "sites")
+            os.mkdir(sites_dir, 0o700)
+        argv = msrun_argv(cell, out, timeout_s=timeout_s, mem_limit_bytes=mem_limit_bytes, counters=counters,
+                          syscall_args=syscall_args, heap_dir=heap_dir, sites_dir=sites_dir, sites=sites,
+                          args_every=args_every, cpu_sample_us=cpu_sample_us)
+        if metric is not None:
+            argv[1:1] = ["--tail", str(METRIC_TAIL_BYTES)]
+        started = time.time()
+        try:
+            proc = _run_msrun(argv, (timeout_s + _GRACE_S) if timeout_s else None)
+        except subprocess.TimeoutExpired:
+            _remove_left_behind(out, heap_dir, sites_dir, started)
+            return _failed(f"ms-run did not return within {timeout_s}s + {_GRACE_S}s")
+        except KeyboardInterrupt:
+            _remove_left_behind(out, heap_dir, sites_dir, started)
+            raise
+        if proc.returncode == 130:
+            _remove_left_behind(out, heap_dir, sites_dir, started)
+            raise KeyboardInterrupt
+        try:
+            # The command's output tails are raw bytes: a program may print anything, so bytes
+            # that are not UTF-8 are replaced rather than allowed to fail the whole run.
+            with open(out, encoding="utf-8", errors="replace") as f:
+                doc = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            return _failed(f"ms-run failed (exit {proc.returncode}): {proc.stderr.strip() or e}")
+        if heap_dir is not None:
+            from memsleuth.records import heap as heap_mod
+            doc["heap"] = heap_mod.read(heap_dir)
+        if sites_dir is not None:
+            from memsleuth.records import sites
+            doc["where"] = sites.read_sampled(sites_dir, cell.allocator.preload)
+        _remove_left_behind(out, heap_dir, sites_dir, started)
+    doc = normalise(doc)
+    if metric is not None:
+        read_metric(doc, metric)
+    return Sample.from_msrun(doc)
+
+
+def _remove_left_behind(out: str, heap_dir: str | None, sites_dir: str | None, started: float) -> None:
+    """What the explaining run's processes wrote under perfmaps.PERF_MAP_ENV (perf maps, V8's
+    logs), once read: its processes are those the kernel saw in the tree (ms-run's document) and
+    those that left a document of their own."""
+    pids = []
+    for folder in (heap_dir, sites_dir):
+        for name in os.listdir(folder) if folder and os.path.isdir(folder) else ():
+            m = re.match(r"^(?:heap|sites)-(\d+)\.json", name)
+            if m:
+                pids.append(int(m.group(1)))
+    try:
+        with open(out, encoding="utf-8", errors="replace") as f:
+            seen = (json.load(f).get("outside_sites") or {}).get("pids") or []
+        pids += [p for p in seen if isinstance(p, int)]
+    except (OSError, ValueError, AttributeError):
+        pass
+    from memsleuth.measure import perfmaps
+    perfmaps.remove_left_behind(pids, started, os.getcwd())
+
+
+def read_metric(doc: dict, metric) -> None:
+    """The benchmark's own figure from its output, as the sample's result; an ok run whose output
+    does not match is a recorded error, never a crash."""
+    from memsleuth.measure.plan import MetricTimeout
+    try:
+        value = metric.read(doc.get("stdout_tail", "")) if doc.get("status") == "ok" else None
+    except MetricTimeout as e:
+        doc["status"], doc["detail"] = "error", str(e)
+        value = None
+    if value is not None:
+        doc["result"] = {**(doc.get("result") or {}), "metric": value, "metric_name": metric.name,
+                         "higher_is_better": metric.higher_is_better}
+    elif doc.get("status") == "ok":
+        doc["status"] = "error"
+        doc["detail"] = f"the output has no match for --metric {metric.name}={metric.regex} that is a finite number"
+    # Only the end of the output goes into the store.
+    doc["stdout_tail"] = doc.get("stdout_tail", "")[-4096:]
+
+
+def normalise(doc: dict) -> dict:
+    """ms-run's lines from MEMSLEUTH_FD, each parsed on its own: JSON objects become the `probe`
+    list (regions), the workload's result line becomes `result`; anything else stays text."""
+    if "fd_lines" not in doc:
+        return doc
+    probe: list = []
+    result = None
+    for line in doc.pop("fd_lines"):
+        try:
+            item = json.loads(line)
+        except (json.JSONDecodeError, TypeError):
+            probe.append(line)
+            continue
+        if isinstance(item, dict) and item.get("type") == "result" and isinstance(item.get("result"), dict):
+            result = item["result"]
+        else:
+            probe.append(item)
+    doc["probe"] = probe
+    doc["result"] = result
+    return doc
+
+
+def _failed(detail: str) -> Sample:
+    return Sample.from_msrun({"status": "error", "detail": detail})
+
+
+# ---- attach: a window on running processes (check --pid) -----------------------------------------
+
+# The attached window samples at rates, not periods (nothing was counted before it): each event's
+# call chains about this often a second per CPU, the CPU time every ms, the faults' addresses one
+# in ATTACH_FAULTS_EVERY. The memory syscalls' arguments are read at every call (~0.7 us each here):
+# a fault is told apart as a re-fault of memory given back only when the range it touches was
+# seen given back, and a sampled subset misnamed most of a churn's faults first touches.
+ATTACH_SITES_HZ = 100
+ATTACH_CPU_US = 1000
+ATTACH_FAULTS_EVERY = 101
+
+
+def attach_argv(pids: list[int], out_path: str, sites_dir: str, duration_s: float | None) -> list[str]:
+    """ms-run --attach for a window on `pids` (None: until ms-run is told to stop)."""
+    from memsleuth.measure import where
+    argv = [str(native.ms_run()), "--attach", ",".join(str(p) for p in pids), "--out", out_path,
+            "--duration", repr(float(duration_s or 0)), "--syscall-args", "--cpu-sample-us", str(ATTACH_CPU_US),
+            "--outside-sites", where.sites_spec({e: 1 for e in where.EVENTS}), "--outside-freq", str(ATTACH_SITES_HZ),
+            "--outside-dir", sites_dir]
+    return argv + ["--syscall-args-every", f"faults={ATTACH_FAULTS_EVERY}"]
+
+
+def attach_window(pids: list[int], duration_s: float | None,
+                  fault_period: int = 1000) -> tuple[Sample, dict, bool]:
+    """(the window as a Sample, its call sites, whether Ctrl-C ended it) of running processes:
+    ms-run --attach, and perf record (DWARF call graphs) beside it where perf is installed. Ctrl-C
+    ends the window: both stop, and what they measured is kept."""
+    from memsleuth.measure import where
+    from memsleuth.records.sites import read_sampled
+    with tempfile.TemporaryDirectory(prefix="memsleuth-attach-") as tmp:
+        out, sites_dir = os.path.join(tmp, "run.json"), os.path.join(tmp, "sites")
+        os.mkdir(sites_dir, 0o700)
+        recorder = where.attach_recorder(pids, tmp, fault_period)
+        proc = subprocess.Popen(attach_argv(pids, out, sites_dir, duration_s), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+        interrupted = False
+        try:
+            _, err = proc.communicate()
+        except KeyboardInterrupt:   # the window ends here: ms-run detaches and writes what it measured
+            interrupted = True
+            proc.terminate()
+            try:
+                _, err = proc.communicate(timeout=_STOP_GRACE_S + 10)
+            except BaseException:
+                proc.kill()
+                where.stop_recorder(recorder, {})
+                raise
+        try:
+            with open(out, encoding="utf-8", errors="replace") as f:
+                doc = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            where.stop_recorder(recorder, {})
+            return (_failed(f"ms-run --attach failed (exit {proc.returncode}): {err.strip() or e}"),
+                    {"unavailable": "the window was not measured"}, interrupted)
+        counted = {**(doc.get("syscalls") or {}),
+                   "page-faults": (doc.get("counters") or {}).get("page-faults-minor", 0)}
+        found = where.stop_recorder(recorder, counted)
+        kernel = read_sampled(sites_dir, None, counts=counted)
+        sites = found if found and "events" in found else kernel
+        if found and "unavailable" in found and "events" in kernel:
+            kernel.setdefault("notes", []).append(found["unavailable"])
+    return Sample.from_msrun(normalise(doc)), sites, interrupted

@@ -1,0 +1,372 @@
+"""Runs a plan: a preload check and a warm-up per cell, then rounds that run every cell of a
+group once, interleaved.
+
+Interleaving (A B C D A B C D ...) spreads slow drifts of the machine over all alternatives
+alike, and lets the analysis pair samples by round. The order inside a round rotates, so that
+no allocator always runs right after the same neighbour. Rounds go on until every cell of the
+group has a CI half-width at or below the target (all cells of a group keep running until the
+last one gets there, so that every round stays a complete pair), or until the maximum.
+
+Every sample is stored the moment it exists; Ctrl-C keeps what finished. A cell whose preload
+check or warm-up fails (a crash, OOM, timeout, failed preload) is not repeated: the failure is
+its result, and a timeout would only cost its limit again.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from memsleuth.events import FAULT_FLOOR, FUTEX_FLOOR, MECHANISM_FLOORS, MEMORY_FLOOR_BYTES
+from memsleuth.textsafe import visible
+from memsleuth.measure import launcher, native, where
+from memsleuth import stats
+from memsleuth.records.evidence import metric_kind
+from memsleuth.measure.plan import REFERENCE_LABEL, Plan
+from memsleuth.records.stored import EXPLAIN_ROUND
+from memsleuth.records.store import Store
+
+# Without a terminal, a progress line every this many seconds (CI logs stay short).
+PLAIN_PROGRESS_EVERY_S = 10.0
+# The explaining run's CPU samples aimed for: a share's 95% interval is then within about +-1.5
+# points (cpu_profile.wilson at 50%), and the sampling costs the same whatever the run's length.
+CPU_SAMPLES = 4000
+
+
+@dataclass
+class Outcome:
+    run_id: int
+    interrupted: bool
+    samples: int
+
+
+class TracepointHolder:
+    """Keeps the syscall tracepoints registered while a comparison runs (`ms-run --hold-events`).
+
+    Without it every measured process pays ~40 ms per tracepoint at exit, when its last perf
+    event on that tracepoint closes and the kernel waits for an RCU grace period (measured in
+    bench/overhead.py). With a holder alive, those closes are cheap.
+    """
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "TracepointHolder":
+        try:
+            self.proc = subprocess.Popen([str(native.ms_run()), "--hold-events"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                         start_new_session=True)
+            self.proc.stdout.readline()  # "ready": the events are open
+        except OSError:
+            self.proc = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Lets the holder go without waiting for it: its closes wait out one RCU grace period per
+        tracepoint (~0.27 s here), which nothing after the runs needs (the analysis and the report
+        run meanwhile). A thread reaps it; a daemon thread, so memsleuth's own exit never waits."""
+        if self.proc is not None:
+            self.proc.stdin.close()
+            threading.Thread(target=self.proc.wait, name="tracepoint-holder", daemon=True).start()
+
+
+def cell_settled(values: list[float], target: float | None, min_reps: int) -> bool:
+    if target is None or len(values) < max(min_reps, stats.MIN_SAMPLES_FOR_CI):
+        return False
+    hw = stats.median_ci(values).half_width_rel
+    return hw is not None and hw <= target
+
+
+SKIPPED_WHY = (f"no explaining run: the measured runs showed no mechanism candidate (under {FAULT_FLOOR:,} faults, "
+               f"{FUTEX_FLOOR:,} futex calls and every memory syscall's floor), so there was nothing for call "
+               "sites to explain")
+
+
+def needs_call_sites(samples: list) -> bool:
+    """Whether anything in a cell's measured runs could be a material mechanism whose call sites
+    would explain it: a syscall above its floor, or enough faults or futex calls to cost."""
+    ok = [s for s in samples if s.ok]
+    if not ok:
+        return False
+    mid = sorted(ok, key=lambda s: s.wall_ns)[len(ok) // 2]
+    return needs_arguments(samples) or mid.minflt >= FAULT_FLOOR or mid.syscalls.get("futex", 0) >= FUTEX_FLOOR
+
+
+def needs_cpu_profile(samples: list) -> bool:
+    """Whether a cell's measured runs spend enough kernel time for a mechanism in it to be material
+    (findings/cost.py): then its explaining run samples where that time goes."""
+    from memsleuth.events import MATERIAL_SHARE, MIN_COST_NS
+    ok = [s for s in samples if s.ok]
+    if not ok:
+        return False
+    mid = sorted(ok, key=lambda s: s.wall_ns)[len(ok) // 2]
+    return mid.sys_ns >= MIN_COST_NS and mid.sys_ns >= MATERIAL_SHARE * (mid.user_ns + mid.sys_ns)
+
+
+def cpu_sample_us(samples: list) -> int:
+    """The explaining run's sampling period: about CPU_SAMPLES samples of the measured runs' median
+    CPU time, at 2 kHz at most (~1% of the run: a sample costs the kernel a few microseconds) and
+    at least every 4 ms."""
+    ok = [s for s in samples if s.ok]
+    cpu_ns = sorted(s.user_ns + s.sys_ns for s in ok)[len(ok) // 2] if ok else 0
+    return int(min(max(cpu_ns / CPU_SAMPLES / 1000, 500), 4000))
+
+
+def needs_arguments(samples: list) -> bool:
+    """Whether a cell's measured runs make enough of a call whose finding is worded from its
+    arguments (events.MECHANISM_FLOORS) to deserve one explaining run that records them."""
+    ok = [s for s in samples if s.ok]
+    if not ok:
+        return False
+    return any(sorted(s.syscalls.get(name, 0) for s in ok)[len(ok) // 2] >= floor
+               for name, floor in MECHANISM_FLOORS.items())
+
+
+def needs_heap(samples: list) -> bool:
+    """Whether a cell's measured runs hold enough resident memory for the memory findings (what
+    it is made of) to speak: then its explaining run accounts the heap (heap.py)."""
+    ok = [s for s in samples if s.ok]
+    return bool(ok) and sorted(s.maxrss_kb for s in ok)[len(ok) // 2] * 1024 >= MEMORY_FLOOR_BYTES
+
+
+def site_counts(ok: list) -> dict[str, float]:
+    """The measured runs' median count of each event whose call sites are looked for."""
+    from statistics import median
+    counts = {"page-faults": median(s.counters.get("page-faults-minor") or s.minflt for s in ok)}
+    for name in where.EVENTS:
+        if name != "page-faults" and all(name in s.syscalls for s in ok):
+            counts[name] = median(s.syscalls[name] for s in ok)
+    return counts
+
+
+# An explaining run records at most about this many calls' arguments per syscall: each record costs
+# the calling thread the kernel's output path (~0.7 us here), so a storm of 350,000 madvise calls
+# recorded at every call made the run 1.24x slower (bench/check_cost.py); 20,000 records estimate
+# the calls' sizes and advice to well under 1%.
+ARGS_RECORDS = 20_000
+# The smallest P: a prime P samples a repeating pattern of calls evenly only when the pattern is
+# shorter than P (P = 2 saw only one advice of a program alternating POPULATE_WRITE and NORMAL).
+MIN_ARGS_EVERY = 31
+SAMPLED_ARGS = ("munmap", "madvise", "mmap", "mremap")   # brk: every call, its moves are read in order
+
+
+def _prime_at_least(n: int) -> int:
+    def prime(k: int) -> bool:
+        return k >= 2 and all(k % d for d in range(2, int(k ** 0.5) + 1))
+    while not prime(n):
+        n += 1
+    return n
+
+
+def args_every(counts: dict[str, float]) -> dict[str, int]:
+    """{syscall: P} for an explaining run: the syscalls counted more than ARGS_RECORDS times have
+    the arguments of one call in P recorded (P prime and at least MIN_ARGS_EVERY: a repeating
+    pattern of calls shorter than P is sampled evenly), each standing for P calls."""
+    out = {}
+    for name in SAMPLED_ARGS:
+        n = counts.get(name) or 0
+        if n > ARGS_RECORDS:
+            out[name] = _prime_at_least(max(MIN_ARGS_EVERY, int(-(-n // ARGS_RECORDS))))
+    # The page faults, each looked up in the ranges released before it (ms-run's "faults"): every
+    # one up to ARGS_RECORDS, else one in a prime P of them.
+    faults = counts.get("page-faults") or 0
+    if faults:
+        out["faults"] = 1 if faults <= ARGS_RECORDS else _prime_at_least(int(-(-faults // ARGS_RECORDS)))
+    return out
+
+
+def _call_sites_under_perf(cell, ok: list) -> dict:
+    """The fallback: one run of the cell under perf record, sampling rates from the measured runs."""
+    from statistics import median
+    wall_s = median(s.wall_ns for s in ok) / 1e9
+    timeout = max(60.0, wall_s * where.TIMEOUT_FACTOR)
+    return where.record(list(cell.command), dict(cell.env), cell.allocator.preload, site_counts(ok), timeout)
+
+
+def rotated(idx: list[int], round_: int) -> list[int]:
+    k = round_ % len(idx)
+    return idx[k:] + idx[:k]
+
+
+class _Progress:
+    """What is running now, how far, and how long is left: a live bar on a terminal, a line
+    every PLAIN_PROGRESS_EVERY_S seconds elsewhere. Cell labels are user text: never markup."""
+
+    def __init__(self, console: Console, total: int):
+        self.console = console
+        self.total = total
+        self.done = 0
+        self.t0 = time.monotonic()
+        self.last_line = self.t0
+        self.bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=console,
+                            transient=True, disable=not console.is_terminal)
+        self.task = None
+
+    def __enter__(self):
+        self.bar.__enter__()
+        self.task = self.bar.add_task("starting", total=self.total)
+        return self
+
+    def __exit__(self, *exc):
+        return self.bar.__exit__(*exc)
+
+    def now(self, what: str) -> None:
+        what = visible(what)   # cell labels hold user text (allocator names, parameter values)
+        self.bar.update(self.task, description=what)
+        t = time.monotonic()
+        if not self.console.is_terminal and t - self.last_line >= PLAIN_PROGRESS_EVERY_S:
+            self.last_line = t
+            elapsed = t - self.t0
+            left = elapsed / self.done * (self.total - self.done) if self.done else None
+            # Not a bound: the runs left may be slower (an explaining run) or fewer (adaptive rounds stop early).
+            eta = (f", roughly {left:.0f} s left if all {self.total} runs are needed (from the pace so far)"
+                   if left is not None else "")
+            print(f"memsleuth: {self.done}/{self.total} runs, {elapsed:.0f} s elapsed{eta}; now: {what}",
+                  file=sys.stderr, flush=True)
+
+    def advance(self) -> None:
+        self.done += 1
+        self.bar.advance(self.task)
+
+    def shrink(self, remaining: int) -> None:
+        self.total = self.done + remaining
+        self.bar.update(self.task, total=self.total)
+
+
+def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Console | None = None,
+        reference_id: int | None = None) -> Outcome:
+    console = console or Console(stderr=True)
+    rounds = plan.rounds
+    groups = [idx for _, idx in plan.groups()]
+    values: dict[int, list[float]] = {i: [] for i in range(len(plan.cells))}
+    samples: dict[int, list] = {i: [] for i in range(len(plan.cells))}
+    by_round: list[dict[int, object]] = [{} for _ in plan.cells]
+    failed: set[int] = set()
+    reference = plan.reference if reference_id is not None else None
+    # The explaining runs count too: at most one per cell (syscall arguments, heap accounting and
+    # call sites together); the total only ever shrinks to what is really left.
+    explaining = len(plan.cells)
+    total = (len(plan.cells) + (reference is not None)) * (plan.warmup + rounds.max_reps) + explaining
+    progress = _Progress(console, total)
+
+    def measure_reference(round_: int) -> None:
+        """The reference cell, once per round (and once as warm-up): how fast the machine is now."""
+        progress.now(f"{REFERENCE_LABEL}: " + ("warm-up" if round_ < 0 else f"round {round_ + 1}"))
+        sample = launcher.run_cell(reference, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes)
+        store.add_sample(reference_id, round_, round_ < 0, sample)
+        progress.advance()
+
+    def measure(i: int, round_: int, warmup: bool, what: str) -> None:
+        cell = plan.cells[i]
+        progress.now(f"{plan.label(i)}: {what}")
+        sample = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
+                                   metric=plan.metric)
+        store.add_sample(cell_ids[i], round_, warmup, sample)
+        progress.advance()
+        if warmup and not sample.ok:
+            failed.add(i)
+        elif not warmup and sample.ok:
+            values[i].append(sample.metric(metric_kind([sample])))
+            samples[i].append(sample)
+            by_round[i][round_] = sample
+
+    try:
+        with TracepointHolder(), progress:
+            if reference is not None:
+                measure_reference(-1)
+            for idx in groups:
+                for i in idx:
+                    cell = plan.cells[i]
+                    progress.now(f"{plan.label(i)}: preload check")
+                    bad = launcher.preload_failure(cell, launcher.check_preload(cell))
+                    if bad is not None:  # the failure is the cell's result, stored as its warm-up
+                        store.add_sample(cell_ids[i], -1, True, bad)
+                        failed.add(i)
+                        continue
+                    for _ in range(plan.warmup):
+                        if i not in failed:
+                            measure(i, -1, True, "warm-up")
+            active = [list(idx) for idx in groups]
+            for r in range(rounds.max_reps):
+                if not active:
+                    break
+                if reference is not None:
+                    measure_reference(r)
+                for idx in active:
+                    for i in rotated(idx, r):
+                        if i not in failed:
+                            measure(i, r, False, f"round {r + 1} of at most {rounds.max_reps}")
+                if plan.settled is not None:
+                    done = r + 1 >= rounds.min_reps and (len(failed) == len(plan.cells) or plan.settled(by_round))
+                    active = [] if done else active
+                else:
+                    still = []
+                    for idx in active:
+                        live = [i for i in idx if i not in failed]
+                        if live and not all(cell_settled(values[i], rounds.target_ci, rounds.min_reps) for i in live):
+                            still.append(idx)
+                    active = still
+                # Shrink the bar to what can still run: finished groups and failed cells run no more.
+                progress.shrink((sum(1 for idx in active for i in idx if i not in failed) + bool(active and reference))
+                                * (rounds.max_reps - r - 1) + explaining)
+            # One explaining run per cell, after the measured ones and never mixed into them: the
+            # syscalls' arguments, the heap's accounting and the call sites, together. `check`
+            # (plan.explain_if_needed) explains only what its measured runs call for.
+            todo = []
+            for i, cell in enumerate(plan.cells):
+                if i in failed or not values[i]:
+                    continue
+                wanted = (needs_call_sites(samples[i]) or needs_cpu_profile(samples[i])) \
+                    if plan.explain_if_needed else True
+                heap = cell.heap or (plan.heap and needs_heap(samples[i]))
+                sites = bool(cell.where or (plan.where and wanted))
+                args = bool(cell.where or (plan.syscall_args and wanted) or needs_arguments(samples[i]) or heap or sites)
+                todo.append((i, cell, args, sites, heap))
+            progress.shrink(sum(a for _, _, a, _, _ in todo))
+            for i, cell, args, sites, heap in todo:
+                if args:
+                    what = ", ".join(w for w, on in (("syscall arguments", True), ("heap accounting", heap),
+                                                     ("call sites", sites)) if on)
+                    progress.now(f"{plan.label(i)}: {what} (one explaining run)")
+                    counts = site_counts(samples[i])
+                    every = args_every(counts)
+                    wanted_periods = where.periods(counts) if sites else {}
+                    # The sampler rides this run where the kernel allows it (where.sampler_usable).
+                    periods = wanted_periods if wanted_periods and where.sampler_usable() else None
+                    sample_us = cpu_sample_us(samples[i])
+                    explain = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
+                                                syscall_args=True, heap=heap, sites=periods, args_every=every,
+                                                cpu_sample_us=sample_us)
+                    if periods and not explain.ok:
+                        # The measured run succeeded: the sampler may be what failed this one.
+                        progress.now(f"{plan.label(i)}: {what} again, without the sampler ({explain.status})")
+                        explain = launcher.run_cell(cell, timeout_s=plan.timeout_s,
+                                                    mem_limit_bytes=plan.mem_limit_bytes, syscall_args=True, heap=heap,
+                                                    args_every=every, cpu_sample_us=sample_us)
+                        periods = None
+                    store.add_sample(cell_ids[i], EXPLAIN_ROUND, True, explain)
+                    progress.advance()
+                    if sites and not wanted_periods:
+                        store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})     # nothing was counted
+                    elif sites:
+                        found = (explain.where if periods else None) or {
+                            "unavailable": "the in-program sampler did not run (a kernel before 6.2, or the explaining "
+                                           "run failed with it)"}
+                        if "unavailable" in found:
+                            progress.now(f"{plan.label(i)}: call sites under perf record ({found['unavailable']})")
+                            found = _call_sites_under_perf(cell, samples[i])
+                        store.set_where(cell_ids[i], found)
+                if not sites and plan.where:
+                    store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})
+    except KeyboardInterrupt:
+        store.finish_run(run_id, "interrupted", {"loadavg_1m_end": os.getloadavg()[0]})
+        return Outcome(run_id, True, progress.done)
+    store.finish_run(run_id, "complete", {"loadavg_1m_end": os.getloadavg()[0]})
+    return Outcome(run_id, False, progress.done)

@@ -1,0 +1,306 @@
+"""The typed evidence of one sample (one run of one process) and of one probe region.
+
+Built from ms-run's JSON document (docs/json-schema.md describes the fields). The document is
+what the store keeps; these classes are how everything downstream reads it.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+
+class CounterReadings:
+    """Named access to a `counters` dict of perf readings (a region's, or medians of several)."""
+    counters: dict[str, float | None]
+
+    @property
+    def minflt(self) -> float | None:
+        return self.counters.get("page-faults-minor")
+
+    @property
+    def majflt(self) -> float | None:
+        return self.counters.get("page-faults-major")
+
+    @property
+    def context_switches(self) -> float | None:
+        return self.counters.get("context-switches")
+
+
+@dataclass(frozen=True)
+class Region(CounterReadings):
+    name: str
+    depth: int
+    ops: int
+    wall_ns: int
+    user_ns: int
+    sys_ns: int
+    counters: dict[str, float | None]
+    syscalls: dict[str, int]
+    brk_delta_bytes: int | None = None   # how far the program break moved during the region
+    rss_start_kb: int | None = None
+    rss_end_kb: int | None = None
+
+    @classmethod
+    def from_line(cls, d: dict) -> "Region":
+        counters = dict(d.get("counters") or {})
+        # Where perf cannot count faults (perf_event_paranoid, no root), the probe's getrusage
+        # still does: the same faults of the whole process, read at the region's borders.
+        for event, key in (("page-faults-minor", "rusage_minflt"), ("page-faults-major", "rusage_majflt")):
+            if counters.get(event) is None and d.get(key) is not None:
+                counters[event] = float(d[key])
+        return cls(name=str(d.get("name", "")), depth=int(d.get("depth", 0)), ops=int(d.get("ops", 0)),
+                   wall_ns=int(d.get("wall_ns", 0)), user_ns=int(d.get("user_ns", 0)),
+                   sys_ns=int(d.get("sys_ns", 0)), counters=counters,
+                   syscalls={k: int(v) for k, v in (d.get("syscalls") or {}).items()},
+                   brk_delta_bytes=d.get("brk_delta_bytes"), rss_start_kb=d.get("rss_start_kb"),
+                   rss_end_kb=d.get("rss_end_kb"))
+
+    @property
+    def rss_growth_kb(self) -> int | None:
+        if self.rss_start_kb is None or self.rss_end_kb is None:
+            return None
+        return self.rss_end_kb - self.rss_start_kb
+
+    @property
+    def ops_per_s(self) -> float | None:
+        return self.ops / (self.wall_ns / 1e9) if self.ops and self.wall_ns else None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """ms-run's timeline of the process tree: one row per tick, running totals in the counter
+    columns (docs/json-schema.md)."""
+    columns: tuple[str, ...]
+    rows: tuple[tuple[int, ...], ...]
+    interval_ms: int = 10
+
+    @classmethod
+    def from_doc(cls, doc: dict) -> "Timeline | None":
+        t = doc.get("timeline")
+        if isinstance(t, dict) and t.get("columns"):
+            cols = tuple(str(c) for c in t["columns"])
+            rows = tuple(tuple(int(x) for x in r) for r in t.get("rows", []) if len(r) == len(cols))
+            return cls(cols, rows, int(t.get("interval_ms", 10)))
+        if doc.get("rss_kb"):  # schema 1: (ms, RSS) pairs only
+            return cls(("t_ms", "rss_kb"), tuple((int(p[0]), int(p[1])) for p in doc["rss_kb"] if len(p) >= 2))
+        return None
+
+    def column(self, name: str) -> list[int] | None:
+        if name not in self.columns:
+            return None
+        i = self.columns.index(name)
+        return [r[i] for r in self.rows]
+
+    @property
+    def times_ms(self) -> list[int]:
+        return self.column("t_ms") or []
+
+    def growing(self, columns) -> list[str]:
+        """The running-total columns among `columns` that grew during the run."""
+        out = []
+        for c in columns:
+            v = self.column(c)
+            if v and v[-1] > v[0]:
+                out.append(c)
+        return out
+
+    def rate(self, column: str, a: int, b: int) -> float:
+        """Per second between rows a and b, from the running total `column`."""
+        v, t = self.column(column), self.times_ms
+        return (v[b] - v[a]) / ((t[b] - t[a]) / 1000 or 1e-3)
+
+    def rates(self, column: str) -> tuple[list[float], list[float]]:
+        """Per second within each tick, at the tick's middle: (seconds, per second)."""
+        v, t = self.column(column) or [], [x / 1000 for x in self.times_ms]
+        return ([(a + b) / 2 for a, b in zip(t, t[1:])],
+                [(y - x) / max(b - a, 1e-3) for x, y, a, b in zip(v, v[1:], t, t[1:])])
+
+    def slices(self, n: int) -> list[tuple[int, int]]:
+        """The run cut into at most n slices of about as many ticks: (first row, last row) each."""
+        k = min(n, len(self.rows) - 1)
+        if k < 1:
+            return []
+        cuts = [round(i * (len(self.rows) - 1) / k) for i in range(k + 1)]
+        return list(zip(cuts, cuts[1:]))
+
+    def to_dict(self) -> dict:
+        return {"columns": list(self.columns), "rows": [list(r) for r in self.rows], "interval_ms": self.interval_ms}
+
+
+def median_by_wall(samples: list) -> int | None:
+    """The index of the run with the median wall time (the lower median of an even count): the run
+    a timeline is read from."""
+    if not samples:
+        return None
+    order = sorted(range(len(samples)), key=lambda i: samples[i].wall_ns)
+    return order[(len(order) - 1) // 2]
+
+
+@dataclass(frozen=True)
+class Sample:
+    status: str
+    detail: str | None
+    exit_code: int | None
+    signal: int | None
+    signal_name: str | None
+    wall_ns: int
+    user_ns: int
+    sys_ns: int
+    minflt: int
+    majflt: int
+    nvcsw: int
+    nivcsw: int
+    maxrss_kb: int
+    counters: dict[str, float | None]
+    syscalls: dict[str, int]
+    unsupported: dict[str, str]
+    regions: tuple[Region, ...]
+    malloc_object: str | None
+    rss_kb: tuple[tuple[int, int], ...]          # (ms since start, resident KiB of the process tree)
+    stdout_tail: str
+    stderr_tail: str
+    leftover_processes: tuple[dict, ...] = ()     # still running when the command ended: killed with it
+    user_only: tuple[str, ...] = ()               # events the kernel let count in user space only
+    timeline: Timeline | None = None
+    syscall_args: dict = field(default_factory=dict)   # munmap/madvise/mmap/mremap/brk arguments (ms-run)
+    result: dict | None = None       # the workload's own result line, if any
+    heap: dict | None = None         # heap accounting of an explaining run (heap.py), if any
+    where: dict | None = None        # call sites sampled in an explaining run (where.py), if any
+    cpu_profile: dict | None = None  # CPU time sampled with kernel chains in an explaining run (cpu_profile.py)
+    raw: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_msrun(cls, doc: dict, result: dict | None = None) -> "Sample":
+        if result is None and isinstance(doc.get("result"), dict):
+            result = doc["result"]
+        regions = tuple(r for p in doc.get("probe", []) or []
+                        if isinstance(p, dict) and p.get("type") == "region" and (r := _region_or_none(p)) is not None)
+        if isinstance(result, dict) and "metric" in result and not _finite(result["metric"]):
+            result = {k: v for k, v in result.items() if k != "metric"}   # a figure that is not a number
+        rss = _rss_pairs(doc)
+        # One definition of a run's peak resident memory: the larger of ru_maxrss (the largest
+        # single process) and the timeline's highest sum over the process tree, so that the
+        # time-averaged RSS (the same timeline) can never exceed it.
+        peak_kb = max([int(doc.get("maxrss_kb", 0) or 0), *(r for _, r in rss)])
+        return cls(
+            status=doc.get("status", "error"), detail=doc.get("detail"), exit_code=doc.get("exit_code"),
+            signal=doc.get("signal"), signal_name=doc.get("signal_name"),
+            wall_ns=int(doc.get("wall_ns", 0)), user_ns=int(doc.get("user_ns", 0)), sys_ns=int(doc.get("sys_ns", 0)),
+            minflt=int(doc.get("minflt", 0)), majflt=int(doc.get("majflt", 0)),
+            nvcsw=int(doc.get("nvcsw", 0)), nivcsw=int(doc.get("nivcsw", 0)),
+            maxrss_kb=peak_kb, counters=dict(doc.get("counters") or {}),
+            syscalls={k: int(v) for k, v in (doc.get("syscalls") or {}).items()},
+            unsupported=dict(doc.get("unsupported") or {}), regions=regions,
+            malloc_object=doc.get("malloc_object"),
+            rss_kb=rss,
+            stdout_tail=doc.get("stdout_tail", ""), stderr_tail=doc.get("stderr_tail", ""),
+            leftover_processes=tuple(p for p in doc.get("leftover_processes") or () if isinstance(p, dict)),
+            user_only=tuple(str(x) for x in doc.get("user_only") or ()),
+            timeline=Timeline.from_doc(doc),
+            syscall_args=dict(doc.get("syscall_args") or {}),
+            result=result, heap=doc.get("heap") if isinstance(doc.get("heap"), dict) else None,
+            where=doc.get("where") if isinstance(doc.get("where"), dict) else None,
+            cpu_profile=doc.get("cpu_profile") if isinstance(doc.get("cpu_profile"), dict) else None, raw=doc,
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def region(self, name: str) -> Region | None:
+        """The first top-level region of that name (the probe emits inner regions first)."""
+        found = [r for r in self.regions if r.name == name]
+        return min(found, key=lambda r: r.depth) if found else None
+
+    @property
+    def main(self) -> Region | None:
+        return self.region("main")
+
+    @property
+    def ops_per_s(self) -> float | None:
+        """Throughput of the region of interest: region `main` when the program has one."""
+        m = self.main
+        return m.ops_per_s if m else None
+
+    def metric(self, kind: str) -> float:
+        """The headline value: region main's ops/s ("ops_per_s"), the figure the program printed
+        ("output", `compare --metric`) or the process's wall seconds ("wall_s")."""
+        if kind == "ops_per_s":
+            return self.ops_per_s
+        if kind == "output":
+            return float(self.result["metric"])
+        return self.wall_ns / 1e9
+
+    @property
+    def mean_rss_kb(self) -> float | None:
+        """Time-averaged resident memory of the process tree (trapezoids over the timeline), or
+        None when the timeline has fewer than two points apart in time: a run shorter than ms-run's
+        tick has one point, read as the program was exec'd (a few hundred KiB), which is no average
+        of the run. Never above the run's peak (the peak is at least every point's value, and the
+        points are taken in time order)."""
+        pts = sorted((t, r) for t, r in self.rss_kb if r > 0)
+        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+            return None
+        area = sum((t1 - t0) * (r0 + r1) / 2 for (t0, r0), (t1, r1) in zip(pts, pts[1:]))
+        return min(area / (pts[-1][0] - pts[0][0]), float(self.maxrss_kb))
+
+    def to_dict(self) -> dict:
+        """Every field but the raw document, in JSON-ready types."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "raw"}
+        out["regions"] = [r.to_dict() for r in self.regions]
+        out["rss_kb"] = [list(p) for p in self.rss_kb]
+        out["leftover_processes"] = list(self.leftover_processes)
+        out["timeline"] = self.timeline.to_dict() if self.timeline else None
+        out["user_only"] = list(self.user_only)
+        return out
+
+
+def _finite(v) -> bool:
+    import math
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _region_or_none(line: dict) -> "Region | None":
+    """A region line from the probe channel, or None when it is malformed: a program may write
+    anything to MEMSLEUTH_FD ("wall_ns": "abc", null, 1e400, a list for syscalls), and one bad
+    line must not end the comparison. Numbers must be finite; counters and syscalls objects."""
+    try:
+        for key in ("depth", "ops", "wall_ns", "user_ns", "sys_ns"):
+            if key in line and not _finite(line[key]):
+                return None
+        for key in ("counters", "syscalls"):
+            if line.get(key) is not None and not isinstance(line[key], dict):
+                return None
+        if any(not _finite(v) for v in (line.get("syscalls") or {}).values()):
+            return None
+        if any(v is not None and not _finite(v) for v in (line.get("counters") or {}).values()):
+            return None
+        for key in ("brk_delta_bytes", "rss_start_kb", "rss_end_kb", "rusage_minflt", "rusage_majflt"):
+            if line.get(key) is not None and not _finite(line[key]):
+                return None
+        return Region.from_line(line)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def metric_kind(samples: list[Sample]) -> str:
+    """The program's own figure when every sample has one (`--metric`); else the throughput of
+    region main when every sample has one (higher is better); else wall time."""
+    if samples and all(s.result and "metric" in s.result for s in samples):
+        return "output"
+    return "ops_per_s" if samples and all(s.ops_per_s for s in samples) else "wall_s"
+
+
+def higher_is_better(kind: str, samples: list[Sample]) -> bool:
+    if kind == "output":
+        return bool(samples and samples[0].result.get("higher_is_better", True))
+    return kind == "ops_per_s"
+
+
+def _rss_pairs(doc: dict) -> tuple[tuple[int, int], ...]:
+    t = Timeline.from_doc(doc)
+    if t is None:
+        return ()
+    return tuple(zip(t.times_ms, t.column("rss_kb") or []))

@@ -1,0 +1,239 @@
+"""Call sites as records: the explaining run's sampled stacks (the in-program sampler's or the
+kernel's `sites-PID.json` documents, or perf script's text) read once, their frames named
+(symbols.py), and reduced per event to the user's call sites, the frames that made the calls, the
+allocator's internal paths and the whole stacks that flame graphs and pprof read. The runs that
+take them are measure/where.py's.
+
+Each stack is read two ways: the user's call site (the first frame outside the C library, the C++
+runtime, the dynamic loader and the allocator) and the allocator's internal path (its frames from
+the entry point down to the system call: `free -> _int_free -> systrim -> sbrk`).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from collections import Counter
+
+from memsleuth.records import symbols
+
+TOP = 3                    # call sites kept per event and kind
+STACKS = 200               # distinct stacks kept per event (the most sampled), for flame graphs and pprof
+STACK_FRAMES = 48          # innermost frames kept of each
+# Objects whose frames are not the user's code.
+SYSTEM_DSOS = re.compile(r"(^|/)(libc\.so|libc-|ld-linux|ld-2|libpthread|libstdc\+\+|libgcc_s|libm\.so|"
+                         r"libms(sites|heap)\.so|\[kernel|\[vdso|\[unknown\])")
+# A stack goes "through the allocator" when a frame is the preloaded allocator's own object, or a
+# malloc-family entry point or glibc malloc internal (libc's malloc is in libc.so with everything else).
+ALLOCATOR_FRAMES = ("malloc", "free", "realloc", "calloc", "_int_", "sysmalloc", "systrim", "operator new",
+                    "operator delete", "mi_", "je_", "tc_", "tcmalloc", "scalable_", "arena")
+
+LOST = "no frame of the program's own code (a runtime's own thread, the loader, or a stack that could not be unwound)"
+# Below this share of stacks that reach the program's own code, the sites decide nothing.
+MIN_UNWOUND = 0.5
+
+
+def unwound_share(event: dict) -> float:
+    """The share of an event's sampled stacks that reached a frame of the program's own code."""
+    return 1.0 - sum(share for site, share in event.get("user_sites", []) if site == LOST)
+
+
+def at_rate(sites: dict[str, dict], counts: dict[str, float]) -> None:
+    """Events sampled at a rate, not a period (attach): each event's period is then its count over
+    the same window divided by its samples, so a stack's samples x period estimate its events."""
+    for name, found in sites.items():
+        if found.get("samples"):
+            found["period"] = max(1, round(float(counts.get(name) or 0) / found["samples"]))
+
+
+def read_sampled(folder: str, allocator: str | None, counts: dict[str, float] | None = None) -> dict:
+    """The sampler's per-process documents as call sites per event (the shape `record` returns), or
+    {"unavailable": why} when it took no sample to speak of (then perf record is the way).
+    `counts`: the events counted over the same window, when the samples were taken at a rate
+    (attach): each event's period is then its count over its samples."""
+    docs = []
+    for path in sorted(glob.glob(os.path.join(folder, "sites-*.json"))):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("stacks"), list):
+            docs.append(doc)
+    if not docs:
+        return {"unavailable": "the program left no sampled stacks (it ended without exit(), or the sampler did not "
+                               "load)"}
+    events = {e.get("name"): e for d in docs for e in d.get("events") or [] if isinstance(e, dict)}
+    if not any(e.get("opened") for e in events.values()):
+        why = "; ".join(f"{name}: {e.get('why')}" for name, e in events.items())
+        return {"unavailable": f"the sampler could not open its events ({why})"}
+    notes: list[str] = []
+    named = symbols.resolve(docs, lambda d: [a for st in d["stacks"] if len(st) == 3 for a in st[2]], notes=notes)
+    samples = []
+    for d_i, d in enumerate(docs):
+        names = [e.get("name") for e in d.get("events") or []]
+        for st in d["stacks"]:
+            if len(st) != 3 or not isinstance(st[0], int) or not 0 <= st[0] < len(names):
+                continue
+            frames = [f for a in st[2] for f in named.get((d_i, a), ())]
+            samples.append((str(d.get("comm") or "?"), names[st[0]], frames, int(st[1])))
+    sites = summarise(samples, allocator=allocator)
+    for name, found in sites.items():
+        found["period"] = int((events.get(name) or {}).get("period") or 1)
+    if counts is not None:
+        at_rate(sites, counts)
+    notes += [f"{name}: not sampled ({e.get('why')})" for name, e in events.items() if not e.get("opened")]
+    notes += language_notes(docs, samples)
+    late = sum(int(d.get("async") or 0) for d in docs)
+    if late:
+        notes.append(f"{late} samples arrived while the program blocked SIGTRAP and were left out")
+    outside = sorted({str(d.get("comm") or "?") for d in docs if d.get("sampled_by") == "kernel"})
+    if outside:
+        notes.append(f"sampled by the kernel, unwound by frame pointers (the in-program sampler could not load in "
+                     f"them: a static executable, or a cleared environment): {', '.join(outside)}")
+    own = any(d.get("sampled_by") != "kernel" for d in docs)
+    return {"events": sites, "notes": notes, "sampler": "in-program" if own else "kernel"}
+
+
+def parse(text: str) -> list[tuple[str, str, list[tuple[int, str, str]]]]:
+    """perf script output -> [(comm, event, [(address in the object, symbol, object), innermost first])].
+    perf gives a user frame's address in its object's file (the mapping's offset added)."""
+    samples = []
+    for block in text.split("\n\n"):
+        lines = [x for x in block.splitlines() if x.strip()]
+        if not lines:
+            continue
+        m = re.match(r"^(.*?)\s+(\d+)\s+(\S+):\s*$", lines[0].strip())
+        if not m:
+            continue
+        frames = []
+        for line in lines[1:]:
+            fm = re.match(r"^\s*([0-9a-f]+)\s+(.*?)(?:\s+\((.*)\))?\s*$", line)
+            if line.startswith("\t") and fm and fm.group(3) != "inlined":   # inlined frames are named by us
+                frames.append((int(fm.group(1), 16), fm.group(2) or "[unknown]", fm.group(3) or ""))
+        samples.append((m.group(1), m.group(3), frames))
+    return samples
+
+
+def name_perf_frames(samples, notes: list[str]) -> list[tuple[str, str, list[symbols.Frame]]]:
+    """perf's frames as symbols.Frame, their lines and inlined frames from one batch symbolization
+    of the sampled addresses (perf's own function name kept where the symbolizer has none)."""
+    wanted: dict[str, set[int]] = {}
+    for _, _, frames in samples:
+        for k, (ip, _, dso) in enumerate(frames):
+            if dso.startswith("/") and not re.search(r"/perf-\d+\.map$", dso):
+                wanted.setdefault(dso, set()).add(symbols.file_address(dso, ip) - (k > 0))
+    chains, why = symbols.symbolize(wanted) if wanted else ({}, [])
+    notes.extend(why)
+    out = []
+    for comm, event, frames in samples:
+        named: list[symbols.Frame] = []
+        for k, (ip, sym, dso) in enumerate(frames):
+            fn = None if sym in ("[unknown]", "") else _clean(sym)
+            if re.search(r"/perf-\d+\.map$", dso):   # a runtime's compiled code, named by its perf map
+                lang = symbols.language_frame(sym)
+                named.append(symbols.Frame("[jit]", ip, *lang[1:], lang[0]) if lang else
+                             symbols.Frame("[jit]", ip, sym, None))
+                continue
+            if not dso.startswith("/"):
+                named.append(symbols.Frame(dso, ip, fn, None))
+                continue
+            # the innermost frame is the sampled pc itself; the others are return addresses
+            key = symbols.file_address(dso, ip) - (k > 0)
+            got = [f for f in symbols.resolve_chain(dso, key, chains.get((dso, key)))]
+            if got[-1].function is None and fn:
+                got[-1] = symbols.Frame(dso, key, fn, got[-1].line, got[-1].source)
+            named += got
+        out.append((comm, event, named))
+    return out
+
+
+def _clean(sym: str) -> str:
+    sym = re.sub(r"^__GI___?", "", sym)
+    sym = re.sub(r"^__libc_", "", sym)
+    return re.sub(r"\+0x[0-9a-f]+$", "", sym)
+
+
+def language_notes(docs: list[dict], samples) -> list[str]:
+    """What the sites cannot say in the program's language, and why: an interpreter older than the
+    one whose frames can be named (CPython before 3.12 has no perf trampolines)."""
+    if any(f.language for _, _, frames, *_ in samples for f in frames):
+        return []
+    for d in docs:
+        for m in d.get("maps") or []:
+            found = re.match(r"^(?:libpython3\.(\d+)\S*\.so\S*|python3\.(\d+))$",
+                             os.path.basename(str(m[3])) if len(m) >= 4 else "")
+            minor = found and int(found.group(1) or found.group(2))
+            if found and minor < 12:
+                return [f"Python-level call sites need CPython 3.12 or later (PYTHONPERFSUPPORT); this program "
+                        f"runs 3.{minor}: its sites are the interpreter's and its modules' C code"]
+    return []
+
+
+def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
+    """Per event: the top call sites (the program's own frame, and the frame that made the call
+    beside it when they differ: symbols.program_site), who made the calls (those frames alone, for
+    runtimes.runtime_of), the top internal paths, and the share of stacks that go through the
+    allocator. `samples`: (command, event, [symbols.Frame] innermost first[, how many]).
+    `allocator` is the preloaded library: its frames are the runtime's, never the user's call site,
+    even when it is stripped."""
+    # perf names the mapped file (the symlink's target); the user may have given either.
+    alloc_names = {os.path.basename(allocator), os.path.basename(os.path.realpath(allocator))} if allocator else set()
+
+    def is_allocator(f) -> bool:
+        return os.path.basename(f.path or "") in alloc_names or any(k in _clean(f.function or "")
+                                                                    for k in ALLOCATOR_FRAMES)
+
+    def is_runtime(path: str) -> bool:
+        return bool(SYSTEM_DSOS.search(path or "[unknown]")) or os.path.basename(path or "") in alloc_names
+
+    by_event: dict[str, list] = {}
+    stacks: dict[str, Counter] = {}
+    for comm, event, frames, *weight in samples:
+        w = weight[0] if weight else 1
+        name = event.split("/")[0].split(":")[-1].replace("sys_enter_", "")
+        users, makers, paths, comms, n, through = by_event.get(name, (Counter(), Counter(), Counter(), Counter(), 0, 0))
+        frames = [f for f in frames if "[kernel" not in (f.path or "")]
+        own, maker = symbols.program_site(frames, is_runtime)
+        stacks.setdefault(name, Counter())[symbols.stack_entry(frames[:STACK_FRAMES], is_runtime)] += w
+        inner = frames[:frames.index(maker)] if maker is not None else frames
+        path = [_clean(f.function) for f in reversed(inner) if f.function]
+        users[symbols.site_with_maker(own, maker) if own else LOST] += w
+        makers[maker.text() if maker else own.text() if own else LOST] += w
+        if path:
+            paths[" -> ".join(dict.fromkeys(path))] += w
+        comms[comm] += w
+        by_event[name] = (users, makers, paths, comms, n + w, through + w * any(is_allocator(f) for f in inner))
+    out = {}
+    for name, (users, makers, paths, comms, n, through) in by_event.items():
+        out[name] = {"samples": n, "through_allocator": through / n,
+                     "user_sites": [[site, k / n] for site, k in users.most_common(TOP)],
+                     "makers": [[site, k / n] for site, k in makers.most_common(TOP)],
+                     "internal_paths": [[p, k / n] for p, k in paths.most_common(TOP)],
+                     "commands": [[c, k / n] for c, k in comms.most_common(TOP)],
+                     "stacks": [[[list(f) for f in st], k] for st, k in stacks[name].most_common(STACKS)]}
+    return out
+
+
+def lines_for(where: dict | None, event: str) -> list[str]:
+    """Report lines for one event's call sites."""
+    if not where:
+        return []
+    if "unavailable" in where:
+        return [f"call sites not recorded: {where['unavailable']}"]
+    e = (where.get("events") or {}).get(event)
+    if not e:
+        return []
+    label = "page faults" if event == "page-faults" else f"{event} calls"
+    if unwound_share(e) < MIN_UNWOUND:
+        return [f"{label}: {1 - unwound_share(e):.0%} of {e['samples']} sampled stacks did not reach the program's "
+                "own code (a runtime's own threads, stripped code, or unwinding that stopped): no call site to name"]
+    out = [f"{label} come from (of {e['samples']} sampled stacks): " +
+           "; ".join(f"{site} {share:.0%}" for site, share in e["user_sites"] if share >= 0.005)]
+    if e["internal_paths"]:
+        out.append(f"{label} inside the runtime/allocator: " +
+                   "; ".join(f"{p} {share:.0%}" for p, share in e["internal_paths"][:2] if share >= 0.005))
+    if len(e.get("commands") or []) > 1:
+        out.append(f"{label} by command: " + ", ".join(f"{c} {share:.0%}" for c, share in e["commands"]))
+    return out

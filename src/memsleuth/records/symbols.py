@@ -1,0 +1,545 @@
+"""Names for the return addresses the explaining-run libraries sample (heap.py: allocation stacks;
+where.py: the stacks of page faults and system calls), and the frame that is the program's own.
+
+The libraries write the process's executable mappings with their samples ([lo, hi, file offset,
+path]), so an address is named after the process is gone: its object and the address in that
+object's own terms (the file offset moved into the segment that holds it). Frames are return
+addresses (the sites sampler stores its exact pc + 1 the same way), so one byte back lies in the
+line of the call itself.
+
+Symbolization is batched: only the sampled addresses, all objects in one llvm-symbolizer process
+(DWARF 5, Go's line tables, inlined frames), else one `addr2line -i` per object, within
+SYMBOLIZE_S in all; what was named is kept on disk by the object's build id
+($XDG_CACHE_HOME/memsleuth/symbols), so a second run of the same program names nothing again. A
+frame that the time left unnamed is said to be so, never waited for.
+
+Code a runtime compiled at run time (V8's JIT, the JVM's, CPython 3.12's perf trampolines) has no
+file: such a runtime writes /tmp/perf-PID.map when asked (measure/perfmaps.PERF_MAP_ENV, in the explaining
+run only), and its frames are named from it in the program's own language (`language`).
+"""
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+SYMBOLIZE_S = 15.0           # the whole symbolization of one run's stacks
+CACHE_VERSION = 1
+PT_LOAD, PT_NOTE, NT_GNU_BUILD_ID = 1, 4, 3
+PERF_MAP_DIR = "/tmp"
+
+
+@dataclass(frozen=True)
+class Frame:
+    path: str                    # the object's file ("" when no mapping holds the address)
+    offset: int                  # the address in the object's terms, one byte back (a return address)
+    function: str | None         # None: no symbol (stripped)
+    line: str | None             # "file.c:18" (file name only), None: no line information
+    source: str | None = None    # the source file's full path, as the debug information gives it
+    language: str | None = None  # "JavaScript", "Python", "Java": a frame named from a runtime's perf map
+
+    @property
+    def object(self) -> str:
+        return os.path.basename(self.path) if self.path else "an unknown object"
+
+    def text(self) -> str:
+        """'function (file.c:18)', or what is missing said in words."""
+        if self.language:
+            return f"{self.function} ({self.line})" if self.line else f"{self.function} ({self.language})"
+        return site_text(self.function, self.path, self.line, self.offset)
+
+
+def site_text(function: str | None, path: str, line: str | None, offset: int | None = None) -> str:
+    """How a frame is named in reports (heap sites and call sites alike): 'function (file.c:18)',
+    or what is missing said in words."""
+    obj = os.path.basename(path) if path else "an unknown object"
+    function = short_name(function) if function else function
+    if function is None:
+        where = f" at offset {hex(offset)}" if offset is not None else ""
+        return f"an address in {obj}{where} (no symbols: stripped?)"
+    if line is None:
+        return f"{function} ({obj}, no line information)"
+    return f"{function} ({line})"
+
+
+def short_name(function: str) -> str:
+    """A demangled C++ name without its parameter list and qualifiers ('f(int) const' -> 'f'); the
+    name as it is when it has none."""
+    body = re.sub(r"\)\s*(const|volatile|&|&&|noexcept|\s)*$", ")", function)
+    if not body.endswith(")") or body.endswith("operator()"):
+        return function
+    depth = 0
+    for i in range(len(body) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(body[i], 0)
+        if depth == 0:
+            return _without_return_type(body[:i].rstrip()) or function
+    return function
+
+
+def _without_return_type(name: str) -> str:
+    """A template function's demangled name starts with its return type: the part after the last
+    space outside angle brackets is the name."""
+    depth, cut = 0, 0
+    for i, c in enumerate(name):
+        depth += {"<": 1, ">": -1}.get(c, 0)
+        if c == " " and depth == 0 and not name[:i].endswith("operator"):
+            cut = i + 1
+    return name[cut:]
+
+
+# ---- objects --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Elf:
+    loads: tuple[tuple[int, int, int], ...]   # PT_LOAD (file offset, address, file size)
+    build_id: str | None
+
+
+def elf(path: str) -> Elf | None:
+    """The segments and build id of a 64-bit little-endian ELF object (x86-64, AArch64), or None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+                return None
+            phoff, = struct.unpack_from("<Q", head, 0x20)
+            phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+            loads, notes = [], []
+            for k in range(phnum):
+                if (k + 1) * phentsize > len(table):
+                    break
+                ptype, _, off, vaddr, _, filesz = struct.unpack_from("<IIQQQQ", table, k * phentsize)
+                if ptype == PT_LOAD:
+                    loads.append((off, vaddr, filesz))
+                elif ptype == PT_NOTE and filesz < 1 << 16:
+                    notes.append((off, filesz))
+            build_id = None
+            for off, size in notes:
+                f.seek(off)
+                data, pos = f.read(size), 0
+                while pos + 12 <= len(data) and build_id is None:
+                    namesz, descsz, ntype = struct.unpack_from("<III", data, pos)
+                    name_at, desc_at = pos + 12, pos + 12 + ((namesz + 3) & ~3)
+                    if ntype == NT_GNU_BUILD_ID and data[name_at:name_at + namesz].rstrip(b"\0") == b"GNU":
+                        build_id = data[desc_at:desc_at + descsz].hex() or None
+                    pos = desc_at + ((descsz + 3) & ~3)
+    except (OSError, struct.error):
+        return None
+    return Elf(tuple(loads), build_id)
+
+
+_ELF: dict[str, Elf | None] = {}
+
+
+def _elf_cached(path: str) -> Elf | None:
+    if path not in _ELF:
+        _ELF[path] = elf(path)
+    return _ELF[path]
+
+
+def locate(maps: list, addr: int) -> tuple[str, int] | None:
+    """(object path, the address in the object's terms one byte back) for a sampled return
+    address, or None when no executable file mapping holds it."""
+    m = next((m for m in maps if isinstance(m, list) and len(m) >= 4 and m[0] <= addr < m[1]), None)
+    if m is None:
+        return None
+    path = str(m[3])
+    return path, file_address(path, addr - m[0] + m[2]) - 1
+
+
+def file_address(path: str, offset: int) -> int:
+    """A file offset as the object's own address (what symbolizers take): moved by the PT_LOAD
+    segment that holds it. Unchanged when the object cannot be read."""
+    e = _elf_cached(path)
+    for off, vaddr, size in (e.loads if e else ()):
+        if off <= offset < off + size:
+            return offset - off + vaddr
+    return offset
+
+
+# ---- runtimes' perf maps ----------------------------------------------------------------------------
+
+# V8: "JS:*name /path/file.js:10:5" ("LazyCompile:" before V8 9); "~" interpreted, "*" optimised.
+# The name has no space; the script's path may.
+V8_FRAME = re.compile(r"^(?:JS|LazyCompile|Function|Script):[*~^+]?(\S*) (.+?):(\d+)(?::\d+)?$")
+# CPython 3.12+: "py::name:/path/file.py"
+PY_FRAME = re.compile(r"^py::(.*?):(.+)$")
+# The JVM (DumpPerfMapAtExit): "long Buffers.handle(int)": return type, class, method, parameters.
+JAVA_FRAME = re.compile(r"^(?:[\w$.<>\[\]]+\s+)?([\w$.]+)\.([\w$<>]+)\(")
+
+
+def language_frame(name: str) -> tuple[str, str, str | None, str | None] | None:
+    """A perf map's name as (language, function, line text, source path), or None for the runtime's
+    own code there (V8's builtins and stubs, the JVM's interpreter and stubs)."""
+    m = V8_FRAME.match(name)
+    if m:
+        source = m.group(2)
+        return "JavaScript", m.group(1) or "(anonymous)", f"{os.path.basename(source)}:{m.group(3)}", source
+    m = PY_FRAME.match(name)
+    if m:
+        return "Python", m.group(1), os.path.basename(m.group(2)), m.group(2)
+    if name.startswith(("Interpreter", "StubRoutines", "Stub", "Builtin:", "BytecodeHandler:", "RegExp:", "py::",
+                        "[")):
+        return None
+    m = JAVA_FRAME.match(name)
+    if m:
+        cls = m.group(1)
+        return "Java", f"{cls}.{m.group(2)}", None, cls
+    return None
+
+
+class PerfMap:
+    """One process's /tmp/perf-PID.map: [start, size, name] sorted by start."""
+
+    def __init__(self, path: str):
+        self.starts: list[int] = []
+        self.entries: list[tuple[int, int, str]] = []
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                rows = []
+                for line in f:
+                    parts = line.rstrip("\n").split(" ", 2)
+                    if len(parts) == 3:
+                        try:
+                            rows.append((int(parts[0], 16), int(parts[1], 16), parts[2]))
+                        except ValueError:
+                            continue
+        except OSError:
+            rows = []
+        # a later entry for the same start (code moved, recompiled) wins
+        by_start = {start: (start, size, name) for start, size, name in rows}
+        self.entries = sorted(by_start.values())
+        self.starts = [e[0] for e in self.entries]
+
+    def find(self, addr: int) -> str | None:
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i >= 0:
+            start, size, name = self.entries[i]
+            if addr < start + max(size, 1):
+                return name
+        return None
+
+
+def perf_map_path(pid: int) -> str:
+    return os.path.join(PERF_MAP_DIR, f"perf-{int(pid)}.map")
+
+
+# ---- symbolizing ----------------------------------------------------------------------------------
+
+def cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "memsleuth", "symbols")
+
+
+def _object_key(path: str) -> str | None:
+    e = _elf_cached(path)
+    if e and e.build_id:
+        return e.build_id
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return "f-" + hashlib.sha1(f"{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()
+
+
+def _cache_load(key: str) -> dict[str, list]:
+    try:
+        with open(os.path.join(cache_dir(), key + ".json"), encoding="utf-8") as f:
+            doc = json.load(f)
+        return doc["frames"] if doc.get("v") == CACHE_VERSION and isinstance(doc.get("frames"), dict) else {}
+    except (OSError, ValueError, KeyError, AttributeError):
+        return {}
+
+
+def _cache_store(key: str, frames: dict[str, list]) -> None:
+    try:
+        os.makedirs(cache_dir(), 0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache_dir(), prefix=".tmp-")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"v": CACHE_VERSION, "frames": frames}, f)
+        os.replace(tmp, os.path.join(cache_dir(), key + ".json"))
+    except OSError:
+        pass   # a cache that cannot be written only costs the next run the same work
+
+
+Chain = list  # [[function or None, source path or None, line or None], ...] innermost inlined first
+
+
+def _parse_blocks(lines: list[str]) -> list[Chain]:
+    """llvm-symbolizer's answers: per address, 'function' then 'file:line:col' per inlined frame,
+    a blank line after each address."""
+    out, cur = [], []
+    i = 0
+    while i < len(lines):
+        if lines[i] == "":
+            out.append(cur)
+            cur = []
+            i += 1
+            continue
+        func = lines[i]
+        where = lines[i + 1] if i + 1 < len(lines) else "??:0:0"
+        i += 2
+        m = re.match(r"^(.*):(\d+):(\d+)$", where)
+        source, line = (m.group(1), int(m.group(2))) if m else (where, 0)
+        cur.append([None if func in ("??", "") else func, None if source in ("??", "") else source,
+                    line or None])
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _llvm(tool: str, wanted: list[tuple[str, int]], deadline: float) -> dict[tuple[str, int], Chain]:
+    asked = [(p, a) for p, a in wanted if '"' not in p and "\n" not in p]   # a path it cannot quote stays unnamed
+    text = "".join(f'"{p}" {hex(a)}\n' for p, a in asked)
+    proc = subprocess.run([tool, "--inlines", "--demangle", "--functions=linkage", "--output-style=LLVM"],
+                          input=text, capture_output=True, text=True, errors="replace",
+                          timeout=max(0.5, deadline - time.monotonic()))
+    blocks = _parse_blocks(proc.stdout.split("\n"))
+    return {ref: blocks[i] for i, ref in enumerate(asked) if i < len(blocks)}
+
+
+def _addr2line(path: str, addrs: list[int], deadline: float) -> dict[tuple[str, int], Chain]:
+    proc = subprocess.run(["addr2line", "-a", "-i", "-f", "-C", "-e", path, *[hex(a) for a in addrs]],
+                          capture_output=True, text=True, errors="replace",
+                          timeout=max(0.5, deadline - time.monotonic()))
+    out: dict[tuple[str, int], Chain] = {}
+    cur: Chain | None = None
+    lines = proc.stdout.splitlines()
+    i = 0
+    while i < len(lines):
+        if re.match(r"^0x[0-9a-f]+$", lines[i]):
+            cur = out.setdefault((path, int(lines[i], 16)), [])
+            i += 1
+            continue
+        func = lines[i].strip()
+        where = lines[i + 1].strip().split(" (discriminator")[0] if i + 1 < len(lines) else "??:0"
+        i += 2
+        source, _, line = where.rpartition(":")
+        if cur is not None:
+            cur.append([None if func == "??" else func, None if source.startswith("??") or not source else source,
+                        int(line) if line.isdigit() and int(line) > 0 else None])
+    return out
+
+
+def _demangle(chains: dict[tuple[str, int], Chain]) -> None:
+    """Names the symbolizer left mangled (its demangler is older than the compiler) through one
+    c++filt, in place."""
+    mangled = sorted({f[0] for chain in chains.values() for f in chain if f[0] and f[0].startswith("_Z")})
+    tool = shutil.which("c++filt")
+    if not mangled or tool is None:
+        return
+    try:
+        out = subprocess.run([tool], input="\n".join(mangled) + "\n", capture_output=True, text=True,
+                             errors="replace", timeout=10).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return
+    if len(out) != len(mangled):
+        return
+    names = dict(zip(mangled, out))
+    for chain in chains.values():
+        for f in chain:
+            if f[0] in names:
+                f[0] = names[f[0]]
+
+
+def symbolize(wanted: dict[str, set[int]], budget_s: float = SYMBOLIZE_S) -> tuple[dict[tuple[str, int], Chain],
+                                                                                  list[str]]:
+    """{(object, address): chain} for every address asked for, from the cache first, then one
+    batch symbolizer within `budget_s`; and notes on what could not be named."""
+    deadline = time.monotonic() + budget_s
+    found: dict[tuple[str, int], Chain] = {}
+    todo: dict[str, list[int]] = {}
+    caches: dict[str, tuple[str, dict]] = {}
+    for path, addrs in wanted.items():
+        key = _object_key(path)
+        cached = _cache_load(key) if key else {}
+        if key:
+            caches[path] = (key, cached)
+        for a in addrs:
+            hit = cached.get(hex(a))
+            if hit is not None:
+                found[(path, a)] = hit
+            else:
+                todo.setdefault(path, []).append(a)
+    notes: list[str] = []
+    if todo:
+        got: dict[tuple[str, int], Chain] = {}
+        tool = shutil.which("llvm-symbolizer") or next(
+            (t for v in range(30, 10, -1) if (t := shutil.which(f"llvm-symbolizer-{v}"))), None)
+        try:
+            if tool:
+                got = _llvm(tool, [(p, a) for p, addrs in todo.items() for a in sorted(addrs)], deadline)
+            elif shutil.which("addr2line"):
+                for path, addrs in todo.items():
+                    got.update(_addr2line(path, sorted(addrs), deadline))
+            else:
+                notes.append("no symbolizer (llvm-symbolizer or binutils' addr2line): frames named by object only")
+        except subprocess.TimeoutExpired:
+            notes.append(f"symbolizing took over {budget_s:.0f} s: the frames not named by then are given by object "
+                         "and offset")
+        except OSError as e:
+            notes.append(f"the symbolizer failed ({e}): frames named by object only")
+        found.update(got)
+        for path, addrs in todo.items():
+            if path not in caches or not any((path, a) in got for a in addrs):
+                continue
+            key, cached = caches[path]
+            # Only what has a line is kept: the same build id may later come with its symbols or
+            # debug information (a stripped copy named first, its unstripped build after).
+            keep = {hex(a): got[(path, a)] for a in addrs if (path, a) in got and all(f[2] for f in got[(path, a)])}
+            if keep:
+                _cache_store(key, {**cached, **keep})
+    _demangle(found)    # names the symbolizer's demangler left mangled, cached ones included
+    return found, notes
+
+
+def resolve_chain(path: str, key: int, chain: Chain | None) -> tuple[Frame, ...]:
+    """A symbolizer's chain for one address as frames, innermost inlined first."""
+    if not chain:
+        return (Frame(path, key, None, None),)
+    out = []
+    for func, source, line in chain:
+        out.append(Frame(path, key, func, f"{os.path.basename(source)}:{line}" if source and line else None,
+                         source))
+    return tuple(out)
+
+
+def resolve(docs: list[dict], frames_of, skip=None, notes: list[str] | None = None) \
+        -> dict[tuple[int, int], tuple[Frame, ...]]:
+    """(document index, address) -> the frames at that address, innermost inlined first, the
+    containing function last, for every address `frames_of(doc)` yields. `skip(path)`: objects
+    named by their file only (not looked up). An address in no file mapping is looked up in the
+    process's perf map (a runtime's compiled code). What could not be named is said in `notes`."""
+    wanted: dict[str, set[int]] = defaultdict(set)
+    placed: dict[tuple[int, int], tuple[str, int] | None] = {}
+    perf_maps: dict[int, PerfMap] = {}
+    named: dict[tuple[int, int], tuple[Frame, ...]] = {}
+    for d_i, d in enumerate(docs):
+        maps = d.get("maps") or []
+        for a in frames_of(d):
+            if not isinstance(a, int) or (d_i, a) in placed:
+                continue
+            found = locate(maps, a)
+            placed[(d_i, a)] = found
+            if found is None:
+                pid = d.get("pid")
+                if isinstance(pid, int) and pid not in perf_maps:
+                    perf_maps[pid] = PerfMap(perf_map_path(pid))
+                name = perf_maps[pid].find(a - 1) if isinstance(pid, int) else None
+                if name is not None:
+                    lang = language_frame(name)
+                    named[(d_i, a)] = (Frame("[jit]", a - 1, *lang[1:], lang[0]) if lang else
+                                       Frame("[jit]", a - 1, name, None),)
+                else:
+                    named[(d_i, a)] = (Frame("", a, None, None),)
+            elif skip is None or not skip(found[0]):
+                wanted[found[0]].add(found[1])
+    chains, why = symbolize(wanted) if wanted else ({}, [])
+    if notes is not None:
+        notes.extend(why)
+    for ref, found in placed.items():
+        if ref in named or found is None:
+            continue
+        path, key = found
+        if skip is not None and skip(path):
+            named[ref] = (Frame(path, key, os.path.basename(path), None),)
+        else:
+            named[ref] = resolve_chain(path, key, chains.get((path, key)))
+    return named
+
+
+# ---- which frame is the program's own --------------------------------------------------------------
+
+# Source files that are a toolchain's or a runtime's, not the program's: C++'s and C's headers
+# (inlined standard-library code), Go's standard library, the interpreters' own sources.
+SYSTEM_SOURCES = re.compile(r"^(/usr/(include|lib|share|local/include|local/go|local/lib/go)/|<built-in>|<frozen |"
+                            r"/usr/src/|/build/)|/go/src/(runtime|internal|sync|syscall|os|io|bufio|strings|bytes|"
+                            r"fmt)/|/lib/python3\.\d+/|/site-packages/|^node:|^internal/")
+# Functions that are a standard library's or a runtime's, whatever file they are in.
+SYSTEM_FUNCTIONS = re.compile(r"^(std::|__gnu_cxx::|__cxxabiv1::|operator new|operator delete|runtime\.|"
+                              r"internal/|sync\.|syscall\.|v8::|node::|Builtins_|uv_|_Py|Py[A-Z]|java\.|jdk\.|"
+                              r"sun\.)")
+
+
+# Functions of an interpreter or a VM that runs the program (not compiled into it, as Go's runtime
+# is): a stack with one of them in an object makes all of that object's frames the runtime's.
+INTERPRETER_FUNCTIONS = re.compile(r"^(v8::|node::|Builtins_|uv_|_Py|Py[A-Z]|JVM_|JNI_|Java_|os::|"
+                                   r"Interpreter|CompileBroker::)")
+
+
+INTERPRETER_OBJECTS = re.compile(r"(^|/)(libjvm\.so|libjli\.so|libpython3[\d.]*\.so[\d.]*|python3(\.\d+)?|node(js)?|java)$")
+
+
+def is_program(f: Frame) -> bool:
+    """Whether a named frame is the program's own code (not a library's, a toolchain's or a
+    runtime's): a language frame outside the runtime's own scripts, or a native frame whose source
+    and function are not a standard library's."""
+    if f.function is None:
+        return False
+    if f.source and SYSTEM_SOURCES.search(f.source):
+        return False
+    return not SYSTEM_FUNCTIONS.search(f.function)
+
+
+def frame_kind(f: Frame, runtime_object) -> str:
+    """'program', 'runtime' or 'kernel': whose code a frame is, as a flame graph colours it."""
+    if "[kernel" in (f.path or ""):
+        return "kernel"
+    if f.language:
+        return "program" if is_program(f) else "runtime"
+    own = (f.path and f.path != "[jit]" and not runtime_object(f.path) and not INTERPRETER_OBJECTS.search(f.path)
+           and not (f.function and INTERPRETER_FUNCTIONS.match(f.function)) and is_program(f))
+    return "program" if own else "runtime"
+
+
+def stack_entry(frames: list[Frame], runtime_object) -> tuple[tuple, ...]:
+    """A stack as stored for flame graphs and profiles: outermost first, each frame (function,
+    source file, line, kind); a frame with no symbol is named by its object."""
+    out = []
+    for f in reversed(frames):
+        name = short_name(f.function) if f.function and not f.language else f.function or f"[{f.object}]"
+        line = f.line.rsplit(":", 1)[-1] if f.line else ""
+        out.append((name, f.source or (f.line.rsplit(":", 1)[0] if f.line else "") or f.path,
+                    int(line) if line.isdigit() else 0, frame_kind(f, runtime_object)))
+    return tuple(out)
+
+
+def program_site(frames: list[Frame], runtime_object) -> tuple[Frame | None, Frame | None]:
+    """(the program's own frame, the frame that made the call) of one stack, innermost first.
+    The maker is the first frame outside the runtime's objects (`runtime_object(path)`: the C
+    library, the loader, the allocator); the program's frame is the first frame in the program's
+    own language (a runtime's perf map) or, failing that, the first frame from the maker outwards
+    whose source and function are the program's (not an inlined standard-library frame, not Go's
+    runtime). Either is None when no frame qualifies."""
+    maker_i = next((i for i, f in enumerate(frames) if f.path and f.path != "[jit]" and not runtime_object(f.path)),
+                   None)
+    maker = frames[maker_i] if maker_i is not None else None
+    lang = next((f for f in frames if f.language and is_program(f)), None)
+    if lang is not None:
+        return lang, maker
+    interpreters = {f.path for f in frames if (f.function and INTERPRETER_FUNCTIONS.match(f.function))
+                    or INTERPRETER_OBJECTS.search(f.path or "")}
+    if maker is None or maker.path in interpreters:
+        # an interpreter's own code, and no frame of the program's language within the stack
+        return None, maker
+    own = next((f for f in frames[maker_i:] if f.path != "[jit]" and not runtime_object(f.path)
+                and f.path not in interpreters and is_program(f)), None)
+    return own or maker, maker
+
+
+def site_with_maker(own: Frame, maker: Frame | None) -> str:
+    """'handle (server.cc:42) via std::string::basic_string (basic_string.h:659)', or the frame alone."""
+    if maker is None or maker == own or maker.text() == own.text():
+        return own.text()
+    return f"{own.text()} via {maker.text()}"
