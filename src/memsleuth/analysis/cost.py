@@ -239,7 +239,9 @@ def sampled(sc, profile: cpu_profile.Profile, explained: dict[str, float], units
                  profile, behind)
 
 
-def confidence(share: float, confirmed: bool = True) -> str:
+def confidence_from_share(share: float, confirmed: bool = True) -> str:
+    """A time finding's confidence from its cost's share of the CPU time (HIGH_SHARE, MEDIUM_SHARE),
+    one step lower when its words rest on counts alone (`confirmed` False)."""
     level = 2 if share >= HIGH_SHARE else 1 if share >= MEDIUM_SHARE else 0
     if not confirmed:
         level -= 1

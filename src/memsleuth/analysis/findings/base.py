@@ -44,8 +44,10 @@ class Finding:
                 "phase": self.phase}
 
 
-def confidence(margin: float) -> str:
-    """How far past its threshold the deciding number is: 3x and more is high, 1.5x medium."""
+def confidence_from_margin(margin: float) -> str:
+    """A finding's confidence from how far past its threshold the deciding number is (the
+    number over the threshold): 3x and more is high, 1.5x medium. A time finding's comes from its
+    cost instead (cost.confidence_from_share)."""
     return "high" if margin >= 3 else "medium" if margin >= 1.5 else "low"
 
 

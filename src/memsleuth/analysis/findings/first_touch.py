@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memsleuth.units import PAGE_BYTES
 from memsleuth.analysis.findings.base import Finding, mib
-from memsleuth.analysis.cost import confidence
+from memsleuth.analysis.cost import confidence_from_share
 from memsleuth.analysis.view import CellView
 
 # At least 1 MiB first-touched: below that the faults cost well under a millisecond.
@@ -86,7 +86,7 @@ def _process(view: CellView) -> list[Finding]:
         evidence=evidence,
         advice="if that time is inside what you measure, touch the memory first (memset, MADV_POPULATE_WRITE, "
                "MAP_POPULATE) or use huge pages (MADV_HUGEPAGE); if it is the program's preparation, it belongs there",
-        subject=view.label, confidence=confidence(cost_share),
+        subject=view.label, confidence=confidence_from_share(cost_share),
         numbers={"faults": sc.minflt, "fault_bytes": fault_bytes, "peak_rss_bytes": resident, "sys_share": share},
         cost_ns=spent, cost_share=cost_share, phase=phase.name if phase else None)]
 
@@ -127,7 +127,7 @@ def check(view: CellView) -> list[Finding]:
             advice="if this region's time is your result: touch the memory before it (memset, MADV_POPULATE_WRITE "
                    "or MAP_POPULATE) in a region of its own, or use huge pages (MADV_HUGEPAGE) to fault 512x fewer "
                    "times; if the region is that preparation, this is where the faults belong",
-            subject=f"{view.label} / {sc.name}", confidence=confidence(split.share(spent)),
+            subject=f"{view.label} / {sc.name}", confidence=confidence_from_share(split.share(spent)),
             numbers={"region": sc.name, "faults": sc.minflt, "fault_bytes": fault_bytes, "sys_share": share},
             cost_ns=spent, cost_share=split.share(spent)))
     return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 from memsleuth.units import PAGE_BYTES
 from memsleuth.analysis.findings.base import Finding, kernel_share, mib
 from memsleuth.analysis import cost as cost_mod
-from memsleuth.analysis.cost import confidence
+from memsleuth.analysis.cost import confidence_from_share
 from memsleuth.events import MECHANISM_FLOORS
 from memsleuth.analysis.view import CellView
 
@@ -105,7 +105,7 @@ def _process(view: CellView) -> list[Finding]:
     share = split.share(spent)
     return [Finding(
         id="heap-trim-churn", title=f"{title}: {split.describe(spent)}", mechanism=mechanism,
-        evidence=evidence, advice=advice, subject=view.label, confidence=confidence(share),
+        evidence=evidence, advice=advice, subject=view.label, confidence=confidence_from_share(share),
         numbers={"brk": brk, "brk_down_moves": down_moves, "brk_down_bytes": down_bytes, "brk_up_moves": up_moves,
                  "brk_up_bytes": up_bytes, "minflt": sc.minflt},
         calls="brk", cost_ns=spent, cost_share=share, phase=phase.name if phase else None)]
@@ -141,7 +141,7 @@ def _timeline(view: CellView, sc, split) -> list[Finding]:
                   f"(every {t.interval_ms} ms, so at least that often), with {sc.syscalls['brk']:,.0f} brk calls",
                   f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)}, {fault_bytes / dropped:.2f}x what it gave back",
                   kernel_share(sc)],
-        advice=_advice(), subject=view.label, confidence=confidence(share, confirmed=False),
+        advice=_advice(), subject=view.label, confidence=confidence_from_share(share, confirmed=False),
         numbers={"heap_drops": len(drops), "heap_dropped_bytes": dropped, "minflt": sc.minflt}, calls="brk",
         cost_ns=spent, cost_share=share)]
 
@@ -184,7 +184,7 @@ def _steps(view: CellView, steps) -> list[Finding]:
                "GLIBC_TUNABLES=glibc.malloc.trim_threshold=<more than the step's bytes> (or top_pad), "
                "or a fixed glibc.malloc.mmap_threshold so big buffers are mmapped instead; "
                "or an allocator that does not trim eagerly",
-        subject=view.label, confidence=confidence(share),
+        subject=view.label, confidence=confidence_from_share(share),
         numbers={"shrink_bytes_per_step": shrink.brk_shrink_per_step, "faults_per_step": faulting.minflt_per_step,
                  "steps": shrink.steps, "trim_region": shrink.name, "fault_region": faulting.name},
         calls="brk", cost_ns=per_step * shrink.steps, cost_share=share)]
@@ -217,6 +217,6 @@ def _rate(view: CellView) -> list[Finding]:
                   "unit costs; findings/cost.py)"],
         advice="keep the top: GLIBC_TUNABLES=glibc.malloc.trim_threshold=<larger> and/or glibc.malloc.top_pad; "
                "or reuse buffers instead of freeing them",
-        subject=view.label, confidence=confidence(share, confirmed=False),
+        subject=view.label, confidence=confidence_from_share(share, confirmed=False),
         numbers={"brk": brk, "net_brk_growth_bytes": sc.brk_delta_bytes, "minflt": sc.minflt},
         calls="brk", cost_ns=spent, cost_share=share)]

@@ -3,7 +3,7 @@ the cause is system calls and page faults, not the allocator's own code."""
 from __future__ import annotations
 
 from memsleuth.events import SYSCALL_COLUMNS
-from memsleuth.analysis.findings.base import Finding, confidence
+from memsleuth.analysis.findings.base import Finding, confidence_from_margin
 from memsleuth.analysis.view import CellView
 
 # Kernel time must explain at least half of the gap in CPU time per op. (CPU time, not wall:
@@ -69,7 +69,7 @@ def check_pair(slower: CellView, faster: CellView) -> list[Finding]:
         evidence=evidence,
         advice="look at the syscall and fault columns of the evidence table and at this cell's other findings for "
                "which kernel path it is",
-        subject=f"{slower.label} vs {faster.label}", confidence=confidence(share / GAP_SHARE),
+        subject=f"{slower.label} vs {faster.label}", confidence=confidence_from_margin(share / GAP_SHARE),
         numbers={"gap_ns_per_op": gap, "sys_share_of_gap": share},
         cost_ns=sys_gap * a.ops, cost_share=sys_gap / t_a if t_a else None)]
 

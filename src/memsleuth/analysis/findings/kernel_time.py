@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from memsleuth.records import cpu_profile
 from memsleuth.events import SYSCALL_COLUMNS, SYSCALLS
-from memsleuth.analysis.findings.base import Finding, confidence, mib, rate_per_s
+from memsleuth.analysis.findings.base import Finding, confidence_from_margin, mib, rate_per_s
 from memsleuth.analysis.view import CellView
 from memsleuth.units import PAGE_BYTES
 
@@ -74,7 +74,7 @@ def check(view: CellView) -> list[Finding]:
         mechanism=mechanism, evidence=evidence,
         advice="the counts above say which kernel path to look at (perf record -g on the program shows the call "
                "sites); no named mechanism explains this time",
-        subject=view.label, confidence=confidence(sc.sys_share / SYS_SHARE),
+        subject=view.label, confidence=confidence_from_margin(sc.sys_share / SYS_SHARE),
         numbers={"sys_share": sc.sys_share, "faults": faults, "syscalls": calls, "culprit": culprit,
                  "parts_ns": parts},
         calls=culprit if culprit in SYSCALL_COLUMNS else None, cost_ns=sc.sys_ns, cost_share=sc.sys_share)]

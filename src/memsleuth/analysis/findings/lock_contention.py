@@ -2,7 +2,7 @@
 context switches), typically one lock shared by all threads."""
 from __future__ import annotations
 
-from memsleuth.analysis.findings.base import Finding, confidence
+from memsleuth.analysis.findings.base import Finding, confidence_from_margin
 from memsleuth.analysis.view import CellView
 
 # futex is only entered when a lock is contended (the uncontended path stays in user space):
@@ -45,7 +45,7 @@ def _process(view: CellView) -> list[Finding]:
         advice="if the program's own lock: shorten what it guards, or give each thread its own (a per-thread pool, "
                "thread_local); if the allocator's: an allocator with thread-local caches (mimalloc, jemalloc, "
                "tcmalloc), or glibc.malloc.arena_max raised",
-        subject=view.label, confidence=confidence(per_s / FUTEX_PER_S),
+        subject=view.label, confidence=confidence_from_margin(per_s / FUTEX_PER_S),
         numbers={"futex": futex, "futex_per_s": per_s}, calls="futex", cost_ns=spent, cost_share=split.share(spent))]
 
 
@@ -72,6 +72,6 @@ def check(view: CellView) -> list[Finding]:
         advice="use an allocator with thread-local caches (mimalloc, jemalloc, tcmalloc); for glibc raise "
                "glibc.malloc.arena_max, keep glibc.malloc.tcache_count up; in the program reuse per-thread buffers "
                "(thread_local) instead of allocating in the hot loop",
-        subject=view.label, confidence=confidence(futex / FUTEX_PER_KOP),
+        subject=view.label, confidence=confidence_from_margin(futex / FUTEX_PER_KOP),
         numbers={"futex_per_kop": futex, "csw_per_kop": csw}, calls="futex",
         cost_ns=split.cost("futex"), cost_share=split.share(split.cost("futex")))]

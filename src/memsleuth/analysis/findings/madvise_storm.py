@@ -9,7 +9,7 @@ cost only, and says the advice was not recorded.
 from __future__ import annotations
 
 from memsleuth.analysis.findings.base import Finding, mib
-from memsleuth.analysis.cost import ADVICE_FAMILY, ADVICE_NAMES, confidence
+from memsleuth.analysis.cost import ADVICE_FAMILY, ADVICE_NAMES, confidence_from_share
 from memsleuth.events import MECHANISM_FLOORS
 from memsleuth.analysis.view import CellView
 from memsleuth.units import PAGE_BYTES
@@ -113,7 +113,7 @@ def check(view: CellView) -> list[Finding]:
     return [Finding(
         id="madvise-storm" if family == "purge" else "madvise-calls",
         title=f"{title}: {split.describe(spent)}", mechanism=mechanism, evidence=evidence, advice=advice,
-        subject=view.label, confidence=confidence(share, confirmed=bool(families)),
+        subject=view.label, confidence=confidence_from_share(share, confirmed=bool(families)),
         numbers={"madvise": calls, "family": family, "families": families, "minflt": faults,
                  "sys_share": sc.sys_share},
         calls="madvise", cost_ns=spent, cost_share=share, phase=phase.name if phase else None)]

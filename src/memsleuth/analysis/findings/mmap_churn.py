@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memsleuth.analysis.findings.base import Finding, kernel_share, mib
 from memsleuth.analysis import cost as cost_mod
-from memsleuth.analysis.cost import REFAULT_SHARE, confidence
+from memsleuth.analysis.cost import REFAULT_SHARE, confidence_from_share
 from memsleuth.units import PAGE_BYTES
 from memsleuth.events import MECHANISM_FLOORS
 from memsleuth.analysis.view import CellView
@@ -87,7 +87,7 @@ def _process(view: CellView) -> list[Finding]:
         mechanism=mechanism, evidence=evidence, subject=view.label,
         advice=(HUGE_BLOCK_ADVICE.format(size=mib(block)) if block and block >= 32 << 20
                 else ADVICE if large else SMALL_ADVICE),
-        confidence=confidence(share, confirmed),
+        confidence=confidence_from_share(share, confirmed),
         numbers={"munmap": munmaps, "mmap": mmaps, "minflt": sc.minflt, "unmapped_bytes": unmapped,
                  "block_bytes": block},
         calls="munmap", cost_ns=spent, cost_share=share, phase=phase.name if phase else None)]
@@ -139,6 +139,6 @@ def check(view: CellView) -> list[Finding]:
         evidence=[f"{munmaps:.1f} munmap and {mmaps:.1f} mmap calls {where} inside the regions "
                   f"(threshold {threshold} per {unit})",
                   f"{faults:,.0f} page faults {where} in region '{faulting}' = {per_mapping:,.0f} per unmapped block"],
-        advice=ADVICE, subject=view.label, calls="munmap", confidence=confidence(share),
+        advice=ADVICE, subject=view.label, calls="munmap", confidence=confidence_from_share(share),
         numbers={"munmap": munmaps, "mmap": mmaps, "faults": faults, "faults_per_mapping": per_mapping},
         cost_ns=spent, cost_share=share)]

@@ -4,7 +4,7 @@ grown again, it pays it all again."""
 from __future__ import annotations
 
 from memsleuth.analysis.findings.base import Finding, kernel_share, mib, rate_per_s
-from memsleuth.analysis.cost import confidence
+from memsleuth.analysis.cost import confidence_from_share
 from memsleuth.events import MECHANISM_FLOORS
 from memsleuth.analysis.view import CellView
 from memsleuth.units import PAGE_BYTES
@@ -50,6 +50,6 @@ def check(view: CellView) -> list[Finding]:
         evidence=evidence,
         advice="reserve the final size up front (vector::reserve, a size hint) or keep the buffer and reuse it "
                "instead of freeing and growing it again; grow geometrically rather than by a fixed step",
-        subject=view.label, confidence=confidence(share, confirmed=grown is not None),
+        subject=view.label, confidence=confidence_from_share(share, confirmed=grown is not None),
         numbers={"mremap": calls, "minflt": sc.minflt, "sys_share": sc.sys_share, "grow_bytes": grown},
         calls="mremap", cost_ns=spent, cost_share=share, phase=phase.name if phase else None)]

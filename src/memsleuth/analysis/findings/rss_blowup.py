@@ -1,7 +1,7 @@
 """RSS blow-up: resident memory far above the bytes the program says it keeps live."""
 from __future__ import annotations
 
-from memsleuth.analysis.findings.base import Finding, confidence, mib
+from memsleuth.analysis.findings.base import Finding, confidence_from_margin, mib
 
 from memsleuth.analysis.view import CellView
 
@@ -27,5 +27,5 @@ def check(view: CellView) -> list[Finding]:
                   f"({rss / live:.1f}x; threshold {RATIO}x and +{mib(MIN_EXCESS_BYTES)})"],
         advice="look for memory that is never freed or never reused (a leak, per-thread caches that are never "
                "flushed, fragmentation); compare the allocators' peak RSS in the evidence table",
-        subject=view.label, confidence=confidence(rss / (RATIO * live)),
+        subject=view.label, confidence=confidence_from_margin(rss / (RATIO * live)),
         numbers={"maxrss_bytes": rss, "live_bytes": live})]

@@ -2,7 +2,7 @@
 memory keeps rising to the end, read from ms-run's timeline."""
 from __future__ import annotations
 
-from memsleuth.analysis.findings.base import Finding, confidence, mib
+from memsleuth.analysis.findings.base import Finding, confidence_from_margin, mib
 from memsleuth.analysis.view import CellView
 
 # The timeline must span at least this long and hold this many points: a short run's ramp is
@@ -56,6 +56,7 @@ def check(view: CellView) -> list[Finding]:
         advice="find what is allocated and never freed (valgrind --leak-check, heaptrack) or bound the cache; "
                "if the memory is meant to be kept, nothing to change",
         subject=view.label,
-        confidence=confidence(min(growth / MIN_GROWTH_BYTES, rising / RISING_SHARE * 1.5)) if long_run else "low",
+        confidence=(confidence_from_margin(min(growth / MIN_GROWTH_BYTES, rising / RISING_SHARE * 1.5))
+                    if long_run else "low"),
         numbers={"rss_start_kb": a, "rss_end_kb": b, "rising_share": rising}, cost_bytes=growth,
         cost_share=growth / (b * 1024) if b else None)]

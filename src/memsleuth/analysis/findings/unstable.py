@@ -1,7 +1,7 @@
 """Unstable measurement: the numbers of this cell move too much to be trusted as printed."""
 from __future__ import annotations
 
-from memsleuth.analysis.findings.base import Finding, confidence
+from memsleuth.analysis.findings.base import Finding, confidence_from_margin
 from memsleuth.analysis.view import CellView
 
 # A CI half-width beyond 5% of the median: differences under ~10% between cells are not resolved.
@@ -35,5 +35,5 @@ def check_run(views: list[CellView]) -> list[Finding]:
         evidence=evidence,
         advice="run on a quiet machine (memsleuth doctor), lengthen each run (more iterations), add rounds "
                "(--max-reps), and trust only paired verdicts that are resolved",
-        subject="this run", confidence=confidence(worst / CI_HALF_WIDTH),
+        subject="this run", confidence=confidence_from_margin(worst / CI_HALF_WIDTH),
         numbers={"cells": [v.label for v, _ in wide], "ci_half_width_max": worst})]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memsleuth.units import PAGE_BYTES
 from memsleuth.analysis.findings.base import Finding, mib
-from memsleuth.analysis.cost import confidence
+from memsleuth.analysis.cost import confidence_from_share
 from memsleuth.analysis.view import CellView
 
 # At least 1 MiB worth of faults, so that the missing RSS is a clear signal.
@@ -68,7 +68,7 @@ def _process(view: CellView) -> list[Finding]:
                      f"back before (threshold {MIN_READ_SHARE:.0%})"] if reads is not None else [])],
         advice="write the memory before reading it (or do not read what was never written: calloc'd memory that is "
                "only read is all zeros); treat any bandwidth measured over it as invalid",
-        subject=view.label, confidence=confidence(share),
+        subject=view.label, confidence=confidence_from_share(share),
         numbers={"faults": sc.minflt, "peak_rss_bytes": resident, "given_back_bytes": given_back},
         cost_ns=spent, cost_share=share)]
 
