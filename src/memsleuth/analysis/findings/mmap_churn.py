@@ -55,6 +55,8 @@ def _process(view: CellView) -> list[Finding]:
         large = per >= LARGE_BLOCK_BYTES
         # traced: the re-faults' own cost is material; else enough faults to re-fault most of what was unmapped
         refaults = split.material(refault_ns) if traced else refault_pages * PAGE_BYTES >= REFAULT_SHARE * unmapped
+        # which part the cost is mostly: the calls (with the pages they release) or the re-faults
+        calls_first = split.cost("mmap", "munmap") >= refault_ns
         evidence.append(f"munmap returned {mib(unmapped)} ({mib(per)} per call; {view.args_source('munmap')})")
         if not traced:
             evidence.append(f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)} if each was one page, "
@@ -62,10 +64,14 @@ def _process(view: CellView) -> list[Finding]:
         what = "large blocks" if large else f"small mappings ({per / 1024:,.0f} KiB each on average)"
         mechanism = (f"{what} get a fresh mapping when allocated and are unmapped when freed: every cycle pays an "
                      "mmap and a munmap")
-        mechanism += (", and the fresh memory is faulted in again on its first use" if refaults else
-                      "; most of the faults do not touch memory given back by munmap, so most of this cost is the calls "
-                      "themselves" if traced else
-                      "; the faults are fewer than the unmapped bytes, so most of the cost is the calls themselves")
+        if refaults:
+            mechanism += ", and the fresh memory is faulted in again on its first use"
+            if traced and calls_first:
+                mechanism += "; the calls cost more than those faults, so most of this cost is the calls themselves"
+        else:
+            mechanism += ("; the faults on memory given back by munmap cost little, so most of this cost is the calls "
+                          "themselves" if traced else
+                          "; the faults are fewer than the unmapped bytes, so most of the cost is the calls themselves")
         confirmed = True
     else:
         large = True
