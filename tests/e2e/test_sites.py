@@ -83,7 +83,7 @@ def test_with_the_heap_accounting_beside_it_the_sampler_still_writes_its_stacks(
     assert s.ok, (s.status, s.detail, s.stderr_tail)
     assert s.where and s.where.get("sampler") == "in-program", s.where
     assert s.where["events"]["page-faults"]["samples"] > 100, s.where["events"]
-    assert s.heap and s.heap.get("processes"), s.heap
+    assert s.heap and s.heap.processes, s.heap
 
 
 @needs_tracepoints
@@ -112,7 +112,7 @@ def test_where_the_sampler_cannot_run_perf_record_names_the_same_lines(tmp_path)
         pytest.skip("perf is not installed (linux-perf)")
     js = tmp_path / "c.json"
     # as on a kernel before 6.2: where.sampler_usable says no
-    code = ("import sys; from memsleuth import where; where.sampler_usable = lambda *a: False; "
+    code = ("import sys; from memsleuth.measure import where; where.sampler_usable = lambda *a: False; "
             "from memsleuth.cli import main; sys.exit(main(sys.argv[1:]))")
     proc = subprocess.run([sys.executable, "-c", code, "check", "--db", str(tmp_path / "c.db"), "--json", str(js), "--",
                            fixture("plain-steps"), "20"], capture_output=True, text=True, timeout=600)

@@ -11,6 +11,7 @@ from memsleuth.analysis.findings import heap_leak, heap_overhead, heap_retained
 from memsleuth.analysis.view import CellView
 
 MIB = 1 << 20
+H = heap.Heap.from_dict     # a stored document as the later tiers read it
 
 
 def view(h: dict) -> CellView:
@@ -69,10 +70,10 @@ def test_leak_needs_growth_to_the_end_and_names_the_sites_of_the_live_bytes():
 
 def test_composition_and_size_profile():
     h = doc(live=50 * MIB, anon_exit_kb=80 * 1024)
-    rows = {what.split(" (")[0]: (p, e) for what, p, e in memory.composition(h)}
+    rows = {what.split(" (")[0]: (p, e) for what, p, e in memory.composition(H(h))}
     assert rows["anonymous beyond the live heap"][1] == 30 * MIB
     assert rows["file-backed"][1] == 2000 * 1024
-    assert memory.size_profile(h)[0] == (17, 32, 0.9)     # bucket 5: 17..32 bytes, 90% of calls
+    assert memory.size_profile(H(h))[0] == (17, 32, 0.9)     # bucket 5: 17..32 bytes, 90% of calls
 
 
 def test_summaries_of_several_processes_add_up():
@@ -88,7 +89,7 @@ def test_summaries_of_several_processes_add_up():
 def test_arena_rows_only_under_glibc():
     h = doc(anon_exit_kb=100 * 1024)
     h["at_exit"]["arenas"], h["at_peak"]["arenas"] = -1, -1      # another allocator's 64 MiB-aligned segments
-    rows = {what: (p, e) for what, p, e in memory.composition(h)}
+    rows = {what: (p, e) for what, p, e in memory.composition(H(h))}
     assert rows["glibc other arenas, count"] == (None, None) and rows["glibc other arenas' heaps, resident"] == (None, None)
     assert rows["glibc main arena (brk heap), resident"] == (None, None)
 
@@ -104,22 +105,22 @@ def test_arenas_per_process_and_the_footprint():
     child["at_exit"].update({"arenas": 2, "main_arena_kb": 200, "arena_kb": [300, 400]})
     s = heap.summarise([child, parent])
     assert [p["pid"] for p in s["processes_detail"]] == [10, 11]
-    assert arenas_by_process(s) == [[132 * 1024], [200 * 1024, 300 * 1024, 400 * 1024]]
+    assert arenas_by_process(H(s)) == [[132 * 1024], [200 * 1024, 300 * 1024, 400 * 1024]]
     # The main process's 10 ms ticks: live climbs to 40 MiB, then 30 MiB of it is freed while anonymous
     # memory stays: the most beyond live is after the frees, not at the peak.
     ms_timeline = Timeline(("t_ms", "rss_kb", "anon_kb"), ((0, 3000, 1000), (10, 53000, 50 * 1024),
                                                             (20, 53000, 50 * 1024), (30, 40000, 40 * 1024)))
     s["timeline"] = [[0.0, 0], [8.0, 40 * MIB], [15.0, 10 * MIB]]
     # Two processes: the timeline is the tree's memory, the live heap's one process's: no series.
-    assert memory.footprint(SimpleNamespace(heap=s, timeline=ms_timeline))["most_beyond_live_bytes"] is None
+    assert memory.footprint(SimpleNamespace(heap=H(s), timeline=ms_timeline))["most_beyond_live_bytes"] is None
     s = heap.summarise([child])
     s["timeline"] = [[0.0, 0], [8.0, 40 * MIB], [15.0, 10 * MIB]]
-    f = memory.footprint(SimpleNamespace(heap=s, timeline=ms_timeline))
+    f = memory.footprint(SimpleNamespace(heap=H(s), timeline=ms_timeline))
     assert f["live_at_peak_bytes"] == 40 * MIB and f["anon_at_peak_bytes"] == 50 * MIB * 1.0
     assert (f["most_beyond_live_bytes"], f["live_then_bytes"], f["most_beyond_live_at_s"]) == (40 * MIB, 10 * MIB, 0.02)
     assert f["live_at_exit_bytes"] == 10 * MIB and memory.footprint(SimpleNamespace(heap=None, timeline=None)) is None
     child["at_exit"]["arenas"] = -1                 # not glibc: no arena evidence at all
-    assert arenas_by_process(heap.summarise([child, parent])) is None
+    assert arenas_by_process(H(heap.summarise([child, parent]))) is None
 
 
 def test_a_peak_snapshot_that_missed_the_peak_names_the_moment_it_was_read():
@@ -127,13 +128,13 @@ def test_a_peak_snapshot_that_missed_the_peak_names_the_moment_it_was_read():
     moment, and the evidence says which instead of calling it the peak."""
     h = doc(live=1 * MIB, peak=80 * MIB, anon_peak_kb=60 * 1024, anon_exit_kb=50 * 1024, live_at_peak=20 * MIB)
     h["at_peak"]["peak_live_bytes"] = 80 * MIB
-    assert memory.near_peak(h) == (False, 20 * MIB, 80 * MIB)
+    assert memory.near_peak(H(h)) == (False, 20 * MIB, 80 * MIB)
     (f,) = heap_retained.check(view(h))
     assert "when the live heap was 20.0 MiB (its peak: 80.0 MiB)" in " ".join(f.evidence)
     (f,) = heap_overhead.check(view(h))
     assert f.numbers["when"] == "when the live heap was 20.0 MiB (its peak: 80.0 MiB)"
-    f = memory.footprint(SimpleNamespace(heap=h, timeline=None))    # the peak itself, and where memory was read
+    f = memory.footprint(SimpleNamespace(heap=H(h), timeline=None))    # the peak itself, and where memory was read
     assert (f["live_at_peak_bytes"], f["anon_read_at_live_bytes"], f["anon_read_near_peak"]) == (80 * MIB, 20 * MIB,
                                                                                                   False)
     h["at_peak"]["live_bytes"] = 73 * MIB                  # within 10% of the peak: it stands for the peak
-    assert memory.near_peak(h)[0] and "at the live peak" in " ".join(heap_retained.check(view(h))[0].evidence)
+    assert memory.near_peak(H(h))[0] and "at the live peak" in " ".join(heap_retained.check(view(h))[0].evidence)

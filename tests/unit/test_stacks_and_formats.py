@@ -17,6 +17,7 @@ from rich.console import Console
 
 from memsleuth import cli
 from memsleuth.analysis import memory
+from memsleuth.records.heap import Heap
 from memsleuth.analysis import stacks
 from memsleuth.report import builders, flame, html, json_export, markdown, pprof_export, terminal
 from memsleuth.report.content import TimelineFigure
@@ -105,7 +106,7 @@ def test_the_stored_check_has_every_stack_set_and_their_totals_are_the_runs(leak
     # samples x period estimates the faults the explaining run counted
     assert 0.7 <= sets["page faults"].total / explain.minflt <= 1.3, (sets["page faults"].total, explain.minflt)
     # the bytes live at exit, sampled by bytes, estimate the accounting's exact count
-    assert 0.7 <= sets["live at exit"].total / explain.heap["live_bytes"] <= 1.3
+    assert 0.7 <= sets["live at exit"].total / explain.heap.live_bytes <= 1.3
     # the leak's stack is the program's frame over the allocator's: main at the leaking line
     top = max(sets["live at exit"].stacks, key=lambda x: x[1])[0]
     own = [f for f in top if f[3] == "program"]
@@ -179,9 +180,10 @@ def test_log_axes_are_labelled_in_plain_numbers():
 
 
 def test_live_blocks_not_resident_are_said_never_a_negative_size():
-    h = {"at_peak": {"rss_kb": 20 << 10, "anon_kb": 10 << 10, "live_bytes": 50 << 20, "peak_live_bytes": 50 << 20},
+    h = {"live_bytes": 8 << 20, "peak_live_bytes": 50 << 20,
+         "at_peak": {"rss_kb": 20 << 10, "anon_kb": 10 << 10, "live_bytes": 50 << 20, "peak_live_bytes": 50 << 20},
          "at_exit": {"rss_kb": 20 << 10, "anon_kb": 18 << 10, "live_bytes": 8 << 20}}
-    rows = {what.split(" (")[0]: (p, e) for what, p, e in memory.composition(h)}
+    rows = {what.split(" (")[0]: (p, e) for what, p, e in memory.composition(Heap.from_dict(h))}
     assert rows["anonymous beyond the live heap"] == (None, 10 << 20)
     assert rows["live heap not resident"] == (40 << 20, None)
     assert all(v is None or v >= 0 for p, e in rows.values() for v in (p, e))

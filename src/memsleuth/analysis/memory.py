@@ -3,6 +3,8 @@ memory is made of at the live peak and at exit, compare's Heap table, the reques
 sites, the composition over time. Worded by report/builders/check.py and compare.py."""
 from __future__ import annotations
 
+from memsleuth.records.heap import Heap, HeapSite, Snapshot
+
 
 # The accounting reads its peak snapshot once the live heap is within this factor of its peak
 # (ms_heap.c PEAK_STEP); a snapshot also waits out the spacing after the last one, so a brief peak
@@ -10,52 +12,45 @@ from __future__ import annotations
 PEAK_NEAR = 1.10
 
 
-def near_peak(h: dict) -> tuple[bool, float | None, float | None]:
+def near_peak(h: Heap) -> tuple[bool, float | None, float | None]:
     """(whether the 'at the peak' snapshot was read within PEAK_NEAR of the main process's live
     peak, the live bytes it was read at, that peak). True when the document does not say."""
-    snap = h.get("at_peak") or {}
-    live, peak = snap.get("live_bytes"), snap.get("peak_live_bytes")
-    if not isinstance(live, (int, float)) or not isinstance(peak, (int, float)) or peak <= 0:
+    live, peak = h.at_peak.live_bytes, h.at_peak.peak_live_bytes
+    if live is None or peak is None or peak <= 0:
         return True, live, peak
-    return live * PEAK_NEAR >= peak, float(live), float(peak)
+    return live * PEAK_NEAR >= peak, live, peak
 
 
-def main_live(h: dict) -> tuple[float, float]:
+def main_live(h: Heap) -> tuple[float, float]:
     """The main process's live peak and live bytes at exit: the live heap its snapshots' memory
-    belongs with (the summary's own live_bytes and peak_live_bytes are every process's). The sums
-    for a document stored before the snapshots carried them."""
-    peak = (h.get("at_peak") or {}).get("peak_live_bytes", h.get("peak_live_bytes"))
-    live = (h.get("at_exit") or {}).get("live_bytes", h.get("live_bytes"))
-    return float(peak or 0), float(live or 0)
+    belongs with (the summary's own live_bytes and peak_live_bytes are every process's)."""
+    return float(h.main_peak_bytes or 0), float(h.main_live_bytes or 0)
 
 
-def _in_bytes(snap: dict, live) -> dict:
+def _kib(v: float | None) -> float | None:
+    return v * 1024.0 if v is not None else None
+
+
+def _in_bytes(snap: Snapshot, live: float | None) -> dict:
     """A snapshot (at the peak or at exit) in bytes; None where it was not read."""
-    rss = snap.get("rss_kb")
-    anon = snap.get("anon_kb")
-    rss = rss * 1024.0 if isinstance(rss, (int, float)) and rss >= 0 else None
-    anon = anon * 1024.0 if isinstance(anon, (int, float)) and anon >= 0 else None
-    live = float(live) if isinstance(live, (int, float)) else None
-    arena = snap.get("arena_rss_kb")
-    glibc = isinstance(snap.get("arenas"), int) and snap["arenas"] >= 0    # -1: the allocator is not glibc
-    main = snap.get("main_arena_kb")
+    rss, anon = _kib(snap.rss_kb), _kib(snap.anon_kb)
+    glibc = snap.arenas is not None    # the allocator is glibc's: its arenas were read
     return {"rss": rss, "anon": anon, "live": live,
             # Live blocks need not be resident (a block allocated and never touched is not): a live heap
             # larger than the anonymous memory leaves "beyond" unknown, and says how much live is not resident.
             "beyond": anon - live if anon is not None and live is not None and anon >= live else None,
             "unresident": live - anon if anon is not None and live is not None and live > anon else None,
             "file": rss - anon if rss is not None and anon is not None else None,
-            "main_arena": main * 1024.0 if glibc and isinstance(main, (int, float)) and main >= 0 else None,
-            "arena": arena * 1024.0 if glibc and isinstance(arena, (int, float)) else None,
-            "arenas": snap.get("arenas") if glibc else None}
+            "main_arena": _kib(snap.main_arena_kb) if glibc else None,
+            "arena": _kib(snap.arena_rss_kb) if glibc else None,
+            "arenas": snap.arenas}
 
 
-def _at_peak_and_exit(h: dict) -> tuple[dict, dict]:
-    return (_in_bytes(h.get("at_peak") or {}, (h.get("at_peak") or {}).get("live_bytes")),
-            _in_bytes(h.get("at_exit") or {}, (h.get("at_exit") or {}).get("live_bytes", h.get("live_bytes"))))
+def _at_peak_and_exit(h: Heap) -> tuple[dict, dict]:
+    return _in_bytes(h.at_peak, h.at_peak.live_bytes), _in_bytes(h.at_exit, h.main_live_bytes)
 
 
-def composition(h: dict) -> list[tuple[str, float | None, float | None]]:
+def composition(h: Heap) -> list[tuple[str, float | None, float | None]]:
     """What resident memory is made of, in bytes, at the live peak and at exit: rows of
     (what, at the peak, at exit); None where it was not read."""
     p, e = _at_peak_and_exit(h)
@@ -93,10 +88,10 @@ def footprint(sample) -> dict | None:
             "live_at_exit_bytes": e["live"], "anon_at_exit_bytes": e["anon"], "other_arenas_at_peak": p["arenas"]}
 
 
-def size_profile(h: dict, top: int = 3) -> list[tuple[int, int, float]]:
+def size_profile(h: Heap, top: int = 3) -> list[tuple[int, int, float]]:
     """The request sizes that take most calls: (from bytes, to bytes, share of calls), largest first.
     Bucket b holds the requests of ceil(log2(size)) == b: (2^(b-1), 2^b]."""
-    hist = h.get("histogram") or []
+    hist = h.histogram
     total = sum(hist)
     if not total:
         return []
@@ -104,15 +99,14 @@ def size_profile(h: dict, top: int = 3) -> list[tuple[int, int, float]]:
     return sorted(rows, key=lambda r: -r[2])[:top]
 
 
-def top_sites(h: dict, key: str, n: int = 3) -> list[dict]:
+def top_sites(h: Heap, key: str, n: int = 3) -> list[HeapSite]:
     """The n allocation sites with the most bytes by `key` (alloc_bytes, peak_bytes, live_bytes)."""
-    return sorted((x for x in h.get("sites") or [] if x.get(key, 0) > 0), key=lambda x: -x[key])[:n]
+    return sorted((x for x in h.sites if x.bytes_by(key) > 0), key=lambda x: -x.bytes_by(key))[:n]
 
 
-def alloc_rate(h: dict) -> float | None:
+def alloc_rate(h: Heap) -> float | None:
     """Allocations per second over the accounted run."""
-    dur = h.get("duration_s") or 0
-    return h.get("allocs", 0) / dur if dur else None
+    return h.allocs / h.duration_s if h.duration_s else None
 
 
 def composition_series(sample) -> dict[str, list[float]] | None:
@@ -122,9 +116,9 @@ def composition_series(sample) -> dict[str, list[float]] | None:
     a timeline and the accounting's, and when the accounting saw several processes: ms-run's
     timeline is the whole tree's memory, the live heap's timeline one process's, and the rest of
     the tree would read as memory beyond that one live heap."""
-    t = sample.timeline
-    tl = (sample.heap or {}).get("timeline") or []
-    if t is None or not tl or (sample.heap or {}).get("processes", 1) > 1:
+    t, h = sample.timeline, sample.heap
+    tl = h.timeline if h is not None else ()
+    if t is None or not tl or h.processes > 1:
         return None
     ms, rss, anon = t.times_ms, t.column("rss_kb"), t.column("anon_kb")
     if not ms or not rss or not anon:

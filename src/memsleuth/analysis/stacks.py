@@ -54,11 +54,12 @@ def from_where(where: dict | None) -> list[StackSet]:
     return out
 
 
-def from_heap(h: dict | None) -> list[StackSet]:
+def from_heap(h) -> list[StackSet]:
+    """The heap accounting's stacks (records.heap.Heap), one set per weight."""
     out = []
     for i, (name, type_) in enumerate(HEAP_SETS):
         stacks = []
-        for entry in (h or {}).get("stacks") or []:
+        for entry in h.stacks if h else ():
             fr = _frames(entry[0]) if entry else None
             if fr is not None and len(entry) > i + 1 and float(entry[i + 1] or 0) > 0:
                 stacks.append((fr, float(entry[i + 1])))

@@ -31,6 +31,7 @@ from memsleuth.cases.base import (
     tunable_variant,
 )
 from memsleuth.stats import median_of as med
+from memsleuth.records.heap import Heap
 from memsleuth.records.stored import StoredCell, StoredRun
 from memsleuth.measure.workloads import thread_heap
 from memsleuth.measure.workloads.base import Param
@@ -85,7 +86,7 @@ def _evidence(cell: StoredCell) -> VariantEvidence:
     total = workers * calls
     per_call = {r: s.main.wall_ns / calls for r, s in cell.measured() if s.ok and s.main}
     main = [s.main for s in samples if s.main]
-    accounted = next((s.heap for s in cell.explain_samples if s.heap), None) or {}
+    accounted = next((s.heap for s in cell.explain_samples if s.heap), None)
     heaps = arenas_by_process(accounted)
     cpu = [(s.user_ns, s.sys_ns) for s in samples]
     sys_share = med(sy / (u + sy) for u, sy in cpu if u + sy > 0)
@@ -97,20 +98,19 @@ def _evidence(cell: StoredCell) -> VariantEvidence:
         maps_per_kcall=_per_k(main, lambda r: (r.syscalls.get("mmap", 0) + r.syscalls.get("munmap", 0))
                               if "mmap" in r.syscalls else None, total) if main else None,
         sys_share=sys_share, heaps=heaps,
-        malloc_object=accounted.get("malloc_object"), status=status_text(cell))
+        malloc_object=accounted.malloc_object if accounted else None, status=status_text(cell))
 
 
-def arenas_by_process(accounted: dict) -> list[list[int]] | None:
+def arenas_by_process(accounted: Heap | None) -> list[list[int]] | None:
     """Per accounted process, its glibc arenas' resident bytes at exit (the main arena first); None
     when no process was accounted or malloc was not glibc's (the accounting reads no arenas)."""
     out = []
-    for p in accounted.get("processes_detail") or []:
-        at = p.get("at_exit") or {}
-        if not isinstance(at.get("arenas"), int) or at["arenas"] < 0:
+    for p in accounted.processes_detail if accounted else ():
+        at = p.at_exit
+        if at.arenas is None:
             return None
-        main = at.get("main_arena_kb")
-        out.append(([int(main) * 1024] if isinstance(main, int) and main >= 0 else [])
-                   + [int(kb) * 1024 for kb in at.get("arena_kb") or []])
+        out.append(([int(at.main_arena_kb) * 1024] if at.main_arena_kb is not None else [])
+                   + [int(kb) * 1024 for kb in at.arena_kb])
     return out or None
 
 

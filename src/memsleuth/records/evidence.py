@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from memsleuth.records.heap import Heap
+
 
 class CounterReadings:
     """Named access to a `counters` dict of perf readings (a region's, or medians of several)."""
@@ -166,7 +168,7 @@ class Sample:
     timeline: Timeline | None = None
     syscall_args: dict = field(default_factory=dict)   # munmap/madvise/mmap/mremap/brk arguments (ms-run)
     result: dict | None = None       # the workload's own result line, if any
-    heap: dict | None = None         # heap accounting of an explaining run (heap.py), if any
+    heap: Heap | None = None         # heap accounting of an explaining run (heap.py), if any
     where: dict | None = None        # call sites sampled in an explaining run (where.py), if any
     cpu_profile: dict | None = None  # CPU time sampled with kernel chains in an explaining run (cpu_profile.py)
     raw: dict = field(default_factory=dict, compare=False, repr=False)
@@ -200,7 +202,7 @@ class Sample:
             user_only=tuple(str(x) for x in doc.get("user_only") or ()),
             timeline=Timeline.from_doc(doc),
             syscall_args=dict(doc.get("syscall_args") or {}),
-            result=result, heap=doc.get("heap") if isinstance(doc.get("heap"), dict) else None,
+            result=result, heap=Heap.from_dict(doc.get("heap")),
             where=doc.get("where") if isinstance(doc.get("where"), dict) else None,
             cpu_profile=doc.get("cpu_profile") if isinstance(doc.get("cpu_profile"), dict) else None, raw=doc,
         )
@@ -254,6 +256,7 @@ class Sample:
         out["leftover_processes"] = list(self.leftover_processes)
         out["timeline"] = self.timeline.to_dict() if self.timeline else None
         out["user_only"] = list(self.user_only)
+        out["heap"] = self.heap.to_dict() if self.heap else None
         return out
 
 

@@ -28,6 +28,7 @@ import glob
 import json
 import os
 import re
+from dataclasses import dataclass, field
 
 from memsleuth.records import symbols
 
@@ -38,6 +39,132 @@ TOP_SITES = 12
 STACKS = 300                    # whole stacks kept (the most bytes allocated), for flame graphs and pprof
 STACK_WEIGHTS = ("alloc_bytes", "peak_bytes", "live_bytes")
 
+
+def _number(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _read(v) -> float | None:
+    """A reading the accounting writes as -1 where it could not read it: None then."""
+    v = _number(v)
+    return v if v is not None and v >= 0 else None
+
+
+def _present(d: dict, *keys) -> dict:
+    """The keys the document has (a document of an older version lacks some)."""
+    return {k: d[k] for k in keys if k in d}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One reading of a process's memory by the accounting (at its live peak, or at exit), in the
+    document's units; None where it was not read. `arenas` is None when malloc is not glibc's
+    (the accounting reads arenas only there)."""
+    live_bytes: float | None = None
+    peak_live_bytes: float | None = None
+    rss_kb: float | None = None
+    anon_kb: float | None = None
+    arenas: int | None = None
+    arena_rss_kb: float | None = None
+    main_arena_kb: float | None = None
+    arena_kb: tuple[float, ...] = ()
+
+    @classmethod
+    def from_dict(cls, d) -> "Snapshot":
+        d = d if isinstance(d, dict) else {}
+        arenas = d["arenas"] if isinstance(d.get("arenas"), int) and d["arenas"] >= 0 else None
+        glibc = _present(d, "arena_rss_kb", "main_arena_kb") if arenas is not None else {}
+        return cls(**{k: _number(v) for k, v in _present(d, "live_bytes", "peak_live_bytes").items()},
+                   **{k: _read(v) for k, v in _present(d, "rss_kb", "anon_kb").items()},
+                   **{k: (_read(v) if k == "main_arena_kb" else _number(v)) for k, v in glibc.items()},
+                   arenas=arenas,
+                   arena_kb=tuple(float(x) for x in d["arena_kb"] or () if _number(x) is not None)
+                   if arenas is not None and isinstance(d.get("arena_kb"), list) else ())
+
+
+@dataclass(frozen=True)
+class HeapSite:
+    """A program's call site by the bytes of its sampled allocation stacks (estimates)."""
+    site: str
+    alloc_bytes: float = 0.0
+    alloc_count: float = 0.0
+    peak_bytes: float = 0.0
+    live_bytes: float = 0.0
+    samples: float = 0.0
+
+    def bytes_by(self, measure: str) -> float:
+        """By one of STACK_WEIGHTS: allocated, live at the peak, live at exit."""
+        return {"alloc_bytes": self.alloc_bytes, "peak_bytes": self.peak_bytes, "live_bytes": self.live_bytes}[measure]
+
+
+@dataclass(frozen=True)
+class ProcessHeap:
+    pid: int | None
+    live_bytes: float
+    peak_live_bytes: float
+    allocs: int
+    frees: int
+    at_exit: Snapshot
+
+
+@dataclass(frozen=True)
+class Heap:
+    """A run's heap accounting (summarise's document, docs/json-schema.md), typed. `at_peak` and
+    `at_exit` are the main process's (the largest live peak's); the totals are every process's."""
+    processes: int = 1
+    sample_bytes: float | None = None
+    live_bytes: float = 0.0
+    peak_live_bytes: float = 0.0
+    allocs: int = 0
+    frees: int = 0
+    requested_bytes: float | None = None
+    duration_s: float = 0.0
+    histogram: tuple[int, ...] = ()
+    malloc_object: str | None = None
+    processes_detail: tuple[ProcessHeap, ...] = ()
+    at_peak: Snapshot = Snapshot()
+    at_exit: Snapshot = Snapshot()
+    timeline: tuple[tuple[float, float], ...] = ()    # the main process's live bytes: (ms, bytes)
+    sites: tuple[HeapSite, ...] = ()
+    stacks: tuple = ()                                 # [[frame, ...], allocated, at the peak, at exit]
+    doc: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, d) -> "Heap | None":
+        """The stored document, typed; None for anything that is not one."""
+        if not isinstance(d, dict) or _number(d.get("live_bytes")) is None:
+            return None
+        ints = {k: int(v) for k, v in _present(d, "processes", "allocs", "frees").items() if _number(v) is not None}
+        floats = {k: float(v) for k, v in _present(d, "live_bytes", "peak_live_bytes", "duration_s").items()
+                  if _number(v) is not None}
+        sites = tuple(HeapSite(str(x["site"]), **{k: float(x[k]) for k in ("alloc_bytes", "alloc_count", "peak_bytes",
+                                                                            "live_bytes", "samples")
+                                                   if _number(x.get(k)) is not None})
+                      for x in d.get("sites") or () if isinstance(x, dict) and "site" in x)
+        procs = tuple(ProcessHeap(p.get("pid"), float(p.get("live_bytes") or 0), float(p.get("peak_live_bytes") or 0),
+                                  int(p.get("allocs") or 0), int(p.get("frees") or 0), Snapshot.from_dict(p.get("at_exit")))
+                      for p in d.get("processes_detail") or () if isinstance(p, dict))
+        return cls(**ints, **floats, sample_bytes=_number(d.get("sample_bytes")),
+                   requested_bytes=_number(d.get("requested_bytes")),
+                   histogram=tuple(int(v) for v in d.get("histogram") or () if _number(v) is not None),
+                   malloc_object=d.get("malloc_object"), processes_detail=procs,
+                   at_peak=Snapshot.from_dict(d.get("at_peak")), at_exit=Snapshot.from_dict(d.get("at_exit")),
+                   timeline=tuple((float(t), float(v)) for t, v in d.get("timeline") or ()),
+                   sites=sites, stacks=tuple(d.get("stacks") or ()), doc=d)
+
+    def to_dict(self) -> dict:
+        return self.doc
+
+    @property
+    def main_peak_bytes(self) -> float:
+        """The main process's live peak: the live heap its snapshots' memory belongs with (the
+        total for a document stored before the snapshot carried it)."""
+        return self.at_peak.peak_live_bytes if self.at_peak.peak_live_bytes is not None else self.peak_live_bytes
+
+    @property
+    def main_live_bytes(self) -> float:
+        """The main process's live bytes at exit (the total for an older document)."""
+        return self.at_exit.live_bytes if self.at_exit.live_bytes is not None else self.live_bytes
 
 
 def _name_frames(docs: list[dict], notes: list[str]) -> dict[tuple[int, int], tuple[symbols.Frame, ...]]:

@@ -31,8 +31,8 @@ def check(view: CellView) -> list[Finding]:
     h = view.heap
     if not h:
         return []
-    tl = h.get("timeline") or []
-    live, peak = float(h.get("live_bytes") or 0), float(h.get("peak_live_bytes") or 0)
+    tl = h.timeline
+    live, peak = h.live_bytes, h.peak_live_bytes
     if len(tl) < MIN_POINTS or live < MEMORY_FLOOR_BYTES or peak <= 0 or live < MIN_EXIT_SHARE * peak:
         return []
     first, last = _fifths(tl)
@@ -40,17 +40,17 @@ def check(view: CellView) -> list[Finding]:
         return []
     span = tl[-1][0] - tl[0][0]
     rate = (last - first) / (span / 1000) if span > 0 else 0.0
-    sites = [s for s in h.get("sites") or [] if s.get("live_bytes", 0) >= SITE_SHARE * live]
-    sites = sorted(sites, key=lambda s: -s["live_bytes"])[:MAX_SITES]
+    sites = [s for s in h.sites if s.live_bytes >= SITE_SHARE * live]
+    sites = sorted(sites, key=lambda s: -s.live_bytes)[:MAX_SITES]
     evidence = [f"live heap {mib(first)} in the first fifth of the run, {mib(last)} in the last (threshold "
                 f"{MIN_GROWTH:g}x), about {mib(rate)} per second; {mib(live)} still live at exit = "
                 f"{live / peak:.0%} of the peak {mib(peak)} (threshold {MIN_EXIT_SHARE:.0%})"]
-    sampled = h.get("sample_bytes") or 0
+    sampled = h.sample_bytes or 0
     for s in sites:
-        evidence.append(f"about {mib(s['live_bytes'])} of it (~{min(1.0, s['live_bytes'] / live):.0%}) allocated at "
-                        f"{s['site']} and not freed (estimated from {s['samples']:,.0f} allocations sampled one per "
+        evidence.append(f"about {mib(s.live_bytes)} of it (~{min(1.0, s.live_bytes / live):.0%}) allocated at "
+                        f"{s.site} and not freed (estimated from {s.samples:,.0f} allocations sampled one per "
                         f"{mib(sampled)} allocated, on average)")
-    where = f" from {sites[0]['site']}" if sites else ""
+    where = f" from {sites[0].site}" if sites else ""
     return [Finding(
         id="heap-leak", title=f"Live heap grows to the end: {mib(first)} -> {mib(last)}, {mib(live)} still live at "
                               f"exit{where}",
@@ -61,5 +61,5 @@ def check(view: CellView) -> list[Finding]:
                "no allocator setting changes live bytes",
         subject=view.label, confidence="high" if last >= 2 * MIN_GROWTH * max(first, 1.0) else "medium",
         numbers={"live_first_bytes": first, "live_last_bytes": last, "live_exit_bytes": live, "peak_live_bytes": peak,
-                 "bytes_per_s": rate, "sites": [s["site"] for s in sites]},
+                 "bytes_per_s": rate, "sites": [s.site for s in sites]},
         who="program", cost_bytes=live, cost_share=None)]

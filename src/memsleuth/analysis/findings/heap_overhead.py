@@ -10,22 +10,23 @@ from memsleuth.events import MEMORY_FLOOR_BYTES
 from memsleuth.analysis.findings import heap_retained
 from memsleuth.analysis.findings.base import Finding, mib
 from memsleuth.analysis.view import CellView
+from memsleuth.records.heap import Heap, Snapshot
 
 # The unexplained part must be at least the memory floor and this share of the anonymous memory:
 # allocators' size classes and caches stay well below it for ordinary heaps.
 MIN_SHARE = 0.35
 
 
-def _snapshot(h: dict) -> tuple[str, float, float, dict] | None:
+def _snapshot(h: Heap) -> tuple[str, float, float, Snapshot] | None:
     """(when, anonymous bytes, live bytes, snapshot): at exit while the heap still holds most of
     its peak; once the program has freed much of it, at the live peak (what stays resident after
     the frees is heap_retained.py's)."""
     peak, live = memory.main_live(h)
     freed = peak > 0 and peak - live >= heap_retained.MIN_FREED_SHARE * peak
-    when, snap = (heap_retained.peak_words(h), h.get("at_peak") or {}) if freed else ("at exit", h.get("at_exit") or {})
-    live_then = snap.get("live_bytes") if freed else live
-    anon = snap.get("anon_kb")
-    if anon is None or anon < 0 or live_then is None:
+    when, snap = (heap_retained.peak_words(h), h.at_peak) if freed else ("at exit", h.at_exit)
+    live_then = snap.live_bytes if freed else live
+    anon = snap.anon_kb
+    if anon is None or live_then is None:
         return None
     return when, anon * 1024.0, float(live_then), snap
 
@@ -45,8 +46,8 @@ def check(view: CellView) -> list[Finding]:
     evidence = [f"{when}: {mib(anon)} of anonymous resident memory against {mib(live)} of live heap "
                 f"(usable bytes of every live block, heap accounting): {mib(extra)} = {extra / anon:.0%} is not in live "
                 f"malloc blocks (thresholds {mib(MEMORY_FLOOR_BYTES)} and {MIN_SHARE:.0%})",
-                f"peak live heap {mib(memory.main_live(h)[0])}; {h.get('allocs', 0):,} allocations, "
-                f"{h.get('frees', 0):,} frees" + (f" in {h['processes']} processes" if h.get("processes", 1) > 1 else "")]
+                f"peak live heap {mib(memory.main_live(h)[0])}; {h.allocs:,} allocations, "
+                f"{h.frees:,} frees" + (f" in {h.processes} processes" if h.processes > 1 else "")]
     line, arena_words = heap_retained.arena_evidence(s, extra, when)
     evidence += [line] if line else []
     return [Finding(

@@ -8,6 +8,7 @@ from memsleuth.analysis import memory
 from memsleuth.events import MEMORY_FLOOR_BYTES
 from memsleuth.analysis.findings.base import Finding, mib
 from memsleuth.analysis.view import CellView
+from memsleuth.records.heap import Heap, Snapshot
 
 # The heap must have given back at least this share of its peak by exit ...
 MIN_FREED_SHARE = 0.4
@@ -17,20 +18,20 @@ MIN_KEPT_SHARE = 0.8
 ARENA_SHARE = 0.5
 
 
-def arenas_in(snap: dict) -> tuple[int, float]:
+def arenas_in(snap: Snapshot) -> tuple[int, float]:
     """glibc's arenas besides the main one in a heap accounting snapshot (the threads' arenas, in
     their 64 MiB-aligned heaps): (count, resident bytes); (-1, 0) when the allocator is not glibc."""
-    return int(snap.get("arenas") if snap.get("arenas") is not None else -1), float(snap.get("arena_rss_kb") or 0) * 1024
+    return (snap.arenas if snap.arenas is not None else -1), (snap.arena_rss_kb or 0.0) * 1024
 
 
-def peak_words(h: dict) -> str:
+def peak_words(h: Heap) -> str:
     """How the evidence names the moment of the peak snapshot: the live peak, or (when the snapshot
     missed a brief peak, memory.near_peak) the lower moment it was read at."""
     at, live, peak = memory.near_peak(h)
     return "at the live peak" if at else f"when the live heap was {mib(live)} (its peak: {mib(peak)})"
 
 
-def arena_evidence(snap: dict, beyond: float, when: str) -> tuple[str | None, str]:
+def arena_evidence(snap: Snapshot, beyond: float, when: str) -> tuple[str | None, str]:
     """(evidence line, title words) when glibc's arena heaps hold ARENA_SHARE or more of the bytes
     beyond the live heap; (None, "") otherwise. heap_overhead.py words its finding with it too."""
     arenas, arena = arenas_in(snap)
@@ -45,8 +46,8 @@ def check(view: CellView) -> list[Finding]:
     if not h:
         return []
     peak, live = memory.main_live(h)       # the process whose memory the snapshots read
-    at_peak, at_exit = h.get("at_peak") or {}, h.get("at_exit") or {}
-    anon_peak, anon_exit = (at_peak.get("anon_kb") or -1) * 1024.0, (at_exit.get("anon_kb") or -1) * 1024.0
+    at_peak, at_exit = h.at_peak, h.at_exit
+    anon_peak, anon_exit = (at_peak.anon_kb or -1) * 1024.0, (at_exit.anon_kb or -1) * 1024.0
     if peak <= 0 or anon_peak <= 0 or anon_exit <= 0:
         return []
     freed = peak - live

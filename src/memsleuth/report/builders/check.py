@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from memsleuth.analysis import memory
 from memsleuth.records import cpu_profile
+from memsleuth.records.heap import Heap
 from memsleuth.analysis.summary import CheckAnalysis, failure_label
 from memsleuth.events import SYSCALL_COLUMNS
 from memsleuth.records.stored import StoredRun
@@ -144,7 +145,7 @@ def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
     return tables
 
 
-def _peak_column(h: dict) -> str:
+def _peak_column(h: Heap) -> str:
     at, live, peak = memory.near_peak(h)
     return "at the live peak" if at else f"at live {fmt_bytes(live)} (peak {fmt_bytes(peak)})"
 
@@ -191,7 +192,7 @@ def smaps_tables(run: StoredRun) -> list[Table]:
                   align_right={2})]
 
 
-def memory_view_tables(h: dict | None) -> list[Table]:
+def memory_view_tables(h: Heap | None) -> list[Table]:
     """check: what the resident memory is made of, and the allocations, from the heap accounting
     of the explaining run (heap.py computes every number)."""
     if not h:
@@ -212,18 +213,18 @@ def memory_view_tables(h: dict | None) -> list[Table]:
     rate = memory.alloc_rate(h)
     sizes = "; ".join(f"{share:.0%} of calls ask {fmt_bytes(lo)} to {fmt_bytes(hi)}"
                       for lo, hi, share in memory.size_profile(h))
-    alloc_rows = [["allocations / frees", f"{h.get('allocs', 0):,} / {h.get('frees', 0):,}"
+    alloc_rows = [["allocations / frees", f"{h.allocs:,} / {h.frees:,}"
                    + (f" ({rate:,.0f} allocations/s)" if rate is not None else "")],
-                  ["bytes requested", fmt_bytes(h.get("requested_bytes"))],
+                  ["bytes requested", fmt_bytes(h.requested_bytes)],
                   ["request sizes", sizes or "-"],
                   ["live at the peak / at exit",
-                   f"{fmt_bytes(h.get('peak_live_bytes'))} / {fmt_bytes(h.get('live_bytes'))}"]]
+                   f"{fmt_bytes(h.peak_live_bytes)} / {fmt_bytes(h.live_bytes)}"]]
     for key, what in (("alloc_bytes", "allocated"), ("peak_bytes", "live at the peak"), ("live_bytes", "live at exit")):
         top = memory.top_sites(h, key)
         if top:
-            alloc_rows.append([f"most bytes {what}", "; ".join(f"{s['site']} ~{fmt_bytes(s[key])}" for s in top)])
+            alloc_rows.append([f"most bytes {what}", "; ".join(f"{s.site} ~{fmt_bytes(s.bytes_by(key))}" for s in top)])
     allocs = Table("Allocations (heap accounting)", ["", "value"], alloc_rows,
-                   [f"Call sites from allocation stacks sampled by bytes (one per {fmt_bytes(h.get('sample_bytes'))} "
+                   [f"Call sites from allocation stacks sampled by bytes (one per {fmt_bytes(h.sample_bytes)} "
                     "allocated on average, each counting for the bytes it stands for): estimates, ~."])
     return [comp, allocs]
 
