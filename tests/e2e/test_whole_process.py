@@ -198,7 +198,7 @@ def test_without_perf_call_sites_say_what_is_missing(monkeypatch):
     monkeypatch.setattr(where, "perf_path", lambda: None)
     got = where.record(["true"], {}, None, {"page-faults": 100}, 10)
     assert "perf is not installed" in got["unavailable"]
-    assert "perf is not installed" in sites.lines_for(got, "brk")[0]
+    assert "perf is not installed" in sites.lines_for(sites.CallSites.from_dict(got), "brk")[0]
 
 
 def test_a_process_tree_names_its_commands(tmp_path):

@@ -64,7 +64,7 @@ def test_a_runtimes_frames_give_way_to_the_programs_language():
     assert runtimes.runtime_of(got["makers"])[0].name == "V8 (Node.js)"
     # without a frame of the script, the interpreter's own frames are never the program's site
     got = sites.summarise([("node", "munmap", stack[:3])])["munmap"]
-    assert got["user_sites"] == [[sites.LOST, 1.0]] and sites.unwound_share(got) == 0
+    assert got["user_sites"] == [[sites.LOST, 1.0]] and sites.EventSites.from_dict(got).unwound_share == 0
 
 
 def test_perf_map_names_in_each_language():

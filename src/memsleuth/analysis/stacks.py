@@ -42,11 +42,12 @@ def _frames(raw) -> tuple[Frame, ...] | None:
         return None
 
 
-def from_where(where: dict | None) -> list[StackSet]:
+def from_where(where) -> list[StackSet]:
+    """The call sites' stacks (records.sites.CallSites), one set per event."""
     out = []
-    for event, found in ((where or {}).get("events") or {}).items():
-        period = float(found.get("period") or 1)
-        stacks = [(fr, float(k) * period) for raw, k in found.get("stacks") or []
+    for event, found in where.events.items() if where else ():
+        period = float(found.period or 1)
+        stacks = [(fr, float(k) * period) for raw, k in found.stacks
                   if (fr := _frames(raw)) is not None and k]
         if stacks:
             name, type_ = EVENT_SETS.get(event, (f"{event} calls", event))

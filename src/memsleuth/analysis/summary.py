@@ -17,6 +17,7 @@ from memsleuth.records.evidence import Sample, higher_is_better, metric_kind
 from memsleuth.analysis import tries
 from memsleuth.analysis.cost import UnitCosts
 from memsleuth.records.model import cell_label
+from memsleuth.records.sites import CallSites
 from memsleuth.records.stored import StoredCell, StoredRun
 
 FAILED_LABEL = {"crashed": "SEGFAULT", "oom": "OOM", "timeout": "TIMEOUT", "preload-failed": "PRELOAD-FAILED",
@@ -502,7 +503,7 @@ SITE_EVENTS = {"heap-trim-churn": ("brk", "page-faults"), "mmap-churn": ("munmap
                "mremap-churn": ("mremap", "page-faults"), "madvise-storm": ("madvise",),
                "lock-contention": ("futex",), "first-touch": ("page-faults",), "rss-growth": ("page-faults",),
                "zero-page-read": ("page-faults",), "kernel-time": ("page-faults",), "madvise-calls": ("madvise",)}
-def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[findings.Finding]:
+def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> list[findings.Finding]:
     """Each finding with the call sites of its events; and who makes the calls from the stacks,
     through malloc/free (the allocator) or not: the strongest evidence, so it decides over the
     counts across allocators (attribute) whenever enough stacks reached the program's code."""
@@ -514,11 +515,11 @@ def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[f
         events = tuple(dict.fromkeys((*((f.calls,) if f.calls else ()), *SITE_EVENTS.get(f.id, ()))))
         lines = [line for e in events for line in where_mod.lines_for(where, e)]
         who, extra = f.who, []
-        e = (where.get("events") or {}).get(f.calls or "")
-        if e and e.get("internal_paths") is not None and where_mod.unwound_share(e) >= where_mod.MIN_UNWOUND:
-            through = e.get("through_allocator")
+        e = where.events.get(f.calls or "")
+        if e and e.internal_paths is not None and e.unwound_share >= where_mod.MIN_UNWOUND:
+            through = e.through_allocator
             if through is None:  # stored before the share was recorded: read it from the top paths
-                through = sum(share for path, share in e["internal_paths"]
+                through = sum(share for path, share in e.internal_paths
                               if any(k in path for k in where_mod.ALLOCATOR_FRAMES))
             decided = "allocator" if through >= 0.8 else "program" if through <= 0.2 else None
             if decided is not None:
@@ -537,7 +538,7 @@ def with_call_sites(found: list[findings.Finding], where: dict | None) -> list[f
                       "another allocator (compare them with `memsleuth compare`)")
         numbers = f.numbers
         # who made the calls: the frames that made them (stored before "makers": the sites themselves)
-        rt = runtimes.runtime_of(e.get("makers") or e.get("user_sites") or []) if e else None
+        rt = runtimes.runtime_of(e.makers or e.user_sites) if e else None
         if rt is not None:
             # The calls come from a managed runtime's own code: its knobs, never the allocator's.
             runtime, share = rt

@@ -15,6 +15,7 @@ import json
 import os
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 
 from memsleuth.records import symbols
 
@@ -34,9 +35,65 @@ LOST = "no frame of the program's own code (a runtime's own thread, the loader, 
 MIN_UNWOUND = 0.5
 
 
-def unwound_share(event: dict) -> float:
-    """The share of an event's sampled stacks that reached a frame of the program's own code."""
-    return 1.0 - sum(share for site, share in event.get("user_sites", []) if site == LOST)
+def _shares(rows) -> tuple[tuple[str, float], ...]:
+    return tuple((str(r[0]), float(r[1])) for r in rows or () if isinstance(r, (list, tuple)) and len(r) == 2)
+
+
+@dataclass(frozen=True)
+class EventSites:
+    """One event's call sites (summarise): each list is (text, share of the sampled stacks), the most
+    sampled first; `period` is how many events one sample stands for."""
+    samples: int = 0
+    period: int = 1
+    through_allocator: float | None = None      # None: stored before the share was recorded
+    user_sites: tuple[tuple[str, float], ...] = ()
+    makers: tuple[tuple[str, float], ...] = ()
+    internal_paths: tuple[tuple[str, float], ...] | None = None
+    commands: tuple[tuple[str, float], ...] = ()
+    stacks: tuple = ()                           # [[frame, ...], samples], outermost frame first
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EventSites":
+        d = {k: v for k, v in d.items() if v is not None}
+        return cls(samples=int(d["samples"]) if "samples" in d else 0, period=int(d["period"]) if "period" in d else 1,
+                   through_allocator=float(d["through_allocator"]) if "through_allocator" in d else None,
+                   user_sites=_shares(d["user_sites"]) if "user_sites" in d else (),
+                   makers=_shares(d["makers"]) if "makers" in d else (),
+                   internal_paths=_shares(d["internal_paths"]) if "internal_paths" in d else None,
+                   commands=_shares(d["commands"]) if "commands" in d else (),
+                   stacks=tuple(d["stacks"]) if "stacks" in d else ())
+
+    @property
+    def unwound_share(self) -> float:
+        """The share of the sampled stacks that reached a frame of the program's own code."""
+        return 1.0 - sum(share for site, share in self.user_sites if site == LOST)
+
+
+@dataclass(frozen=True)
+class CallSites:
+    """A cell's call sites as stored (read_sampled, where.record): per event, or why there are none
+    (`unavailable`: the sampler or perf could not take them; `skipped`: nothing called for them)."""
+    events: dict[str, EventSites] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    sampler: str | None = None                   # in-program, kernel, perf record; None: perf record (older)
+    unavailable: str | None = None
+    skipped: str | None = None
+    doc: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, d) -> "CallSites | None":
+        if not isinstance(d, dict):
+            return None
+        d = {k: v for k, v in d.items() if v is not None}
+        events = d["events"] if isinstance(d.get("events"), dict) else {}
+        return cls(events={str(k): EventSites.from_dict(v) for k, v in events.items() if isinstance(v, dict)},
+                   notes=tuple(str(n) for n in d["notes"]) if "notes" in d else (),
+                   sampler=d["sampler"] if "sampler" in d else None,
+                   unavailable=str(d["unavailable"]) if "unavailable" in d else None,
+                   skipped=str(d["skipped"]) if "skipped" in d else None, doc=d)
+
+    def to_dict(self) -> dict:
+        return self.doc
 
 
 def at_rate(sites: dict[str, dict], counts: dict[str, float]) -> None:
@@ -216,24 +273,24 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
     return out
 
 
-def lines_for(where: dict | None, event: str) -> list[str]:
+def lines_for(where: CallSites | None, event: str) -> list[str]:
     """Report lines for one event's call sites."""
     if not where:
         return []
-    if "unavailable" in where:
-        return [f"call sites not recorded: {where['unavailable']}"]
-    e = (where.get("events") or {}).get(event)
+    if where.unavailable is not None:
+        return [f"call sites not recorded: {where.unavailable}"]
+    e = where.events.get(event)
     if not e:
         return []
     label = "page faults" if event == "page-faults" else f"{event} calls"
-    if unwound_share(e) < MIN_UNWOUND:
-        return [f"{label}: {1 - unwound_share(e):.0%} of {e['samples']} sampled stacks did not reach the program's "
+    if e.unwound_share < MIN_UNWOUND:
+        return [f"{label}: {1 - e.unwound_share:.0%} of {e.samples} sampled stacks did not reach the program's "
                 "own code (a runtime's own threads, stripped code, or unwinding that stopped): no call site to name"]
-    out = [f"{label} come from (of {e['samples']} sampled stacks): " +
-           "; ".join(f"{site} {share:.0%}" for site, share in e["user_sites"] if share >= 0.005)]
-    if e["internal_paths"]:
+    out = [f"{label} come from (of {e.samples} sampled stacks): " +
+           "; ".join(f"{site} {share:.0%}" for site, share in e.user_sites if share >= 0.005)]
+    if e.internal_paths:
         out.append(f"{label} inside the runtime/allocator: " +
-                   "; ".join(f"{p} {share:.0%}" for p, share in e["internal_paths"][:2] if share >= 0.005))
-    if len(e.get("commands") or []) > 1:
-        out.append(f"{label} by command: " + ", ".join(f"{c} {share:.0%}" for c, share in e["commands"]))
+                   "; ".join(f"{p} {share:.0%}" for p, share in e.internal_paths[:2] if share >= 0.005))
+    if len(e.commands) > 1:
+        out.append(f"{label} by command: " + ", ".join(f"{c} {share:.0%}" for c, share in e.commands))
     return out

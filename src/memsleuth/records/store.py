@@ -28,6 +28,7 @@ from pathlib import Path
 from memsleuth.records import schema
 from memsleuth.errors import StoreError, UsageError
 from memsleuth.records.evidence import Sample
+from memsleuth.records.sites import CallSites
 from memsleuth.records.model import AllocatorInfo, MachineInfo, RunSpec
 from memsleuth.records.stored import REFERENCE_POSITION, RunSummary, StoredCell, StoredRun
 
@@ -629,7 +630,7 @@ class Store:
                     samples.append((rnd, bool(warm), Sample.from_msrun(doc, doc.get("result"))))
                 out.append(StoredCell(cid, pos, AllocatorInfo.from_dict(json.loads(alloc)), json.loads(params),
                                       json.loads(env), json.loads(command), samples,
-                                      json.loads(where) if where else None))
+                                      CallSites.from_dict(json.loads(where)) if where else None))
             return out
         try:
             stored = self._do(cells)

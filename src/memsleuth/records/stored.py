@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from memsleuth.records.evidence import Sample
 from memsleuth.records.model import AllocatorInfo, MachineInfo, RunSpec, cell_label, contender
+from memsleuth.records.sites import CallSites
 
 WARMUP_ROUND = -1
 # One more run per cell, after the measured ones, that explains them (syscall arguments, heap
@@ -27,7 +28,7 @@ class StoredCell:
     env: dict
     command: list
     samples: list[tuple[int, bool, Sample]]  # (round, warmup, sample)
-    where: dict | None = None                 # call sites (where.py), when recorded
+    where: CallSites | None = None            # call sites (sites.py), when recorded
 
     @property
     def label(self) -> str:

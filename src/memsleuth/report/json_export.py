@@ -38,7 +38,7 @@ def document(run: StoredRun, a=None) -> dict:
             "env": cell.env,
             "command": cell.command,
             "summary": s.to_dict() if s is not None else None,
-            "where": cell.where,             # the call sites (where.py), or None
+            "where": cell.where.to_dict() if cell.where else None,    # the call sites (sites.py), or None
             "samples": [dict(round=r, warmup=w, **smp.to_dict()) for r, w, smp in cell.samples],
         })
     return {

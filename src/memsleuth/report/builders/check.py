@@ -29,11 +29,12 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
               f"machine: {run.machine.cpu_model}, kernel {run.machine.kernel}, THP {run.machine.thp}",
               *environment_lines(run.cells), *leftover_lines(run.cells)]
     header += attached_lines(run)
-    if (cell.where or {}).get("skipped"):
-        header.append(str(cell.where["skipped"]))
-    header += [f"call sites: {note}" for note in (cell.where or {}).get("notes") or []]
-    if (cell.where or {}).get("unavailable"):
-        header.append(f"call sites: {cell.where['unavailable']}")
+    sites = cell.where
+    if sites and sites.skipped:
+        header.append(sites.skipped)
+    header += [f"call sites: {note}" for note in sites.notes] if sites else []
+    if sites and sites.unavailable:
+        header.append(f"call sites: {sites.unavailable}")
     if measured and measured[-1].stdout_tail.strip():
         header.append("program output (last run, tail): " +
                       " | ".join(measured[-1].stdout_tail.strip().splitlines()[-3:]))
