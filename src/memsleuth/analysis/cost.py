@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memsleuth.records import cpu_profile
+from memsleuth.records.syscall_args import SyscallArgs
 from memsleuth.events import SYSCALLS
 from memsleuth.events import MATERIAL_SHARE, MIN_COST_NS  # noqa: F401 (the rules read them here)
 from memsleuth.units import PAGE_BYTES
@@ -56,21 +57,20 @@ ADVICE_FAMILY = {4: "purge", 8: "purge", 9: "purge", 24: "purge",
 RELEASING = ("purge", "reclaim")
 
 
-def released_in(syscall_args: dict) -> float | None:
+def released_in(syscall_args: SyscallArgs) -> float | None:
     """Bytes one run gave back to the kernel, from its recorded syscall arguments: munmap's
-    lengths, the break's moves down, and madvise's releasing advice. None when not recorded."""
-    if not syscall_args:
+    lengths, the break's moves down, and madvise's releasing advice. None when not recorded, or
+    when a call that releases memory could not be traced (its bytes are unknown, not zero)."""
+    if not syscall_args or any(call in syscall_args.unsupported for call in ("munmap", "brk", "madvise")):
         return None
     total = 0.0
     for call, key in (("munmap", "bytes"), ("brk", "down_bytes")):
-        v = (syscall_args.get(call) or {}).get(key)
-        total += float(v) if isinstance(v, (int, float)) else 0.0
-    for advice, v in ((syscall_args.get("madvise") or {}).get("by_advice") or {}).items():
-        try:
-            if ADVICE_FAMILY.get(int(advice), "other") in RELEASING:
-                total += float(v[1])
-        except (TypeError, ValueError, IndexError):
-            continue
+        args = syscall_args.of(call)
+        total += (args.total(key) or 0.0) if args else 0.0
+    madvise = syscall_args.of("madvise")
+    for advice, (_, nbytes) in madvise.by_advice.items() if madvise else ():
+        if ADVICE_FAMILY.get(advice, "other") in RELEASING:
+            total += nbytes
     return total
 
 

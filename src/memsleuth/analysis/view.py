@@ -9,6 +9,7 @@ from typing import Callable
 
 from memsleuth.records import cpu_profile
 from memsleuth.records.evidence import CounterReadings, Region, Sample, median_by_wall
+from memsleuth.records.syscall_args import FaultSamples
 from memsleuth.analysis import cost as cost_mod, phase as phase_mod
 from memsleuth.units import PAGE_BYTES
 
@@ -82,13 +83,8 @@ class FaultTrace:
     mapped_churned: float = 0.0     # of the faults in mappings made during the run, those munmap gave back later
 
     @classmethod
-    def read(cls, doc) -> "FaultTrace | None":
-        try:
-            by = {str(k): (float(v[0]), float(v[1]), float(v[2])) for k, v in (doc.get("by_release") or {}).items()}
-            return cls(int(doc.get("every") or 1), by, float(doc.get("mapped_churned") or 0)) \
-                if sum(v[0] for v in by.values()) > 0 else None
-        except (AttributeError, TypeError, ValueError, IndexError):
-            return None
+    def of(cls, f: FaultSamples | None) -> "FaultTrace | None":
+        return cls(f.every, f.by_release, f.mapped_churned) if f is not None else None
 
     @property
     def churned(self) -> float:
@@ -172,8 +168,8 @@ class CellView:
     def args_source(self, syscall: str) -> str:
         """How the calls' arguments were read, for the evidence's wording: 'the calls' arguments,
         from the kernel', with 'estimated from one call in P' when the explaining run sampled them."""
-        every = max((int((s.syscall_args.get(syscall) or {}).get("every") or 1) for s in self.explain + self.samples
-                     if s.syscall_args), default=1)
+        every = max((a.every for s in self.explain + self.samples if (a := s.syscall_args.of(syscall)) is not None),
+                    default=1)
         return "the calls' arguments, from the kernel" + (f"; estimated from one call in {every:,}" if every > 1 else "")
 
     def describes(self, sc: Scope, syscall: str) -> bool:
@@ -242,14 +238,10 @@ class CellView:
         """madvise's calls and bytes by family of advice (cost_mod.ADVICE_FAMILY), from the calls'
         arguments of the explaining run (empty where they were not recorded)."""
         s = self.explain_sample
-        by = ((s.syscall_args.get("madvise") or {}).get("by_advice") or {}) if s else {}
+        madvise = s.syscall_args.of("madvise") if s else None
         out: dict[str, tuple[float, float]] = {}
-        for k, v in by.items():
-            try:
-                fam = cost_mod.ADVICE_FAMILY.get(int(k), "other")
-                calls, nbytes = float(v[0]), float(v[1])
-            except (TypeError, ValueError, IndexError):
-                continue
+        for k, (calls, nbytes) in madvise.by_advice.items() if madvise else ():
+            fam = cost_mod.ADVICE_FAMILY.get(k, "other")
             c0, b0 = out.get(fam, (0.0, 0.0))
             out[fam] = (c0 + calls, b0 + nbytes)
         return out
@@ -257,8 +249,8 @@ class CellView:
     @functools.cached_property
     def fault_trace(self) -> FaultTrace | None:
         """The explaining run's page faults traced by address (FaultTrace), when it has them."""
-        s = next((s for s in self.explain if (s.syscall_args or {}).get("faults")), None)
-        return FaultTrace.read(s.syscall_args["faults"]) if s is not None else None
+        s = next((s for s in self.explain if s.syscall_args.faults is not None), None)
+        return FaultTrace.of(s.syscall_args.faults) if s is not None else None
 
     def traced_for(self, sc: Scope) -> FaultTrace | None:
         """The fault trace when it describes the scope: the whole process, or a region holding
@@ -388,19 +380,15 @@ class CellView:
         """Median over runs of one total of ms-run's syscall arguments (`syscall_args`), or None
         when they were not recorded."""
         source = [s for s in self.explain + self.samples if s.syscall_args]
-        return _med_opt((s.syscall_args.get(syscall) or {}).get(key) for s in source
-                        if s.syscall_args.get(syscall) is not None)
+        return _med_opt(a.total(key) for s in source if (a := s.syscall_args.of(syscall)) is not None)
 
     def heaviest_size(self, syscall: str) -> float | None:
         """The size class (log2 bucket's low end, bytes) that carries most of a call's bytes in the
         explaining run's size histogram (ms-run's "sizes"): what the costly calls release, where an
         average would mix a runtime's many small mappings with its few large ones."""
         s = self.explain_sample
-        sizes = ((s.syscall_args.get(syscall) or {}).get("sizes") or []) if s else []
-        try:
-            best = max(((float(lo) * 1.5 * float(n), float(lo)) for lo, n in sizes), default=None)
-        except (TypeError, ValueError):
-            return None
+        args = s.syscall_args.of(syscall) if s else None
+        best = max(((lo * 1.5 * n, lo) for lo, n in args.sizes), default=None) if args else None
         return best[1] if best else None
 
     @property

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 from memsleuth.records.heap import Heap
+from memsleuth.records.syscall_args import SyscallArgs
 
 
 class CounterReadings:
@@ -166,7 +167,7 @@ class Sample:
     leftover_processes: tuple[dict, ...] = ()     # still running when the command ended: killed with it
     user_only: tuple[str, ...] = ()               # events the kernel let count in user space only
     timeline: Timeline | None = None
-    syscall_args: dict = field(default_factory=dict)   # munmap/madvise/mmap/mremap/brk arguments (ms-run)
+    syscall_args: SyscallArgs = field(default_factory=SyscallArgs)   # munmap/madvise/mmap/mremap/brk arguments
     result: dict | None = None       # the workload's own result line, if any
     heap: Heap | None = None         # heap accounting of an explaining run (heap.py), if any
     where: dict | None = None        # call sites sampled in an explaining run (where.py), if any
@@ -201,7 +202,7 @@ class Sample:
             leftover_processes=tuple(p for p in doc.get("leftover_processes") or () if isinstance(p, dict)),
             user_only=tuple(str(x) for x in doc.get("user_only") or ()),
             timeline=Timeline.from_doc(doc),
-            syscall_args=dict(doc.get("syscall_args") or {}),
+            syscall_args=SyscallArgs.from_dict(doc.get("syscall_args")),
             result=result, heap=Heap.from_dict(doc.get("heap")),
             where=doc.get("where") if isinstance(doc.get("where"), dict) else None,
             cpu_profile=doc.get("cpu_profile") if isinstance(doc.get("cpu_profile"), dict) else None, raw=doc,
@@ -257,6 +258,7 @@ class Sample:
         out["timeline"] = self.timeline.to_dict() if self.timeline else None
         out["user_only"] = list(self.user_only)
         out["heap"] = self.heap.to_dict() if self.heap else None
+        out["syscall_args"] = self.syscall_args.to_dict()
         return out
 
 

@@ -130,13 +130,9 @@ def _family_cost(family: str, calls: float, nbytes: float, units) -> float:
 
 def _advice_names(view: CellView, family: str) -> str:
     s = view.explain_sample
-    by = ((s.syscall_args.get("madvise") or {}).get("by_advice") or {}) if s else {}
+    madvise = s.syscall_args.of("madvise") if s else None
     parts = []
-    for k, v in by.items():
-        try:
-            k, n = int(k), float(v[0])
-        except (TypeError, ValueError, IndexError):
-            continue
+    for k, (n, _) in madvise.by_advice.items() if madvise else ():
         if ADVICE_FAMILY.get(k, "other") == family:
             parts.append((n, f"MADV_{ADVICE_NAMES.get(k, str(k))}"))
     return ", ".join(f"{name} x{n:,.0f}" for n, name in sorted(parts, reverse=True)[:3]) or family
