@@ -709,7 +709,7 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     sampled_ns = p.samples * float(p.period_ns) if p is not None else 0.0
     apart = (sampled_ns, measured_ns) if cpu_time and measured_ns and \
         not EXPLAINING_CPU_RANGE[0] <= sampled_ns / measured_ns <= EXPLAINING_CPU_RANGE[1] else None
-    attached = bool((run.spec.facts or {}).get("attached"))
+    attached = run.attached is not None
     return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names], found,
                          quiet_line([view] if view.samples else [], found), summary, [] if attached else untried,
                          cpu_time, apart, attached)

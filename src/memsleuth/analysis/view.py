@@ -9,7 +9,7 @@ from typing import Callable
 
 from memsleuth.records import cpu_profile
 from memsleuth.records.evidence import CounterReadings, Region, Sample, median_by_wall
-from memsleuth.records.syscall_args import FaultSamples
+from memsleuth.records.syscall_args import RELEASES, FaultSamples
 from memsleuth.analysis import cost as cost_mod, phase as phase_mod
 from memsleuth.units import PAGE_BYTES
 
@@ -90,7 +90,7 @@ class FaultTrace:
     def churned(self) -> float:
         """Of the faults in mappings made during the run, the share in mappings munmap gave back
         later (mmap churn: a fresh mapping per use)."""
-        mapped = self.by_release.get("mapped", (0.0, 0.0, 0.0))[0]
+        mapped = self.by_release["mapped"][0]
         return min(1.0, self.mapped_churned / mapped) if mapped else 0.0
 
     def causes(self, time_samples: dict[str, int] | None = None) -> tuple[dict[str, float], str]:
@@ -105,9 +105,10 @@ class FaultTrace:
         else:
             total, how = self.total, "count"
             raw = {k: v[0] / total for k, v in self.by_release.items()}
-        mapped, churn = raw.get("mapped", 0.0), self.churned
-        return {"munmap": raw.get("munmap", 0.0) + mapped * churn, "madvise": raw.get("madvise", 0.0),
-                "brk": raw.get("brk", 0.0), "none": raw.get("none", 0.0) + mapped * (1 - churn)}, how
+        raw = {**dict.fromkeys(RELEASES, 0.0), **raw}
+        mapped, churn = raw["mapped"], self.churned
+        return {"munmap": raw["munmap"] + mapped * churn, "madvise": raw["madvise"],
+                "brk": raw["brk"], "none": raw["none"] + mapped * (1 - churn)}, how
 
     @property
     def total(self) -> float:
@@ -117,14 +118,14 @@ class FaultTrace:
         """Of those faults, the share that wrote a missing page (for "none": first touches, of memory
         never given back and of fresh mappings alike); the rest read one or hit a present page."""
         kinds = ("none", "mapped") if released_by == "none" else (released_by,)
-        n, writes = (sum(self.by_release.get(k, (0.0, 0.0, 0.0))[i] for k in kinds) for i in (0, 2))
+        n, writes = (sum(self.by_release[k][i] for k in kinds) for i in (0, 2))
         return writes / n if n else 0.0
 
     def read_share(self, released_by: str) -> float:
         """Of those faults, the share that read a missing page (not present, not a write); for
         "none", first touches: those of memory never given back and of fresh mappings alike."""
         kinds = ("none", "mapped") if released_by == "none" else (released_by,)
-        n, present, writes = (sum(self.by_release.get(k, (0.0, 0.0, 0.0))[i] for k in kinds) for i in range(3))
+        n, present, writes = (sum(self.by_release[k][i] for k in kinds) for i in range(3))
         return max(0.0, n - present - writes) / n if n else 0.0
 
     def records(self) -> float:

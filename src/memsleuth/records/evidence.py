@@ -7,8 +7,23 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from memsleuth.records.documents import with_defaults
 from memsleuth.records.heap import Heap
 from memsleuth.records.syscall_args import SyscallArgs
+
+
+# A probe region's line: each field the region reads, with its value where the line lacks it.
+REGION_DEFAULTS = {"name": "", "depth": 0, "ops": 0, "wall_ns": 0, "user_ns": 0, "sys_ns": 0, "counters": {},
+                   "syscalls": {}, "brk_delta_bytes": None, "rss_start_kb": None, "rss_end_kb": None,
+                   "rusage_minflt": None, "rusage_majflt": None}
+# ms-run's document (docs/json-schema.md): each field a sample reads, with its value where the
+# document lacks it (an older schema, or a run that failed before writing it).
+SAMPLE_DEFAULTS = {"status": "error", "detail": None, "exit_code": None, "signal": None, "signal_name": None,
+                   "wall_ns": 0, "user_ns": 0, "sys_ns": 0, "minflt": 0, "majflt": 0, "nvcsw": 0, "nivcsw": 0,
+                   "maxrss_kb": 0, "counters": {}, "syscalls": {}, "unsupported": {}, "malloc_object": None,
+                   "stdout_tail": "", "stderr_tail": "", "leftover_processes": [], "user_only": [], "probe": [],
+                   "syscall_args": None, "heap": None, "where": None, "cpu_profile": None, "result": None,
+                   "timeline": None, "rss_kb": None}
 
 
 class CounterReadings:
@@ -44,18 +59,17 @@ class Region(CounterReadings):
 
     @classmethod
     def from_line(cls, d: dict) -> "Region":
-        counters = dict(d.get("counters") or {})
+        d = with_defaults(d, REGION_DEFAULTS)
+        counters = dict(d["counters"])
         # Where perf cannot count faults (perf_event_paranoid, no root), the probe's getrusage
         # still does: the same faults of the whole process, read at the region's borders.
         for event, key in (("page-faults-minor", "rusage_minflt"), ("page-faults-major", "rusage_majflt")):
-            if counters.get(event) is None and d.get(key) is not None:
+            if counters.get(event) is None and d[key] is not None:
                 counters[event] = float(d[key])
-        return cls(name=str(d.get("name", "")), depth=int(d.get("depth", 0)), ops=int(d.get("ops", 0)),
-                   wall_ns=int(d.get("wall_ns", 0)), user_ns=int(d.get("user_ns", 0)),
-                   sys_ns=int(d.get("sys_ns", 0)), counters=counters,
-                   syscalls={k: int(v) for k, v in (d.get("syscalls") or {}).items()},
-                   brk_delta_bytes=d.get("brk_delta_bytes"), rss_start_kb=d.get("rss_start_kb"),
-                   rss_end_kb=d.get("rss_end_kb"))
+        return cls(name=str(d["name"]), depth=int(d["depth"]), ops=int(d["ops"]), wall_ns=int(d["wall_ns"]),
+                   user_ns=int(d["user_ns"]), sys_ns=int(d["sys_ns"]), counters=counters,
+                   syscalls={k: int(v) for k, v in d["syscalls"].items()},
+                   brk_delta_bytes=d["brk_delta_bytes"], rss_start_kb=d["rss_start_kb"], rss_end_kb=d["rss_end_kb"])
 
     @property
     def rss_growth_kb(self) -> int | None:
@@ -81,12 +95,14 @@ class Timeline:
 
     @classmethod
     def from_doc(cls, doc: dict) -> "Timeline | None":
-        t = doc.get("timeline")
-        if isinstance(t, dict) and t.get("columns"):
+        d = with_defaults(doc, SAMPLE_DEFAULTS)
+        t = with_defaults(d["timeline"], {"columns": [], "rows": [], "interval_ms": 10}) \
+            if isinstance(d["timeline"], dict) else None
+        if t and t["columns"]:
             cols = tuple(str(c) for c in t["columns"])
-            rows = tuple(tuple(int(x) for x in r) for r in t.get("rows", []) if len(r) == len(cols))
-            return cls(cols, rows, int(t.get("interval_ms", 10)))
-        if doc.get("rss_kb"):  # schema 1: (ms, RSS) pairs only
+            rows = tuple(tuple(int(x) for x in r) for r in t["rows"] if len(r) == len(cols))
+            return cls(cols, rows, int(t["interval_ms"]))
+        if d["rss_kb"]:  # schema 1: (ms, RSS) pairs only
             return cls(("t_ms", "rss_kb"), tuple((int(p[0]), int(p[1])) for p in doc["rss_kb"] if len(p) >= 2))
         return None
 
@@ -176,9 +192,10 @@ class Sample:
 
     @classmethod
     def from_msrun(cls, doc: dict, result: dict | None = None) -> "Sample":
-        if result is None and isinstance(doc.get("result"), dict):
-            result = doc["result"]
-        regions = tuple(r for p in doc.get("probe", []) or []
+        d = with_defaults(doc, SAMPLE_DEFAULTS)
+        if result is None and isinstance(d["result"], dict):
+            result = d["result"]
+        regions = tuple(r for p in d["probe"]
                         if isinstance(p, dict) and p.get("type") == "region" and (r := _region_or_none(p)) is not None)
         if isinstance(result, dict) and "metric" in result and not _finite(result["metric"]):
             result = {k: v for k, v in result.items() if k != "metric"}   # a figure that is not a number
@@ -186,26 +203,21 @@ class Sample:
         # One definition of a run's peak resident memory: the larger of ru_maxrss (the largest
         # single process) and the timeline's highest sum over the process tree, so that the
         # time-averaged RSS (the same timeline) can never exceed it.
-        peak_kb = max([int(doc.get("maxrss_kb", 0) or 0), *(r for _, r in rss)])
+        peak_kb = max([int(d["maxrss_kb"]), *(r for _, r in rss)])
         return cls(
-            status=doc.get("status", "error"), detail=doc.get("detail"), exit_code=doc.get("exit_code"),
-            signal=doc.get("signal"), signal_name=doc.get("signal_name"),
-            wall_ns=int(doc.get("wall_ns", 0)), user_ns=int(doc.get("user_ns", 0)), sys_ns=int(doc.get("sys_ns", 0)),
-            minflt=int(doc.get("minflt", 0)), majflt=int(doc.get("majflt", 0)),
-            nvcsw=int(doc.get("nvcsw", 0)), nivcsw=int(doc.get("nivcsw", 0)),
-            maxrss_kb=peak_kb, counters=dict(doc.get("counters") or {}),
-            syscalls={k: int(v) for k, v in (doc.get("syscalls") or {}).items()},
-            unsupported=dict(doc.get("unsupported") or {}), regions=regions,
-            malloc_object=doc.get("malloc_object"),
-            rss_kb=rss,
-            stdout_tail=doc.get("stdout_tail", ""), stderr_tail=doc.get("stderr_tail", ""),
-            leftover_processes=tuple(p for p in doc.get("leftover_processes") or () if isinstance(p, dict)),
-            user_only=tuple(str(x) for x in doc.get("user_only") or ()),
+            status=d["status"], detail=d["detail"], exit_code=d["exit_code"], signal=d["signal"],
+            signal_name=d["signal_name"], wall_ns=int(d["wall_ns"]), user_ns=int(d["user_ns"]), sys_ns=int(d["sys_ns"]),
+            minflt=int(d["minflt"]), majflt=int(d["majflt"]), nvcsw=int(d["nvcsw"]), nivcsw=int(d["nivcsw"]),
+            maxrss_kb=peak_kb, counters=dict(d["counters"]), syscalls={k: int(v) for k, v in d["syscalls"].items()},
+            unsupported=dict(d["unsupported"]), regions=regions, malloc_object=d["malloc_object"], rss_kb=rss,
+            stdout_tail=d["stdout_tail"], stderr_tail=d["stderr_tail"],
+            leftover_processes=tuple(p for p in d["leftover_processes"] if isinstance(p, dict)),
+            user_only=tuple(str(x) for x in d["user_only"]),
             timeline=Timeline.from_doc(doc),
-            syscall_args=SyscallArgs.from_dict(doc.get("syscall_args")),
-            result=result, heap=Heap.from_dict(doc.get("heap")),
-            where=doc.get("where") if isinstance(doc.get("where"), dict) else None,
-            cpu_profile=doc.get("cpu_profile") if isinstance(doc.get("cpu_profile"), dict) else None, raw=doc,
+            syscall_args=SyscallArgs.from_dict(d["syscall_args"]),
+            result=result, heap=Heap.from_dict(d["heap"]),
+            where=d["where"] if isinstance(d["where"], dict) else None,
+            cpu_profile=d["cpu_profile"] if isinstance(d["cpu_profile"], dict) else None, raw=doc,
         )
 
     @property
@@ -278,12 +290,13 @@ def _region_or_none(line: dict) -> "Region | None":
         for key in ("counters", "syscalls"):
             if line.get(key) is not None and not isinstance(line[key], dict):
                 return None
-        if any(not _finite(v) for v in (line.get("syscalls") or {}).values()):
+        d = with_defaults(line, REGION_DEFAULTS)
+        if any(not _finite(v) for v in d["syscalls"].values()):
             return None
-        if any(v is not None and not _finite(v) for v in (line.get("counters") or {}).values()):
+        if any(v is not None and not _finite(v) for v in d["counters"].values()):
             return None
         for key in ("brk_delta_bytes", "rss_start_kb", "rss_end_kb", "rusage_minflt", "rusage_majflt"):
-            if line.get(key) is not None and not _finite(line[key]):
+            if d[key] is not None and not _finite(d[key]):
                 return None
         return Region.from_line(line)
     except (TypeError, ValueError, OverflowError):

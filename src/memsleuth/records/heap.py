@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 
 from memsleuth.records import symbols
+from memsleuth.records.documents import number as _number, with_defaults
 
 # A site's frames: the first frame outside these objects is the program's call site.
 RUNTIME = re.compile(r"(^|/)(libc\.so|libc-|ld-linux|libpthread|libstdc\+\+|libgcc_s|libm\.so|libmsheap\.so|"
@@ -40,8 +41,16 @@ STACKS = 300                    # whole stacks kept (the most bytes allocated), 
 STACK_WEIGHTS = ("alloc_bytes", "peak_bytes", "live_bytes")
 
 
-def _number(v) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+# A process's document as libmsheap writes it: each field the summary reads, and its value where
+# the document lacks it (a process that ended before writing it, an older version).
+PROCESS_DEFAULTS = {"pid": None, "live_bytes": 0, "peak_live_bytes": 0, "allocs": 0, "frees": 0, "requested_bytes": 0,
+                    "duration_us": 0, "dropped_samples": 0, "sample_bytes": None, "histogram": [], "malloc_object": None,
+                    "at_peak": {}, "at_exit": {}, "timeline": [], "sites": []}
+SITE_DEFAULTS = {"frames": [], "alloc_bytes": 0, "alloc_count": 0, "peak_bytes": 0, "live_bytes": 0, "samples": 0}
+# The summary (the stored document): where an older one lacks a field.
+SUMMARY_DEFAULTS = {"processes": 1, "sample_bytes": None, "allocs": 0, "frees": 0, "requested_bytes": None,
+                    "duration_s": 0.0, "histogram": [], "malloc_object": None, "processes_detail": [], "at_peak": None,
+                    "at_exit": None, "timeline": [], "sites": [], "stacks": []}
 
 
 def _read(v) -> float | None:
@@ -71,15 +80,15 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, d) -> "Snapshot":
-        d = d if isinstance(d, dict) else {}
-        arenas = d["arenas"] if isinstance(d.get("arenas"), int) and d["arenas"] >= 0 else None
+        d = with_defaults(d if isinstance(d, dict) else {}, {"arenas": None, "arena_kb": None})
+        arenas = d["arenas"] if isinstance(d["arenas"], int) and d["arenas"] >= 0 else None
         glibc = _present(d, "arena_rss_kb", "main_arena_kb") if arenas is not None else {}
         return cls(**{k: _number(v) for k, v in _present(d, "live_bytes", "peak_live_bytes").items()},
                    **{k: _read(v) for k, v in _present(d, "rss_kb", "anon_kb").items()},
                    **{k: (_read(v) if k == "main_arena_kb" else _number(v)) for k, v in glibc.items()},
                    arenas=arenas,
                    arena_kb=tuple(float(x) for x in d["arena_kb"] or () if _number(x) is not None)
-                   if arenas is not None and isinstance(d.get("arena_kb"), list) else ())
+                   if arenas is not None and isinstance(d["arena_kb"], list) else ())
 
 
 @dataclass(frozen=True)
@@ -134,23 +143,23 @@ class Heap:
         """The stored document, typed; None for anything that is not one."""
         if not isinstance(d, dict) or _number(d.get("live_bytes")) is None:
             return None
-        ints = {k: int(v) for k, v in _present(d, "processes", "allocs", "frees").items() if _number(v) is not None}
-        floats = {k: float(v) for k, v in _present(d, "live_bytes", "peak_live_bytes", "duration_s").items()
-                  if _number(v) is not None}
+        f = with_defaults(d, {**SUMMARY_DEFAULTS, "peak_live_bytes": d["live_bytes"]})
         sites = tuple(HeapSite(str(x["site"]), **{k: float(x[k]) for k in ("alloc_bytes", "alloc_count", "peak_bytes",
                                                                             "live_bytes", "samples")
-                                                   if _number(x.get(k)) is not None})
-                      for x in d.get("sites") or () if isinstance(x, dict) and "site" in x)
-        procs = tuple(ProcessHeap(p.get("pid"), float(p.get("live_bytes") or 0), float(p.get("peak_live_bytes") or 0),
-                                  int(p.get("allocs") or 0), int(p.get("frees") or 0), Snapshot.from_dict(p.get("at_exit")))
-                      for p in d.get("processes_detail") or () if isinstance(p, dict))
-        return cls(**ints, **floats, sample_bytes=_number(d.get("sample_bytes")),
-                   requested_bytes=_number(d.get("requested_bytes")),
-                   histogram=tuple(int(v) for v in d.get("histogram") or () if _number(v) is not None),
-                   malloc_object=d.get("malloc_object"), processes_detail=procs,
-                   at_peak=Snapshot.from_dict(d.get("at_peak")), at_exit=Snapshot.from_dict(d.get("at_exit")),
-                   timeline=tuple((float(t), float(v)) for t, v in d.get("timeline") or ()),
-                   sites=sites, stacks=tuple(d.get("stacks") or ()), doc=d)
+                                                   if k in x and _number(x[k]) is not None})
+                      for x in f["sites"] if isinstance(x, dict) and "site" in x)
+        procs = tuple(ProcessHeap(p["pid"], float(p["live_bytes"]), float(p["peak_live_bytes"]), int(p["allocs"]),
+                                  int(p["frees"]), Snapshot.from_dict(p["at_exit"]))
+                      for p in (with_defaults(x, PROCESS_DEFAULTS) for x in f["processes_detail"] if isinstance(x, dict)))
+        return cls(processes=int(f["processes"]), live_bytes=float(f["live_bytes"]),
+                   peak_live_bytes=float(f["peak_live_bytes"]), allocs=int(f["allocs"]), frees=int(f["frees"]),
+                   duration_s=float(f["duration_s"]), sample_bytes=_number(f["sample_bytes"]),
+                   requested_bytes=_number(f["requested_bytes"]),
+                   histogram=tuple(int(v) for v in f["histogram"] if _number(v) is not None),
+                   malloc_object=f["malloc_object"], processes_detail=procs,
+                   at_peak=Snapshot.from_dict(f["at_peak"]), at_exit=Snapshot.from_dict(f["at_exit"]),
+                   timeline=tuple((float(t), float(v)) for t, v in f["timeline"]),
+                   sites=sites, stacks=tuple(f["stacks"]), doc=d)
 
     def to_dict(self) -> dict:
         return self.doc
@@ -169,7 +178,7 @@ class Heap:
 
 def _name_frames(docs: list[dict], notes: list[str]) -> dict[tuple[int, int], tuple[symbols.Frame, ...]]:
     """(document index, address) -> its frames; the runtime's objects by their file only."""
-    return symbols.resolve(docs, lambda d: [a for s in d.get("sites") or [] for a in s.get("frames") or []],
+    return symbols.resolve(docs, lambda d: [a for s in d["sites"] for a in with_defaults(s, SITE_DEFAULTS)["frames"]],
                            skip=RUNTIME.search, notes=notes)
 
 
@@ -188,53 +197,51 @@ NO_SITE = "no frame outside the runtime (an interpreter, or a stack that could n
 
 def summarise(docs: list[dict]) -> dict | None:
     """One summary of a run's per-process documents (None when there are none)."""
-    docs = [d for d in docs if isinstance(d, dict) and isinstance(d.get("live_bytes"), (int, float))]
+    docs = [with_defaults(d, PROCESS_DEFAULTS) for d in docs
+            if isinstance(d, dict) and _number(d.get("live_bytes")) is not None]
     if not docs:
         return None
-    main = max(docs, key=lambda d: d.get("peak_live_bytes") or 0)
+    main = max(docs, key=lambda d: d["peak_live_bytes"])
     notes: list[str] = []
     names = _name_frames(docs, notes)
     sites: dict[str, dict] = {}
     stacks: dict[tuple, list[float]] = {}
     for d_i, d in enumerate(docs):
-        for s in d.get("sites") or []:
-            frames = [f for a in s.get("frames") or [] for f in names.get((d_i, a), ())]
+        for s in (with_defaults(x, SITE_DEFAULTS) for x in d["sites"]):
+            frames = [f for a in s["frames"] for f in names.get((d_i, a), ())]
             own, maker = symbols.program_site(frames, RUNTIME.search)
             key = symbols.site_with_maker(own, maker) if own else NO_SITE
             agg = sites.setdefault(key, {"site": key, "alloc_bytes": 0.0, "alloc_count": 0.0, "peak_bytes": 0.0,
                                          "live_bytes": 0.0, "samples": 0})
             for k in ("alloc_bytes", "alloc_count", "peak_bytes", "live_bytes", "samples"):
-                agg[k] += float(s.get(k) or 0)
+                agg[k] += float(s[k])
             st = stacks.setdefault(symbols.stack_entry(frames, RUNTIME.search), [0.0, 0.0, 0.0])
             for i, k in enumerate(STACK_WEIGHTS):
-                st[i] += float(s.get(k) or 0)
+                st[i] += float(s[k])
     keep = set()
     for k in ("alloc_bytes", "peak_bytes", "live_bytes"):
         keep |= {s["site"] for s in sorted(sites.values(), key=lambda s: -s[k])[:TOP_SITES] if s[k] > 0}
-    hist = [0] * max(len(d.get("histogram") or []) for d in docs)
+    hist = [0] * max(len(d["histogram"]) for d in docs)
     for d in docs:
-        for i, v in enumerate(d.get("histogram") or []):
+        for i, v in enumerate(d["histogram"]):
             hist[i] += int(v)
     return {
         "processes": len(docs),
-        "sample_bytes": main.get("sample_bytes"),
-        "live_bytes": sum(int(d.get("live_bytes") or 0) for d in docs),
-        "peak_live_bytes": sum(int(d.get("peak_live_bytes") or 0) for d in docs),
-        "allocs": sum(int(d.get("allocs") or 0) for d in docs),
-        "frees": sum(int(d.get("frees") or 0) for d in docs),
-        "requested_bytes": sum(int(d.get("requested_bytes") or 0) for d in docs),
-        "duration_s": (main.get("duration_us") or 0) / 1e6,
-        "dropped_samples": sum(int(d.get("dropped_samples") or 0) for d in docs),
+        "sample_bytes": main["sample_bytes"],
+        **{k: sum(int(d[k]) for d in docs) for k in ("live_bytes", "peak_live_bytes", "allocs", "frees",
+                                                      "requested_bytes")},
+        "duration_s": main["duration_us"] / 1e6,
+        "dropped_samples": sum(int(d["dropped_samples"]) for d in docs),
         "histogram": hist,
-        "malloc_object": main.get("malloc_object"),
-        "processes_detail": [{"pid": d.get("pid"), **{k: int(d.get(k) or 0) for k in (
-            "live_bytes", "peak_live_bytes", "allocs", "frees")}, "at_exit": d.get("at_exit") or {}}
-            for d in sorted(docs, key=lambda d: d.get("pid") or 0)],
+        "malloc_object": main["malloc_object"],
+        "processes_detail": [{"pid": d["pid"], **{k: int(d[k]) for k in (
+            "live_bytes", "peak_live_bytes", "allocs", "frees")}, "at_exit": d["at_exit"]}
+            for d in sorted(docs, key=lambda d: d["pid"] or 0)],
         # the main process's own peak beside the snapshot that stands for it (near_peak)
-        "at_peak": {**(main.get("at_peak") or {}), "peak_live_bytes": int(main.get("peak_live_bytes") or 0)},
+        "at_peak": {**main["at_peak"], "peak_live_bytes": int(main["peak_live_bytes"])},
         # the main process's live bytes beside its own memory (live_bytes above is every process's)
-        "at_exit": {**(main.get("at_exit") or {}), "live_bytes": int(main.get("live_bytes") or 0)},
-        "timeline": [[t / 1000.0, v] for t, v in (main.get("timeline") or [])],
+        "at_exit": {**main["at_exit"], "live_bytes": int(main["live_bytes"])},
+        "timeline": [[t / 1000.0, v] for t, v in main["timeline"]],
         "sites": sorted((s for s in sites.values() if s["site"] in keep), key=lambda s: -s["alloc_bytes"]),
         # whole stacks, outermost first, with their bytes allocated, live at the peak and at exit
         "stacks": [[[list(f) for f in st], *stacks[st]] for st in _top_stacks(stacks)],

@@ -4,8 +4,9 @@ and reads them; analysis, cases and reports read them and never import the store
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from memsleuth.records.documents import number, with_defaults
 from memsleuth.records.evidence import Sample
 from memsleuth.records.model import AllocatorInfo, MachineInfo, RunSpec, cell_label, contender
 from memsleuth.records.sites import CallSites
@@ -47,6 +48,52 @@ class StoredCell:
         return [s for r, w, s in self.samples if r == EXPLAIN_ROUND and s.ok]
 
 
+@dataclass(frozen=True)
+class GlibcArenas:
+    """glibc's arenas of an attached process, found by their heaps' headers: resident bytes."""
+    main_arena_rss: float | None
+    arenas: int
+    arena_rss: float | None
+
+
+# check --pid's window as attach stores it (RunSpec.facts["attached"], docs/json-schema.md).
+ATTACHED_DEFAULTS = {"pids": [], "duration_s": None, "window_s": 0.0, "threads_at_start": None,
+                     "threads_at_end": None, "ended_by": None, "exited_at_ns": None, "smaps": {}, "arenas": {},
+                     "cannot": None}
+
+
+@dataclass(frozen=True)
+class AttachedWindow:
+    """A check --pid window: what it was, how it ended, and the memory read at its end."""
+    pids: tuple[int, ...]
+    duration_s: float | None               # None: until Ctrl-C
+    window_s: float
+    threads_at_start: int | None
+    threads_at_end: int | None
+    ended_by: str | None                   # duration, signal, exit; None: not recorded
+    exited_at_ns: float | None
+    smaps: dict[str, dict[str, float]] = field(default_factory=dict)     # pid -> kind -> resident bytes
+    arenas: dict[str, GlibcArenas] = field(default_factory=dict)         # pid -> glibc's arenas
+    cannot: str | None = None              # what attaching does not measure
+
+    @classmethod
+    def from_facts(cls, facts: dict | None) -> "AttachedWindow | None":
+        at = (facts or {}).get("attached")
+        if not isinstance(at, dict) or not at:
+            return None
+        d = with_defaults(at, ATTACHED_DEFAULTS)
+        smaps = {str(pid): {str(k): float(v) for k, v in kinds.items() if number(v) is not None}
+                 for pid, kinds in d["smaps"].items() if isinstance(kinds, dict)}
+        arenas = {}
+        for pid, a in d["arenas"].items():
+            if isinstance(a, dict):
+                a = with_defaults(a, {"main_arena_rss": None, "arenas": 0, "arena_rss": None})
+                arenas[str(pid)] = GlibcArenas(number(a["main_arena_rss"]), int(a["arenas"]), number(a["arena_rss"]))
+        return cls(tuple(int(p) for p in d["pids"]), number(d["duration_s"]), float(d["window_s"]),
+                   d["threads_at_start"], d["threads_at_end"], d["ended_by"], number(d["exited_at_ns"]), smaps,
+                   arenas, d["cannot"])
+
+
 @dataclass
 class StoredRun:
     id: int
@@ -62,6 +109,11 @@ class StoredRun:
     cells: list[StoredCell]
     reference: StoredCell | None = None       # the reference cell (plan.reference_cell), not compared
     uuid: str = ""                             # identity across stores (merge)
+
+    @property
+    def attached(self) -> AttachedWindow | None:
+        """The window, when the run is a check --pid one."""
+        return AttachedWindow.from_facts(self.spec.facts)
 
 
 @dataclass

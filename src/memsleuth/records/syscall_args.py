@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memsleuth.records.documents import number as _number
+
 # The totals each call may carry (bytes, and the break's and mremap's moves).
 TOTALS = ("calls", "bytes", "anon_calls", "anon_bytes", "old_bytes", "new_bytes", "grow_calls", "grow_bytes",
           "up_moves", "up_bytes", "down_moves", "down_bytes")
-
-
-def _number(v) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 @dataclass(frozen=True)
@@ -44,6 +42,10 @@ def _pair(v) -> bool:
     return isinstance(v, (list, tuple)) and len(v) >= 2 and all(_number(x) is not None for x in v[:2])
 
 
+# What gave a faulting address back before the fault (FaultSamples.by_release has each).
+RELEASES = ("none", "munmap", "madvise", "brk", "mapped")
+
+
 @dataclass(frozen=True)
 class FaultSamples:
     """The sampled user page faults, each looked up in the ranges its process released and mapped
@@ -59,8 +61,9 @@ class FaultSamples:
     def from_dict(cls, d) -> "FaultSamples | None":
         if not isinstance(d, dict) or not isinstance(d.get("by_release"), dict):
             return None
-        by = {str(k): (float(v[0]), float(v[1]), float(v[2])) for k, v in d["by_release"].items()
-              if isinstance(v, (list, tuple)) and len(v) >= 3 and all(_number(x) is not None for x in v[:3])}
+        by = {k: (0.0, 0.0, 0.0) for k in RELEASES}
+        by.update({str(k): (float(v[0]), float(v[1]), float(v[2])) for k, v in d["by_release"].items()
+                   if isinstance(v, (list, tuple)) and len(v) >= 3 and all(_number(x) is not None for x in v[:3])})
         every = int(d["every"]) if _number(d.get("every")) else 1
         churned = _number(d.get("mapped_churned")) or 0.0
         return cls(max(every, 1), by, churned) if sum(v[0] for v in by.values()) > 0 else None

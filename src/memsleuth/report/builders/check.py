@@ -153,35 +153,32 @@ def _peak_column(h: Heap) -> str:
 
 def attached_lines(run: StoredRun) -> list[str]:
     """check --pid: what the window was, and what attaching cannot give."""
-    at = (run.spec.facts or {}).get("attached")
-    if not at:
+    at = run.attached
+    if at is None:
         return []
-    pids = ", ".join(str(p) for p in at.get("pids") or [])
-    lines = [f"attached to process {pids} for {float(at.get('window_s') or 0):.1f} s: every figure is this window's "
+    pids = ", ".join(str(p) for p in at.pids)
+    lines = [f"attached to process {pids} for {at.window_s:.1f} s: every figure is this window's "
              "(counts, times, the findings' costs); the process was not started, stopped or signalled"]
-    start, end = at.get("threads_at_start"), at.get("threads_at_end")
-    if start is not None:
-        lines.append(f"threads: {start} at the start, {end} at the end; those created in the window are counted")
-    if at.get("ended_by") == "exit":
-        lines.append(f"the process exited {float(at.get('exited_at_ns') or 0) / 1e9:.1f} s into the window: what was "
+    if at.threads_at_start is not None:
+        lines.append(f"threads: {at.threads_at_start} at the start, {at.threads_at_end} at the end; those created in "
+                     "the window are counted")
+    if at.ended_by == "exit":
+        lines.append(f"the process exited {(at.exited_at_ns or 0) / 1e9:.1f} s into the window: what was "
                      "measured until then is kept")
-    if at.get("cannot"):
-        lines.append(f"not measured when attaching: {at['cannot']} (`memsleuth check -- CMD` gives it)")
+    if at.cannot:
+        lines.append(f"not measured when attaching: {at.cannot} (`memsleuth check -- CMD` gives it)")
     return lines
 
 
 def smaps_tables(run: StoredRun) -> list[Table]:
     """check --pid: what resident memory is made of at the end of the window (/proc/PID/smaps)."""
-    at = (run.spec.facts or {}).get("attached") or {}
-    maps, glibc = at.get("smaps") or {}, at.get("arenas") or {}
+    at = run.attached
     rows = []
-    for pid, kinds in maps.items():
-        if isinstance(kinds, dict):
-            rows += [[str(pid), kind, fmt_bytes(v)] for kind, v in kinds.items() if isinstance(v, (int, float))]
-        a = glibc.get(pid)
-        if isinstance(a, dict):
-            rows += [[str(pid), "glibc main arena (brk heap)", fmt_bytes(a.get("main_arena_rss"))],
-                     [str(pid), f"glibc other arenas ({a.get('arenas', 0)}), their heaps", fmt_bytes(a.get("arena_rss"))]]
+    for pid, kinds in at.smaps.items() if at else ():
+        rows += [[pid, kind, fmt_bytes(v)] for kind, v in kinds.items()]
+        if (a := at.arenas.get(pid)) is not None:
+            rows += [[pid, "glibc main arena (brk heap)", fmt_bytes(a.main_arena_rss)],
+                     [pid, f"glibc other arenas ({a.arenas}), their heaps", fmt_bytes(a.arena_rss)]]
     if not rows:
         return []
     return [Table("Memory: what the resident memory is made of now (/proc/PID/smaps, at the end of the window)",
