@@ -14,7 +14,7 @@ import sys
 from rich.console import Console
 
 from memsleuth import __version__
-from memsleuth.commands import COMMANDS, TAKES_COMMAND
+from memsleuth.commands import COMMANDS, TAKES_COMMAND, module
 from memsleuth.errors import EXIT_INTERRUPTED, EXIT_STORE, EXIT_USAGE, StoreError, UsageError
 from memsleuth.textsafe import visible
 
@@ -24,12 +24,17 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for this command line: every command by name, and the options of the one that
+    argv names (the first word that is not an option); None: every command's options."""
+    wanted = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
     parser = _Parser(prog="memsleuth", description="Measure memory behaviour the right way, and explain it.")
     parser.add_argument("--version", action="version", version=f"memsleuth {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    for module in COMMANDS:
-        module.add_arguments(sub.add_parser(module.NAME, help=module.HELP))
+    for name, line in COMMANDS:
+        p = sub.add_parser(name, help=line)
+        if argv is None or name == wanted:
+            module(name).add_arguments(p)
     return parser
 
 
@@ -66,20 +71,19 @@ def main(argv: list[str] | None = None) -> int:
         argv, command = argv[:i], argv[i + 1:]
     console = Console(width=output_width(sys.stdout.isatty(), os.environ.get("COLUMNS")))
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
         if args.command is None:
-            build_parser().print_help()
+            build_parser([]).print_help()
             return EXIT_USAGE
         if command is not None and args.command not in TAKES_COMMAND:
             raise UsageError("a command after -- is only taken by `memsleuth compare`, `memsleuth check`, "
                              "`memsleuth gate` and `memsleuth fleet submit`")
         if command is not None and not command:
             raise UsageError("no command after --")
-        module = next(m for m in COMMANDS if m.NAME == args.command)
         # A command that checks a command line of its own (fleet submit) gets the parser handed
         # down rather than importing the CLI back (no import circle).
         args.build_parser = build_parser
-        return module.run(args, command, console)
+        return module(args.command).run(args, command, console)
     except (UsageError, StoreError) as e:
         print(f"memsleuth: error: {visible(str(e))}", file=sys.stderr)
         return e.exit_code

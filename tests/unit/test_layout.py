@@ -4,10 +4,12 @@ no import cycles between modules; few modules beside the tiers; no generated fil
 from __future__ import annotations
 
 import ast
+import os
 import pathlib
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -98,3 +100,23 @@ def test_no_generated_file_is_tracked():
         pytest.skip("not a git checkout: nothing to say about tracked files")
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert [f for f in tracked.splitlines() if GENERATED.search(f) and not f.startswith("tests/data/")] == []
+
+
+def test_every_command_module_is_in_the_table_under_its_own_name():
+    """cli reads the commands' names and help from one table, importing a module only when its command
+    runs: the table and the modules name the same commands."""
+    from memsleuth.commands import COMMANDS, module
+    files = sorted(p.stem for p in (PKG / "commands").glob("*.py") if p.stem not in ("__init__", "options"))
+    assert sorted(name for name, _ in COMMANDS) == files
+    for name, _ in COMMANDS:
+        m = module(name)
+        assert m.NAME == name and callable(m.add_arguments) and callable(m.run)
+
+
+def test_top_level_help_imports_no_command_module():
+    code = ("import sys; from memsleuth import cli\n"
+            "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('memsleuth.') and m.count('.') > 1))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(PKG.parent)}).stdout.splitlines()[-1]
+    assert out == "[]"

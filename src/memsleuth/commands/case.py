@@ -9,7 +9,6 @@ from memsleuth.commands import options
 from memsleuth.errors import UsageError
 
 NAME = "case"
-HELP = "run a case study (the seed field reports), explained from its evidence"
 
 
 def add_arguments(cs) -> None:

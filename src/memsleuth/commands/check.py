@@ -10,7 +10,6 @@ from memsleuth.commands import options
 from memsleuth.errors import UsageError
 
 NAME = "check"
-HELP = "measure any program, its probe regions, and say what the evidence shows"
 
 
 def add_arguments(k) -> None:

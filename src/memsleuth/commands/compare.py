@@ -12,7 +12,6 @@ from memsleuth.measure.workloads import SUITE_REPS
 from memsleuth.units import parse_fraction
 
 NAME = "compare"
-HELP = "compare allocators on a workload or on any command"
 
 
 def add_arguments(c) -> None:

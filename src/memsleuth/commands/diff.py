@@ -11,7 +11,6 @@ from memsleuth.errors import EXIT_OK, EXIT_REGRESSION
 from memsleuth.units import parse_fraction
 
 NAME = "diff"
-HELP = "compare two stored runs cell by cell (time and counts); exit 1 on a resolved regression"
 
 
 def add_arguments(d) -> None:

@@ -7,7 +7,6 @@ from rich.table import Table
 from memsleuth.textsafe import safe_text
 
 NAME = "doctor"
-HELP = "what this machine can measure and what makes numbers noisy"
 
 
 def add_arguments(p) -> None:

@@ -10,7 +10,6 @@ from memsleuth.errors import UsageError
 from memsleuth.report.output import say_written, write_text
 
 NAME = "export"
-HELP = "export a stored run as json, csv or pyperf"
 
 
 def add_arguments(e) -> None:

@@ -16,7 +16,6 @@ from memsleuth.commands import options
 from memsleuth.errors import EXIT_NO_RESULT, EXIT_OK, UsageError
 
 NAME = "fleet"
-HELP = "run a compare or case on several Slurm machine types; status; collect the results"
 MEASURING = ("compare", "case", "check")
 
 

@@ -13,7 +13,6 @@ from memsleuth.errors import UsageError
 from memsleuth.units import parse_fraction
 
 NAME = "gate"
-HELP = "baseline vs candidate in one session, interleaved; exit 1 on a regression, 5 when unresolved"
 DEFAULT_MIN_ROUNDS = 6
 DEFAULT_MAX_ROUNDS = 30
 SIDES = ("baseline", "candidate")

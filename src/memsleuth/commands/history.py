@@ -11,7 +11,6 @@ from memsleuth.textsafe import safe_text
 from memsleuth.commands import options
 
 NAME = "history"
-HELP = "list the stored runs"
 
 
 def add_arguments(h) -> None:

@@ -12,7 +12,6 @@ from memsleuth.errors import EXIT_OK, UsageError
 from memsleuth.textsafe import safe_text
 
 NAME = "merge"
-HELP = "import the runs of other stores into this one (idempotent: by run UUID)"
 
 
 def add_arguments(m) -> None:

@@ -7,7 +7,6 @@ from rich.console import Console
 from memsleuth.commands import options
 
 NAME = "show"
-HELP = "reprint a stored run (the latest by default), or several side by side by machine"
 
 
 def add_arguments(s) -> None:
