@@ -116,4 +116,10 @@ def test_history_trend_finds_the_run_where_time_stepped(tmp_path):
     assert int(re.search(r"\+(\d+)\.\d%", step).group(1)) > 100     # 300 spins per malloc: several times slower
     assert "the latest at run 5" in proc.stdout
     assert html.read_text().count("<svg") >= 1
-    assert memsleuth("history", "--md", str(tmp_path / "x.md"), "--db", db).returncode == 2   # --md needs --trend
+    assert memsleuth("history", "--html", str(tmp_path / "x.html"), "--db", db).returncode == 2   # --html needs --trend
+    # the list has Markdown and JSON forms of its own
+    proc = memsleuth("history", "--md", str(tmp_path / "x.md"), "--json", str(tmp_path / "x.json"), "--db", db)
+    assert proc.returncode == 0, proc.stderr
+    listed = json.loads((tmp_path / "x.json").read_text())
+    assert listed["schema"] == "memsleuth.history/1" and [r["id"] for r in listed["runs"]] == list(range(1, 8))
+    assert "| 7 |" in (tmp_path / "x.md").read_text()

@@ -2,24 +2,25 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 
-from memsleuth.textsafe import safe_text
+from memsleuth.commands import options
 
 NAME = "doctor"
 
 
 def add_arguments(p) -> None:
-    pass
+    options.add_report_files(p)
 
 
 def run(args, command, console: Console) -> int:
     from memsleuth.measure import doctor
-    table = Table(title="memsleuth doctor: what this machine can measure", title_justify="left")
-    table.add_column("check")
-    table.add_column("value")
-    table.add_column("what it means for the numbers", overflow="fold")
-    for c in doctor.checks():
-        table.add_row(safe_text(c.name), safe_text(c.value, style="" if c.ok else "yellow"), safe_text(c.meaning))
-    console.print(table)
+    from memsleuth.report import terminal
+    from memsleuth.report.builders import doctor as doctor_report
+    from memsleuth.session import write_report_files
+    options.writable_output(args.md, "--md")
+    options.writable_output(args.json, "--json")
+    checks = doctor.checks()
+    report = doctor_report.build(checks)
+    terminal.render(report, console)
+    write_report_files(report, args, doctor_report.document(checks))
     return 0

@@ -7,7 +7,6 @@ from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from memsleuth.textsafe import safe_text
 
@@ -42,6 +41,7 @@ def add_arguments(f) -> None:
                    help="the memsleuth command each task runs, with its options")
     st = sub.add_parser("status", help="each task's state (sacct, else scontrol, else the task's own marker)")
     st.add_argument("job", metavar="JOB|DIR")
+    options.add_report_files(st)
     c = sub.add_parser("collect", help="merge every task's results into the store; failed tasks are recorded as such")
     c.add_argument("job", metavar="JOB|DIR")
     c.add_argument("--wait", action=options.OnceFlag, help="wait until every task has ended")
@@ -105,18 +105,21 @@ def _submit(args, command, console: Console) -> int:
     return EXIT_OK
 
 
-def _table(manifest: dict, st: list[fleet.TaskState]) -> Table:
-    t = Table(title=safe_text(f"fleet job {manifest['job']} ({manifest['results']})"), title_justify="left")
-    for col in ("task", "target", "state", "partition", "node", "exit code", "from"):
-        t.add_column(col)
-    for s in st:
-        t.add_row(*(safe_text(str(x)) for x in (s.index, s.target, s.state, s.partition, s.node, s.exit_code, s.source)))
-    return t
+def _show_states(manifest: dict, st: list[fleet.TaskState], console: Console, args=None) -> None:
+    from memsleuth.report import terminal
+    from memsleuth.report.builders import fleet_status
+    report = fleet_status.build(manifest["job"], manifest["results"], st)
+    terminal.render(report, console)
+    if args is not None:
+        from memsleuth.session import write_report_files
+        write_report_files(report, args, fleet_status.document(manifest["job"], manifest["results"], st))
 
 
 def _status(args, console: Console) -> int:
+    options.writable_output(args.md, "--md")
+    options.writable_output(args.json, "--json")
     manifest = fleet.load(args.job)
-    console.print(_table(manifest, fleet.states(manifest)))
+    _show_states(manifest, fleet.states(manifest), console, args)
     return EXIT_OK
 
 
@@ -156,7 +159,7 @@ def _collect(args, console: Console) -> int:
                 target.finish_run(rid, "failed")
                 console.print(safe_text(f"task {s.index} ({s.target}): Slurm state {s.state}, exit {s.exit_code}; recorded "
                                    f"as failed run {rid}. Log tail:\n{facts['log_tail']}"))
-    console.print(_table(manifest, st))
+    _show_states(manifest, st, console)
     if merged:
         console.print(safe_text(f"merged {len(merged)} run(s) into {target.path}: " + ", ".join(map(str, merged))
                            + f". Side by side: memsleuth show {' '.join(map(str, merged))} --db {target.path}"))

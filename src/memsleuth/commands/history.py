@@ -1,12 +1,7 @@
 """`memsleuth history`: the stored runs, one line each."""
 from __future__ import annotations
 
-import shlex
-
 from rich.console import Console
-from rich.table import Table
-
-from memsleuth.textsafe import safe_text
 
 from memsleuth.commands import options
 
@@ -26,31 +21,32 @@ def add_arguments(h) -> None:
                    help="--trend: report time steps from this size (default 5%%)")
     h.add_argument("--count-threshold", metavar="PCT", default="10%", action=options.Once,
                    help="--trend: report count steps from this size (default 10%%)")
-    h.add_argument("--md", metavar="FILE", action=options.Once, help="--trend: also write it as Markdown")
+    h.add_argument("--md", metavar="FILE", action=options.Once, help="also write the list (or the trend) as Markdown")
+    h.add_argument("--json", metavar="FILE", action=options.Once, help="also write the list of runs as JSON")
     h.add_argument("--html", metavar="FILE", action=options.Once,
                    help="--trend: also write it as one self-contained HTML file with a plot per series")
 
 
 def run(args, command, console: Console) -> int:
+    from memsleuth.errors import UsageError
     from memsleuth.records.store import Store
-    trend_only = [o for o, v in (("--name", args.name), ("--md", args.md), ("--html", args.html)) if v]
+    from memsleuth.report import terminal
+    from memsleuth.report.builders import history as history_report
+    from memsleuth.session import write_report_files
+    trend_only = [o for o, v in (("--name", args.name), ("--html", args.html)) if v]
     if args.trend:
+        if args.json:
+            raise UsageError("--json writes the list of runs; with --trend, --md and --html write the trend")
         return _trend(args, console)
     if trend_only:
-        from memsleuth.errors import UsageError
         raise UsageError(f"{trend_only[0]} goes with --trend")
+    options.writable_output(args.md, "--md")
+    options.writable_output(args.json, "--json")
     store = Store(args.db, readonly=True)
-    table = Table(title=safe_text(f"runs in {store.path}"), title_justify="left")
-    for col in ("id", "time (UTC)", "status", "command", "machine", "cells", "runs"):
-        table.add_column(col, justify="right" if col in ("id", "cells", "runs") else "left", overflow="fold")
-    for r in store.list_runs():
-        shown = shlex.join(["memsleuth", *r.argv[1:]]) if r.argv else r.name
-        m = r.machine
-        # Every cell is Text: a command line or host name is data, never markup.
-        table.add_row(safe_text(str(r.id)), safe_text(r.created_at), safe_text(r.status), safe_text(shown),
-                      safe_text(m.name + (f" ({m.cpu_model}, {m.kernel})" if m.cpu_model else "")), safe_text(str(r.cells)),
-                      safe_text(str(r.samples)))
-    console.print(table)
+    runs = store.list_runs()
+    report = history_report.build(runs, str(store.path))
+    terminal.render(report, console)
+    write_report_files(report, args, history_report.document(runs, str(store.path)))
     return 0
 
 

@@ -50,6 +50,12 @@ def add_store(p: argparse.ArgumentParser) -> None:
                    help=f"the store: an SQLite file (default {DEFAULT_DB}) or postgresql://user:password@host/dbname")
 
 
+def add_report_files(p: argparse.ArgumentParser) -> None:
+    """--md and --json of a report that is not a stored run (doctor, history, fleet status)."""
+    p.add_argument("--md", metavar="FILE", action=Once, help="also write the report as Markdown")
+    p.add_argument("--json", metavar="FILE", action=Once, help="also write what it shows as JSON")
+
+
 def add_outputs(p: argparse.ArgumentParser, *, json: bool = True, pprof: bool = False) -> None:
     p.add_argument("--md", metavar="FILE", action=Once, help="also write the report as Markdown")
     p.add_argument("--html", metavar="FILE", action=Once,
