@@ -8,6 +8,7 @@ from memsleuth.analysis import gate, tried
 from memsleuth import stats
 from memsleuth.analysis.findings.base import Finding
 from memsleuth.analysis.tries import Try, for_findings
+from memsleuth.report import wording
 
 INSTALLED = ["glibc", "mimalloc", "jemalloc"]
 
@@ -56,15 +57,17 @@ def count(metric, a, b, unit="calls"):
     (time_check(0.97, 0.90, 1.03), None, [count("madvise calls", 1000, 1000)], tried.UNRESOLVED),
 ])
 def test_a_trial_is_judged_on_the_findings_cost(time, rss, evidence, kind):
-    assert tried.verdict(time, rss, evidence)[0] == kind
+    assert tried.verdict(time, rss, evidence).verdict == kind
 
 
 def test_a_count_that_fell_while_the_time_did_not_is_not_a_fix():
     # trim_threshold stops the break's moves; the same pages are then mapped and faulted by mmap.
-    v, why = tried.verdict(time_check(1.00, 0.98, 1.02), None, [count("brk calls", 1000, 3), count("page faults", 8e5, 8e5)])
-    assert v == tried.NO_EFFECT and "no change beyond ±5%" in why
+    evidence = [count("brk calls", 1000, 3), count("page faults", 8e5, 8e5)]
+    j = tried.verdict(time_check(1.00, 0.98, 1.02), None, evidence)
+    why = wording.trial_why(tried.Trial(None, j.cost, None, evidence, j))
+    assert j.verdict == tried.NO_EFFECT and "no change beyond ±5%" in why
 
 
 def test_a_memory_finding_is_judged_on_peak_rss():
     rss = count("peak RSS", 100e6, 40e6, "bytes")
-    assert tried.verdict(time_check(1.0, 0.98, 1.02), rss, [rss], primary="peak RSS")[0] == tried.HELPS
+    assert tried.verdict(time_check(1.0, 0.98, 1.02), rss, [rss], primary="peak RSS").verdict == tried.HELPS

@@ -593,10 +593,21 @@ def quiet_line(views: list[findings.CellView], found: list[findings.Finding]) ->
         f" (largest in {view.label})"
 
 
-def answer(groups: list[Group], swept: list[str]) -> list[str]:
-    """The report's first lines: who is fastest where (only where the paired ratios resolve it),
-    where no winner is resolved, and who has the smallest peak RSS (only where its paired ratio to
-    every other resolves it). Numbers from the groups' own verdicts; nothing beyond them."""
+@dataclass
+class Standings:
+    """What a comparison resolved, for the report's first lines: per contender, where it is fastest
+    (the parameter set, the resolved slower ones' lowest and highest ratio, the contenders not
+    resolved from it); where no winner is resolved; per contender, where its peak RSS is the
+    smallest, resolved against every other."""
+    wins: dict[str, list[tuple[str, float, float, list[str]]]] = field(default_factory=dict)
+    unresolved: list[str] = field(default_factory=list)
+    smallest: dict[str, list[str]] = field(default_factory=dict)
+
+
+def standings(groups: list[Group], swept: list[str]) -> Standings:
+    """Who is fastest where (only where the paired ratios resolve it), where no winner is resolved,
+    and who has the smallest peak RSS (only where its paired ratio to every other resolves it).
+    From the groups' own verdicts; nothing beyond them."""
     def where(g: Group) -> str:
         shown = ", ".join(f"{k}={g.params.get(k)}" for k in swept if k in g.params and k != "variant")
         return shown or "the one parameter set"
@@ -619,22 +630,7 @@ def answer(groups: list[Group], swept: list[str]) -> list[str]:
         if least is not None and all(c is least or (c.rss_ratio is not None and c.rss_ratio.low is not None
                                                     and c.rss_ratio.low > 1.0) for c in ok if c.peak_rss):
             smallest.setdefault(least.cell.contender, []).append(where(g))
-    lines = []
-    if wins:
-        parts = []
-        for who, places in sorted(wins.items(), key=lambda kv: -len(kv[1])):
-            lo, hi = min(p[1] for p in places), max(p[2] for p in places)
-            tied = sorted({t for p in places for t in p[3]})
-            parts.append(f"{who} at {', '.join(p[0] for p in places)} (others resolved {lo:.2f}-{hi:.2f}x slower"
-                         + (f"; not resolved from {', '.join(tied)}" if tied else "") + ")")
-        lines.append("Fastest, resolved by paired rounds: " + "; ".join(parts) + ".")
-    if unresolved:
-        lines.append(f"No winner resolved at {', '.join(unresolved)}: the paired ratios' CIs include no difference "
-                     "beyond the noise threshold.")
-    if smallest:
-        lines.append("Smallest peak RSS, resolved: " + "; ".join(f"{who} at {', '.join(places)}"
-                                                                  for who, places in smallest.items()) + ".")
-    return lines
+    return Standings(wins, unresolved, smallest)
 
 
 @dataclass
@@ -644,7 +640,7 @@ class RunAnalysis:
     findings: list[findings.Finding]          # about the run as a whole (what could not be measured)
     machine_warnings: list[quality.QualityWarning]
     quiet: str | None = None                  # no mechanism is material: the line that says so
-    answer: list[str] = field(default_factory=list)   # the report's first lines (answer())
+    standings: Standings = field(default_factory=Standings)   # what the comparison resolved
     latency_sampling: tuple[int, float] | None = None  # (calls between timed ones, one clock read in ns)
 
     @property
@@ -660,7 +656,7 @@ def analyse_run(run: StoredRun) -> RunAnalysis:
                         [(c.metric, c.estimate.median, [s for _, s in c.ok_samples])
                          for g in groups for c in g.cells if c.estimate is not None]))
     a.quiet = quiet_line([v for v in views if v.samples], a.all_findings)
-    a.answer = answer(groups, list(run.spec.swept))
+    a.standings = standings(groups, list(run.spec.swept))
     a.latency_sampling = latency_mod.sampling_info([s.result for g in groups for c in g.cells if c.latency
                                                     for _, s in c.ok_samples if s.result])
     return a

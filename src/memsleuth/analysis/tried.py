@@ -26,36 +26,41 @@ HELPS, TRADE_OFF, WORSE, NO_EFFECT, UNRESOLVED = "helps", "trade-off", "worse", 
 
 
 @dataclass(frozen=True)
+class Judgement:
+    """A candidate's verdict on its finding's cost, and the checks that decided it: the cost
+    judged (time, or peak RSS for a memory finding) and the costs that went up."""
+    verdict: str
+    cost: gating.Check
+    up: tuple[gating.Check, ...] = ()
+
+
+@dataclass(frozen=True)
 class Trial:
     candidate: Try
     time: gating.Check
     peak_rss: gating.Check | None
     evidence: list[gating.Check]
-    verdict: str
-    why: str
+    judgement: Judgement
+    untouched: tuple[str, ...] = ()    # the other findings the change addresses whose evidence did not move
+
+    @property
+    def verdict(self) -> str:
+        return self.judgement.verdict
 
 
 def verdict(time: gating.Check, rss: gating.Check | None, evidence: list[gating.Check],
-            primary: str = "time") -> tuple[str, str]:
-    """(verdict, why) on the finding's cost. The evidence counts are quoted by the caller
-    (`moved`), never used to judge: a count that fell while the cost did not is not a fix."""
+            primary: str = "time") -> Judgement:
+    """The verdict on the finding's cost. The evidence counts are quoted by the report, never used
+    to judge: a count that fell while the cost did not is not a fix."""
     del evidence
     cost = time if primary == "time" or rss is None else rss
     down = cost.verdict == gating.IMPROVEMENT
-    up = [c for c in (time, rss) if c is not None and c.verdict == gating.REGRESSION]
-    if down and up:
-        return TRADE_OFF, f"{cost.metric} {_change(cost)} down, {', '.join(f'{c.metric} {_change(c)}' for c in up)} up"
+    up = tuple(c for c in (time, rss) if c is not None and c.verdict == gating.REGRESSION)
     if down:
-        return HELPS, f"{cost.metric} {_change(cost)}"
+        return Judgement(TRADE_OFF if up else HELPS, cost, up)
     if up:
-        return WORSE, f"{', '.join(f'{c.metric} {_change(c)}' for c in up)} up"
-    if _inside(cost):
-        return NO_EFFECT, f"{cost.metric}: no change beyond ±{cost.threshold:.0%}"
-    e = cost.change
-    if cost.kind == "time" and e is not None and e.low is not None and e.high is not None:
-        return UNRESOLVED, (f"{cost.metric} {(e.median - 1) * 100:+.1f}% [{(e.low - 1) * 100:+.1f}%, "
-                            f"{(e.high - 1) * 100:+.1f}%]: the CI is neither inside ±{cost.threshold:.0%} nor beyond it")
-    return UNRESOLVED, f"{cost.metric}: {cost.text}"
+        return Judgement(WORSE, cost, up)
+    return Judgement(NO_EFFECT if _inside(cost) else UNRESOLVED, cost)
 
 
 def _inside(c: gating.Check) -> bool:
@@ -65,24 +70,6 @@ def _inside(c: gating.Check) -> bool:
     e = c.change
     return (e is not None and e.low is not None and e.high is not None
             and 1 / (1 + c.threshold) < e.low and e.high < 1 + c.threshold)
-
-
-def _change(c: gating.Check) -> str:
-    e = c.change
-    return "" if e is None else f"{(e.median - 1) * 100:+.0f}%"
-
-
-def moved(t: "Trial") -> str:
-    """What happened to the finding's evidence: 'brk calls 84 -> 3; page faults 81,774 -> 82,104'."""
-    return "; ".join(f"{c.metric} {_counts(c)}" for c in t.evidence)
-
-
-def _counts(c: gating.Check) -> str:
-    if c.baseline is None or c.candidate is None:
-        return "not measured"
-    if c.unit == "bytes":
-        return f"{c.baseline / (1 << 20):,.1f} MiB -> {c.candidate / (1 << 20):,.1f} MiB"
-    return f"{c.baseline:,.0f} -> {c.candidate:,.0f}"
 
 
 def evaluate(run, estimator: str = "cpu", threshold: float = gating.DEFAULT_TIME_THRESHOLD,
@@ -100,15 +87,14 @@ def evaluate(run, estimator: str = "cpu", threshold: float = gating.DEFAULT_TIME
                                                            count_threshold)}
         rss = counts.get("peak RSS")
         evidence = [counts[m] for m in t.evidence if m in counts]
-        v, why = verdict(time, rss, evidence, t.primary)
-        if v in (HELPS, TRADE_OFF) and len(t.addresses) > 1:
+        judged = verdict(time, rss, evidence, t.primary)
+        untouched: tuple[str, ...] = ()
+        if judged.verdict in (HELPS, TRADE_OFF) and len(t.addresses) > 1:
             # A change that helps through one finding says which other finding it did not touch.
-            untouched = [f for f, ms in t.addresses
-                         if ms and all(counts[m].verdict == gating.PASS for m in ms if m in counts)
-                         and any(m in counts for m in ms)]
-            if untouched:
-                why += "; it left the evidence of " + ", ".join(untouched) + " unchanged"
-        out.append(Trial(t, time, rss, evidence, v, why))
+            untouched = tuple(f for f, ms in t.addresses
+                              if ms and all(counts[m].verdict == gating.PASS for m in ms if m in counts)
+                              and any(m in counts for m in ms))
+        out.append(Trial(t, time, rss, evidence, judged, untouched))
     return out
 
 

@@ -6,6 +6,7 @@ import json
 
 from memsleuth.analysis.summary import CheckAnalysis, RunAnalysis
 from memsleuth.records.stored import StoredRun
+from memsleuth.report.wording import compare_answer
 
 SCHEMA = "memsleuth.run/1"
 
@@ -26,7 +27,7 @@ def document(run: StoredRun, a=None) -> dict:
         if not isinstance(a, RunAnalysis):
             raise TypeError(f"run {run.id}: no analysis to export (got {type(a).__name__})")
         summaries = {c.cell.id: c for g in a.groups for c in g.cells}
-        run_level, quiet, answer = a.findings, a.quiet, a.answer
+        run_level, quiet, answer = a.findings, a.quiet, compare_answer(a.standings)
     cells = []
     for cell in run.cells:
         s = summaries.get(cell.id)

@@ -9,7 +9,7 @@ from memsleuth.analysis.summary import CellSummary, Group, failure_label
 from memsleuth.cases.base import Num, Ratio, Seq, ratio_text
 from memsleuth.records.stored import StoredCell, StoredRun
 from memsleuth.stats import MIN_SAMPLES_FOR_CI
-from memsleuth.units import fmt_bytes, fmt_num, fmt_si
+from memsleuth.units import fmt_bytes, fmt_num, fmt_si, fmt_value
 
 
 def params_text(params: dict, swept: list[str]) -> str:
@@ -181,4 +181,73 @@ def findings_answer(found: list, quiet: str | None, own_subject: str = "") -> li
     rest = len(material) - ANSWER_FINDINGS
     lines.append(("the evidence" if rest <= 0 else f"{rest} more finding(s), and the evidence for each,")
                  + " below under Findings")
+    return lines
+
+
+# ---- a change measured by the gate's checks (gate, check --try) ----
+
+def change_text(c, ci: bool = True) -> str:
+    """A check's change, candidate against baseline: '+12.3% [+8.1, +16.0]' (with its CI), '+12%'
+    (without), 'new' for a count that was zero, '-' where it was not measured."""
+    e = c.change
+    if e is None:
+        return "-"
+    if c.baseline == 0 and c.candidate:
+        return "new"
+    if not ci:
+        return f"{(e.median - 1) * 100:+.0f}%"
+    text = f"{(e.median - 1) * 100:+.1f}%"
+    if e.low is not None and e.high is not None:
+        text += f" [{(e.low - 1) * 100:+.1f}, {(e.high - 1) * 100:+.1f}]"
+    return text
+
+
+def trial_why(t) -> str:
+    """Why a candidate got its verdict (analysis.tried.Trial), from the checks that decided it."""
+    from memsleuth.analysis import tried
+    j = t.judgement
+    cost, up = j.cost, ", ".join(f"{c.metric} {change_text(c, ci=False)}" for c in j.up)
+    if j.verdict == tried.TRADE_OFF:
+        why = f"{cost.metric} {change_text(cost, ci=False)} down, {up} up"
+    elif j.verdict == tried.HELPS:
+        why = f"{cost.metric} {change_text(cost, ci=False)}"
+    elif j.verdict == tried.WORSE:
+        why = f"{up} up"
+    elif j.verdict == tried.NO_EFFECT:
+        why = f"{cost.metric}: no change beyond ±{cost.threshold:.0%}"
+    elif cost.kind == "time" and cost.change is not None and cost.change.low is not None and cost.change.high is not None:
+        e = cost.change
+        why = (f"{cost.metric} {(e.median - 1) * 100:+.1f}% [{(e.low - 1) * 100:+.1f}%, {(e.high - 1) * 100:+.1f}%]: "
+               f"the CI is neither inside ±{cost.threshold:.0%} nor beyond it")
+    else:
+        why = f"{cost.metric}: {cost.text}"
+    if t.untouched:
+        why += "; it left the evidence of " + ", ".join(t.untouched) + " unchanged"
+    return why
+
+
+def evidence_moved(checks) -> str:
+    """What happened to a finding's evidence: 'brk calls 84 -> 3; page faults 81,774 -> 82,104'."""
+    return "; ".join(f"{c.metric} " + ("not measured" if c.baseline is None or c.candidate is None else
+                                       f"{fmt_value(c.baseline, c.unit)} -> {fmt_value(c.candidate, c.unit)}")
+                     for c in checks)
+
+
+def compare_answer(s) -> list[str]:
+    """A comparison's first lines, from what it resolved (analysis.summary.Standings)."""
+    lines = []
+    if s.wins:
+        parts = []
+        for who, places in sorted(s.wins.items(), key=lambda kv: -len(kv[1])):
+            lo, hi = min(p[1] for p in places), max(p[2] for p in places)
+            tied = sorted({t for p in places for t in p[3]})
+            parts.append(f"{who} at {', '.join(p[0] for p in places)} (others resolved {lo:.2f}-{hi:.2f}x slower"
+                         + (f"; not resolved from {', '.join(tied)}" if tied else "") + ")")
+        lines.append("Fastest, resolved by paired rounds: " + "; ".join(parts) + ".")
+    if s.unresolved:
+        lines.append(f"No winner resolved at {', '.join(s.unresolved)}: the paired ratios' CIs include no difference "
+                     "beyond the noise threshold.")
+    if s.smallest:
+        lines.append("Smallest peak RSS, resolved: " + "; ".join(f"{who} at {', '.join(places)}"
+                                                                  for who, places in s.smallest.items()) + ".")
     return lines

@@ -15,6 +15,7 @@ from memsleuth.records.stored import StoredRun
 from memsleuth.report.content import RatioFigure, Report, Table, ThroughputFigure
 from memsleuth.report.sections import failures_table, flame_figures, timeline_figure
 from memsleuth.report.wording import (
+    compare_answer,
     environment_lines,
     group_label,
     kb_ci,
@@ -62,7 +63,7 @@ def build(run: StoredRun, a: RunAnalysis) -> Report:
                                                                            [s for _, s in c.ok_samples]))]
     figures += flame_figures(run.cells)   # compare --where: each cell's sampled stacks
     return Report(f"memsleuth compare — run {run.id}", header, tables, footer, a.all_findings, quiet=a.quiet,
-                  answer=a.answer,
+                  answer=compare_answer(a.standings),
                   figures=[f for f in figures if f], command=memsleuth_command(run.argv), run=run, analysis=a)
 
 

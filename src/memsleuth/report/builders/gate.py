@@ -7,22 +7,10 @@ import shlex
 from memsleuth.analysis import gate as gating
 from memsleuth.units import fmt_value
 from memsleuth.report.content import Report, Table
-from memsleuth.report.wording import command_text, memsleuth_command
+from memsleuth.report.wording import change_text, command_text, memsleuth_command
 
 VERDICT_WORDS = {gating.REGRESSION: "REGRESSION", gating.UNRESOLVED: "unresolved", gating.PASS: "pass",
                  gating.IMPROVEMENT: "improvement"}
-
-
-def _change(c: gating.Check) -> str:
-    e = c.change
-    if e is None:
-        return "-"
-    if c.baseline == 0 and c.candidate:
-        return "new"
-    text = f"{(e.median - 1) * 100:+.1f}%"
-    if e.low is not None and e.high is not None:
-        text += f" [{(e.low - 1) * 100:+.1f}, {(e.high - 1) * 100:+.1f}]"
-    return text
 
 
 def _setup(cell) -> str:
@@ -36,7 +24,7 @@ def answer(result: gating.Result) -> list[str]:
     regressions = [c for c in result.checks if c.gates and c.verdict == gating.REGRESSION]
     unresolved = [c for c in result.checks if c.gates and c.verdict == gating.UNRESOLVED]
     if regressions:
-        head = "REGRESSION: " + "; ".join(f"{c.metric} {_change(c)}" for c in regressions)
+        head = "REGRESSION: " + "; ".join(f"{c.metric} {change_text(c)}" for c in regressions)
     elif unresolved:
         head = "Unresolved: " + "; ".join(f"{c.metric}: {c.text}" for c in unresolved)
     else:
@@ -59,7 +47,7 @@ def build(run, result: gating.Result, argv: list[str], cells=None) -> Report:
         header.append(f"{run.name}: " + ", ".join(f"{k}={v}" for k, v in params.items()))
     rows, failed = [], set()
     for i, c in enumerate(result.checks):
-        rows.append([c.metric, fmt_value(c.baseline, c.unit), fmt_value(c.candidate, c.unit), _change(c),
+        rows.append([c.metric, fmt_value(c.baseline, c.unit), fmt_value(c.candidate, c.unit), change_text(c),
                      VERDICT_WORDS[c.verdict] + ("" if c.gates else " (shown, not gated)"), c.text])
         if c.gates and c.verdict == gating.REGRESSION:
             failed.add((i, 4))

@@ -5,10 +5,9 @@ from __future__ import annotations
 import shlex
 
 from memsleuth.analysis import gate as gating, tried
-from memsleuth.report.builders.gate import _change
 from memsleuth.units import fmt_value
 from memsleuth.report.content import Report, Table
-from memsleuth.report.wording import command_text
+from memsleuth.report.wording import change_text, command_text, evidence_moved, trial_why
 
 WORDS = {gating.IMPROVEMENT: "down", gating.REGRESSION: "up", gating.PASS: "same", gating.UNRESOLVED: "overlap"}
 
@@ -38,8 +37,8 @@ def build(run, trials: list[tried.Trial], check_run: int | None, cells=None) -> 
     for i, t in enumerate(trials):
         ev = "; ".join(f"{c.metric} {fmt_value(c.baseline, c.unit)} -> {fmt_value(c.candidate, c.unit)} ({WORDS[c.verdict]})"
                        for c in t.evidence) or "not measured"
-        rows.append([t.candidate.name, t.candidate.finding, _setup(t.candidate), _change(t.time),
-                     _change(t.peak_rss) if t.peak_rss else "-", ev, t.verdict, t.why])
+        rows.append([t.candidate.name, t.candidate.finding, _setup(t.candidate), change_text(t.time),
+                     change_text(t.peak_rss) if t.peak_rss else "-", ev, t.verdict, trial_why(t)])
         if t.verdict == tried.WORSE:
             failed.add((i, 6))
     table = Table("Tried advice: each candidate against the program as it ran",
@@ -52,8 +51,8 @@ def build(run, trials: list[tried.Trial], check_run: int | None, cells=None) -> 
                   align_right={3, 4}, failed=failed)
     answer = []
     for t in trials:
-        ev = tried.moved(t)
-        answer.append(f"{t.candidate.name}: {t.verdict}: {t.why}" + (f" ({ev})" if ev else ""))
+        ev = evidence_moved(t.evidence)
+        answer.append(f"{t.candidate.name}: {t.verdict}: {trial_why(t)}" + (f" ({ev})" if ev else ""))
     best = [t for t in trials if t.verdict == tried.HELPS]
     footer = ([f"Measured to help here: {', '.join(t.candidate.name for t in best)}."] if best else
               ["No candidate was measured to help here."])
