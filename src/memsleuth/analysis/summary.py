@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from memsleuth.records import cpu_profile
-from memsleuth.analysis import findings, latency as latency_mod, quality, runtimes
+from memsleuth.analysis import cpu_time as cpu_time_mod, findings, latency as latency_mod, quality, runtimes
 from memsleuth import stats
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALL_COLUMNS, SYSCALLS
 from memsleuth.records.evidence import Sample, higher_is_better, metric_kind
@@ -674,7 +673,7 @@ class CheckAnalysis:
     quiet: str | None = None                          # no mechanism is material: the line that says so
     summary: CellSummary | None = None                # the cell as compare summarises it (the JSON export)
     untried: list[str] = field(default_factory=list)  # the candidate changes `check --try` would measure
-    cpu_time: list = field(default_factory=list)      # cpu_profile.Part: the sampled CPU time by kernel path
+    cpu_time: list = field(default_factory=list)      # cpu_time.Part: the sampled CPU time by kernel path
     # (sampled, measured) CPU ns when the explaining run's CPU time is outside EXPLAINING_CPU_RANGE of
     # the measured runs' (its instrumentation slowed the program): its shares are its own.
     explaining_cpu_apart: tuple[float, float] | None = None
@@ -699,7 +698,7 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     others = list(tries.OTHER_ALLOCATORS) if view.preload_reaches_program is not False else []
     untried = [t.name for t in tries.for_findings(found, cell.allocator.name, others)]
     p = view.profile
-    cpu_time = cpu_profile.breakdown(p) if p is not None and p.samples else []
+    cpu_time = cpu_time_mod.breakdown(p) if p is not None and p.samples else []
     whole = view.process
     measured_ns = (whole.user_ns + whole.sys_ns) if whole else 0.0
     sampled_ns = p.samples * float(p.period_ns) if p is not None else 0.0

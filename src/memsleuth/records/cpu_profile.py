@@ -197,27 +197,3 @@ def read(doc: dict | None) -> Profile | None:
         return None
 
 
-@dataclass(frozen=True)
-class Part:
-    """One class's share of the explaining run's sampled CPU time, and its time there."""
-    name: str
-    samples: int
-    share: float
-    low: float
-    high: float
-    ns: float
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "samples": self.samples, "share": self.share, "ci_low": self.low,
-                "ci_high": self.high, "ns": self.ns}
-
-
-def breakdown(p: Profile) -> list[Part]:
-    """Every class of the profile, the largest first, each as a share of the samples (95% CI) and
-    its sampled time (samples x period)."""
-    out = []
-    for name, k in sorted(p.counts.items(), key=lambda kv: -kv[1]):
-        share = k / p.samples if p.samples else 0.0
-        lo, hi = p.interval(share)
-        out.append(Part(name, k, share, lo, hi, k * float(p.period_ns)))
-    return out

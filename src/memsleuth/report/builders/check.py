@@ -2,7 +2,7 @@
 is made of, the timeline and the findings."""
 from __future__ import annotations
 
-from memsleuth.analysis import memory
+from memsleuth.analysis import cpu_time, memory
 from memsleuth.records import cpu_profile
 from memsleuth.records.heap import Heap
 from memsleuth.analysis.summary import CheckAnalysis, failure_label
@@ -94,13 +94,12 @@ def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
     p = a.view.profile
     if not a.cpu_time or p is None:
         return []
-    shown = [x for x in a.cpu_time if x.share >= SHOWN_PATH_SHARE or x.name in cpu_profile.MEMORY_PATHS]
-    rest = [x for x in a.cpu_time if x not in shown]
+    shown, rest = cpu_time.shown_and_rest(a.cpu_time, SHOWN_PATH_SHARE)
     rows = [[part.name, fmt_count(part.samples), f"{part.share:.1%} [{part.low:.1%}, {part.high:.1%}]",
              fmt_seconds(part.ns)] for part in shown]
     if rest:
-        rows.append([f"{len(rest)} other paths (each under {SHOWN_PATH_SHARE:.0%})", fmt_count(sum(x.samples for x in rest)),
-                     f"{sum(x.share for x in rest):.1%}", fmt_seconds(sum(x.ns for x in rest))])
+        rows.append([f"{rest.paths} other paths (each under {SHOWN_PATH_SHARE:.0%})", fmt_count(rest.samples),
+                     f"{rest.share:.1%}", fmt_seconds(rest.ns)])
     where = ("attached window (measured and sampled at once)" if a.attached else
              "explaining run (never a measured one)")
     notes = [f"{p.samples:,} samples of the process tree's CPU time, one per {p.period_ns / 1e6:g} ms of it, in the "
@@ -113,13 +112,10 @@ def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
         notes.append(f"The explaining run took {fmt_seconds(sampled_ns)} of CPU time against "
                      f"{fmt_seconds(measured_ns)} in the measured runs (its instrumentation: heap accounting, call-site "
                      "sampling): its shares are its own, not the measured runs'.")
-    if p.fault_kinds:
-        seen = {k: v for k, v in p.fault_kinds.items() if k != cpu_profile.UNRESOLVED_FAULT}
-        total = sum(seen.values())
-        if total:
-            notes.append("page faults, where the chain shows what they did (" + f"{total:,} of "
-                         f"{sum(p.fault_kinds.values()):,} samples): " +
-                         ", ".join(f"{k} {v / total:.0%}" for k, v in sorted(seen.items(), key=lambda kv: -kv[1])))
+    classified, faults, kinds = cpu_time.fault_kinds(p)
+    if classified:
+        notes.append(f"page faults, where the chain shows what they did ({classified:,} of {faults:,} samples): "
+                     + ", ".join(f"{k} {share:.0%}" for k, share in kinds))
     if p.other_top:
         notes.append("other kernel work, by innermost function: " +
                      ", ".join(f"{name} {n:,}" for name, n in p.other_top[:5]))
@@ -132,13 +128,9 @@ def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
                     notes,
                     align_right={1, 2, 3})]
     if len(p.executables) > 1:
-        exe_rows = []
-        for name, n, procs in sorted(p.executables, key=lambda e: -e[1])[:10]:
-            by = p.by_executable.get(name, {})
-            top = max((k for k in by if k != cpu_profile.USER), key=lambda k: by[k], default=None)
-            exe_rows.append([name, fmt_count(procs), f"{n / p.samples:.1%}" if p.samples else "-",
-                             f"{by.get(cpu_profile.USER, 0) / n:.0%}" if n else "-",
-                             f"{top} {by[top] / n:.0%}" if top and n else "-"])
+        exe_rows = [[e.name, fmt_count(e.processes), "-" if e.share is None else f"{e.share:.1%}",
+                     "-" if e.user_share is None else f"{e.user_share:.0%}",
+                     f"{e.top_path[0]} {e.top_path[1]:.0%}" if e.top_path else "-"] for e in cpu_time.by_executable(p)]
         tables.append(Table("CPU time by executable (sampled)", ["executable", "processes", "share of CPU time",
                                                                  "user mode", "largest kernel path"], exe_rows,
                             ["Each process is named by the program it ran last (its command name after exec)."],
