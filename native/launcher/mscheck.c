@@ -14,10 +14,7 @@ __attribute__((constructor)) static void mscheck_report(void) {
   if (!fd || !getenv("MEMSLEUTH_PRELOAD_CHECK")) return;
   char buf[8192];
   ms_json j;
-  msj_init(&j, buf, sizeof buf);
-  msj_obj_begin(&j, NULL);
-  msj_str(&j, "type", "malloc-resolve");
-  msj_i64(&j, "pid", getpid());
+  msj_line_begin(&j, buf, sizeof buf, "malloc-resolve", getpid());
   msj_str(&j, "object", ms_malloc_object());
   msj_obj_end(&j);
   msj_raw(&j, "\n");

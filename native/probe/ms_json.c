@@ -71,23 +71,26 @@ static void key(ms_json *j, const char *k) {
   }
 }
 
-void msj_obj_begin(ms_json *j, const char *k) {
+/* An object or array opens (its key, the bracket: nothing written in it yet) and closes. */
+static void open_nested(ms_json *j, const char *k, const char *bracket) {
   key(j, k);
-  put(j, "{", 1);
+  put(j, bracket, 1);
   j->need_comma = 0;
 }
-void msj_obj_end(ms_json *j) {
-  put(j, "}", 1);
+static void close_nested(ms_json *j, const char *bracket) {
+  put(j, bracket, 1);
   j->need_comma = 1;
 }
-void msj_arr_begin(ms_json *j, const char *k) {
-  key(j, k);
-  put(j, "[", 1);
-  j->need_comma = 0;
-}
-void msj_arr_end(ms_json *j) {
-  put(j, "]", 1);
-  j->need_comma = 1;
+void msj_obj_begin(ms_json *j, const char *k) { open_nested(j, k, "{"); }
+void msj_obj_end(ms_json *j) { close_nested(j, "}"); }
+void msj_arr_begin(ms_json *j, const char *k) { open_nested(j, k, "["); }
+void msj_arr_end(ms_json *j) { close_nested(j, "]"); }
+
+void msj_line_begin(ms_json *j, char *buf, size_t cap, const char *type, int64_t pid) {
+  msj_init(j, buf, cap);
+  msj_obj_begin(j, NULL);
+  msj_str(j, "type", type);
+  msj_i64(j, "pid", pid);
 }
 
 void msj_strn(ms_json *j, const char *k, const char *v, size_t n) {

@@ -18,6 +18,9 @@ void msj_init(ms_json *j, char *buf, size_t cap);
 /* A growable document; j->buf is malloc'd (free it); overflow is set only if realloc fails. */
 int msj_init_growable(ms_json *j, size_t initial);
 void msj_raw(ms_json *j, const char *s);
+/* One line of the MEMSLEUTH_FD channel, in a fixed buffer: {"type": type, "pid": pid, ... (the
+ * caller adds its members, msj_obj_end and the newline). */
+void msj_line_begin(ms_json *j, char *buf, size_t cap, const char *type, int64_t pid);
 void msj_obj_begin(ms_json *j, const char *key); /* key NULL for a top-level or array member */
 void msj_obj_end(ms_json *j);
 void msj_arr_begin(ms_json *j, const char *key);

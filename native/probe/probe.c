@@ -90,10 +90,7 @@ void ms_probe_init(void) {
   if (g_out_fd >= 0) {
     char buf[4096];
     ms_json j;
-    msj_init(&j, buf, sizeof buf);
-    msj_obj_begin(&j, NULL);
-    msj_str(&j, "type", "probe");
-    msj_i64(&j, "pid", getpid());
+    msj_line_begin(&j, buf, sizeof buf, "probe", getpid());
     msj_i64(&j, "grouped", g_ctr.grouped);
     ms_json_unsupported(&j, &g_ctr);
     msj_obj_end(&j);
@@ -160,11 +157,8 @@ void ms_region_end(uint64_t ops) {
   if (g_out_fd >= 0) {
     char buf[4096];
     ms_json j;
-    msj_init(&j, buf, sizeof buf);
-    msj_obj_begin(&j, NULL);
-    msj_str(&j, "type", "region");
+    msj_line_begin(&j, buf, sizeof buf, "region", getpid());
     msj_str(&j, "name", cur.name);
-    msj_i64(&j, "pid", getpid());
     msj_i64(&j, "depth", g_depth);
     msj_u64(&j, "ops", cur.ops);
     msj_u64(&j, "wall_ns", cur.wall_ns);

@@ -87,12 +87,10 @@ int main(int argc, char **argv) {
   params p = {{1000, 1, 1, 1, UINT64_MAX}, 8, UINT64_C(64) << 10, UINT64_C(64) << 20, 0};
   const ms_opt opts[] = {WL_COMMON_OPTS(&p.c, "operations per thread", 1024, "threads"),
                          MS_U64("ws", &p.ws, 1, 1 << 20, "slots per thread"),
-                         MS_U64("min-size", &p.min_size, 16, UINT64_C(1) << 36, "smallest block, bytes"),
-                         MS_U64("max-size", &p.max_size, 16, UINT64_C(1) << 36, "largest block, bytes"),
-                         MS_CHOICE("touch", &p.touch, TOUCH, "write one byte per page, or only the two ends"),
-                         MS_END};
+                         WL_SIZE_OPTS(&p.min_size, &p.max_size, 16, UINT64_C(1) << 36),
+                         MS_CHOICE("touch", &p.touch, TOUCH, "write one byte per page, or only the two ends"), MS_END};
   ms_parse(PROG, "large blocks allocated, touched and freed", opts, argc, argv);
-  if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
+  if (wl_size_order(PROG, p.min_size, p.max_size)) return 2;
   wl_program prog = {.name = PROG,
                      .stride = sizeof(worker),
                      .c = &p.c,

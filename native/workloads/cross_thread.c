@@ -126,11 +126,10 @@ static int setup(void *workers, void *ctx) {
 int main(int argc, char **argv) {
   params p = {{1000000, 1, 1, WL_LATENCY_EVERY, UINT64_MAX}, 16, 256, 256, NULL};
   const ms_opt opts[] = {WL_COMMON_OPTS(&p.c, "blocks each producer allocates", 512, "producer-consumer pairs"),
-                         MS_U64("min-size", &p.min_size, 16, UINT64_C(1) << 30, "smallest block, bytes"),
-                         MS_U64("max-size", &p.max_size, 16, UINT64_C(1) << 30, "largest block, bytes"),
+                         WL_SIZE_OPTS(&p.min_size, &p.max_size, 16, UINT64_C(1) << 30),
                          MS_U64("queue", &p.queue, 1, UINT64_C(1) << 24, "entries in each ring"), MS_END};
   ms_parse(PROG, "producers allocate, consumers free", opts, argc, argv);
-  if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
+  if (wl_size_order(PROG, p.min_size, p.max_size)) return 2;
   /* One operation is one malloc or one free: 2 x N x T, and 2T workers each do N. */
   wl_program prog = {.name = PROG,
                      .stride = sizeof(worker),

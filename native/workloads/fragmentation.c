@@ -81,15 +81,14 @@ int main(int argc, char **argv) {
   const ms_opt opts[] = {
       MS_U64("phases", &p.phases, 1, 1 << 20, "phases"),
       MS_U64("count", &p.count, 1, UINT64_C(1) << 26, "blocks allocated per phase"),
-      MS_U64("min-size", &p.min_size, 16, UINT64_C(1) << 24, "smallest block, bytes"),
-      MS_U64("max-size", &p.max_size, 16, UINT64_C(1) << 24, "largest block, bytes"),
+      WL_SIZE_OPTS(&p.min_size, &p.max_size, 16, UINT64_C(1) << 24),
       MS_U64("keep", &p.keep, 1, UINT64_C(1) << 20, "one block in this many survives its phase"),
       MS_U64("live-max", &p.live_max, 0, UINT64_C(1) << 40, "bytes kept alive at most (0: no limit)"),
       WL_SEED_OPTS(&p.seed, &p.every),
       MS_U64("harness-phases", &p.harness_phases, 0, 1 << 20, "phases on the no-op pool, in region harness"),
       MS_END};
   ms_parse(PROG, "phases of blocks of which a few survive", opts, argc, argv);
-  if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
+  if (wl_size_order(PROG, p.min_size, p.max_size)) return 2;
   uint64_t timer_ns = wl_timer_ns();
   uint64_t per_phase = (p.count + p.keep - 1) / p.keep;
   uint64_t most = p.phases > p.harness_phases ? p.phases : p.harness_phases;

@@ -250,6 +250,16 @@ static inline int wl_order(const char *prog, const char *lo_name, uint64_t lo, c
   return 2;
 }
 
+/* The block-size range of the allocator workloads: --min-size and --max-size, each in [lo, hi]. */
+#define WL_SIZE_OPTS(min, max, lo, hi)                            \
+  MS_U64("min-size", (min), (lo), (hi), "smallest block, bytes"), \
+      MS_U64("max-size", (max), (lo), (hi), "largest block, bytes")
+
+/* The size range in order: else one line and exit code 2 (for main to return). */
+static inline int wl_size_order(const char *prog, uint64_t min, uint64_t max) {
+  return wl_order(prog, "min-size", min, "max-size", max);
+}
+
 /* The first failure of n threads, reported on stderr as the workload's exit code (0: none). */
 static inline int wl_failure(const char *prog, wl_thread *ts, size_t stride, unsigned n) {
   for (unsigned i = 0; i < n; i++) {

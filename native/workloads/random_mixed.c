@@ -146,8 +146,7 @@ int main(int argc, char **argv) {
   params p = {1000000, 400, 1, 16, 1024, 1, 0, UINT64_MAX, WL_LATENCY_EVERY, UINT64_MAX};
   const ms_opt opts[] = {MS_U64("iterations", &p.iterations, 1, UINT64_C(1) << 40, "operations per thread"),
                          MS_U64("ws", &p.ws, 1, UINT64_C(1) << 28, "slots per thread (the working set)"),
-                         MS_U64("min-size", &p.min_size, 16, UINT64_C(1) << 30, "smallest block, bytes"),
-                         MS_U64("max-size", &p.max_size, 16, UINT64_C(1) << 30, "largest block, bytes"),
+                         WL_SIZE_OPTS(&p.min_size, &p.max_size, 16, UINT64_C(1) << 30),
                          MS_U64("threads", &p.threads, 1, 1024, "threads"),
                          MS_U64("harness-only", &p.harness_only, 0, 1, "1: region main runs on the no-op pool"),
                          MS_U64("warmup-ops", &p.warmup_ops, 0, UINT64_C(1) << 40,
@@ -156,7 +155,7 @@ int main(int argc, char **argv) {
                          WL_HARNESS_OPT(&p.harness_ops),
                          MS_END};
   ms_parse("random-mixed", "random mallocs and frees over a working set", opts, argc, argv);
-  if (wl_order("random-mixed", "min-size", p.min_size, "max-size", p.max_size)) return 2;
+  if (wl_size_order("random-mixed", p.min_size, p.max_size)) return 2;
   /* Default warm-up: two operations per slot, which brings the working set near its steady
    * occupancy (about half the slots full). */
   if (p.warmup_ops == UINT64_MAX) p.warmup_ops = 2 * p.ws;

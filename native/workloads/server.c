@@ -117,10 +117,9 @@ int main(int argc, char **argv) {
   params p = {{500000, 2, 1, WL_LATENCY_EVERY, UINT64_MAX}, 4000, 32, 512, NULL, NULL, {0}};
   const ms_opt opts[] = {WL_COMMON_OPTS(&p.c, "requests each thread serves", 1024, "threads"),
                          MS_U64("slots", &p.slots, 1, UINT64_C(1) << 28, "entries in the shared table"),
-                         MS_U64("min-size", &p.min_size, 24, UINT64_C(1) << 30, "smallest block, bytes"),
-                         MS_U64("max-size", &p.max_size, 24, UINT64_C(1) << 30, "largest block, bytes"), MS_END};
+                         WL_SIZE_OPTS(&p.min_size, &p.max_size, 24, UINT64_C(1) << 30), MS_END};
   ms_parse(PROG, "threads replace entries of a shared table", opts, argc, argv);
-  if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
+  if (wl_size_order(PROG, p.min_size, p.max_size)) return 2;
   /* One request is one malloc and one free. */
   wl_program prog = {.name = PROG,
                      .stride = sizeof(worker),

@@ -100,13 +100,11 @@ static int setup(void *workers, void *ctx) {
 int main(int argc, char **argv) {
   params p = {{200000, 8, 1, WL_LATENCY_EVERY, UINT64_MAX}, 16, 4096, 64, 4096};
   const ms_opt opts[] = {WL_COMMON_OPTS(&p.c, "blocks each thread allocates", 1024, "threads"),
-                         MS_U64("min-size", &p.min_size, 16, UINT64_C(1) << 30, "smallest block, bytes"),
-                         MS_U64("max-size", &p.max_size, 16, UINT64_C(1) << 30, "largest block, bytes"),
+                         WL_SIZE_OPTS(&p.min_size, &p.max_size, 16, UINT64_C(1) << 30),
                          MS_U64("medium", &p.medium, 1, 1 << 24, "blocks a medium lifetime lasts"),
-                         MS_U64("long", &p.lng, 1, 1 << 24, "slots of long-lived blocks per thread"),
-                         MS_END};
+                         MS_U64("long", &p.lng, 1, 1 << 24, "slots of long-lived blocks per thread"), MS_END};
   ms_parse(PROG, "many threads, blocks of mixed sizes and lifetimes", opts, argc, argv);
-  if (wl_order(PROG, "min-size", p.min_size, "max-size", p.max_size)) return 2;
+  if (wl_size_order(PROG, p.min_size, p.max_size)) return 2;
   wl_program prog = {.name = PROG,
                      .stride = sizeof(worker),
                      .c = &p.c,

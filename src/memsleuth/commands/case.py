@@ -21,12 +21,7 @@ def add_arguments(cs) -> None:
     cs.add_argument("--alloc", metavar="LIST", action=options.Once,
                     help="comma-separated names or NAME=PATH.so (default: the case's own, those installed)")
     cs.add_argument("--reps", metavar="N", action=options.Once, help="interleaved rounds (default: the case's own)")
-    options.add_limits(cs)
-    options.add_reference(cs)
-    options.add_fail_on_error(cs)
-    options.add_store(cs)
-    options.add_machine_label(cs)
-    options.add_outputs(cs)
+    options.add_measuring(cs, env=False, reference=True, pprof=False)
 
 
 def run(args, command, console: Console) -> int:

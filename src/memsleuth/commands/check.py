@@ -31,12 +31,7 @@ def add_arguments(k) -> None:
                         "creates) for a window, then detach; give it several times for several processes")
     k.add_argument("--duration", metavar="SECONDS", action=options.Once,
                    help="--pid: the window (default: until Ctrl-C)")
-    options.add_env(k)
-    options.add_limits(k)
-    options.add_fail_on_error(k)
-    options.add_store(k)
-    options.add_machine_label(k)
-    options.add_outputs(k, pprof=True)
+    options.add_measuring(k)
 
 
 def run(args, command: list[str] | None, console: Console) -> int:

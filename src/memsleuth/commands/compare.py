@@ -48,13 +48,7 @@ def add_arguments(c) -> None:
                         "the program break's moves) in every run (~1-2 us per such call), and the call sites of faults "
                         "and calls in one more run per cell under perf record; a cell holding 16 MiB or more also gets "
                         "its heap accounted (what its resident memory is made of) in its explaining run")
-    options.add_env(c)
-    options.add_limits(c)
-    options.add_reference(c)
-    options.add_fail_on_error(c)
-    options.add_store(c)
-    options.add_machine_label(c)
-    options.add_outputs(c, pprof=True)
+    options.add_measuring(c, reference=True)
 
 
 def run(args, command: list[str] | None, console: Console) -> int:

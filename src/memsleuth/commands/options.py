@@ -50,6 +50,20 @@ def add_store(p: argparse.ArgumentParser) -> None:
                    help=f"the store: an SQLite file (default {DEFAULT_DB}) or postgresql://user:password@host/dbname")
 
 
+def add_measuring(p: argparse.ArgumentParser, *, env: bool = True, reference: bool = False,
+                  pprof: bool = True) -> None:
+    """What every measuring command (compare, case, check) takes after its own options, in this order."""
+    if env:
+        add_env(p)
+    add_limits(p)
+    if reference:
+        add_reference(p)
+    add_fail_on_error(p)
+    add_store(p)
+    add_machine_label(p)
+    add_outputs(p, pprof=pprof)
+
+
 def add_report_files(p: argparse.ArgumentParser) -> None:
     """--md and --json of a report that is not a stored run (doctor, history, fleet status)."""
     p.add_argument("--md", metavar="FILE", action=Once, help="also write the report as Markdown")

@@ -102,13 +102,12 @@ def _process(view: CellView) -> list[Finding]:
     phase = view.phase("brk")
     if phase:
         evidence.append(phase.text)
-    share = split.share(spent)
     return [Finding(
         id="heap-trim-churn", title=f"{title}: {split.describe(spent)}", mechanism=mechanism,
-        evidence=evidence, advice=advice, subject=view.label, confidence=confidence_from_share(share),
+        evidence=evidence, advice=advice, subject=view.label, confidence=confidence_from_share(split.share(spent)),
         numbers={"brk": brk, "brk_down_moves": down_moves, "brk_down_bytes": down_bytes, "brk_up_moves": up_moves,
                  "brk_up_bytes": up_bytes, "minflt": sc.minflt},
-        calls="brk", cost_ns=spent, cost_share=share, phase=phase.name if phase else None)]
+        calls="brk", cost_ns=spent, cost_share=split.share(spent), phase=phase.name if phase else None)]
 
 
 def _size(n_bytes: float) -> str:
@@ -131,7 +130,6 @@ def _timeline(view: CellView, sc, split) -> list[Finding]:
     spent = split.cost("brk") + refault_ns
     if not split.material(spent):
         return []
-    share = split.share(spent)
     return [Finding(
         id="heap-trim-churn", title=f"Heap-top trimming: the heap gives its memory back and faults it in again: "
                                     f"{split.describe(spent)}",
@@ -141,9 +139,9 @@ def _timeline(view: CellView, sc, split) -> list[Finding]:
                   f"(every {t.interval_ms} ms, so at least that often), with {sc.syscalls['brk']:,.0f} brk calls",
                   f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)}, {fault_bytes / dropped:.2f}x what it gave back",
                   kernel_share(sc)],
-        advice=_advice(), subject=view.label, confidence=confidence_from_share(share, confirmed=False),
+        advice=_advice(), subject=view.label, confidence=confidence_from_share(split.share(spent), confirmed=False),
         numbers={"heap_drops": len(drops), "heap_dropped_bytes": dropped, "minflt": sc.minflt}, calls="brk",
-        cost_ns=spent, cost_share=share)]
+        cost_ns=spent, cost_share=split.share(spent))]
 
 
 def _steps(view: CellView, steps) -> list[Finding]:
@@ -204,7 +202,6 @@ def _rate(view: CellView) -> list[Finding]:
     spent = split.cost("brk", "page-faults")
     if not split.material(spent):
         return []
-    share = split.share(spent)
     return [Finding(
         id="heap-trim-churn", title=f"Heap-top trimming: the program break keeps moving down and up: "
                                     f"{split.describe(spent)}",
@@ -217,6 +214,6 @@ def _rate(view: CellView) -> list[Finding]:
                   "unit costs; findings/cost.py)"],
         advice="keep the top: GLIBC_TUNABLES=glibc.malloc.trim_threshold=<larger> and/or glibc.malloc.top_pad; "
                "or reuse buffers instead of freeing them",
-        subject=view.label, confidence=confidence_from_share(share, confirmed=False),
+        subject=view.label, confidence=confidence_from_share(split.share(spent), confirmed=False),
         numbers={"brk": brk, "net_brk_growth_bytes": sc.brk_delta_bytes, "minflt": sc.minflt},
-        calls="brk", cost_ns=spent, cost_share=share)]
+        calls="brk", cost_ns=spent, cost_share=split.share(spent))]

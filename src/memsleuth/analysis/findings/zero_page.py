@@ -49,7 +49,6 @@ def _process(view: CellView) -> list[Finding]:
     spent = split.cost("page-faults")
     if not split.material(spent):
         return []
-    share = split.share(spent)
     return [Finding(
         id="zero-page-read", title=f"The program read {mib(fault_bytes)} of memory it never wrote (the zero page): "
                                    f"{split.describe(spent)}",
@@ -68,9 +67,9 @@ def _process(view: CellView) -> list[Finding]:
                      f"back before (threshold {MIN_READ_SHARE:.0%})"] if reads is not None else [])],
         advice="write the memory before reading it (or do not read what was never written: calloc'd memory that is "
                "only read is all zeros); treat any bandwidth measured over it as invalid",
-        subject=view.label, confidence=confidence_from_share(share),
+        subject=view.label, confidence=confidence_from_share(split.share(spent)),
         numbers={"faults": sc.minflt, "peak_rss_bytes": resident, "given_back_bytes": given_back},
-        cost_ns=spent, cost_share=share)]
+        cost_ns=spent, cost_share=split.share(spent))]
 
 
 def check(view: CellView) -> list[Finding]:
