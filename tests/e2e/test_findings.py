@@ -180,7 +180,7 @@ def test_example_first_touch_bug_and_fix(tmp_path):
                            f"PYTHON={__import__('sys').executable}"], capture_output=True, text=True)
     assert make.returncode == 0, make.stderr
     # 128 MiB = 32,768 faults, about 40 ms at this VM's ~1.2 us per fault: well above the 10 ms a
-    # cost must reach (findings/cost.py). 32 MiB sat on that line, and CI's machine fell below it.
+    # cost must reach (analysis/cost.py). 32 MiB sat on that line, and CI's machine fell below it.
     _, bad = _check(tmp_path, str(build / "copy_bad"), "128")
     _, fixed = _check(tmp_path, str(build / "copy_fixed"), "128")
     assert any("/ copy" in line and "page faults" in line for line in _finding_lines(bad))

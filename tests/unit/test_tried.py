@@ -1,4 +1,4 @@
-"""Advice, tried: which candidates a finding names (findings/tries.py) and how a trial is judged
+"""Advice, tried: which candidates a finding names (analysis/tries.py) and how a trial is judged
 (tried.py), on synthetic checks. tests/e2e/test_try_e2e.py runs `check --try` on real programs."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The managed runtimes whose own code can be a mechanism's culprit, and the knobs that change it:
 one table. A runtime is recognised from the frames its calls come from (the call sites' own
-names, where.py), never from the program's name. Where the runtime manages its memory itself (it
+names, records/sites.py), never from the program's name. Where the runtime manages its memory itself (it
 does not take it from malloc), neither another allocator nor glibc's tunables can change its
 calls, and no advice says they can.
 """
@@ -68,7 +68,7 @@ def advice_for(rt: Runtime, finding: str) -> str | None:
 
 
 def function_of(site: str) -> str:
-    """The function of a call site as where.py words it: 'name (file:line)' or 'name (object, ...)'."""
+    """The function of a call site as sites.py words it: 'name (file:line)' or 'name (object, ...)'."""
     return site.split(" (", 1)[0].strip()
 
 

@@ -1,7 +1,7 @@
 """The stack sets a cell's explaining run sampled, in one shape for flame graphs (report/flame.py)
 and profiles (report/pprof_export.py): per set, whole stacks outermost first with a value each.
 
-- call sites (where.py): each event's sampled stacks; a stack's value is its samples times the
+- call sites (sites.py): each event's sampled stacks; a stack's value is its samples times the
   event's period, so it estimates the page faults or calls made along it;
 - heap accounting (heap.py): the bytes allocated along each stack, live at the peak, live at exit
   (sampled by bytes: estimates);

@@ -82,7 +82,7 @@ class CellSummary:
     own_ns: stats.Estimate | None = None        # per run, main minus harness: the allocator's own cost per op
     own_ratio: stats.Estimate | None = None     # own cost vs the group's least own cost, paired by round
     heap: dict | None = None                    # the explaining run's heap accounting: memory.footprint
-    units: UnitCosts | None = None              # the run's machine's unit costs (findings/cost.py)
+    units: UnitCosts | None = None              # the run's machine's unit costs (analysis/cost.py)
     # A program's own figure (--metric, higher is better) per CPU-second of the run: on a CPU-starved
     # machine a fixed-duration benchmark's figure tracks the CPU time it got; this one does not.
     per_cpu_s: stats.Estimate | None = None
@@ -414,7 +414,7 @@ def compare_group(cells: list[CellSummary], noise: float = stats.DEFAULT_NOISE) 
 #   the same work each run); never for futex, whose count follows the threads' timing, which any
 #   allocator changes, and never for a fixed-duration benchmark (--metric), where a faster
 #   allocator pushes more of the program's own calls through in the same time.
-# Anything else: the counts do not decide; call sites (where.py) decide whenever they exist.
+# Anything else: the counts do not decide; call sites (sites.py) decide whenever they exist.
 SAME_COUNT = 0.9
 TIMING_DEPENDENT = ("futex",)
 PROGRAM_ADVICE = ("the program itself makes these calls, whatever the allocator: change the program (its own pool, "

@@ -1,5 +1,5 @@
 """Advice, tried (`check --try`): the program as it ran (the baseline) and every candidate change
-its findings name (findings/tries.py), measured alternately in one session and read like the gate
+its findings name (analysis/tries.py), measured alternately in one session and read like the gate
 (gate.py): time paired by round with its 95% CI, peak RSS and the finding's own evidence counts
 beyond their threshold and the runs' spread.
 

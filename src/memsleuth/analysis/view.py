@@ -221,7 +221,7 @@ class CellView:
         return p if all_cpu and cpu >= SAMPLED_REGION * all_cpu else None
 
     def kernel_split(self, sc: Scope, upper_bound: bool = True) -> cost_mod.Split:
-        """The scope's kernel time split across its faults and system calls (findings/cost.py):
+        """The scope's kernel time split across its faults and system calls (analysis/cost.py):
         measured from the explaining run's samples where they cost the scope (`sampled_for`),
         else estimated from the counts. Without the calls' sizes, `upper_bound` gives the sized
         calls the time no count explains (what a rule may blame at most); False keeps to the
@@ -298,7 +298,7 @@ class CellView:
         return max(0.0, faults - self.maxrss_kb * 1024 / PAGE_BYTES)
 
     def phase(self, *columns: str) -> phase_mod.Phase | None:
-        """When in the median run the events of these timeline columns arise (findings/phase.py)."""
+        """When in the median run the events of these timeline columns arise (analysis/phase.py)."""
         return phase_mod.of_events(self.median_sample, columns)
 
     @property

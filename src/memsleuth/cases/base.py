@@ -29,7 +29,7 @@ class Variant:
     values: dict[str, Value]         # the program's parameters
     env: dict[str, str] = field(default_factory=dict)
     glibc_only: bool = False         # glibc tunables mean nothing to another allocator
-    where: bool = False              # explain it: syscall arguments and call sites (runner, where.py)
+    where: bool = False              # explain it: syscall arguments and call sites (runner, measure/where.py)
 
 
 @dataclass(frozen=True)

@@ -177,7 +177,7 @@ class Plan:
     timeout_s: float | None
     mem_limit_bytes: int | None
     syscall_args: bool = False       # record munmap/madvise/mmap/mremap/brk arguments (ms-run --syscall-args)
-    where: bool = False              # one more run per cell under perf for call sites (where.py)
+    where: bool = False              # one more run per cell under perf for call sites (measure/where.py)
     explain_if_needed: bool = False  # check: the explaining runs only when the measured runs show a candidate
     heap: bool = False               # account the heap in the explaining run (heap.py) of a cell that holds memory
     metric: MetricSpec | None = None # the benchmark's own figure (compare --metric)

@@ -100,7 +100,7 @@ def needs_call_sites(samples: list) -> bool:
 
 def needs_cpu_profile(samples: list) -> bool:
     """Whether a cell's measured runs spend enough kernel time for a mechanism in it to be material
-    (findings/cost.py): then its explaining run samples where that time goes."""
+    (analysis/cost.py): then its explaining run samples where that time goes."""
     from memsleuth.events import MATERIAL_SHARE, MIN_COST_NS
     ok = [s for s in samples if s.ok]
     if not ok:

@@ -186,7 +186,7 @@ class Sample:
     syscall_args: SyscallArgs = field(default_factory=SyscallArgs)   # munmap/madvise/mmap/mremap/brk arguments
     result: dict | None = None       # the workload's own result line, if any
     heap: Heap | None = None         # heap accounting of an explaining run (heap.py), if any
-    where: dict | None = None        # call sites sampled in an explaining run (where.py), if any
+    where: dict | None = None        # call sites sampled in an explaining run (sites.py), if any
     cpu_profile: dict | None = None  # CPU time sampled with kernel chains in an explaining run (cpu_profile.py)
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 

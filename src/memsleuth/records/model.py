@@ -74,7 +74,7 @@ class MachineInfo(Record):
     cpu_flags: list[str] = field(default_factory=list)   # the flags that matter to memory (machine.MEMORY_FLAGS)
     numa_nodes: int | None = None
     allocators: list[AllocatorInfo] = field(default_factory=list)
-    # ns per kernel entry of each kind, measured by ms-calibrate when the run began (findings/cost.py)
+    # ns per kernel entry of each kind, measured by ms-calibrate when the run began (analysis/cost.py)
     unit_costs: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict, compare=False)
     NESTED = {"allocators": AllocatorInfo}

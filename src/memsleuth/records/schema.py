@@ -35,7 +35,7 @@ CREATE TABLE IF NOT EXISTS cells (
     params TEXT NOT NULL,            -- JSON object
     env TEXT NOT NULL,               -- JSON object
     command TEXT NOT NULL,           -- JSON list
-    where_sites TEXT                 -- JSON: call sites from a perf run (where.py), or NULL
+    where_sites TEXT                 -- JSON: call sites (records/sites.py), or NULL
 );
 CREATE TABLE IF NOT EXISTS samples (
     id INTEGER PRIMARY KEY,

@@ -1,5 +1,5 @@
 """Names for the return addresses the explaining-run libraries sample (heap.py: allocation stacks;
-where.py: the stacks of page faults and system calls), and the frame that is the program's own.
+records/sites.py: the stacks of page faults and system calls), and the frame that is the program's own.
 
 The libraries write the process's executable mappings with their samples ([lo, hi, file offset,
 path]), so an address is named after the process is gone: its object and the address in that

@@ -5,7 +5,7 @@ medians of region `main` or of the whole process, repeated step regions), a pair
 of a run's, and returns a list of findings (empty when its mechanism is not shown); the three
 interfaces are `CellRule`, `PairRule` and `RunRule` in base.py. Rules fire on numbers only, never
 on the name of a workload or an allocator; an allocator's name may only choose which option to
-suggest. Every finding quotes the numbers it rests on and is headed by its cost (findings/cost.py:
+suggest. Every finding quotes the numbers it rests on and is headed by its cost (analysis/cost.py:
 one materiality threshold for all). Thresholds live in each module, with the reason for their
 value, and in docs/findings.md.
 """
@@ -50,7 +50,7 @@ NOT_MECHANISMS = ("unstable-measurement", "rss-growth", "heap-overhead", "heap-r
 
 
 def for_cell(view: CellView) -> list[Finding]:
-    """The cell's findings, the costliest first (findings/cost.py)."""
+    """The cell's findings, the costliest first (analysis/cost.py)."""
     found = [f for rule in CELL_RULES for f in rule.check(view)]
     if not any(f.id not in NOT_MECHANISMS for f in found):
         found += [f for rule in FALLBACK_RULES for f in rule.check(view)]

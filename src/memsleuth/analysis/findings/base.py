@@ -22,10 +22,10 @@ class Finding:
     # syscall whose count decides it (analysis.attribute compares it across allocators).
     who: str = "undetermined"
     calls: str | None = None
-    call_sites: list[str] = field(default_factory=list)   # where the faults and calls come from (where.py)
-    # What the mechanism costs in this run (findings/cost.py): kernel time in ns and its share of
+    call_sites: list[str] = field(default_factory=list)   # where the faults and calls come from (sites.py)
+    # What the mechanism costs in this run (analysis/cost.py): kernel time in ns and its share of
     # the scope's CPU time for the time mechanisms, bytes for the memory ones; findings are
-    # ordered by it. `phase`: when in the run the cost arises (findings/phase.py), if known.
+    # ordered by it. `phase`: when in the run the cost arises (analysis/phase.py), if known.
     cost_ns: float | None = None
     cost_share: float | None = None
     cost_bytes: float | None = None

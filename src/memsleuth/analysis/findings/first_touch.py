@@ -9,7 +9,7 @@ from memsleuth.analysis.view import CellView
 
 # At least 1 MiB first-touched: below that the faults cost well under a millisecond.
 MIN_FAULT_BYTES = 1 << 20
-# The faults' cost (count x this machine's fault cost, findings/cost.py) must be material: the one
+# The faults' cost (count x this machine's fault cost, analysis/cost.py) must be material: the one
 # threshold of every finding (cost.MATERIAL_SHARE of the CPU time, cost.MIN_COST_NS).
 # The faults must add resident memory (else they mapped the zero page: zero_page.py).
 MIN_RSS_PER_FAULT = 0.5
@@ -58,7 +58,7 @@ def _process(view: CellView) -> list[Finding]:
     per_exe = view.fault_executables()
     top = per_exe[0] if per_exe and per_exe[0][2] >= 0.5 else None
     evidence = [f"{sc.minflt:,.0f} page faults in the process tree, {mib(fault_bytes)} of them first touches if each "
-                f"was one page, costing about {split.describe(spent)} (findings/cost.py)", proof,
+                f"was one page, costing about {split.describe(spent)} (analysis/cost.py)", proof,
                 f"{share:.0%} of the CPU time was in the kernel ({sc.sys_ns / 1e6:,.0f} of "
                 f"{(sc.user_ns + sc.sys_ns) / 1e6:,.0f} ms)"]
     if len(per_exe) > 1 or (top and top[1] > 1):

@@ -24,7 +24,7 @@ MIN_BRK_CALLS = MECHANISM_FLOORS["brk"]
 
 # Whole process (no regions): the break moving down at least this many times is trimming (any
 # size: CPython's teardown trims page by page); the cost of the calls and of the re-faults decides
-# whether it is worth a finding (findings/cost.py).
+# whether it is worth a finding (analysis/cost.py).
 MIN_DOWN_MOVES = 10
 # Without the brk arguments: drops of the heap seen in the timeline (sampled, so a lower bound).
 MIN_HEAP_DROPS = 5
@@ -69,7 +69,7 @@ def _process(view: CellView) -> list[Finding]:
              + " (the results of the brk calls, from the kernel)")
     evidence = [f"{brk:,.0f} brk calls and the page faults of the memory they took back cost about "
                 f"{split.describe(spent)} (brk {split.cost('brk') / 1e6:,.0f} ms, re-faults "
-                f"{'' if traced else 'at most '}{refault_ns / 1e6:,.0f} ms; findings/cost.py)", moves]
+                f"{'' if traced else 'at most '}{refault_ns / 1e6:,.0f} ms; analysis/cost.py)", moves]
     if traced:
         evidence.append(traced)
     if down_moves >= MIN_DOWN_MOVES:
@@ -171,7 +171,7 @@ def _steps(view: CellView, steps) -> list[Finding]:
     if share < cost_mod.MATERIAL_SHARE:
         return []
     evidence.insert(0, f"the trims and re-faults cost about {per_step / 1e6:.2f} ms per step = {share:.0%} of region "
-                       f"'{faulting.name}' (counts x this machine's unit costs; findings/cost.py)")
+                       f"'{faulting.name}' (counts x this machine's unit costs; analysis/cost.py)")
     return [Finding(
         id="heap-trim-churn", title=f"Heap-top trimming: every step gives its memory back and faults it in again: "
                                     f"{per_step / 1e6:.2f} ms per step = {share:.0%} of the step",
@@ -211,7 +211,7 @@ def _rate(view: CellView) -> list[Finding]:
                   f"(threshold {CALLS_PER_GROWTH_STEP:.0f}x)",
                   f"{sc.minflt:,.0f} page faults in region main",
                   f"the brk calls and the region's page faults cost {split.describe(spent)} (counts x this machine's "
-                  "unit costs; findings/cost.py)"],
+                  "unit costs; analysis/cost.py)"],
         advice="keep the top: GLIBC_TUNABLES=glibc.malloc.trim_threshold=<larger> and/or glibc.malloc.top_pad; "
                "or reuse buffers instead of freeing them",
         subject=view.label, confidence=confidence_from_share(split.share(spent), confirmed=False),

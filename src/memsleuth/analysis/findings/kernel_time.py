@@ -67,8 +67,8 @@ def check(view: CellView) -> list[Finding]:
     else:
         mechanism = (f"the largest counted part of the kernel time is {culprit} ({calls[culprit]:,.0f} calls, about "
                      f"{split.cost(culprit) / 1e6:,.0f} ms)")
-    mechanism += (" (each part sampled in the explaining run: findings/cost.py)" if p is not None else
-                  " (each part is its count times this machine's unit cost: findings/cost.py)")
+    mechanism += (" (each part sampled in the explaining run: analysis/cost.py)" if p is not None else
+                  " (each part is its count times this machine's unit cost: analysis/cost.py)")
     return [Finding(
         id="kernel-time", title=f"{sc.sys_share:.0%} of the CPU time is in the kernel",
         mechanism=mechanism, evidence=evidence,

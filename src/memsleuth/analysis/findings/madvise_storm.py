@@ -77,7 +77,7 @@ def check(view: CellView) -> list[Finding]:
            if split.profile is not None and trace is not None else
            "the calls' own sampled time" if split.profile is not None else
            "calls x their unit cost on this machine, plus the pages they released")
-    evidence = [f"{calls:,.0f} madvise calls in {where} cost about {split.describe(spent)} ({how}; findings/cost.py)"]
+    evidence = [f"{calls:,.0f} madvise calls in {where} cost about {split.describe(spent)} ({how}; analysis/cost.py)"]
     if not families:
         evidence.append("their advice was not recorded (the calls' arguments come from `memsleuth check` or "
                         "`--where`), so what they do to memory is not stated")
@@ -120,7 +120,7 @@ def check(view: CellView) -> list[Finding]:
 
 
 def _family_cost(family: str, calls: float, nbytes: float, units) -> float:
-    """A family's estimated kernel time (findings/cost.py's unit costs): its calls, plus the pages
+    """A family's estimated kernel time (analysis/cost.py's unit costs): its calls, plus the pages
     it gives back (purge, reclaim) or faults in (prefault). Picks the family whose words lead."""
     pages = nbytes / PAGE_BYTES
     per_page = units.release_page_ns if family in ("purge", "reclaim") else units.fault_ns \

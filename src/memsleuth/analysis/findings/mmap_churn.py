@@ -18,7 +18,7 @@ FAULTS_PER_MAPPING = 8.0
 
 # Whole process: at least this many munmap calls (fewer are the loader's and the runtime's
 # housekeeping whatever they cost); the cost of the calls, of the pages they released and of the
-# faults of the memory mapped again decides (findings/cost.py), with or without re-faults.
+# faults of the memory mapped again decides (analysis/cost.py), with or without re-faults.
 MIN_MUNMAPS = MECHANISM_FLOORS["munmap"]
 # Where the faults are traced by address (and the time sampled), the cost decides, not the count:
 # 60 unmaps of 16 MiB buffers, touched again, cost 45% of a run. Two calls at least: one is a
@@ -47,7 +47,7 @@ def _process(view: CellView) -> list[Finding]:
         return []
     evidence = [f"{mmaps:,.0f} mmap and {munmaps:,.0f} munmap calls cost about {split.describe(spent)} (the calls "
                 f"{split.cost('mmap', 'munmap') / 1e6:,.0f} ms with the pages they released, the faults of the memory "
-                f"mapped again {'' if traced else 'at most '}{refault_ns / 1e6:,.0f} ms; findings/cost.py)"]
+                f"mapped again {'' if traced else 'at most '}{refault_ns / 1e6:,.0f} ms; analysis/cost.py)"]
     if traced:
         evidence.append(traced)
     if unmapped is not None:

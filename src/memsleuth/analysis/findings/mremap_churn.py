@@ -10,7 +10,7 @@ from memsleuth.analysis.view import CellView
 from memsleuth.units import PAGE_BYTES
 
 # At least this many mremap calls in the run: a few are a program's normal growth. Beyond that,
-# the cost of the calls and of the faults of the pages they added decides (findings/cost.py).
+# the cost of the calls and of the faults of the pages they added decides (analysis/cost.py).
 MIN_MREMAP = MECHANISM_FLOORS["mremap"]
 
 
@@ -31,7 +31,7 @@ def check(view: CellView) -> list[Finding]:
     where = "the process" if sc.name == "process" else f"region {sc.name}"
     evidence = [f"{calls:,.0f} mremap calls in {where} ({rate_per_s(calls, sc.wall_ns):,.0f} per second) and the "
                 f"faults of the pages they added cost about {split.describe(spent)} (mremap "
-                f"{split.cost('mremap') / 1e6:,.0f} ms, faults at most {fault_ns / 1e6:,.0f} ms; findings/cost.py)",
+                f"{split.cost('mremap') / 1e6:,.0f} ms, faults at most {fault_ns / 1e6:,.0f} ms; analysis/cost.py)",
                 f"{sc.minflt:,.0f} page faults = {mib(sc.minflt * PAGE_BYTES)}, {sc.minflt / calls:,.1f} per mremap call",
                 kernel_share(sc)]
     if grown:
