@@ -74,7 +74,7 @@ def _attach(args, command: list[str] | None, console: Console) -> int:
     """check --pid: a window on running processes (attach.py), reported as any check."""
     import sys
     from memsleuth.measure import attach
-    from memsleuth.errors import EXIT_INTERRUPTED
+    from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT
     from memsleuth.session import emit, redacted
     from memsleuth.records.store import Store
     if not args.pid:
@@ -93,7 +93,10 @@ def _attach(args, command: list[str] | None, console: Console) -> int:
     pids = attach.validate(pids)
     store = Store(args.db)
     run_id, interrupted = attach.run(store, pids, duration, redacted(sys.argv))
-    emit(store.load_run(run_id), args, console)
+    run = store.load_run(run_id)
+    emit(run, args, console)
+    if run.status == "failed":       # the window measured nothing: said first in the report, and here
+        return EXIT_NO_RESULT
     return EXIT_INTERRUPTED if interrupted and duration else 0
 
 

@@ -35,6 +35,25 @@ def _stat_fields(pid: int) -> list[str] | None:
         return None
 
 
+def start_time(pid: int) -> int | None:
+    """When the process started (clock ticks since boot, /proc/PID/stat): with its pid, what names
+    this process and no later one that reuses the pid. None when there is no such process."""
+    fields = _stat_fields(pid)
+    try:
+        return int(fields[19])
+    except (TypeError, IndexError, ValueError):
+        return None
+
+
+def read_if_same(pid: int, started: int | None, read):
+    """read(pid), where pid still names the process that started at `started` before and after the
+    read (a pid reused by another process in between is never read); None otherwise."""
+    if started is None or start_time(pid) != started:
+        return None
+    value = read(pid)
+    return value if start_time(pid) == started else None
+
+
 def _stat(pid: int) -> tuple[int, int] | None:
     """(flags, uid) of a process, or None when there is none."""
     fields = _stat_fields(pid)
@@ -57,6 +76,9 @@ def validate(pids: list[int]) -> list[int]:
         if st is None:
             raise UsageError(f"--pid {pid}: no such process")
         flags, uid = st
+        if (_stat_fields(pid) or ["?"])[0] in ("Z", "X") and _live_threads(pid) == 0:
+            raise UsageError(f"--pid {pid} has exited (a zombie its parent has not reaped): there is nothing to "
+                             "measure")
         if flags & PF_KTHREAD:
             raise UsageError(f"--pid {pid} is a kernel thread: it has no user memory or code to measure")
         try:
@@ -70,6 +92,15 @@ def validate(pids: list[int]) -> list[int]:
         if pid not in out:
             out.append(pid)
     return out
+
+
+def _live_threads(pid: int) -> int:
+    """The process's threads that have not exited (its main thread can exit while others run)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    return sum(1 for t in tids if (_stat_fields(int(t)) or ["Z"])[0] not in ("Z", "X"))
 
 
 def command_of(pid: int) -> list[str]:
@@ -215,19 +246,26 @@ def run(store, pids: list[int], duration_s: float | None, argv: list[str]) -> tu
     from memsleuth import __version__
     from memsleuth.measure import launcher
     from memsleuth.records.model import RunSpec
+    from memsleuth.textsafe import visible
+    started = {p: start_time(p) for p in pids}
     command = command_of(pids[0])
     alloc = allocator_of(pids[0])
-    before = {p: smaps(p) for p in pids}
-    print(f"memsleuth: attached to {', '.join(str(p) for p in pids)} ({command[0]}) "
+    before = {p: read_if_same(p, started[p], smaps) for p in pids}
+    # The command line is the target's own text: shown with its control characters escaped.
+    print(f"memsleuth: attached to {', '.join(str(p) for p in pids)} ({visible(command[0][:200])}) "
           + (f"for {duration_s:g} s" if duration_s else "until Ctrl-C") + "; nothing is stopped or signalled",
           file=sys.stderr, flush=True)
     sample, where, interrupted = launcher.attach_window(pids, duration_s, fault_period(pids))
-    after = {p: smaps(p) for p in pids}
+    # Read at the end only where the pid still names the process that was attached to.
+    after = {p: read_if_same(p, started[p], smaps) for p in pids}
     window = sample.wall_ns / 1e9
-    facts = {"attached": {"pids": pids, "duration_s": duration_s, "window_s": round(window, 3),
-                          **((sample.raw or {}).get("attached") or {}),
-                          "smaps": {str(p): after[p] or before[p] for p in pids},
-                          **({"arenas": {str(p): arenas(p) for p in pids}} if alloc.name == "glibc" else {}),
+    ended = (sample.raw or {}).get("attached") or {}
+    if not sample.ok:        # nothing was measured: the window failed, and says why
+        ended = {**ended, "ended_by": "failed", "why": sample.detail}
+    glibc_arenas = {str(p): a for p in pids if (a := read_if_same(p, started[p], arenas)) is not None}
+    facts = {"attached": {"pids": pids, "duration_s": duration_s, "window_s": round(window, 3), **ended,
+                          "smaps": {str(p): after[p] or before[p] for p in pids if after[p] or before[p]},
+                          **({"arenas": glibc_arenas} if alloc.name == "glibc" else {}),
                           "cannot": "the live heap (allocations, live bytes, their sites): the accounting library "
                                     "must be loaded when the program starts"}}
     spec = RunSpec(rounds=f"one window of {window:.1f} s on running processes", reps=1, warmup=0,

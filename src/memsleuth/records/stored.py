@@ -59,7 +59,7 @@ class GlibcArenas:
 # check --pid's window as attach stores it (RunSpec.facts["attached"], docs/json-schema.md).
 ATTACHED_DEFAULTS = {"pids": [], "duration_s": None, "window_s": 0.0, "threads_at_start": None,
                      "threads_at_end": None, "ended_by": None, "exited_at_ns": None, "smaps": {}, "arenas": {},
-                     "cannot": None}
+                     "cannot": None, "why": None}
 
 
 @dataclass(frozen=True)
@@ -70,11 +70,12 @@ class AttachedWindow:
     window_s: float
     threads_at_start: int | None
     threads_at_end: int | None
-    ended_by: str | None                   # duration, signal, exit; None: not recorded
+    ended_by: str | None                   # duration, signal, exit, failed (nothing measured); None: not recorded
     exited_at_ns: float | None
     smaps: dict[str, dict[str, float]] = field(default_factory=dict)     # pid -> kind -> resident bytes
     arenas: dict[str, GlibcArenas] = field(default_factory=dict)         # pid -> glibc's arenas
     cannot: str | None = None              # what attaching does not measure
+    why: str | None = None                 # ended_by failed: why nothing was measured
 
     @classmethod
     def from_facts(cls, facts: dict | None) -> "AttachedWindow | None":
@@ -91,7 +92,7 @@ class AttachedWindow:
                 arenas[str(pid)] = GlibcArenas(number(a["main_arena_rss"]), int(a["arenas"]), number(a["arena_rss"]))
         return cls(tuple(int(p) for p in d["pids"]), number(d["duration_s"]), float(d["window_s"]),
                    d["threads_at_start"], d["threads_at_end"], d["ended_by"], number(d["exited_at_ns"]), smaps,
-                   arenas, d["cannot"])
+                   arenas, d["cannot"], d["why"])
 
 
 @dataclass

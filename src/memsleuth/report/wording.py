@@ -166,6 +166,19 @@ def case_cell_text(c) -> str:
 ANSWER_FINDINGS = 2
 
 
+def failures_answer(failed: list, measured: list) -> list[str]:
+    """A failed run says so first: its status (TIMEOUT, OOM, SEGFAULT, ERROR) and why, and whether
+    anything was measured at all."""
+    if not failed:
+        return []
+    from memsleuth.analysis.summary import failure_label
+    first = failed[0]
+    what = failure_label(first) + (f": {first.detail}" if first.detail else "")
+    if len(failed) >= len(measured):
+        return [f"{what}: nothing was measured, so nothing can be said of its memory (the Failures table below)"]
+    return [f"{what} in {len(failed)} of {len(measured)} runs: the figures below are the other runs'"]
+
+
 def findings_answer(found: list, quiet: str | None, own_subject: str = "") -> list[str]:
     """A report's first lines from its findings: each costliest mechanism's headline (its title
     carries its cost) and what to change, then where the evidence is; or the one line that says no

@@ -10,7 +10,14 @@ from memsleuth.events import SYSCALL_COLUMNS
 from memsleuth.records.stored import StoredRun
 from memsleuth.report.content import CompositionFigure, Report, Table
 from memsleuth.report.sections import MIN_PLOT_POINTS, flame_figures, timeline_figure
-from memsleuth.report.wording import command_text, environment_lines, findings_answer, leftover_lines, memsleuth_command
+from memsleuth.report.wording import (
+    command_text,
+    environment_lines,
+    failures_answer,
+    findings_answer,
+    leftover_lines,
+    memsleuth_command,
+)
 from memsleuth.units import fmt_bytes, fmt_count, fmt_seconds, fmt_si
 
 
@@ -78,8 +85,10 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
     if a.untried and "--try" not in run.argv:
         footer.append(f"The advice above is untried. `memsleuth check --try -- {command_text(cell.command)}` measures "
                       f"the changes it names against this program ({', '.join(a.untried)}) and says which help.")
-    return Report(f"memsleuth check — run {run.id}", header, tables, footer, a.findings, quiet=a.quiet,
-                  answer=findings_answer(a.findings, a.quiet, cell.label),
+    # Where every run failed, the evidence is what a failed run left: no line says nothing costs anything.
+    quiet = None if a.failed and len(a.failed) >= len(measured) else a.quiet
+    return Report(f"memsleuth check — run {run.id}", header, tables, footer, a.findings, quiet=quiet,
+                  answer=failures_answer(a.failed, measured) + findings_answer(a.findings, quiet, cell.label),
                   figures=[f for f in (comp, fig) if f] + flame_figures(run.cells),
                   command=memsleuth_command(run.argv), run=run, analysis=a)
 
@@ -149,6 +158,9 @@ def attached_lines(run: StoredRun) -> list[str]:
     if at is None:
         return []
     pids = ", ".join(str(p) for p in at.pids)
+    if at.ended_by == "failed":
+        return [f"attached to process {pids}: the window measured nothing ({at.why or 'no reason recorded'}); the "
+                "process was not started, stopped or signalled"]
     lines = [f"attached to process {pids} for {at.window_s:.1f} s: every figure is this window's "
              "(counts, times, the findings' costs); the process was not started, stopped or signalled"]
     if at.threads_at_start is not None:
