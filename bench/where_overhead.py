@@ -52,7 +52,8 @@ def main() -> None:
                 syscalls, period, fault_period = runs[-1]
                 events = [where.EVENTS[s] for s in syscalls] + (
                     [f"page-faults/period={fault_period}/"] if fault_period else [])
-                argv = [perf, "record", "-q", "-o", "/tmp/memsleuth-bench-perf.data", f"--max-size={where.MAX_DATA}",
+                argv = [perf, "record", "-q", "--no-buildid-cache", "-o", "/tmp/memsleuth-bench-perf.data",
+                        f"--max-size={where.MAX_DATA}",
                         "--call-graph", f"dwarf,{where.STACK_BYTES}", "-c", str(period)]
                 for e in events:
                     argv += ["-e", e]
@@ -69,7 +70,8 @@ def main() -> None:
                 print("  perf not installed: --where not measured")
         if perf:
             fixed = interleave({"plain": lambda: wall(["true"]),
-                                "perf": lambda: wall([perf, "record", "-q", "-o", "/tmp/memsleuth-bench-perf.data",
+                                "perf": lambda: wall([perf, "record", "-q", "--no-buildid-cache",
+                                                      "-o", "/tmp/memsleuth-bench-perf.data",
                                                       "--call-graph", f"dwarf,{where.STACK_BYTES}", "-e",
                                                       "page-faults", "--", "true"])}, ROUNDS)
             from statistics import median

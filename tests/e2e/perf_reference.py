@@ -12,7 +12,8 @@ from pathlib import Path
 
 def perf_shares(data: Path, *cmd: str) -> dict[str, float]:
     """Each class's share of perf's cpu-clock samples of the command (written to `data`)."""
-    rec = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "1000", "-g", "-o", str(data), "--", *cmd],
+    rec = subprocess.run(["perf", "record", "-q", "--no-buildid-cache", "-e", "cpu-clock", "-F", "1000", "-g",
+                          "-o", str(data), "--", *cmd],
                          capture_output=True, text=True, timeout=300)
     if rec.returncode != 0:
         raise RuntimeError(f"perf record failed: {rec.stderr.strip()[-300:]}")

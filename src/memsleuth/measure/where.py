@@ -51,6 +51,13 @@ def perf_path() -> str | None:
     return shutil.which("perf")
 
 
+def own_files(folder: str) -> dict[str, str]:
+    """The environment that keeps a perf memsleuth starts to its own temporary folder: its build-id
+    cache (records are made with --no-buildid-cache; this is where anything left would go) is never
+    the user's $HOME/.debug."""
+    return {"PERF_BUILDID_DIR": folder}
+
+
 def library() -> str:
     """The in-program sampler, preloaded in explaining runs (native/heap/ms_sites.c)."""
     return str(native.native_path("libmssites.so"))
@@ -118,13 +125,13 @@ def record(command: list[str], env: dict[str, str], preload: str | None, counts:
             continue
         with tempfile.TemporaryDirectory(prefix="memsleuth-where-") as tmp:
             data = os.path.join(tmp, "perf.data")
-            argv = [perf, "record", "-q", "-o", data, f"--max-size={MAX_DATA}", "--call-graph", f"dwarf,{STACK_BYTES}",
-                    "-c", str(period)]
+            argv = [perf, "record", "-q", "--no-buildid-cache", "-o", data, f"--max-size={MAX_DATA}",
+                    "--call-graph", f"dwarf,{STACK_BYTES}", "-c", str(period)]
             for e in events:
                 argv += ["-e", e]
             try:
                 rec = subprocess.run(argv + ["--", *wrapped], capture_output=True, text=True, errors="replace",
-                                     stdin=subprocess.DEVNULL, timeout=timeout_s, env=run_env)
+                                     stdin=subprocess.DEVNULL, timeout=timeout_s, env={**run_env, **own_files(tmp)})
             except subprocess.TimeoutExpired:
                 notes.append(f"perf record did not finish within {timeout_s:.0f} s")
                 continue
@@ -152,11 +159,12 @@ def attach_recorder(pids: list[int], tmp: str, fault_period: int):
     if perf is None:
         return None
     data = os.path.join(tmp, "perf.data")
-    argv = [perf, "record", "-q", "-o", data, f"--max-size={MAX_DATA}", "--call-graph", f"dwarf,{STACK_BYTES}",
-            "-p", ",".join(str(p) for p in pids), "-e", f"page-faults/period={max(1, int(fault_period))}/"]
+    argv = [perf, "record", "-q", "--no-buildid-cache", "-o", data, f"--max-size={MAX_DATA}", "--call-graph",
+            f"dwarf,{STACK_BYTES}", "-p", ",".join(str(p) for p in pids),
+            "-e", f"page-faults/period={max(1, int(fault_period))}/"]
     for s in SYSCALL_COLUMNS:
         argv += ["-e", EVENTS[s]]
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env = {**{k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}, **own_files(tmp)}
     try:   # its messages to a file: a pipe nobody reads while the window lasts could fill and stall it
         with open(data + ".err", "w") as err:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
@@ -214,7 +222,7 @@ SCRIPT_S = 20.0
 def _script(perf: str, data: str, notes: list[str]):
     """perf script's stacks by function and object within SCRIPT_S, else None (said in `notes`): a
     slow perf script leaves the sites unnamed, it never ends the command."""
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env = {**{k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}, **own_files(os.path.dirname(data))}
     try:
         return subprocess.run([perf, "script", "--no-inline", "-i", data, "-F", "comm,pid,event,ip,sym,dso"],
                               capture_output=True,
