@@ -158,9 +158,11 @@ def test_a_zombie_is_refused_before_anything_runs(tmp_path):
 def test_ctrl_c_ends_a_window_without_duration(tmp_path, service):
     svc = service()
     js = tmp_path / "c.json"
+    home = tmp_path / "home"
+    home.mkdir()
     p = subprocess.Popen([sys.executable, "-m", "memsleuth", "check", "--db", str(tmp_path / "c.db"), "--json",
                           str(js), "--pid", str(svc.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "COLUMNS": "200"})
+                         env={**os.environ, "COLUMNS": "200", "HOME": str(home)})
     time.sleep(3)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
@@ -169,6 +171,7 @@ def test_ctrl_c_ends_a_window_without_duration(tmp_path, service):
     assert doc["run"]["spec"]["facts"]["attached"]["ended_by"] == "signal"
     assert "heap-trim-churn" in findings(doc)
     assert svc.poll() is None and left_behind(svc.pid) == []
+    assert list(home.iterdir()) == []      # perf record beside the window left no build-id cache in $HOME
 
 
 def test_bad_pids_get_one_line_and_exit_2(tmp_path):
