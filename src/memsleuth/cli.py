@@ -15,7 +15,16 @@ from rich.console import Console
 
 from memsleuth import __version__
 from memsleuth.commands import COMMANDS, TAKES_COMMAND, module
-from memsleuth.errors import EXIT_INTERRUPTED, EXIT_STORE, EXIT_USAGE, StoreError, UsageError
+from memsleuth.errors import (
+    EXIT_STORE,
+    EXIT_USAGE,
+    STOP_SIGNAL_NAMES,
+    StoreError,
+    Terminated,
+    UsageError,
+    interrupted_exit,
+    stop_signal,
+)
 from memsleuth.textsafe import visible
 
 
@@ -38,11 +47,6 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, handled as Ctrl-C is: the run in progress keeps what finished, the measured
-    process tree is ended, temporary files are removed."""
-
-
 # Output that is not a terminal (a file, a CI log, `| less`) with no COLUMNS is this wide: the
 # widest tables (check's whole process, compare's cells) fit, and a line stays short enough for a
 # log viewer. COLUMNS, when set, is honoured either way (README: "Width").
@@ -58,13 +62,32 @@ def output_width(is_terminal: bool, columns: str | None) -> int | None:
     return None if is_terminal else PIPED_WIDTH
 
 
-def _on_sigterm(signum, frame):
-    raise Terminated()
+def _on_stop(signum, frame):
+    raise Terminated(signum)
+
+
+# The output files a command may be asked to write: two of them naming one file would leave one.
+OUTPUT_OPTIONS = (("md", "--md"), ("html", "--html"), ("json", "--json"), ("pprof", "--pprof"), ("junit", "--junit"))
+
+
+def distinct_outputs(args) -> None:
+    """Refuses, before anything runs, two output options that name the same file."""
+    seen: dict[str, str] = {}
+    for attr, flag in OUTPUT_OPTIONS:
+        path = getattr(args, attr, None)
+        if not path:
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise UsageError(f"{seen[key]} and {flag} name the same file ({path}): give each its own")
+        seen[key] = flag
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGTERM, _on_stop)
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:     # under nohup it stays ignored
+        signal.signal(signal.SIGHUP, _on_stop)
     command = None
     if "--" in argv:
         i = argv.index("--")
@@ -80,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                              "`memsleuth gate` and `memsleuth fleet submit`")
         if command is not None and not command:
             raise UsageError("no command after --")
+        distinct_outputs(args)
         # A command that checks a command line of its own (fleet submit) gets the parser handed
         # down rather than importing the CLI back (no import circle).
         args.build_parser = build_parser
@@ -87,12 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, StoreError) as e:
         print(f"memsleuth: error: {visible(str(e))}", file=sys.stderr)
         return e.exit_code
-    except Terminated:
-        print("memsleuth: terminated (SIGTERM): what finished is kept", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    except KeyboardInterrupt:
+    except Terminated as e:
+        print(f"memsleuth: terminated ({STOP_SIGNAL_NAMES.get(e.signum, e.signum)}): what finished is kept",
+              file=sys.stderr)
+        return interrupted_exit(e.signum)
+    except KeyboardInterrupt as e:
         print("memsleuth: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return interrupted_exit(stop_signal(e))
     except BrokenPipeError:   # the reader of stdout left (`| head`): what was asked to be written was written
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no second error at exit's flush

@@ -14,7 +14,7 @@ from rich.console import Console
 from memsleuth import __version__
 from memsleuth.measure import machine, plan as planning, runner, workloads
 from memsleuth.measure.allocators import Allocator, allocator_info
-from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK
+from memsleuth.errors import EXIT_NO_RESULT, EXIT_OK, STOP_SIGNAL_NAMES, interrupted_exit
 from memsleuth.records.model import RunSpec
 from memsleuth.report.output import say_written, write_text, write_with
 from memsleuth.measure.plan import Plan
@@ -113,9 +113,12 @@ def finish(store: Store, outcome: runner.Outcome, args, console: Console) -> int
     run = store.load_run(outcome.run_id)
     emit(run, args, console)
     if outcome.interrupted:
-        console.print(f"\nInterrupted: kept {outcome.samples} finished runs of run {run.id}. "
-                      f"Show them with: memsleuth show {run.id} --db {store.path}", style="yellow", markup=False)
-        return EXIT_INTERRUPTED
+        how = "Interrupted" if outcome.signum == 2 else f"Terminated ({STOP_SIGNAL_NAMES.get(outcome.signum)})"
+        kept = (f"kept {outcome.samples} finished runs of run {run.id}. Show them with: memsleuth show {run.id} "
+                f"--db {store.path}" if outcome.samples else
+                f"no run had finished: run {run.id} is stored as interrupted, with nothing measured")
+        console.print(f"\n{how}: {kept}", style="yellow", markup=False)
+        return interrupted_exit(outcome.signum)
     return result_code(run, getattr(args, "fail_on_error", False))
 
 

@@ -174,11 +174,34 @@ def test_ctrl_c_ends_a_window_without_duration(tmp_path, service):
     assert list(home.iterdir()) == []      # perf record beside the window left no build-id cache in $HOME
 
 
+def test_a_second_ctrl_c_while_the_window_is_stored_loses_nothing(tmp_path, service):
+    svc = service()
+    db = tmp_path / "c.db"
+    p = subprocess.Popen([sys.executable, "-m", "memsleuth", "check", "--db", str(db), "--pid", str(svc.pid)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "COLUMNS": "200"})
+    assert "attached to" in p.stderr.readline()
+    time.sleep(2)
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.3)               # ms-run is detaching, perf writing: the second one must wait its turn
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode in (0, 130) and "Traceback" not in err, err
+    import sqlite3
+    rows = sqlite3.connect(db).execute("select status from runs").fetchall()
+    assert rows == [("complete",)], (rows, err)
+    assert svc.poll() is None and left_behind(svc.pid) == []
+
+
 def test_bad_pids_get_one_line_and_exit_2(tmp_path):
     free = next(p for p in range(4_000_000, 4_100_000) if not os.path.exists(f"/proc/{p}"))
     cases = [(["--pid", str(free)], "no such process"), (["--pid", "abc"], "must be a process id"),
              (["--pid", "1", "--alloc", "jemalloc"], "does not apply to --pid"),
-             (["--pid", "1", "--duration", "5ms"], "--duration must be a number of seconds")]
+             (["--pid", "1", "--duration", "5ms"], "--duration must be a number of seconds"),
+             (["--pid", "1", "--duration", ""], "--duration must be a number of seconds"),
+             ([x for k in range(65) for x in ("--pid", str(k + 1))], "at most 64"),
+             (["--pid", str(os.getpid())], "started memsleuth"),       # the test runner is memsleuth's parent
+             (["--pid", "1", "--md", str(tmp_path / "r"), "--json", str(tmp_path / "r")], "name the same file")]
     with open("/proc/2/stat") as f:
         if "kthreadd" in f.read():
             cases.append((["--pid", "2"], "kernel thread"))

@@ -53,9 +53,12 @@ def _alive(marker: str) -> list[str]:
     return [p for p in out if p != str(os.getpid())]
 
 
-def test_sigterm_ends_the_measured_tree_and_keeps_what_finished(tmp_path):
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_ends_the_measured_tree_and_keeps_what_finished(tmp_path, sig, code):
+    """SIGTERM, and SIGHUP (a closed terminal or ssh session), end the run as Ctrl-C does: the measured
+    tree ended, what finished kept, said on stderr, and the exit code 128 + the signal (README)."""
     db = tmp_path / "t.db"
-    marker = f"memsleuth-sigterm-{os.getpid()}"
+    marker = f"memsleuth-sig{int(sig)}-{os.getpid()}"
     p = subprocess.Popen([sys.executable, "-m", "memsleuth", "check", "--db", str(db), "--reps", "3", "--no-where",
                           "--", "sh", "-c", f"sleep 30; : {marker}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
@@ -66,9 +69,10 @@ def test_sigterm_ends_the_measured_tree_and_keeps_what_finished(tmp_path):
         time.sleep(0.2)
     assert _alive(measured), "the measured program never started"
     time.sleep(0.5)
-    p.send_signal(signal.SIGTERM)
+    p.send_signal(sig)
     out, err = p.communicate(timeout=60)
-    assert p.returncode != 0 and "Traceback" not in err, err
+    assert p.returncode == code and "Traceback" not in err, (p.returncode, err)
+    assert "Terminated" in out or "terminated" in err, (out, err)
     time.sleep(0.5)
     assert not _alive(measured), "the measured program outlived memsleuth"
     status = sqlite3.connect(db).execute("select status from runs").fetchone()[0]

@@ -45,7 +45,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
     options.writable_output(args.json, "--json")
     options.writable_output(args.pprof, "--pprof")
     options.writable_output(args.html, "--html")
-    if args.pid or args.duration:
+    if args.pid or args.duration is not None:
         return _attach(args, command, console)
     options.check_command(command)
     reps = options.count(args.reps, "--reps")
@@ -74,7 +74,9 @@ def _attach(args, command: list[str] | None, console: Console) -> int:
     """check --pid: a window on running processes (attach.py), reported as any check."""
     import sys
     from memsleuth.measure import attach
-    from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT
+    import signal
+    from memsleuth.errors import EXIT_NO_RESULT, interrupted_exit, stop_signal
+    from memsleuth.measure.launcher import STOP_SIGNALS
     from memsleuth.session import emit, redacted
     from memsleuth.records.store import Store
     if not args.pid:
@@ -89,15 +91,25 @@ def _attach(args, command: list[str] | None, console: Console) -> int:
         if given:
             raise UsageError(f"{name} does not apply to --pid: the process is already running ({why})")
     pids = [options.pid(p) for p in args.pid]
-    duration = options.duration(args.duration) if args.duration else None
+    duration = options.duration(args.duration) if args.duration is not None else None
     pids = attach.validate(pids)
     store = Store(args.db)
-    run_id, interrupted = attach.run(store, pids, duration, redacted(sys.argv))
-    run = store.load_run(run_id)
-    emit(run, args, console)
+    try:
+        run_id, stopped_by = attach.run(store, pids, duration, redacted(sys.argv))
+    finally:            # the window is stored (or failed): a signal held meanwhile may now end the report
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    try:
+        run = store.load_run(run_id)
+        emit(run, args, console)
+    except KeyboardInterrupt as e:
+        print(f"memsleuth: interrupted: the window is stored as run {run_id} (memsleuth show {run_id} --db "
+              f"{store.path})", file=sys.stderr)
+        return interrupted_exit(stop_signal(e))
     if run.status == "failed":       # the window measured nothing: said first in the report, and here
         return EXIT_NO_RESULT
-    return EXIT_INTERRUPTED if interrupted and duration else 0
+    if stopped_by is None or (stopped_by == signal.SIGINT and not duration):   # Ctrl-C ends a window without one
+        return 0
+    return interrupted_exit(stopped_by)
 
 
 def _try(store, check_run: int, p, args, console: Console, max_rounds: int) -> int | None:

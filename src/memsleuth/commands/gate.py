@@ -117,7 +117,7 @@ def _side_cells(args, command: list[str] | None, env: dict[str, str]) -> list[pl
 
 def run(args, command: list[str] | None, console: Console) -> int:
     import sys
-    from memsleuth.errors import EXIT_INTERRUPTED, EXIT_REGRESSION, EXIT_OK, EXIT_UNRESOLVED
+    from memsleuth.errors import EXIT_REGRESSION, EXIT_OK, EXIT_UNRESOLVED, interrupted_exit
     from memsleuth.report import junit, terminal
     from memsleuth.report.builders import gate as gate_report
     from memsleuth.session import measure, redacted, result_code, spec_for, write_report_files
@@ -160,7 +160,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
         say_written("JUnit XML", args.junit)
     write_report_files(report, args, gate_report.to_dict(run, result))
     if outcome.interrupted:
-        return EXIT_INTERRUPTED
+        return interrupted_exit(outcome.signum)
     code = result_code(run, False)
     if code != EXIT_OK:
         return code

@@ -63,15 +63,38 @@ def _stat(pid: int) -> tuple[int, int] | None:
         return None
 
 
+# ms-run attaches to at most this many processes in one window (native/launcher/msr.h MSR_MAX_ATTACH).
+MAX_PIDS = 64
+
+
+def _ancestors() -> set[int]:
+    """memsleuth's parent, its parent, ... (a window on one of them would count memsleuth's own work)."""
+    out, pid = set(), os.getppid()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        fields = _stat_fields(pid)
+        try:
+            pid = int(fields[1])
+        except (TypeError, IndexError, ValueError):
+            break
+    return out
+
+
 def validate(pids: list[int]) -> list[int]:
     """The processes to attach to, each checked: one line (UsageError, exit 2) for the first that
     cannot be."""
     out: list[int] = []
+    if len(set(pids)) > MAX_PIDS:
+        raise UsageError(f"--pid names {len(set(pids))} processes: one window takes at most {MAX_PIDS}")
+    ancestors = _ancestors()
     for pid in pids:
         if pid <= 0:
             raise UsageError(f"--pid {pid}: not a process id")
         if pid == os.getpid():
             raise UsageError(f"--pid {pid} is memsleuth itself: give the process to measure")
+        if pid in ancestors:
+            raise UsageError(f"--pid {pid} started memsleuth (it is its parent or above): a window on it would "
+                             "count memsleuth's own work; run memsleuth from another shell")
         st = _stat(pid)
         if st is None:
             raise UsageError(f"--pid {pid}: no such process")
@@ -241,8 +264,10 @@ def arenas(pid: int) -> dict | None:
     return {"main_arena_rss": main, "arenas": len(first), "arena_rss": sum(rss.get(lo, 0) for lo in owned)}
 
 
-def run(store, pids: list[int], duration_s: float | None, argv: list[str]) -> tuple[int, bool]:
-    """Measures the window and stores it as a check run: (its id, whether Ctrl-C ended it)."""
+def run(store, pids: list[int], duration_s: float | None, argv: list[str]) -> tuple[int, int | None]:
+    """Measures the window and stores it as a check run: (its id, the signal that ended it or None).
+    Returns with the stop signals still blocked (launcher.STOP_SIGNALS): the caller unblocks them,
+    after which a second Ctrl-C can end the report but no longer the stored window."""
     from memsleuth import __version__
     from memsleuth.measure import launcher
     from memsleuth.records.model import RunSpec
@@ -255,7 +280,7 @@ def run(store, pids: list[int], duration_s: float | None, argv: list[str]) -> tu
     print(f"memsleuth: attached to {', '.join(str(p) for p in pids)} ({visible(command[0][:200])}) "
           + (f"for {duration_s:g} s" if duration_s else "until Ctrl-C") + "; nothing is stopped or signalled",
           file=sys.stderr, flush=True)
-    sample, where, interrupted = launcher.attach_window(pids, duration_s, fault_period(pids))
+    sample, where, stopped_by = launcher.attach_window(pids, duration_s, fault_period(pids))
     # Read at the end only where the pid still names the process that was attached to.
     after = {p: read_if_same(p, started[p], smaps) for p in pids}
     window = sample.wall_ns / 1e9
@@ -277,4 +302,4 @@ def run(store, pids: list[int], duration_s: float | None, argv: list[str]) -> tu
     store.add_sample(cell, EXPLAIN_ROUND, True, sample)    # the window explains itself
     store.set_where(cell, where)
     store.finish_run(run_id, "complete" if sample.ok else "failed", {"loadavg_1m_end": os.getloadavg()[0]})
-    return run_id, interrupted
+    return run_id, stopped_by

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import time
 
+from memsleuth.errors import stop_signal
 from memsleuth.measure import native
 from memsleuth.records.evidence import Sample
 from memsleuth.measure.plan import Cell
@@ -259,11 +261,17 @@ def attach_argv(pids: list[int], out_path: str, sites_dir: str, duration_s: floa
     return argv + ["--syscall-args-every", f"faults={ATTACH_FAULTS_EVERY}"]
 
 
+# The signals that end an attached window (Ctrl-C, SIGTERM, SIGHUP); once it has ended they are held
+# until the window is stored, so a second one cannot lose it.
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
 def attach_window(pids: list[int], duration_s: float | None,
-                  fault_period: int = 1000) -> tuple[Sample, dict, bool]:
-    """(the window as a Sample, its call sites, whether Ctrl-C ended it) of running processes:
-    ms-run --attach, and perf record (DWARF call graphs) beside it where perf is installed. Ctrl-C
-    ends the window: both stop, and what they measured is kept."""
+                  fault_period: int = 1000) -> tuple[Sample, dict, int | None]:
+    """(the window as a Sample, its call sites, the signal that ended it or None) of running
+    processes: ms-run --attach, and perf record (DWARF call graphs) beside it where perf is
+    installed. Ctrl-C, SIGTERM or SIGHUP ends the window: both stop, and what they measured is kept.
+    It returns with STOP_SIGNALS blocked: the caller unblocks them once the window is stored."""
     from memsleuth.measure import where
     from memsleuth.records.sites import read_sampled
     with tempfile.TemporaryDirectory(prefix="memsleuth-attach-") as tmp:
@@ -272,17 +280,20 @@ def attach_window(pids: list[int], duration_s: float | None,
         recorder = where.attach_recorder(pids, tmp, fault_period)
         proc = subprocess.Popen(attach_argv(pids, out, sites_dir, duration_s), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
-        interrupted = False
+        stopped_by = None
         try:
             _, err = proc.communicate()
-        except KeyboardInterrupt:   # the window ends here: ms-run detaches and writes what it measured
-            interrupted = True
+            signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        except KeyboardInterrupt as e:   # the window ends here: ms-run detaches and writes what it measured
+            signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)   # a second Ctrl-C waits until it is stored
+            stopped_by = stop_signal(e)
             proc.terminate()
             try:
                 _, err = proc.communicate(timeout=_STOP_GRACE_S + 10)
             except BaseException:
                 proc.kill()
                 where.stop_recorder(recorder, {})
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
                 raise
         try:
             with open(out, encoding="utf-8", errors="replace") as f:
@@ -290,7 +301,7 @@ def attach_window(pids: list[int], duration_s: float | None,
         except (OSError, json.JSONDecodeError) as e:
             where.stop_recorder(recorder, {})
             return (_failed(f"ms-run --attach failed (exit {proc.returncode}): {err.strip() or e}"),
-                    {"unavailable": "the window was not measured"}, interrupted)
+                    {"unavailable": "the window was not measured"}, stopped_by)
         counted = {**(doc.get("syscalls") or {}),
                    "page-faults": (doc.get("counters") or {}).get("page-faults-minor", 0)}
         found = where.stop_recorder(recorder, counted)
@@ -298,4 +309,4 @@ def attach_window(pids: list[int], duration_s: float | None,
         sites = found if found and "events" in found else kernel
         if found and "unavailable" in found and "events" in kernel:
             kernel.setdefault("notes", []).append(found["unavailable"])
-    return Sample.from_msrun(normalise(doc)), sites, interrupted
+    return Sample.from_msrun(normalise(doc)), sites, stopped_by

@@ -25,6 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from memsleuth.events import FAULT_FLOOR, FUTEX_FLOOR, MECHANISM_FLOORS, MEMORY_FLOOR_BYTES
 from memsleuth.textsafe import visible
+from memsleuth.errors import stop_signal
 from memsleuth.measure import launcher, native, where
 from memsleuth import stats
 from memsleuth.records.evidence import metric_kind
@@ -44,6 +45,7 @@ class Outcome:
     run_id: int
     interrupted: bool
     samples: int
+    signum: int = 2           # interrupted: the signal that ended it (Ctrl-C, SIGTERM, SIGHUP)
 
 
 class TracepointHolder:
@@ -365,8 +367,8 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                         store.set_where(cell_ids[i], found)
                 if not sites and plan.where:
                     store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         store.finish_run(run_id, "interrupted", {"loadavg_1m_end": os.getloadavg()[0]})
-        return Outcome(run_id, True, progress.done)
+        return Outcome(run_id, True, progress.done, stop_signal(e))
     store.finish_run(run_id, "complete", {"loadavg_1m_end": os.getloadavg()[0]})
     return Outcome(run_id, False, progress.done)
