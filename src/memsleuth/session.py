@@ -23,11 +23,11 @@ from memsleuth.records.store import Store
 
 
 def redacted(argv: list[str]) -> list[str]:
-    """The command line as stored and shown: a database URL's password never is, and bytes that
-    were not UTF-8 are shown as U+FFFD."""
+    """The command line as stored and shown: a database URL's password never is. Bytes that were not
+    UTF-8 stay as they came (surrogate escapes, which the store's JSON keeps losslessly); each format
+    shows them as `\\xff` (textsafe)."""
     from memsleuth.records.store_pg import display
-    from memsleuth.textsafe import clean_bytes
-    return [clean_bytes(display(a) if "postgres" in a.lower() else a) for a in argv]
+    return [display(a) if "postgres" in a.lower() else a for a in argv]
 
 
 def spec_for(p: Plan, **extra) -> RunSpec:

@@ -35,9 +35,10 @@ def safe_text(text, style: str = "") -> Text:
 
 
 def clean_bytes(text: str) -> str:
-    """A string safe to encode as UTF-8 (for files and the store): bytes that were not UTF-8
-    (surrogateescape) shown as U+FFFD, never a UnicodeEncodeError."""
-    return _SURROGATE.sub("\ufffd", text)
+    """A string safe to encode as UTF-8 (for files and the store's plain text), losslessly: bytes
+    that were not UTF-8 (surrogateescape) written as `\\xff`, other lone surrogates as `\\udcxx`;
+    never a UnicodeEncodeError."""
+    return _SURROGATE.sub(_show, text)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -141,7 +142,7 @@ def test_argv_bytes_that_are_not_utf8_still_give_every_report(tmp_path):
     assert b"Traceback" not in proc.stderr
     for f in (md, html_, js):
         assert f.exists() and f.stat().st_size > 0
-    assert "\ufffd" in md.read_text(encoding="utf-8")
+    assert "x\\xff\\xfe" in md.read_text(encoding="utf-8")       # the bytes, shown losslessly
     json.loads(js.read_text(encoding="utf-8"))
 
 
@@ -150,3 +151,17 @@ def test_a_machine_label_from_the_environment_is_held_to_the_same_rule(tmp_path)
                            "--no-where", "--", "true"], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "MEMSLEUTH_MACHINE_LABEL": "\x1b[2Jbox"})
     assert proc.returncode == 2 and "MEMSLEUTH_MACHINE_LABEL" in proc.stderr and "\x1b" not in proc.stderr
+
+
+def test_a_program_path_that_is_not_utf8_is_stored_and_shown_losslessly(tmp_path):
+    prog = os.path.join(os.fsencode(tmp_path), b"tr\xffue")
+    shutil.copy("/bin/true", prog)
+    db = str(tmp_path / "n.db").encode()
+    proc = subprocess.run([sys.executable.encode(), b"-m", b"memsleuth", b"check", b"--db", db, b"--no-where", b"--",
+                           prog], capture_output=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr
+    assert b"tr\\xffue" in proc.stdout
+    hist = memsleuth("history", "--db", db.decode())
+    assert "tr\\xffue" in hist.stdout, hist.stdout
+    command = json.loads(sqlite3.connect(db.decode()).execute("select command from cells").fetchone()[0])
+    assert os.fsencode(command[0]) == prog       # the path as it was, byte for byte

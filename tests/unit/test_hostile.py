@@ -19,6 +19,7 @@ from memsleuth.report import markdown, terminal
 from memsleuth.report.csv_export import cell_text
 from memsleuth.report.content import Report, Table
 from memsleuth.session import redacted
+from memsleuth.textsafe import clean_bytes
 from memsleuth.records.store_pg import display
 from memsleuth.textsafe import visible
 
@@ -60,7 +61,7 @@ def test_markdown_escapes_once_and_keeps_quotes():
 
 @pytest.mark.parametrize("field,expected", [("=cmd|' /C calc'!A0", "'=cmd|' /C calc'!A0"), ("+1", "'+1"),
                                             ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"), ("\tx", "'\tx"),
-                                            ("glibc", "glibc"), (42, 42), ("a\udcffb", "a\ufffdb")])
+                                            ("glibc", "glibc"), (42, 42), ("a\udcffb", "a\\xffb")])
 def test_csv_fields_cannot_become_formulas(field, expected):
     assert cell_text(field) == expected
 
@@ -74,9 +75,11 @@ def test_passwords_are_redacted_in_every_url_form(url):
     assert all("PW" not in a for a in redacted(["memsleuth", url]))
 
 
-def test_argv_bytes_that_are_not_utf8_are_stored_as_replacement():
-    (shown,) = redacted(["x\udcff\udcfe"])
-    assert shown.encode("utf-8") and "\ufffd" in shown
+def test_argv_bytes_that_are_not_utf8_are_kept_and_shown_losslessly():
+    (kept,) = redacted(["x\udcff\udcfe"])
+    assert kept == "x\udcff\udcfe"                            # the store's JSON keeps them as they came
+    shown = clean_bytes(kept)
+    assert shown.encode("utf-8") and shown == "x\\xff\\xfe"    # every file shows the bytes
 
 
 @pytest.mark.parametrize("line", [{"wall_ns": "abc"}, {"wall_ns": None}, {"wall_ns": 1e400}, {"syscalls": [1, 2]},

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from memsleuth.records import schema
 from memsleuth.errors import StoreError, UsageError
+from memsleuth.textsafe import clean_bytes
 from memsleuth.records.evidence import Sample
 from memsleuth.records.sites import CallSites
 from memsleuth.records.model import AllocatorInfo, MachineInfo, RunSpec
@@ -415,7 +416,7 @@ class Store:
             cur = self.db.execute(
                 "INSERT INTO runs (created_at, status, kind, name, argv, spec, machine, version, owner_host, owner_pid, "
                 "owner_start, uuid, owner_system, heartbeat_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
-                (now, "running", kind, name, json.dumps(argv), json.dumps(spec.to_dict()),
+                (now, "running", kind, clean_bytes(name), json.dumps(argv), json.dumps(spec.to_dict()),
                  json.dumps(machine.to_dict()), version, socket.gethostname(), os.getpid(), _process_start(os.getpid()),
                  run_uuid or uuid.uuid4().hex, system_identity(), now))
             rid = int(cur.fetchone()[0])
