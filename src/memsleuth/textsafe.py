@@ -29,6 +29,18 @@ def visible(text) -> str:
     return _UNSAFE.sub(_show, str(text))
 
 
+# A name that came from a process (a function, a file, a command) is cut here: a program can name a
+# function with a million characters, and every report, the store and each flame graph would carry it.
+MAX_NAME = 500
+
+
+def data_text(text, limit: int = MAX_NAME) -> str:
+    """A name that came from a process, as memsleuth keeps and shows it: control and bidirectional
+    characters (and bytes that were not UTF-8) as escapes, cut to `limit` characters with the cut said."""
+    s = visible(text)
+    return s if len(s) <= limit else s[:limit] + f"…[{len(s) - limit:,} more characters]"
+
+
 def safe_text(text, style: str = "") -> Text:
     """A rich Text of outside text: made visible, never parsed as markup."""
     return Text(visible(text), style=style)

@@ -134,6 +134,14 @@ def test_a_flame_graph_is_well_formed_escaped_and_proportional():
     assert fills["memset"] in flame.COLOURS["runtime"]
 
 
+def test_a_flame_graph_of_names_with_control_characters_is_still_xml():
+    s = stacks.StackSet("cpu", "cpu", "count", [((("evil\x1b[2J\u202eemag", "", 0, "program"),
+                                                  ("nul\x00\x07", "", 0, "runtime")), 10.0)])
+    svg = flame.svg(stacks.merge(s), "cpu", "count")
+    ET.fromstring(svg)
+    assert "\x1b" not in svg and "\u202e" not in svg and "\\x1b" in svg
+
+
 # ---- pprof ------------------------------------------------------------------------------------------
 
 def test_the_pprof_profile_reads_back_with_one_sample_type_per_stack_set(leak):

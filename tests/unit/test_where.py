@@ -87,21 +87,43 @@ def test_perf_maps_are_read_by_address_and_removed_only_for_the_runs_own_process
     import os
     import time
     monkeypatch.setattr(symbols, "PERF_MAP_DIR", str(tmp_path))
-    (tmp_path / "perf-41.map").write_text("7f0000001000 40 JS:*handle /srv/a.js:3:1\n7f0000002000 10 Stub:CEntry\n")
-    (tmp_path / "perf-42.map").write_text("")
-    (tmp_path / "perf-43.map").write_text("")
+    a, b, c = [p for p in range(4_000_000, 4_100_000) if not os.path.exists(f"/proc/{p}")][:3]   # ended processes
+    live = os.getpid()                  # a running process: another's, whatever pid the run saw
+    (tmp_path / f"perf-{a}.map").write_text("7f0000001000 40 JS:*handle /srv/a.js:3:1\n7f0000002000 10 Stub:CEntry\n")
+    for pid in (b, c, live):
+        (tmp_path / f"perf-{pid}.map").write_text("")
     old = time.time() - 3600
-    os.utime(tmp_path / "perf-42.map", (old, old))
-    m = symbols.PerfMap(str(tmp_path / "perf-41.map"))
+    os.utime(tmp_path / f"perf-{b}.map", (old, old))
+    m = symbols.PerfMap(str(tmp_path / f"perf-{a}.map"))
     assert m.find(0x7f0000001000) == m.find(0x7f000000103f) == "JS:*handle /srv/a.js:3:1"
     assert m.find(0x7f0000001040) is None and m.find(0x7f0000002005) == "Stub:CEntry"
-    for name in ("isolate-0x5f3a-41-v8.log", "isolate-0x5f3a-43-v8.log", "isolate-0x9a-41-x.log"):
+    for name in (f"isolate-0x5f3a-{a}-v8.log", f"isolate-0x5f3a-{c}-v8.log", f"isolate-0x9a-{a}-x.log"):
         (tmp_path / name).write_text("v8-version,11\n")
-    gone = perfmaps.remove_left_behind([41, 42], since=time.time() - 60, cwd=str(tmp_path))
-    # 42's map is older than the run; 43 is not the run's; a name V8 does not write is not touched
-    assert gone == [str(tmp_path / "perf-41.map"), str(tmp_path / "isolate-0x5f3a-41-v8.log")]
-    assert sorted(os.listdir(tmp_path)) == ["isolate-0x5f3a-43-v8.log", "isolate-0x9a-41-x.log", "perf-42.map",
-                                            "perf-43.map"]
+    gone = perfmaps.remove_left_behind([a, b, live], since=time.time() - 60, cwd=str(tmp_path))
+    # b's map is older than the run; c is not the run's; the live process's is its own; a name V8 does not
+    # write is not touched
+    assert gone == [str(tmp_path / f"perf-{a}.map"), str(tmp_path / f"isolate-0x5f3a-{a}-v8.log")]
+    assert sorted(os.listdir(tmp_path)) == sorted([f"isolate-0x5f3a-{c}-v8.log", f"isolate-0x9a-{a}-x.log",
+                                                   f"perf-{b}.map", f"perf-{c}.map", f"perf-{live}.map"])
+
+
+def test_a_perf_map_another_user_left_or_a_link_is_not_read(tmp_path):
+    import os
+    own = tmp_path / "perf-1.map"
+    own.write_text("7f0000001000 40 planted\n")
+    link = tmp_path / "perf-2.map"
+    link.symlink_to(own)
+    assert symbols.PerfMap(str(own)).find(0x7f0000001000) == "planted"      # this user's own
+    assert symbols.PerfMap(str(link)).find(0x7f0000001000) is None           # a link is nobody's map
+    if os.geteuid() == 0:
+        os.chown(own, 65534, 65534)                                            # nobody's, for a process of root's
+        assert symbols.PerfMap(str(own), pid=os.getpid()).find(0x7f0000001000) is None
+
+
+def test_names_from_a_process_are_escaped_and_cut():
+    f = symbols.Frame("/x/\x1b[2Jprog", 0, "f\u202e" + "a" * 2_000_000, None)
+    assert "\x1b" not in f.path and "\\x1b" in f.path and "\u202e" not in f.function
+    assert len(f.function) < 600 and f.function.endswith("more characters]")
 
 
 def test_symbolizer_answers_are_read_with_their_inlined_frames():

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memsleuth.textsafe import data_text
+
 Frame = tuple[str, str, int, str]
 
 # Each event's set: its name in a report, and pprof's sample type (type, unit).
@@ -37,7 +39,7 @@ class StackSet:
 
 def _frames(raw) -> tuple[Frame, ...] | None:
     try:
-        return tuple((str(f[0]), str(f[1]), int(f[2]), str(f[3])) for f in raw)
+        return tuple((data_text(f[0]), data_text(f[1]), int(f[2]), str(f[3])) for f in raw)
     except (TypeError, ValueError, IndexError):
         return None
 

@@ -35,9 +35,12 @@ V8_LOG = re.compile(r"^isolate-0x[0-9a-f]+-(\d+)-(?:\d+-)?v8\.log$")
 
 
 def left_behind(pids, cwd: str) -> list[str]:
-    """The files the PERF_MAP_ENV flags make these processes write (those that exist)."""
+    """The files the PERF_MAP_ENV flags make these processes write (those that exist). A pid that
+    names a running process is left out: the run's own processes have all ended when this is asked
+    (ms-run ends what is left of the tree), so a running one is another's, whose files are its own
+    (a pid seen inside a PID namespace can be an unrelated process's pid outside it)."""
     from memsleuth.records.symbols import perf_map_path
-    wanted = {int(p) for p in pids if isinstance(p, int) and p > 0}
+    wanted = {int(p) for p in pids if isinstance(p, int) and p > 0 and not os.path.exists(f"/proc/{int(p)}")}
     paths = [perf_map_path(pid) for pid in sorted(wanted)]
     try:
         names = os.listdir(cwd) if wanted else []

@@ -25,12 +25,15 @@ import json
 import os
 import re
 import shutil
+import stat
 import struct
 import subprocess
 import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+
+from memsleuth.textsafe import data_text
 
 SYMBOLIZE_S = 15.0           # the whole symbolization of one run's stacks
 CACHE_VERSION = 1
@@ -46,6 +49,13 @@ class Frame:
     line: str | None             # "file.c:18" (file name only), None: no line information
     source: str | None = None    # the source file's full path, as the debug information gives it
     language: str | None = None  # "JavaScript", "Python", "Java": a frame named from a runtime's perf map
+
+    def __post_init__(self):
+        # Names come from the program (its symbols, its perf map, its file names): made safe and cut once, here.
+        for name in ("path", "function", "line", "source"):
+            v = getattr(self, name)
+            if v is not None:
+                object.__setattr__(self, name, data_text(v))
 
     @property
     def object(self) -> str:
@@ -199,14 +209,33 @@ def language_frame(name: str) -> tuple[str, str, str | None, str | None] | None:
     return None
 
 
-class PerfMap:
-    """One process's /tmp/perf-PID.map: [start, size, name] sorted by start."""
+def _written_by(path: str, pid: int | None) -> bool:
+    """Whether the file at path is a regular file (not a link) that this user, or the user the
+    process runs as, owns: a map another user left in /tmp under the process's pid is not its own."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    owners = {os.geteuid()}
+    if pid is not None:
+        try:
+            owners.add(os.stat(f"/proc/{int(pid)}").st_uid)
+        except OSError:
+            pass
+    return stat.S_ISREG(st.st_mode) and st.st_uid in owners
 
-    def __init__(self, path: str):
+
+class PerfMap:
+    """One process's /tmp/perf-PID.map: [start, size, name] sorted by start; read only where the
+    process (or this user) wrote it."""
+
+    def __init__(self, path: str, pid: int | None = None):
         self.starts: list[int] = []
         self.entries: list[tuple[int, int, str]] = []
         try:
-            with open(path, encoding="utf-8", errors="replace") as f:
+            if not _written_by(path, pid):
+                raise OSError("not the process's own map")
+            with open(path, encoding="utf-8", errors="replace", opener=_no_follow) as f:
                 rows = []
                 for line in f:
                     parts = line.rstrip("\n").split(" ", 2)
@@ -229,6 +258,10 @@ class PerfMap:
             if addr < start + max(size, 1):
                 return name
         return None
+
+
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW)
 
 
 def perf_map_path(pid: int) -> str:
@@ -435,7 +468,7 @@ def resolve(docs: list[dict], frames_of, skip=None, notes: list[str] | None = No
             if found is None:
                 pid = d.get("pid")
                 if isinstance(pid, int) and pid not in perf_maps:
-                    perf_maps[pid] = PerfMap(perf_map_path(pid))
+                    perf_maps[pid] = PerfMap(perf_map_path(pid), pid)
                 name = perf_maps[pid].find(a - 1) if isinstance(pid, int) else None
                 if name is not None:
                     lang = language_frame(name)

@@ -5,9 +5,10 @@ program's own frames coloured apart from the runtime's and the kernel's. Every b
 box has room for it. Formatting only: the tree comes from stacks.merge."""
 from __future__ import annotations
 
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape as _xml_escape
 
 from memsleuth.analysis.stacks import Node
+from memsleuth.textsafe import visible
 
 WIDTH = 1200.0
 ROW = 17.0
@@ -19,6 +20,12 @@ COLOURS = {"program": ("#e8743b", "#f5b48a"), "runtime": ("#6b8cae", "#a9bfd6"),
            "root": ("#9aa4ad", "#c9cfd4")}
 LEGEND = (("program", "the program's own code"), ("runtime", "libraries, allocator, runtime"),
           ("kernel", "kernel"))
+
+
+def escape(text: str) -> str:
+    """Text for the SVG: control and bidirectional characters as visible escapes (XML 1.0 forbids
+    most controls outright), then XML's own metacharacters."""
+    return _xml_escape(visible(text))
 
 
 def _value_text(v: float, unit: str) -> str:
