@@ -489,3 +489,20 @@ def test_the_tracepoint_holder_is_let_go_without_waiting_for_its_closes(tmp_path
     gate.touch()
     reaper.join(timeout=60)
     assert h.proc.returncode == 0
+
+
+def test_as_nobody_a_count_that_could_not_be_taken_is_never_read_as_zero(open_dir):
+    """Without the syscall tracepoints (an unprivileged user), memory given back by munmap is unknown:
+    a program that writes every page it maps, then unmaps it, must not read as zero-page reads."""
+    tmp_path = open_dir / "nobody"
+    tmp_path.mkdir()
+    os.chown(tmp_path, 65534, 65534)          # nobody's own folder for its store and report
+    prog = ("import mmap\nfor _ in range(24):\n    m = mmap.mmap(-1, 32 << 20)\n"
+            "    for off in range(0, 32 << 20, 4096):\n        m[off] = 1\n    m.close()\n")
+    js = tmp_path / "n.json"
+    proc = _as_nobody("check", "--db", str(tmp_path / "n.db"), "--json", str(js), "--no-where", "--",
+                      "/usr/bin/python3", "-c", prog)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(js.read_text())
+    found = [f["id"] for c in doc["cells"] for f in c["summary"]["findings"]] + [f["id"] for f in doc["findings"]]
+    assert "zero-page-read" not in found, found

@@ -179,6 +179,13 @@ class CellView:
         cover = self.args_cover(sc, syscall)
         return cover is not None and cover >= ARGS_COVER
 
+    def releases_recorded(self) -> bool:
+        """Whether the arguments of every call that gives memory back (munmap, madvise, brk) were
+        recorded in the runs that carry arguments: a call whose tracepoint did not open (no root, no
+        tracefs) gave back an unknown amount, never nothing."""
+        runs = [s.syscall_args for s in self.explain + self.samples if s.syscall_args]
+        return bool(runs) and all(a.of(k) is not None for a in runs for k in ("munmap", "madvise", "brk"))
+
     def released_bytes(self, sc: Scope) -> dict[str, float]:
         """Per syscall, the bytes it gave back to the kernel in the scope (the calls' arguments:
         munmap's lengths, madvise's purging advice, the break's moves down), in proportion to the

@@ -25,6 +25,8 @@ MIN_PROCESS_FAULT_BYTES = 64 << 20
 # Where the faults are traced by address, at least this share of them must read a page that was
 # missing and never given back before (a zero-page read is a read of never-written memory).
 MIN_READ_SHARE = 0.5
+# The calls that give pages back: where any of them was not counted or recorded, the rule is silent.
+RELEASING_CALLS = ("madvise", "munmap", "brk")
 
 
 def _process(view: CellView) -> list[Finding]:
@@ -40,8 +42,8 @@ def _process(view: CellView) -> list[Finding]:
     if reads is not None and reads < MIN_READ_SHARE:
         return []   # the faults' own kinds say otherwise: writes, or memory given back and touched again
     released = view.released_bytes(sc)
-    if not any(s.syscall_args for s in view.explain + view.samples):
-        return []   # without the arguments, memory given back cannot be told from the zero page
+    if not view.releases_recorded():
+        return []   # without every releasing call's arguments, memory given back cannot be told from the zero page
     given_back = sum(released.values())
     if given_back > MAX_DISCARDS_PER_FAULT * fault_bytes:
         return []
@@ -81,7 +83,9 @@ def check(view: CellView) -> list[Finding]:
             continue
         fault_bytes = sc.minflt * PAGE_BYTES
         growth = max(0.0, sc.rss_growth_kb * 1024)
-        discards = sc.syscalls.get("madvise", 0) + sc.syscalls.get("munmap", 0) + sc.syscalls.get("brk", 0)
+        if not all(k in sc.syscalls for k in RELEASING_CALLS):
+            continue    # the calls that discard pages were not counted (no tracepoints): nothing rules them out
+        discards = sum(sc.syscalls[k] for k in RELEASING_CALLS)
         if growth > MAX_RSS_PER_FAULT * fault_bytes or discards > MAX_DISCARDS_PER_FAULT * sc.minflt:
             continue
         split = view.kernel_split(sc)
