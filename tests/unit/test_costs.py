@@ -243,3 +243,14 @@ def test_kernel_time_speaks_only_for_memory_work_no_rule_named():
     faulty = view(process(wall_ms=300, user_ms=150, sys_ms=150, minflt=120_000, maxrss_kb=4000))
     (f,) = kernel_time.check(faulty)
     assert f.numbers["culprit"] == "page-faults"
+
+
+def test_mmap_churn_names_the_blocks_size_from_the_calls_not_its_size_class():
+    """40 MiB blocks sit in the 32-64 MiB size class: the advice names about 40 MiB, not the class's 32."""
+    blocks = 40 << 20
+    args = {"munmap": {"calls": 100, "bytes": 100 * blocks, "sizes": [[32 << 20, 100]]},
+            "mmap": {"calls": 100, "bytes": 100 * blocks}}
+    s = process(wall_ms=2000, user_ms=200, sys_ms=1500, minflt=100 * blocks // 4096, maxrss_kb=50_000,
+                syscalls={"mmap": 100, "munmap": 100}, args=args)
+    (f,) = mmap_churn.check(view(s))
+    assert "blocks of about 40.0 MiB" in f.advice and "32.0 MiB (its" not in f.advice, f.advice

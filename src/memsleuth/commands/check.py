@@ -19,8 +19,8 @@ def add_arguments(k) -> None:
                    help="one allocator name or NAME=PATH.so (default glibc)")
     k.add_argument("--reps", metavar="N", default="1", action=options.Once, help="runs (default 1)")
     k.add_argument("--no-where", action=options.OnceFlag,
-                   help="skip the call sites (by default one more run under perf record finds where the page "
-                        "faults and memory system calls come from)")
+                   help="skip the call sites (by default the explaining run samples where the page faults and "
+                        "memory system calls come from; it still runs, for the syscalls' arguments and the heap)")
     k.add_argument("--try", dest="try_", action=options.OnceFlag,
                    help="then measure the changes the findings advise (tunables, allocator options, other allocators) "
                         "against the program as it ran, alternately in one session, and say which help (docs/ci.md)")

@@ -119,6 +119,9 @@ def read_sampled(folder: str, allocator: str | None, counts: dict[str, float] | 
         if isinstance(doc, dict) and isinstance(doc.get("stacks"), list):
             docs.append(doc)
     if not docs:
+        if counts is not None:       # a window on running processes: they need not end, nor load anything
+            return {"unavailable": "no stack was sampled in the window (the processes made none of the sampled "
+                                   "calls or faults then, or the kernel's sampler could not open)"}
         return {"unavailable": "the program left no sampled stacks (it ended without exit(), or the sampler did not "
                                "load)"}
     events = {e.get("name"): e for d in docs for e in d.get("events") or [] if isinstance(e, dict)}
@@ -144,7 +147,8 @@ def read_sampled(folder: str, allocator: str | None, counts: dict[str, float] | 
     notes += language_notes(docs, samples)
     late = sum(int(d.get("async") or 0) for d in docs)
     if late:
-        notes.append(f"{late} samples arrived while the program blocked SIGTRAP and were left out")
+        notes.append(f"{late} sampled stack{'s' if late != 1 else ''} left out: taken while the program blocked the "
+                     "signal the sampler unwinds in (SIGTRAP), so the stack was no longer the one that made the call")
     outside = sorted({str(d.get("comm") or "?") for d in docs if d.get("sampled_by") == "kernel"})
     if outside:
         notes.append(f"sampled by the kernel, unwound by frame pointers (the in-program sampler could not load in "

@@ -91,12 +91,21 @@ def _process(view: CellView) -> list[Finding]:
     return [Finding(
         id="mmap-churn", title=f"mmap/munmap churn{' of large blocks' if large else ''}: {split.describe(spent)}",
         mechanism=mechanism, evidence=evidence, subject=view.label,
-        advice=(HUGE_BLOCK_ADVICE.format(size=mib(block)) if block and block >= 32 << 20
+        advice=(HUGE_BLOCK_ADVICE.format(size=_blocks(block, unmapped / munmaps if unmapped else None))
+                if block and block >= 32 << 20
                 else ADVICE if large else SMALL_ADVICE),
         confidence=confidence_from_share(share, confirmed),
         numbers={"munmap": munmaps, "mmap": mmaps, "minflt": sc.minflt, "unmapped_bytes": unmapped,
                  "block_bytes": block},
         calls="munmap", cost_ns=spent, cost_share=share, phase=phase.name if phase else None)]
+
+
+def _blocks(size_class: float, average: float | None) -> str:
+    """The blocks' size as the calls' arguments give it: their average where it falls in the size
+    class that carries the bytes (the calls are then of that size), else the class's range."""
+    if average is not None and size_class <= average < 2 * size_class:
+        return f"about {mib(average)}"
+    return f"{mib(size_class)} to {mib(2 * size_class)}"
 
 
 SMALL_ADVICE = ("keep the mappings and reuse them (a pool) instead of mapping and unmapping per use; for memory "
