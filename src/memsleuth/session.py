@@ -19,6 +19,7 @@ from memsleuth.records.model import RunSpec
 from memsleuth.report.output import say_written, write_text, write_with
 from memsleuth.measure.plan import Plan
 from memsleuth.records.stored import REFERENCE_POSITION, StoredRun
+from memsleuth.records import store_pg
 from memsleuth.records.store import Store
 
 
@@ -112,6 +113,9 @@ def finish(store: Store, outcome: runner.Outcome, args, console: Console) -> int
     """Prints the stored run and returns the exit code the README documents."""
     run = store.load_run(outcome.run_id)
     emit(run, args, console)
+    # Where the run went (the default store is a file in the current folder): on stderr, beside the files.
+    print(f"memsleuth: stored as run {run.id} in {store_pg.display(str(store.path))} "
+          f"(memsleuth show {run.id} --db {store_pg.display(str(store.path))})", file=sys.stderr)
     if outcome.interrupted:
         how = "Interrupted" if outcome.signum == 2 else f"Terminated ({STOP_SIGNAL_NAMES.get(outcome.signum)})"
         kept = (f"kept {outcome.samples} finished runs of run {run.id}. Show them with: memsleuth show {run.id} "
