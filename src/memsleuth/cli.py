@@ -1,6 +1,6 @@
 """The `memsleuth` command: builds the parser from the command modules and dispatches.
 
-Exit codes (README): 0 ok; 1 diff resolved a regression; 2 bad input; 3 no cell produced a
+Exit codes (docs/usage.md): 0 ok; 1 diff resolved a regression; 2 bad input; 3 no cell produced a
 result (or, with --fail-on-error, a run failed); 4 the store or an output file failed; 130
 interrupted. An error is one line on stderr, never a traceback.
 """
@@ -49,7 +49,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 # Output that is not a terminal (a file, a CI log, `| less`) with no COLUMNS is this wide: the
 # widest tables (check's whole process, compare's cells) fit, and a line stays short enough for a
-# log viewer. COLUMNS, when set, is honoured either way (README: "Width").
+# log viewer. COLUMNS, when set, is honoured either way (docs/usage.md: "Width").
 PIPED_WIDTH = 120
 MIN_WIDTH = 40
 

@@ -1,4 +1,4 @@
-"""The errors the CLI turns into one line on stderr and an exit code (README: exit codes)."""
+"""The errors the CLI turns into one line on stderr and an exit code (docs/usage.md: exit codes)."""
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1     # diff: a regression resolved beyond the threshold

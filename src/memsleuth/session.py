@@ -110,7 +110,7 @@ def write_report_files(report, args, json_doc: dict) -> None:
 
 
 def finish(store: Store, outcome: runner.Outcome, args, console: Console) -> int:
-    """Prints the stored run and returns the exit code the README documents."""
+    """Prints the stored run and returns the exit code docs/usage.md documents."""
     run = store.load_run(outcome.run_id)
     emit(run, args, console)
     # Where the run went (the default store is a file in the current folder): on stderr, beside the files.

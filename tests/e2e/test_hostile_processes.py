@@ -57,7 +57,7 @@ def _alive(marker: str) -> list[str]:
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_sigterm_ends_the_measured_tree_and_keeps_what_finished(tmp_path, sig, code):
     """SIGTERM, and SIGHUP (a closed terminal or ssh session), end the run as Ctrl-C does: the measured
-    tree ended, what finished kept, said on stderr, and the exit code 128 + the signal (README)."""
+    tree ended, what finished kept, said on stderr, and the exit code 128 + the signal (docs/usage.md)."""
     db = tmp_path / "t.db"
     marker = f"memsleuth-sig{int(sig)}-{os.getpid()}"
     p = subprocess.Popen([sys.executable, "-m", "memsleuth", "check", "--db", str(db), "--reps", "3", "--no-where",

@@ -8,7 +8,7 @@ A run records the host, system and process that writes it, and the writer's hear
 what it kept, on every host: by its process where that pid means something (the same boot and PID
 namespace), by a heartbeat older than STALE_S elsewhere (`judge_status`).
 
-Failure behaviour (README): a file that is not a memsleuth store (another program's SQLite, a
+Failure behaviour (docs/usage.md): a file that is not a memsleuth store (another program's SQLite, a
 damaged page) is refused before anything is written; reading commands open the store read-only
 and never change it; a failed write (disk full) ends the command with exit code 4 and keeps
 every sample committed before it.
