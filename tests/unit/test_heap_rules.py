@@ -14,8 +14,8 @@ MIB = 1 << 20
 H = heap.Heap.from_dict     # a stored document as the later tiers read it
 
 
-def view(h: dict) -> CellView:
-    doc = {"status": "ok", "wall_ns": 10 ** 9, "user_ns": 9 * 10 ** 8, "sys_ns": 10 ** 8, "minflt": 100,
+def view(h: dict, minflt: int = 100) -> CellView:
+    doc = {"status": "ok", "wall_ns": 10 ** 9, "user_ns": 9 * 10 ** 8, "sys_ns": 10 ** 8, "minflt": minflt,
            "maxrss_kb": 100_000, "counters": {}, "syscalls": {}, "unsupported": {}, "probe": [], "heap": h}
     return CellView("c", "glibc", [Sample.from_msrun(doc)])
 
@@ -138,3 +138,25 @@ def test_a_peak_snapshot_that_missed_the_peak_names_the_moment_it_was_read():
                                                                                                   False)
     h["at_peak"]["live_bytes"] = 73 * MIB                  # within 10% of the peak: it stands for the peak
     assert memory.near_peak(H(h))[0] and "at the live peak" in " ".join(heap_retained.check(view(h))[0].evidence)
+
+
+def test_a_leak_that_holds_what_the_faults_brought_in_comes_first():
+    """A program leaking ~94 MiB first-touches that memory: the faults' finding is the leak's symptom,
+    so the leak heads the findings, and says why."""
+    from memsleuth.analysis import findings
+    from memsleuth.analysis.findings.base import Finding
+    grow = [[t * 100.0, (5 + t * 5) * MIB] for t in range(20)]
+    leaking = doc(live=94 * MIB, peak=94 * MIB, timeline=grow,
+                  sites=[{"site": "keep (leak.c:9)", "alloc_bytes": 94 * MIB, "live_bytes": 94 * MIB,
+                          "peak_bytes": 94 * MIB, "samples": 94}])
+    v = view(leaking, minflt=94 * MIB // 4096)          # the leak's pages, faulted in once each
+    (leak,) = heap_leak.check(v)
+    faults = Finding(id="first-touch", title="First-touch faults: 40 ms = 30% of the CPU time", mechanism="m",
+                     evidence=[], advice="touch the memory first", confidence="high", subject="c", cost_share=0.30,
+                     cost_ns=4e7)
+    ordered = findings.order([faults, leak], v)
+    assert [f.id for f in ordered] == ["heap-leak", "first-touch"]
+    assert "the faults are largely the leak's memory" in ordered[0].evidence[-1]
+    # The same leak beside far more memory faulted in than it holds stays behind the costlier faults.
+    assert [f.id for f in findings.order([faults, leak], view(leaking, minflt=1_000_000))] == ["first-touch",
+                                                                                               "heap-leak"]

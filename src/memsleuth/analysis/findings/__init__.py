@@ -11,9 +11,12 @@ value, and in docs/findings.md.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from memsleuth.analysis.findings.base import CellRule, Finding, PairRule, RunRule
 from memsleuth.analysis.view import CellView
 from memsleuth.analysis import cost
+from memsleuth.units import PAGE_BYTES
 from memsleuth.analysis.findings import (
     counters_unavailable,
     first_touch,
@@ -49,12 +52,32 @@ NOT_MECHANISMS = ("unstable-measurement", "rss-growth", "heap-overhead", "heap-r
                   "preload-missed")
 
 
+# A leak goes first when the bytes it still holds at exit are at least this share of the memory the
+# process faulted in: the faults' cost is then largely the leak's, and fixing it comes first.
+LEAK_FIRST_SHARE = 0.5
+
+
+def order(found: list[Finding], view: CellView) -> list[Finding]:
+    """The costliest first (time findings by their share of the CPU time, memory ones by their
+    bytes' share); a leak first where it holds most of what the process faulted in (LEAK_FIRST_SHARE)."""
+    ordered = sorted(found, key=lambda f: -f.weight)
+    leak = next((f for f in ordered if f.id == "heap-leak"), None)
+    sc = view.process
+    faulted = (sc.minflt or 0) * PAGE_BYTES if sc is not None else 0
+    if leak is not None and leak.cost_bytes and faulted and leak.cost_bytes >= LEAK_FIRST_SHARE * faulted:
+        ordered.remove(leak)
+        held = (f"the bytes still live at exit are {leak.cost_bytes / faulted:.0%} of the {faulted / (1 << 20):,.1f} "
+                "MiB the process's page faults brought in: the faults are largely the leak's memory being touched")
+        ordered.insert(0, replace(leak, evidence=[*leak.evidence, held]))
+    return ordered
+
+
 def for_cell(view: CellView) -> list[Finding]:
-    """The cell's findings, the costliest first (analysis/cost.py)."""
+    """The cell's findings, in order (order)."""
     found = [f for rule in CELL_RULES for f in rule.check(view)]
     if not any(f.id not in NOT_MECHANISMS for f in found):
         found += [f for rule in FALLBACK_RULES for f in rule.check(view)]
-    return sorted(found, key=lambda f: -f.weight)
+    return order(found, view)
 
 
 def quiet_line(view: CellView) -> str | None:
