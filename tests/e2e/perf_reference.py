@@ -25,8 +25,15 @@ def perf_shares(data: Path, *cmd: str) -> dict[str, float]:
     def done(fr):
         kernel = [sym for addr, sym in fr if addr.startswith("ffff")]
         calls = [m.group(1) for sym in kernel if (m := re.match(r"__x64_sys_(\w+)$", sym))]
-        counts[calls[-1] if calls else "page-faults" if "asm_exc_page_fault" in kernel else
-               "user" if not kernel else "other"] += 1
+        cls = (calls[-1] if calls else "page-faults" if "asm_exc_page_fault" in kernel else
+               "user" if not kernel else "other")
+        counts[cls] += 1
+        if cls == "page-faults":      # what the fault did, by perf's own frames (also counted under page-faults)
+            names = set(kernel)
+            counts["faults:" + ("copy-on-write" if names & {"do_wp_page", "wp_page_copy"} else
+                                "file-backed" if any(n.startswith("filemap_") or n in ("do_read_fault", "__do_fault",
+                                                                                        "do_fault") for n in names) else
+                                "zero-fill" if "do_anonymous_page" in names else "other")] += 1
 
     for line in out.splitlines() + [""]:
         if not line.strip():
@@ -38,7 +45,15 @@ def perf_shares(data: Path, *cmd: str) -> dict[str, float]:
         elif frames is not None:
             parts = line.split()
             frames.append((parts[0], parts[1] if len(parts) > 1 else "?"))
-    n = sum(counts.values())
+    n = sum(v for k, v in counts.items() if not k.startswith("faults:"))
     if n <= 200:
         raise RuntimeError(f"perf took only {n} samples")
     return {k: v / n for k, v in counts.items()}
+
+
+def fault_kind_share(ref: dict[str, float], kind: str) -> float:
+    """A fault kind's share of the CPU time as perf sees it: its share of the fault samples whose
+    chain shows what they did, times all the faults' share (a sample taken in the fault's entry code
+    shows nothing of what it did: perf's and memsleuth's alike)."""
+    shown = sum(v for k, v in ref.items() if k.startswith("faults:") and k != "faults:other")
+    return ref["page-faults"] * ref.get(f"faults:{kind}", 0.0) / shown if shown else 0.0

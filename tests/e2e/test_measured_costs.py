@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from conftest import fixture, memsleuth, needs_tracepoints
-from perf_reference import perf_shares as perf_of
+from perf_reference import fault_kind_share, perf_shares as perf_of
 from test_corpus import check, mechanisms
 
 
@@ -95,3 +95,32 @@ def test_a_preload_that_does_not_reach_the_program_is_never_an_ok_cell(tmp_path)
     cell = json.loads(js2.read_text())["cells"][0]
     assert not [f for f in cell["summary"]["findings"] if f["id"] == "preload-missed"]
 
+
+
+def test_copy_on_write_after_fork_is_named_and_costed_as_perf_sees_it(tmp_path):
+    """Workers forked from a parent that filled 128 MiB write one byte per page of it: the faults copy
+    pages. The finding says copy-on-write (never fresh memory) at perf's share of those faults."""
+    cmd = [fixture("plain-cow_fork"), "4"]
+    doc = check(tmp_path, *cmd)
+    ref = perf_shares(tmp_path, *cmd)
+    found = findings_of(doc)
+    cow = found["copy-on-write-faults"]
+    assert within(cow["cost_share"], fault_kind_share(ref, "copy-on-write")), (cow["title"], ref)
+    assert "fork" in cow["mechanism"] and "threads" in cow["advice"]
+    ft = found.get("first-touch")
+    assert ft is None or ft["cost_share"] <= 1.33 * fault_kind_share(ref, "zero-fill") + 0.02, (ft["title"], ref)
+
+
+def test_a_file_mapped_per_request_is_named_file_backed_not_fresh_memory(tmp_path):
+    cmd = [fixture("plain-map_file"), str(tmp_path / "index"), "40"]
+    doc = check(tmp_path, *cmd)
+    ref = perf_shares(tmp_path, *cmd)
+    found = findings_of(doc)
+    fb = found["file-backed-faults"]
+    assert within(fb["cost_share"], fault_kind_share(ref, "file-backed")), (fb["title"], ref)
+    assert "first-touch" not in found and "zero-page-read" not in found, list(found)
+    churn = found.get("mmap-churn")
+    if churn is not None:        # the calls' own cost, worded as a file's mappings, never as memory given back
+        assert "file" in churn["title"] and "fresh memory" not in churn["mechanism"], churn
+    total = sum(f["cost_share"] or 0 for f in found.values() if f.get("cost_ns") is not None)
+    assert total <= 1.0, found

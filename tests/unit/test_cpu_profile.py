@@ -150,3 +150,94 @@ def test_a_preload_that_missed_the_measured_program_is_said_and_no_allocator_is_
     plain = CellView("g", "glibc", [Sample.from_msrun({**doc, "preload": None})],
                      explain=[Sample.from_msrun({**doc, "preload": None, "cpu_profile": _tree_profile(0)})])
     assert preload_missed.check(plain) == []
+
+
+FAULT_CHAINS = {"copy-on-write": ["copy_mc_enhanced_fast_string", "wp_page_copy", "do_wp_page", "handle_mm_fault",
+                                  "exc_page_fault", "asm_exc_page_fault"],
+                "small-page zero-fill": ["clear_page_erms", "do_anonymous_page", "handle_mm_fault", "exc_page_fault",
+                                         "asm_exc_page_fault"],
+                "file-backed": ["filemap_map_pages", "do_read_fault", "handle_mm_fault", "exc_page_fault",
+                                "asm_exc_page_fault"],
+                "huge-page zero-fill": ["clear_page_erms", "folio_zero_user", "do_huge_pmd_anonymous_page",
+                                        "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]}
+
+
+def _kinds_profile(kinds: dict[str, int], user: int) -> dict:
+    """A profile as ms-run writes it: `kinds` fault samples of each kind, `user` samples in user mode."""
+    frames = sorted({f for k in kinds for f in FAULT_CHAINS[k]})
+    stacks = [[0, n, 0, [frames.index(f) for f in FAULT_CHAINS[k]], 1] for k, n in kinds.items()]
+    total = sum(kinds.values()) + user
+    return {"period_ns": 500_000, "samples": total, "kernel_samples": sum(kinds.values()), "frames": frames,
+            "executables": [["worker", total, 1]], "stacks": stacks + [[0, user, 0, [], 0]]}
+
+
+def _faulting(kinds: dict[str, int], user: int = 400):
+    from memsleuth.records.evidence import Sample
+    from memsleuth.analysis.view import CellView
+    n = sum(kinds.values())
+    doc = {"status": "ok", "wall_ns": 2 * 10**9, "user_ns": user * 500_000, "sys_ns": n * 500_000,
+           "minflt": 400_000, "maxrss_kb": 1_700_000, "syscalls": {"mmap": 10, "munmap": 10, "madvise": 0, "brk": 5}}
+    return CellView("pool", "glibc", [Sample.from_msrun(doc)],
+                    explain=[Sample.from_msrun({**doc, "cpu_profile": _kinds_profile(kinds, user)})])
+
+
+def test_copy_on_write_faults_are_named_as_such_never_as_fresh_memory():
+    """A fork pool whose workers write the parent's pages (CPython's refcounts): 89% of the resolved fault
+    samples copied a page. The faults are named copy-on-write, with its own advice, and first-touch claims
+    at most the zero-fill part."""
+    from memsleuth.analysis import findings
+    v = _faulting({"copy-on-write": 890, "small-page zero-fill": 110})
+    found = {f.id: f for f in findings.for_cell(v)}
+    cow = found["copy-on-write-faults"]
+    assert "fork" in cow.mechanism and "gc.freeze()" in cow.advice and "89%" in cow.evidence[0]
+    faults = v.kernel_split(v.process).cost("page-faults")
+    assert cow.cost_ns == pytest.approx(0.89 * faults)
+    ft = found.get("first-touch")
+    assert ft is None or ft.cost_ns <= 0.11 * faults * 1.0001
+    assert sum(f.cost_share for f in found.values() if f.cost_share is not None) <= 1.0
+
+
+def test_file_backed_faults_are_not_called_fresh_memory():
+    from memsleuth.analysis import findings
+    v = _faulting({"file-backed": 1000})
+    ids = [f.id for f in findings.for_cell(v)]
+    assert "file-backed-faults" in ids and "first-touch" not in ids and "zero-page-read" not in ids, ids
+
+
+def test_a_zero_fill_profile_keeps_first_touch_and_names_no_other_kind():
+    from memsleuth.analysis import findings
+    ids = [f.id for f in findings.for_cell(_faulting({"small-page zero-fill": 1000}))]
+    assert "first-touch" in ids and not any(i.endswith("-faults") for i in ids), ids
+
+
+def test_no_cell_of_the_stored_runs_has_time_findings_over_its_cpu_time():
+    """Every stored run in tests/data: a cell's time findings add up to at most its CPU time."""
+    import shutil
+    import tempfile
+    from memsleuth.analysis.summary import analyse_check, analyse_run
+    from memsleuth.records.store import Store
+    for db in sorted(DATA.glob("*.db")):
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp) / db.name
+            shutil.copy(db, copy)
+            store = Store(str(copy), readonly=True)
+            for r in store.list_runs():
+                run = store.load_run(r.id)
+                if run.kind == "check":
+                    groups = [analyse_check(run).findings]
+                else:
+                    groups = [c.findings for g in analyse_run(run).groups for c in g.cells]
+                for found in groups:
+                    total = sum(f.cost_share for f in found if f.cost_share is not None and f.cost_ns is not None)
+                    assert total <= 1.0 + 1e-9, (db.name, r.id, [(f.id, f.cost_share) for f in found])
+            store.close()
+
+
+def test_huge_page_zero_fill_is_first_touch_that_names_huge_pages_and_never_advises_them():
+    """Faults that zero whole 2 MiB pages (a sparse table asked for huge pages): the first touches are
+    said to zero huge pages, and the advice is to leave them off, not to ask for them."""
+    from memsleuth.analysis import findings
+    found = {f.id: f for f in findings.for_cell(_faulting({"huge-page zero-fill": 950, "small-page zero-fill": 50}))}
+    ft = found["first-touch"]
+    assert any("huge page" in e for e in ft.evidence) and "MADV_NOHUGEPAGE" in ft.advice
+    assert "use huge pages" not in ft.advice and not any(i.endswith("-faults") for i in found), list(found)

@@ -132,6 +132,15 @@ class FaultTrace:
         return self.total / max(self.every, 1)
 
 
+# Of the sampled faults whose kernel chain shows what they did, at least this many before their kinds
+# decide what the faults were (a share of a few samples says nothing).
+MIN_KIND_SAMPLES = 50
+# The fault kinds of fresh anonymous memory, small pages and huge (records/cpu_profile.FAULT_KINDS).
+HUGE_FILL = "huge-page zero-fill"
+ZERO_FILL = ("small-page zero-fill", HUGE_FILL)
+# Of the zero-fill faults, from this share on huge pages are what the words name.
+HUGE_WORDS_SHARE = 0.5
+
 # The words for what gave the memory back, as the evidence says it.
 RELEASED_BY = {"munmap": "munmap (or in fresh mappings munmap gave back later)", "madvise": "a purging madvise",
                "brk": "the program break moving down"}
@@ -278,6 +287,31 @@ class CellView:
         p = self.sampled_for(sc)
         return t.causes(p.fault_release if p is not None else None)
 
+    def fault_kind_shares(self) -> dict[str, float] | None:
+        """The explaining run's sampled page faults by what the kernel chain shows they did
+        (records/cpu_profile.FAULT_KINDS), as shares of those whose chain shows it; None where fewer
+        than MIN_KIND_SAMPLES show it (or nothing was sampled)."""
+        p = self.profile
+        if p is None:
+            return None
+        seen = {k: v for k, v in p.fault_kinds.items() if k != cpu_profile.UNRESOLVED_FAULT}
+        total = sum(seen.values())
+        return {k: v / total for k, v in seen.items()} if total >= MIN_KIND_SAMPLES else None
+
+    def zero_fill_share(self) -> float:
+        """The share of the page faults that zero-filled fresh anonymous memory, small pages or huge
+        (first touches, re-faults of memory given back, the zero page): the only faults the
+        first-touch and churn rules may claim. 1 where the samples do not say."""
+        kinds = self.fault_kind_shares()
+        return 1.0 if kinds is None else sum(kinds.get(k, 0.0) for k in ZERO_FILL)
+
+    def huge_fill_share(self) -> float:
+        """Of the zero-fill faults, the share that zeroed a whole huge page (transparent huge pages);
+        0 where the samples do not say."""
+        kinds = self.fault_kind_shares() or {}
+        fill = sum(kinds.get(k, 0.0) for k in ZERO_FILL)
+        return kinds.get(HUGE_FILL, 0.0) / fill if fill else 0.0
+
     def refault_cost(self, sc: Scope, split: cost_mod.Split, released_by: str,
                      bound_pages: float) -> tuple[float, str | None]:
         """The time of the scope's page faults that touch again memory `released_by` ("munmap",
@@ -290,10 +324,11 @@ class CellView:
             share = causes.get(released_by, 0.0)
             every = f", one fault in {t.every:,}" if t.every > 1 else ""
             what = ("of the page faults' sampled time" if how == "time" else f"of {t.records():,.0f} sampled page faults")
-            return split.cost("page-faults") * share, (
+            return split.cost("page-faults") * min(share, self.zero_fill_share()), (
                 f"{share:.0%} {what} is in memory given back before by {RELEASED_BY.get(released_by, released_by)} "
                 f"(each fault's address looked up in the ranges released and mapped earlier{every})")
-        return min(bound_pages * split.units.fault_ns * split.scale, split.cost("page-faults")), None
+        return min(bound_pages * split.units.fault_ns * split.scale,
+                   split.cost("page-faults") * self.zero_fill_share()), None
 
     def refault_bound(self, sc: Scope) -> float:
         """At most how many of the process's page faults can be re-faults: every page resident at

@@ -42,7 +42,7 @@ FAULT_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     ("copy-on-write", frozenset({"do_wp_page", "wp_page_copy", "do_huge_pmd_wp_page", "do_cow_fault"})),
     ("swap-in", frozenset({"do_swap_page", "swap_readpage", "swap_read_folio"})),
     ("file-backed", frozenset({"filemap_fault", "do_read_fault", "do_shared_fault", "filemap_map_pages",
-                               "shmem_fault", "__do_fault", "do_fault_around"})),
+                               "shmem_fault", "__do_fault", "do_fault_around", "do_fault"})),
     ("small-page zero-fill", frozenset({"do_anonymous_page", "alloc_anon_folio"})),
 )
 UNRESOLVED_FAULT = "path not sampled"

@@ -19,6 +19,7 @@ from memsleuth.analysis import cost
 from memsleuth.units import PAGE_BYTES
 from memsleuth.analysis.findings import (
     counters_unavailable,
+    fault_kind,
     first_touch,
     heap_leak,
     heap_overhead,
@@ -40,8 +41,8 @@ from memsleuth.analysis.findings import (
 # Mechanism rules first; kernel_time (where the kernel time went) only speaks when none of them
 # explains a cell (for_cell).
 CELL_RULES: tuple[CellRule, ...] = (preload_missed, madvise_storm, heap_trim, mmap_churn, mremap_churn, first_touch,
-                                    zero_page, lock_contention, rss_blowup, rss_growth, heap_overhead, heap_retained,
-                                    heap_leak)
+                                    zero_page, fault_kind, lock_contention, rss_blowup, rss_growth, heap_overhead,
+                                    heap_retained, heap_leak)
 FALLBACK_RULES: tuple[CellRule, ...] = (kernel_time,)
 PAIR_RULES: tuple[PairRule, ...] = (kernel_gap,)
 RUN_RULES: tuple[RunRule, ...] = (counters_unavailable, unstable)

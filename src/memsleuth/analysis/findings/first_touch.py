@@ -5,7 +5,7 @@ from __future__ import annotations
 from memsleuth.units import PAGE_BYTES
 from memsleuth.analysis.findings.base import Finding, mib
 from memsleuth.analysis.cost import confidence_from_share
-from memsleuth.analysis.view import CellView
+from memsleuth.analysis.view import HUGE_WORDS_SHARE, CellView
 
 # At least 1 MiB first-touched: below that the faults cost well under a millisecond.
 MIN_FAULT_BYTES = 1 << 20
@@ -37,7 +37,7 @@ def _process(view: CellView) -> list[Finding]:
     if trace is not None:
         # The faults' addresses say which were first touches: nothing gave their memory back before,
         # and they wrote it (a read of never-written memory maps the zero page: zero_page.py).
-        first = view.fault_causes(sc)[0]["none"] * trace.write_share("none")
+        first = min(view.fault_causes(sc)[0]["none"] * trace.write_share("none"), view.zero_fill_share())
         fault_bytes = sc.minflt * first * PAGE_BYTES
         spent = split.cost("page-faults") * first
         proof = (f"{first:.0%} of the sampled page faults write memory that nothing gave back before them (each "
@@ -46,8 +46,8 @@ def _process(view: CellView) -> list[Finding]:
     elif tree:
         return []   # the tree's faults against one process's peak say nothing of first touches
     else:
-        fault_bytes = sc.minflt * PAGE_BYTES
-        spent = split.cost("page-faults")
+        fault_bytes = sc.minflt * PAGE_BYTES * view.zero_fill_share()
+        spent = split.cost("page-faults") * view.zero_fill_share()
         proof = (f"peak RSS {mib(resident)} = {resident / fault_bytes:.0%} of the faulted bytes (threshold "
                  f"{MIN_RESIDENT_SHARE:.0%}): most of the faulted memory stayed resident, so most faults were first "
                  "touches rather than memory given back and touched again") if fault_bytes else ""
@@ -73,6 +73,10 @@ def _process(view: CellView) -> list[Finding]:
     if phase:
         evidence.append(phase.text)
     cost_share = split.share(spent)
+    huge = view.huge_fill_share()
+    if huge >= HUGE_WORDS_SHARE:
+        evidence.append(f"{huge:.0%} of these faults' sampled time zero-filled a whole 2 MiB huge page (the kernel "
+                        "chain: transparent huge pages)")
     who = "the program pays"
     if tree and top and top[1] > 1:
         each = fault_bytes * top[2] / top[1]
@@ -84,8 +88,9 @@ def _process(view: CellView) -> list[Finding]:
                   f"a page fault per page as it first touches it, and {share:.0%} of its time "
                   "is the kernel's",
         evidence=evidence,
-        advice="if that time is inside what you measure, touch the memory first (memset, MADV_POPULATE_WRITE, "
-               "MAP_POPULATE) or use huge pages (MADV_HUGEPAGE); if it is the program's preparation, it belongs there",
+        advice=HUGE_ADVICE if huge >= HUGE_WORDS_SHARE else
+        "if that time is inside what you measure, touch the memory first (memset, MADV_POPULATE_WRITE, "
+        "MAP_POPULATE) or use huge pages (MADV_HUGEPAGE); if it is the program's preparation, it belongs there",
         subject=view.label, confidence=confidence_from_share(cost_share),
         numbers={"faults": sc.minflt, "fault_bytes": fault_bytes, "peak_rss_bytes": resident, "sys_share": share},
         cost_ns=spent, cost_share=cost_share, phase=phase.name if phase else None)]
@@ -100,7 +105,7 @@ def check(view: CellView) -> list[Finding]:
             continue
         share = sc.sys_share or 0.0
         split = view.kernel_split(sc)
-        spent = split.cost("page-faults")
+        spent = split.cost("page-faults") * view.zero_fill_share()   # the faults of fresh memory only
         if not split.material(spent):
             continue
         fault_bytes = sc.minflt * PAGE_BYTES
@@ -131,3 +136,10 @@ def check(view: CellView) -> list[Finding]:
             numbers={"region": sc.name, "faults": sc.minflt, "fault_bytes": fault_bytes, "sys_share": share},
             cost_ns=spent, cost_share=split.share(spent)))
     return found
+
+
+# Where the faults zero whole huge pages, asking for huge pages is what costs: the advice is the reverse.
+HUGE_ADVICE = ("these faults zero whole 2 MiB huge pages: if the memory is touched sparsely (a few bytes per 2 MiB), "
+               "leave huge pages off for it (no MADV_HUGEPAGE, or MADV_NOHUGEPAGE on that range) so that only the "
+               "4 KiB pages used are zeroed; if it is touched whole, touch it first (MADV_POPULATE_WRITE) outside "
+               "what you measure")

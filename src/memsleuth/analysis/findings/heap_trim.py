@@ -126,7 +126,8 @@ def _timeline(view: CellView, sc, split) -> list[Finding]:
     fault_bytes = sc.minflt * PAGE_BYTES
     if len(drops) < MIN_HEAP_DROPS or fault_bytes < cost_mod.REFAULT_SHARE * dropped:
         return []
-    refault_ns = min(dropped / PAGE_BYTES * split.units.fault_ns * split.scale, split.cost("page-faults"))
+    refault_ns = min(dropped / PAGE_BYTES * split.units.fault_ns * split.scale,
+                     split.cost("page-faults") * view.zero_fill_share())
     spent = split.cost("brk") + refault_ns
     if not split.material(spent):
         return []
@@ -199,7 +200,7 @@ def _rate(view: CellView) -> list[Finding]:
         return []
     rate = f" = {sc.per_kop(brk):.2f} per 1000 ops" if sc.ops else ""
     split = view.kernel_split(sc)
-    spent = split.cost("brk", "page-faults")
+    spent = split.cost("brk") + split.cost("page-faults") * view.zero_fill_share()
     if not split.material(spent):
         return []
     return [Finding(

@@ -7,7 +7,7 @@ from memsleuth.analysis import cost as cost_mod
 from memsleuth.analysis.cost import REFAULT_SHARE, confidence_from_share
 from memsleuth.units import PAGE_BYTES
 from memsleuth.events import MECHANISM_FLOORS
-from memsleuth.analysis.view import CellView
+from memsleuth.analysis.view import HUGE_WORDS_SHARE, CellView
 
 # At least this many munmap calls per step (or per 1000 ops): each is a whole mapping torn down.
 MUNMAP_PER_STEP = 1.0
@@ -27,6 +27,8 @@ MIN_MUNMAPS_TRACED = 2
 # Blocks of at least this size on average are "large blocks" (an allocator's mmap threshold is
 # 128 KiB to a few MiB); smaller ones are a program's own small mappings.
 LARGE_BLOCK_BYTES = 64 << 10
+# Below this share of anonymous bytes among what mmap mapped, the mappings are files' (mmap's arguments).
+FILE_MAPPED_SHARE = 0.5
 
 
 def _process(view: CellView) -> list[Finding]:
@@ -57,15 +59,28 @@ def _process(view: CellView) -> list[Finding]:
         refaults = split.material(refault_ns) if traced else refault_pages * PAGE_BYTES >= REFAULT_SHARE * unmapped
         # which part the cost is mostly: the calls (with the pages they release) or the re-faults
         calls_first = split.cost("mmap", "munmap") >= refault_ns
-        evidence.append(f"munmap returned {mib(unmapped)} ({mib(per)} per call; {view.args_source('munmap')})")
+        # What was mapped: anonymous memory, or files (a file's mapping gives no memory back when unmapped).
+        mapped, anon = view.args("mmap", "bytes"), view.args("mmap", "anon_bytes")
+        files = bool(mapped and anon is not None and anon < FILE_MAPPED_SHARE * mapped)
+        evidence.append(f"munmap {'unmapped' if files else 'returned'} {mib(unmapped)} ({mib(per)} per call; "
+                        f"{view.args_source('munmap')})")
+        if files:
+            evidence.append(f"mmap mapped {mib(mapped)}, of which {mib(anon)} anonymous: the mappings are files'")
+            if traced:        # the re-faults are file pages: their time is the file-backed faults' finding
+                evidence.remove(traced)
         if not traced:
             evidence.append(f"{sc.minflt:,.0f} page faults = {mib(fault_bytes)} if each was one page, "
                             f"{fault_bytes / unmapped:.2f}x the bytes unmapped")
         what = "large blocks" if large else f"small mappings ({per / 1024:,.0f} KiB each on average)"
         mechanism = (f"{what} get a fresh mapping when allocated and are unmapped when freed: every cycle pays an "
                      "mmap and a munmap")
-        if refaults:
-            mechanism += ", and the fresh memory is faulted in again on its first use"
+        if files:
+            mechanism = ("a file is mapped and unmapped again and again: every cycle pays an mmap and a munmap "
+                         "(tearing down the pages it mapped), and the next mapping faults the file's pages in again; "
+                         "those faults are the file-backed faults' finding")
+        elif refaults:
+            mechanism += ", and the fresh memory is faulted in again on its first use" + (
+                ", a whole 2 MiB huge page zeroed at a time" if view.huge_fill_share() >= HUGE_WORDS_SHARE else "")
             if traced and calls_first:
                 mechanism += "; the calls cost more than those faults, so most of this cost is the calls themselves"
         else:
@@ -83,15 +98,17 @@ def _process(view: CellView) -> list[Finding]:
     if block and unmapped and block >= 2 * unmapped / munmaps:
         evidence.append(f"most of the bytes unmapped are in blocks of {mib(block)} to {mib(2 * block)} (the calls' "
                         "size histogram)")
+    kind = " of a file's mappings" if unmapped is not None and files else " of large blocks" if large else ""
     phase = view.phase("mmap", "munmap")
     if phase:
         evidence.append(phase.text)
     evidence.append(kernel_share(sc))
     share = split.share(spent)
     return [Finding(
-        id="mmap-churn", title=f"mmap/munmap churn{' of large blocks' if large else ''}: {split.describe(spent)}",
+        id="mmap-churn", title=f"mmap/munmap churn{kind}: {split.describe(spent)}",
         mechanism=mechanism, evidence=evidence, subject=view.label,
-        advice=(HUGE_BLOCK_ADVICE.format(size=_blocks(block, unmapped / munmaps if unmapped else None))
+        advice=(FILE_ADVICE if unmapped is not None and files else
+                HUGE_BLOCK_ADVICE.format(size=_blocks(block, unmapped / munmaps if unmapped else None))
                 if block and block >= 32 << 20
                 else ADVICE if large else SMALL_ADVICE),
         confidence=confidence_from_share(share, confirmed),
@@ -108,6 +125,8 @@ def _blocks(size_class: float, average: float | None) -> str:
     return f"{mib(size_class)} to {mib(2 * size_class)}"
 
 
+FILE_ADVICE = ("map the file once and keep the mapping across uses (a mapping per request pays the calls and the "
+               "faults every time); or read() what is needed into a buffer that is reused")
 SMALL_ADVICE = ("keep the mappings and reuse them (a pool) instead of mapping and unmapping per use; for memory "
                 "from malloc, an allocator that caches freed blocks")
 ADVICE = ("reuse the buffers (allocate once outside the loop); or raise the mmap threshold "

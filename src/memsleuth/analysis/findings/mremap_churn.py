@@ -24,7 +24,8 @@ def check(view: CellView) -> list[Finding]:
     # The pages growth adds are faulted in when first written: at most the bytes grown (from the
     # arguments; without them, one page per call), and never more than the faults counted.
     grow_pages = grown / PAGE_BYTES if grown else calls
-    fault_ns = min(min(sc.minflt, grow_pages) * split.units.fault_ns * split.scale, split.cost("page-faults"))
+    fault_ns = min(min(sc.minflt, grow_pages) * split.units.fault_ns * split.scale,
+                   split.cost("page-faults") * view.zero_fill_share())
     spent = split.cost("mremap") + fault_ns
     if not split.material(spent):
         return []

@@ -48,7 +48,7 @@ def _process(view: CellView) -> list[Finding]:
     if given_back > MAX_DISCARDS_PER_FAULT * fault_bytes:
         return []
     split = view.kernel_split(sc)
-    spent = split.cost("page-faults")
+    spent = split.cost("page-faults") * view.zero_fill_share()   # a zero-page read is a zero-fill fault
     if not split.material(spent):
         return []
     return [Finding(

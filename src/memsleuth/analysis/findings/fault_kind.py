@@ -1,0 +1,65 @@
+"""Page faults of a kind no other rule words: copy-on-write, a mapped file's pages, swap-in (the
+zero-fill of fresh memory, small pages or huge, is first-touch's and the churn rules', which name huge
+pages where they are what was zeroed). The explaining run's CPU samples taken in the fault handler say what each fault
+did (records/cpu_profile.FAULT_KINDS, from the kernel's call chain); the page-fault time is shared
+out among the kinds in the proportions of the samples whose chain shows it. The first-touch and
+churn rules claim only the small-page zero-fill part (view.zero_fill_share), so no fault's time is
+claimed twice, and a fault that copied a page or read a file is never called fresh memory."""
+from __future__ import annotations
+
+from memsleuth.analysis.cost import confidence_from_share
+from memsleuth.analysis.findings.base import Finding
+from memsleuth.analysis.view import CellView
+
+# Per kind: the title's words, the mechanism, and what to change.
+KINDS: dict[str, tuple[str, str, str]] = {
+    "copy-on-write": (
+        "Copy-on-write faults: pages shared with another process are copied when written",
+        "a write to a page shared after fork (or to a private file mapping) faults, and the kernel copies the "
+        "page before the write goes on; a forked worker that writes to the parent's data copies it page by "
+        "page (in CPython even reading an object writes its reference count)",
+        "build the shared data before forking and do not write it in the workers (CPython: gc.freeze() before "
+        "fork keeps the collector from touching it); fork the workers earlier, before the data grows; or use "
+        "threads, which share without copying"),
+    "file-backed": (
+        "File-backed page faults: a mapped file's pages are faulted in",
+        "a mapped file is not read until its pages are touched: each first access faults a page in from the page "
+        "cache (or the disk), and a file mapped and unmapped per use is faulted in again every time",
+        "keep the file mapped across uses instead of mapping it per request; for a mapping read whole, "
+        "MAP_POPULATE or madvise(MADV_WILLNEED); or read() it once into a buffer that is reused"),
+    "swap-in": (
+        "Swap-in faults: the process's own pages are read back from swap",
+        "pages of the process were swapped out under memory pressure and each access faults them back in",
+        "give the process (or the machine) more memory, or shrink what it keeps resident"),
+}
+
+
+def check(view: CellView) -> list[Finding]:
+    sc = view.process
+    kinds = view.fault_kind_shares()
+    if sc is None or kinds is None or view.profile is None:
+        return []
+    split = view.kernel_split(sc)
+    faults = split.cost("page-faults")
+    p = view.profile
+    resolved = sum(v for k, v in p.fault_kinds.items() if k in kinds)
+    found = []
+    for kind, (title, mechanism, advice) in KINDS.items():
+        share = kinds.get(kind, 0.0)
+        spent = faults * share
+        if not share or not split.material(spent):
+            continue
+        others = ", ".join(f"{k} {s:.0%}" for k, s in sorted(kinds.items(), key=lambda kv: -kv[1]) if k != kind)
+        found.append(Finding(
+            id=kind.replace(" ", "-") + "-faults",
+            title=f"{title}: {split.describe(spent)}",
+            mechanism=mechanism,
+            evidence=[f"{share:.0%} of the {resolved:,} sampled page faults whose kernel chain shows what they did "
+                      f"were {kind}" + (f" (the rest: {others})" if others else ""),
+                      f"the page faults took {split.describe(faults)}; this kind's part of it is {split.describe(spent)}"
+                      " (analysis/cost.py)",
+                      f"{sc.minflt:,.0f} page faults in the process tree"],
+            advice=advice, subject=view.label, confidence=confidence_from_share(split.share(spent)),
+            numbers={"kind": kind, "share_of_faults": share, "faults": sc.minflt},
+            cost_ns=spent, cost_share=split.share(spent)))
+    return found
