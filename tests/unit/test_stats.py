@@ -130,3 +130,52 @@ def test_the_fixed_wall_time_warning_survives_load():
     near = [("wall_s", 2.0, runs([2.0] * 6)), ("wall_s", 2.06, runs([2.06] * 6))]  # 3% apart: not fixed
     assert fixed_wall_time(near) == []
     assert fixed_wall_time(work) == []
+
+
+def _busy_run(cells: dict[str, tuple[float, list[float]]]):
+    """A stored compare of a command: per allocator (CPU seconds per round, wall stretch per round): each
+    run's wall time is its CPU time times the stretch other work on the machine gave that round."""
+    from memsleuth.records.evidence import Sample
+    from memsleuth.records.model import AllocatorInfo, MachineInfo, RunSpec
+    from memsleuth.records.stored import StoredCell, StoredRun
+    stored = []
+    for i, (name, (cpu_s, stretch)) in enumerate(cells.items()):
+        samples = []
+        for r, k in enumerate(stretch):
+            cpu = cpu_s * (1 + 0.004 * ((r * 7 + i) % 5 - 2))          # CPU time: within ±1%
+            samples.append((r, False, Sample.from_msrun({"status": "ok", "wall_ns": int(cpu * k * 1e9),
+                                                         "user_ns": int(cpu * 0.97e9), "sys_ns": int(cpu * 0.03e9)})))
+        stored.append(StoredCell(i + 1, i, AllocatorInfo(name), {}, {}, ["lua5.4", "prog.lua"], samples))
+    return StoredRun(1, "t", "t", "complete", "compare", "lua5.4", ["memsleuth"], RunSpec(), MachineInfo(), "0",
+                     stored)
+
+
+# Per round, how much other work stretched the wall time (beside two busy loops: up to 2x).
+BUSY = [1.0, 1.6, 1.1, 1.9, 1.3, 1.0, 1.7, 1.2, 1.5, 1.05]
+
+
+def test_a_cpu_bound_command_on_a_busy_machine_is_judged_by_paired_cpu_time():
+    from memsleuth.analysis.summary import analyse, standings
+    from memsleuth.report.wording import compare_answer
+    run = _busy_run({"glibc": (1.51, BUSY), "mimalloc": (1.11, BUSY[3:] + BUSY[:3]),
+                     "jemalloc": (1.43, BUSY[6:] + BUSY[:6])})
+    (g,) = analyse(run)
+    assert g.time_basis.metric == "cpu_s" and all(c.metric == "cpu_s" for c in g.cells)
+    best = next(c for c in g.cells if c.is_best)
+    assert best.cell.allocator.name == "mimalloc" and best.best_resolved
+    assert all(c.verdict.kind == "slower" for c in g.cells if c is not best)
+    lines = compare_answer(standings([g], []))
+    assert lines[0].startswith("Judged by CPU time") and "CPU-bound" in lines[0]
+    assert lines[1].startswith("Fastest, resolved by paired rounds: mimalloc")
+    # diff and trend read the same runs alike, by wall time
+    assert analyse(run, cpu_time=False)[0].cells[0].metric == "wall_s"
+
+
+def test_a_command_that_waits_keeps_wall_time_and_says_how_noisy_it_was():
+    from memsleuth.analysis.summary import analyse, standings
+    from memsleuth.report.wording import compare_answer
+    waits = [3.0 * k for k in BUSY]       # CPU time a third of the wall time: the program waits
+    run = _busy_run({"glibc": (1.0, waits), "mimalloc": (0.9, waits[2:] + waits[:2])})
+    (g,) = analyse(run)
+    assert g.time_basis.metric == "wall_s" and all(c.metric == "wall_s" for c in g.cells)
+    assert compare_answer(standings([g], []))[0].startswith("Judged by wall time"), compare_answer(standings([g], []))

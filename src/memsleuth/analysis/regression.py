@@ -99,8 +99,8 @@ def time_verdict(change: stats.Estimate, threshold: float) -> stats.Verdict:
 
 def compare_runs(a: StoredRun, b: StoredRun, threshold: float,
                  count_threshold: float = gating.DEFAULT_COUNT_THRESHOLD) -> list[Change]:
-    before = {cell_key(c): c for g in analyse(a) for c in g.cells}
-    after = {cell_key(c): c for g in analyse(b) for c in g.cells}
+    before = {cell_key(c): c for g in analyse(a, cpu_time=False) for c in g.cells}
+    after = {cell_key(c): c for g in analyse(b, cpu_time=False) for c in g.cells}
     ref_a, ref_b = reference_cost(a), reference_cost(b)
     changes = []
     for key in list(before) + [k for k in after if k not in before]:

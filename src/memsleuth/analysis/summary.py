@@ -231,13 +231,15 @@ def short_label(cell: StoredCell, swept: list[str]) -> str:
 
 
 def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list[str] | None = None,
-                   units: UnitCosts | None = None) -> CellSummary:
+                   units: UnitCosts | None = None, metric: str | None = None) -> CellSummary:
+    """`metric`: the headline to read (analyse's time_basis chooses CPU time); by default the samples'
+    own (metric_kind)."""
     measured = cell.measured()
     ok = [(r, s) for r, s in measured if s.ok]
     failures = [s for _, s in measured if not s.ok]
     if not measured:  # only warm-up runs exist (interrupted early, or the warm-up failed)
         failures = [s for _, w, s in cell.samples if not s.ok]
-    metric = metric_kind([s for _, s in ok])
+    metric = metric or metric_kind([s for _, s in ok])
     values = [s.metric(metric) for _, s in ok]
     estimate = stats.median_ci(values) if values else None
     checksums = {s.result.get("checksum") for _, s in ok if s.result and "checksum" in s.result}
@@ -286,7 +288,49 @@ class Group:
     checksum_mismatch: bool = False
     runner_up: CellSummary | None = None      # the cell nearest the fastest (smallest paired ratio)
     least_rss: CellSummary | None = None      # the cell with the least median peak RSS
+    time_basis: "TimeBasis | None" = None     # whole-process time: why CPU time (or wall) is the verdict's
 
+
+# Whole-process time (no probe region, no --metric): the verdict is read from the process tree's CPU
+# time (user + system, paired by round) instead of its wall time where the program is CPU-bound (its
+# CPU time at least CPU_BOUND of its wall time in every cell) and the wall time is noisier than the
+# CPU time by NOISIER or more (the widest cell's relative CI half-width): other work on the machine
+# stretched the wall time without changing the work done. Otherwise wall time stays, and the report
+# says how noisy each was.
+CPU_BOUND = 0.8
+NOISIER = 1.5
+
+
+@dataclass(frozen=True)
+class TimeBasis:
+    metric: str               # "cpu_s" or "wall_s"
+    cpu_per_wall: float       # the lowest cell's median CPU time over wall time
+    wall_half: float          # the widest cell's relative 95% CI half-width, wall time
+    cpu_half: float           # the same, CPU time
+
+
+def _half_width(values: list[float]) -> float | None:
+    e = stats.median_ci(values) if len(values) >= 2 else None
+    if e is None or e.low is None or not e.median:
+        return None
+    return (e.high - e.low) / 2 / e.median
+
+
+def time_basis(cells: list[StoredCell]) -> TimeBasis | None:
+    """Which time judges a group of cells measured by their whole process (TimeBasis, CPU_BOUND,
+    NOISIER); None where the cells have another metric or too few runs to tell."""
+    runs = [[s for _, s in c.measured() if s.ok] for c in cells]
+    runs = [r for r in runs if r]
+    if len(runs) < 2 or any(metric_kind(r) != "wall_s" for r in runs):
+        return None
+    ratios = [stats.median_of([(s.user_ns + s.sys_ns) / s.wall_ns for s in r if s.wall_ns]) for r in runs]
+    walls = [_half_width([s.wall_ns / 1e9 for s in r]) for r in runs]
+    cpus = [_half_width([(s.user_ns + s.sys_ns) / 1e9 for s in r]) for r in runs]
+    if None in walls or None in cpus or None in ratios:
+        return None
+    wall_half, cpu_half, bound = max(walls), max(cpus), min(ratios)
+    cpu = bound >= CPU_BOUND and wall_half >= NOISIER * cpu_half
+    return TimeBasis("cpu_s" if cpu else "wall_s", bound, wall_half, cpu_half)
 
 # The evidence table marks a value at least this many times its group's smallest, and by at
 # least this much in absolute terms (so 3 brk calls against 1 is not a difference worth the eye).
@@ -558,14 +602,24 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
 
 
 
-def analyse(run: StoredRun) -> list[Group]:
+def analyse(run: StoredRun, cpu_time: bool = True) -> list[Group]:
+    """The run's groups of compared cells. `cpu_time`: a group measured by its whole process may be
+    judged by CPU time (time_basis); False keeps wall time (diff and trend compare runs, which must be
+    read alike)."""
     swept = run.spec.swept
     by_params: dict[tuple, list[CellSummary]] = {}
+    cells_by: dict[tuple, list[StoredCell]] = {}
     for cell in run.cells:
-        key = tuple(cell.params.get(k) for k in swept)
-        by_params.setdefault(key, []).append(summarise_cell(cell, run.spec.target_ci, swept, units_of(run)))
-    noise = run.spec.noise
-    return [compare_group(cells, noise) for cells in by_params.values()]
+        cells_by.setdefault(tuple(cell.params.get(k) for k in swept), []).append(cell)
+    groups = []
+    for key, cells in cells_by.items():
+        basis = time_basis(cells) if cpu_time else None
+        metric = basis.metric if basis is not None and basis.metric == "cpu_s" else None
+        by_params[key] = [summarise_cell(c, run.spec.target_ci, swept, units_of(run), metric) for c in cells]
+        group = compare_group(by_params[key], run.spec.noise)
+        group.time_basis = basis
+        groups.append(group)
+    return groups
 
 
 # Findings about the measurement, not about a mechanism that costs the program something.
@@ -601,6 +655,7 @@ class Standings:
     wins: dict[str, list[tuple[str, float, float, list[str]]]] = field(default_factory=dict)
     unresolved: list[str] = field(default_factory=list)
     smallest: dict[str, list[str]] = field(default_factory=dict)
+    bases: list[tuple[str, TimeBasis]] = field(default_factory=list)   # where whole-process time was judged, how
 
 
 def standings(groups: list[Group], swept: list[str]) -> Standings:
@@ -629,7 +684,7 @@ def standings(groups: list[Group], swept: list[str]) -> Standings:
         if least is not None and all(c is least or (c.rss_ratio is not None and c.rss_ratio.low is not None
                                                     and c.rss_ratio.low > 1.0) for c in ok if c.peak_rss):
             smallest.setdefault(least.cell.contender, []).append(where(g))
-    return Standings(wins, unresolved, smallest)
+    return Standings(wins, unresolved, smallest, [(where(g), g.time_basis) for g in groups if g.time_basis])
 
 
 @dataclass

@@ -137,7 +137,7 @@ def series(runs: list, time_threshold: float = gating.DEFAULT_TIME_THRESHOLD,
     from memsleuth.analysis.regression import cell_key
     table: dict[tuple[str, str], Series] = {}
     for run in sorted(runs, key=lambda r: r.id):
-        for g in analyse(run):
+        for g in analyse(run, cpu_time=False):
             for c in g.cells:
                 key = f"{run.name}: {cell_key(c)}"
                 p = _time_point(run, c)

@@ -241,11 +241,14 @@ class Sample:
 
     def metric(self, kind: str) -> float:
         """The headline value: region main's ops/s ("ops_per_s"), the figure the program printed
-        ("output", `compare --metric`) or the process's wall seconds ("wall_s")."""
+        ("output", `compare --metric`), the process's wall seconds ("wall_s") or the process tree's
+        CPU seconds, user and system ("cpu_s")."""
         if kind == "ops_per_s":
             return self.ops_per_s
         if kind == "output":
             return float(self.result["metric"])
+        if kind == "cpu_s":
+            return (self.user_ns + self.sys_ns) / 1e9
         return self.wall_ns / 1e9
 
     @property

@@ -28,8 +28,8 @@ def metric_text(c: CellSummary) -> tuple[str, str]:
     e = c.estimate
     if e is None:
         return failure_label(c.failures[0]) if c.failures else "NO DATA", ""
-    unit = {"ops_per_s": "ops/s", "wall_s": "s"}.get(c.metric, "")
-    fmt = fmt_si if c.metric != "wall_s" else (lambda x: f"{x:.4g}")
+    unit = {"ops_per_s": "ops/s", "wall_s": "s", "cpu_s": "s CPU"}.get(c.metric, "")
+    fmt = fmt_si if c.metric not in ("wall_s", "cpu_s") else (lambda x: f"{x:.4g}")
     ci = f"[{fmt(e.low)}, {fmt(e.high)}]" if e.low is not None else f"n/a (n={e.n} < {MIN_SAMPLES_FOR_CI})"
     return f"{fmt(e.median)} {unit}", ci
 
@@ -60,6 +60,9 @@ def metric_title(run: StoredRun, groups: list[Group]) -> str:
         m = run.spec.metric or {}
         way = "higher" if m.get("higher", True) else "lower"
         return f"{m.get('name', 'metric')} (printed by the program, {way} is better)"
+    if "cpu_s" in kinds:
+        return "CPU time (whole process tree, user + system)" + ("; wall time where not CPU-bound"
+                                                                  if "wall_s" in kinds else "")
     return "throughput (region main)" if "ops_per_s" in kinds else "wall time (whole process)"
 
 
@@ -246,9 +249,34 @@ def evidence_moved(checks) -> str:
                      for c in checks)
 
 
+def time_basis_lines(bases) -> list[str]:
+    """Which time judged whole-process cells, and why: CPU time where the program is CPU-bound and
+    other work stretched its wall time; wall time, with how noisy each was, where that was noisy."""
+    from memsleuth.analysis.summary import NOISIER
+    cpu = [(w, b) for w, b in bases if b.metric == "cpu_s"]
+    noisy_wall = [(w, b) for w, b in bases if b.metric == "wall_s" and b.wall_half >= NOISIER * b.cpu_half]
+    lines = []
+    if cpu:
+        wheres = ", ".join(w for w, _ in cpu)
+        bound = min(b.cpu_per_wall for _, b in cpu)
+        wall, cpu_half = max(b.wall_half for _, b in cpu), max(b.cpu_half for _, b in cpu)
+        lines.append(f"Judged by CPU time (the process tree's user + system, paired by round) at {wheres}: the program "
+                     f"is CPU-bound (its CPU time is {bound:.0%} of its wall time or more) and its wall time's CI "
+                     f"(±{wall:.0%}) was wider than its CPU time's (±{cpu_half:.0%}): other work on the machine "
+                     "stretched the wall time, not the work.")
+    if noisy_wall:
+        wheres = ", ".join(w for w, _ in noisy_wall)
+        bound = min(b.cpu_per_wall for _, b in noisy_wall)
+        lines.append(f"Judged by wall time at {wheres}: the program is not CPU-bound (its CPU time is {bound:.0%} of "
+                     f"its wall time), so its waiting counts; the wall time's CI was ±"
+                     f"{max(b.wall_half for _, b in noisy_wall):.0%} against ±{max(b.cpu_half for _, b in noisy_wall):.0%}"
+                     " for CPU time.")
+    return lines
+
+
 def compare_answer(s) -> list[str]:
     """A comparison's first lines, from what it resolved (analysis.summary.Standings)."""
-    lines = []
+    lines = time_basis_lines(s.bases)
     if s.wins:
         parts = []
         for who, places in sorted(s.wins.items(), key=lambda kv: -len(kv[1])):
