@@ -132,7 +132,7 @@ def test_the_fixed_wall_time_warning_survives_load():
     assert fixed_wall_time(work) == []
 
 
-def _busy_run(cells: dict[str, tuple[float, list[float]]]):
+def _busy_run(cells: dict[str, tuple[float, list[float]]], blocks: int = 2):
     """A stored compare of a command: per allocator (CPU seconds per round, wall stretch per round): each
     run's wall time is its CPU time times the stretch other work on the machine gave that round."""
     from memsleuth.records.evidence import Sample
@@ -144,7 +144,8 @@ def _busy_run(cells: dict[str, tuple[float, list[float]]]):
         for r, k in enumerate(stretch):
             cpu = cpu_s * (1 + 0.004 * ((r * 7 + i) % 5 - 2))          # CPU time: within ±1%
             samples.append((r, False, Sample.from_msrun({"status": "ok", "wall_ns": int(cpu * k * 1e9),
-                                                         "user_ns": int(cpu * 0.97e9), "sys_ns": int(cpu * 0.03e9)})))
+                                                         "user_ns": int(cpu * 0.97e9), "sys_ns": int(cpu * 0.03e9),
+                                                         "nvcsw": blocks})))
         stored.append(StoredCell(i + 1, i, AllocatorInfo(name), {}, {}, ["lua5.4", "prog.lua"], samples))
     return StoredRun(1, "t", "t", "complete", "compare", "lua5.4", ["memsleuth"], RunSpec(), MachineInfo(), "0",
                      stored)
@@ -169,13 +170,16 @@ def test_a_cpu_bound_command_on_a_busy_machine_is_judged_by_paired_cpu_time():
     assert lines[1].startswith("Fastest, resolved by paired rounds: mimalloc")
     # diff and trend read the same runs alike, by wall time
     assert analyse(run, cpu_time=False)[0].cells[0].metric == "wall_s"
+    # two busy loops on two CPUs: it runs a third of its wall time, waiting for a CPU, never blocking
+    starved = _busy_run({"glibc": (1.51, [3 * k for k in BUSY]), "mimalloc": (1.11, [3 * k for k in BUSY[3:] + BUSY[:3]])})
+    assert analyse(starved)[0].time_basis.metric == "cpu_s"
 
 
 def test_a_command_that_waits_keeps_wall_time_and_says_how_noisy_it_was():
     from memsleuth.analysis.summary import analyse, standings
     from memsleuth.report.wording import compare_answer
-    waits = [3.0 * k for k in BUSY]       # CPU time a third of the wall time: the program waits
-    run = _busy_run({"glibc": (1.0, waits), "mimalloc": (0.9, waits[2:] + waits[:2])})
+    waits = [3.0 * k for k in BUSY]       # CPU time a third of the wall time: the program waits, blocking
+    run = _busy_run({"glibc": (1.0, waits), "mimalloc": (0.9, waits[2:] + waits[:2])}, blocks=2000)
     (g,) = analyse(run)
     assert g.time_basis.metric == "wall_s" and all(c.metric == "wall_s" for c in g.cells)
     assert compare_answer(standings([g], []))[0].startswith("Judged by wall time"), compare_answer(standings([g], []))

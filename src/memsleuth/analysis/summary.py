@@ -292,12 +292,16 @@ class Group:
 
 
 # Whole-process time (no probe region, no --metric): the verdict is read from the process tree's CPU
-# time (user + system, paired by round) instead of its wall time where the program is CPU-bound (its
-# CPU time at least CPU_BOUND of its wall time in every cell) and the wall time is noisier than the
-# CPU time by NOISIER or more (the widest cell's relative CI half-width): other work on the machine
-# stretched the wall time without changing the work done. Otherwise wall time stays, and the report
-# says how noisy each was.
+# time (user + system, paired by round) instead of its wall time where the program is CPU-bound and
+# the wall time is noisier than the CPU time by NOISIER or more (the widest cell's relative CI
+# half-width): other work on the machine stretched the wall time without changing the work done.
+# CPU-bound: its CPU time at least CPU_BOUND of its wall time in every cell, or, on a machine whose
+# other work kept it waiting for a CPU (then it runs less than its wall time without ever waiting
+# itself), at most MAX_BLOCKS_PER_CPU_S voluntary context switches per second of CPU time in every
+# cell: a program that waits for I/O, a lock or another process blocks, and is counted each time.
+# Otherwise wall time stays, and the report says how noisy each was.
 CPU_BOUND = 0.8
+MAX_BLOCKS_PER_CPU_S = 50.0
 NOISIER = 1.5
 
 
@@ -305,6 +309,7 @@ NOISIER = 1.5
 class TimeBasis:
     metric: str               # "cpu_s" or "wall_s"
     cpu_per_wall: float       # the lowest cell's median CPU time over wall time
+    blocks_per_cpu_s: float   # the highest cell's median voluntary context switches per CPU second
     wall_half: float          # the widest cell's relative 95% CI half-width, wall time
     cpu_half: float           # the same, CPU time
 
@@ -324,13 +329,16 @@ def time_basis(cells: list[StoredCell]) -> TimeBasis | None:
     if len(runs) < 2 or any(metric_kind(r) != "wall_s" for r in runs):
         return None
     ratios = [stats.median_of([(s.user_ns + s.sys_ns) / s.wall_ns for s in r if s.wall_ns]) for r in runs]
+    blocks = [stats.median_of([s.nvcsw / ((s.user_ns + s.sys_ns) / 1e9) for s in r if s.user_ns + s.sys_ns])
+              for r in runs]
     walls = [_half_width([s.wall_ns / 1e9 for s in r]) for r in runs]
     cpus = [_half_width([(s.user_ns + s.sys_ns) / 1e9 for s in r]) for r in runs]
-    if None in walls or None in cpus or None in ratios:
+    if None in walls or None in cpus or None in ratios or None in blocks:
         return None
-    wall_half, cpu_half, bound = max(walls), max(cpus), min(ratios)
-    cpu = bound >= CPU_BOUND and wall_half >= NOISIER * cpu_half
-    return TimeBasis("cpu_s" if cpu else "wall_s", bound, wall_half, cpu_half)
+    wall_half, cpu_half, bound, blocked = max(walls), max(cpus), min(ratios), max(blocks)
+    cpu_bound = bound >= CPU_BOUND or blocked <= MAX_BLOCKS_PER_CPU_S
+    cpu = cpu_bound and wall_half >= NOISIER * cpu_half
+    return TimeBasis("cpu_s" if cpu else "wall_s", bound, blocked, wall_half, cpu_half)
 
 # The evidence table marks a value at least this many times its group's smallest, and by at
 # least this much in absolute terms (so 3 brk calls against 1 is not a difference worth the eye).

@@ -259,16 +259,18 @@ def time_basis_lines(bases) -> list[str]:
     if cpu:
         wheres = ", ".join(w for w, _ in cpu)
         bound = min(b.cpu_per_wall for _, b in cpu)
+        blocked = max(b.blocks_per_cpu_s for _, b in cpu)
         wall, cpu_half = max(b.wall_half for _, b in cpu), max(b.cpu_half for _, b in cpu)
         lines.append(f"Judged by CPU time (the process tree's user + system, paired by round) at {wheres}: the program "
-                     f"is CPU-bound (its CPU time is {bound:.0%} of its wall time or more) and its wall time's CI "
-                     f"(±{wall:.0%}) was wider than its CPU time's (±{cpu_half:.0%}): other work on the machine "
-                     "stretched the wall time, not the work.")
+                     f"is CPU-bound (it ran {bound:.0%} of its wall time or more and blocked at most {blocked:,.0f} "
+                     f"times per CPU second) and its wall time's CI (±{wall:.0%}) was wider than its CPU time's "
+                     f"(±{cpu_half:.0%}): other work on the machine stretched the wall time, not the work.")
     if noisy_wall:
         wheres = ", ".join(w for w, _ in noisy_wall)
         bound = min(b.cpu_per_wall for _, b in noisy_wall)
         lines.append(f"Judged by wall time at {wheres}: the program is not CPU-bound (its CPU time is {bound:.0%} of "
-                     f"its wall time), so its waiting counts; the wall time's CI was ±"
+                     f"its wall time, and it blocked {max(b.blocks_per_cpu_s for _, b in noisy_wall):,.0f} times per "
+                     "CPU second), so its waiting counts; the wall time's CI was ±"
                      f"{max(b.wall_half for _, b in noisy_wall):.0%} against ±{max(b.cpu_half for _, b in noisy_wall):.0%}"
                      " for CPU time.")
     return lines
