@@ -241,3 +241,27 @@ def test_memsleuth_killed_leaves_nothing_on_the_service(tmp_path, service):
         time.sleep(0.2)
     assert left_behind(svc.pid) == []
     assert svc.poll() is None and state(svc.pid) in ("R", "S")
+
+
+def test_a_process_with_thousands_of_threads_gets_its_window_or_one_line(tmp_path):
+    """ms-run opens events on every thread: the open-file limit is raised where it may be, and where even
+    that is too low, one line and exit 2 before anything opens, never a window that measured nothing."""
+    code = ("import threading, time\nev = threading.Event()\n"
+            "for _ in range(2000):\n    threading.Thread(target=ev.wait, daemon=True).start()\n"
+            "print('ready', flush=True)\ntime.sleep(120)\n")
+    target = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline().strip() == "ready"
+        js = tmp_path / "t.json"
+        proc = memsleuth("check", "--db", str(tmp_path / "t.db"), "--json", str(js), "--pid", str(target.pid),
+                         "--duration", "1")
+        if proc.returncode == 2:
+            assert "open files" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+            assert not js.exists()
+        else:
+            assert proc.returncode == 0, proc.stderr
+            at = json.loads(js.read_text())["run"]["spec"]["facts"]["attached"]
+            assert at["ended_by"] == "duration" and at["threads_at_start"] >= 2000, at
+    finally:
+        target.kill()
+        target.wait()

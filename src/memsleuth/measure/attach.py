@@ -65,6 +65,57 @@ def _stat(pid: int) -> tuple[int, int] | None:
 
 # ms-run attaches to at most this many processes in one window (native/launcher/msr.h MSR_MAX_ATTACH).
 MAX_PIDS = 64
+# The files ms-run opens for a window: per thread, its counters (software events and the syscall
+# tracepoints) and, per thread and CPU, the samplers' events (arguments, CPU time, call sites); and
+# its own few (measured: 46 per thread on 2 CPUs, 4,651 for 101 threads). Counted before the window
+# opens, so that a target with thousands of threads gets a raised limit or one line, never a window
+# that opened nothing ("Too many open files").
+FDS_PER_THREAD, FDS_PER_THREAD_AND_CPU, FDS_OWN = 12, 17, 128
+
+
+def _tree(pids: list[int]) -> set[int]:
+    """The processes and every process below them (ms-run's window covers the whole tree)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat_fields(int(entry))) is not None:
+            try:
+                children.setdefault(int(fields[1]), []).append(int(entry))
+            except (IndexError, ValueError):
+                continue
+    out, todo = set(), list(pids)
+    while todo:
+        p = todo.pop()
+        if p not in out:
+            out.add(p)
+            todo += children.get(p, [])
+    return out
+
+
+def open_files_for(pids: list[int]) -> None:
+    """Raises this process's open-file limit (ms-run inherits it) to what a window on these
+    processes' threads needs, as far as it may; one line (UsageError) where even that is too low."""
+    import resource
+    threads = sum(_live_threads(p) for p in _tree(pids))
+    need = threads * (FDS_PER_THREAD + FDS_PER_THREAD_AND_CPU * (os.cpu_count() or 1)) + FDS_OWN
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= need:
+        return
+    ceiling = hard
+    if os.geteuid() == 0:           # root may raise the hard limit too, up to the kernel's
+        try:
+            with open("/proc/sys/fs/nr_open") as f:
+                ceiling = max(hard, int(f.read()))
+        except (OSError, ValueError):
+            pass
+    want = min(need, ceiling) if ceiling != resource.RLIM_INFINITY else need
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(want, hard) if hard != resource.RLIM_INFINITY else hard))
+    except (ValueError, OSError):
+        want = soft
+    if want < need:
+        raise UsageError(f"--pid: a window on {threads:,} threads needs about {need:,} open files, and this process may "
+                         f"open {want:,}: raise `ulimit -n` (beyond the hard limit needs CAP_SYS_RESOURCE), or attach "
+                         "to a smaller tree of processes")
 
 
 def _ancestors() -> set[int]:
@@ -114,6 +165,7 @@ def validate(pids: list[int]) -> list[int]:
             raise UsageError(f"--pid {pid} belongs to another user (uid {uid}): attaching needs that user or root")
         if pid not in out:
             out.append(pid)
+    open_files_for(out)
     return out
 
 
