@@ -265,3 +265,23 @@ def test_a_process_with_thousands_of_threads_gets_its_window_or_one_line(tmp_pat
     finally:
         target.kill()
         target.wait()
+
+
+def test_what_a_killed_memsleuth_left_in_tmp_is_removed_by_the_next(tmp_path, service):
+    import glob
+    import tempfile
+    svc = service()
+    p = subprocess.Popen([sys.executable, "-m", "memsleuth", "check", "--db", str(tmp_path / "k.db"), "--pid",
+                          str(svc.pid), "--duration", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert "attached to" in p.stderr.readline()
+    time.sleep(1)
+    p.kill()                                  # SIGKILL: nothing of memsleuth's own runs to clean up
+    p.wait()
+    deadline = time.monotonic() + 30          # ms-run and perf notice their parent is gone and detach
+    while left_behind(svc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pattern = os.path.join(tempfile.gettempdir(), f"memsleuth-attach-{p.pid}-*")
+    assert glob.glob(pattern), "the killed window's folder should be there until the next memsleuth"
+    assert memsleuth("check", "--db", str(tmp_path / "n.db"), "--no-where", "--", "true").returncode == 0
+    assert glob.glob(pattern) == []
+    assert svc.poll() is None

@@ -120,3 +120,21 @@ def test_top_level_help_imports_no_command_module():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(PKG.parent)}).stdout.splitlines()[-1]
     assert out == "[]"
+
+
+def test_a_temporary_folder_a_killed_memsleuth_left_is_removed_by_the_next(tmp_path, monkeypatch):
+    import tempfile
+    from memsleuth.measure import workdirs
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = next(p for p in range(4_000_000, 4_100_000) if not os.path.exists(f"/proc/{p}"))
+    left = tmp_path / f"memsleuth-attach-{dead}-x1"
+    left.mkdir()
+    (left / "perf.data").write_bytes(b"0" * 1024)
+    mine = tmp_path / f"memsleuth-run-{os.getpid()}-x2"          # this process's own: in use
+    mine.mkdir()
+    running = tmp_path / f"memsleuth-where-{os.getppid()}-x3"     # a process that runs
+    running.mkdir()
+    other = tmp_path / "memsleuth-notes"                           # not one of ours
+    other.mkdir()
+    assert workdirs.sweep() == [str(left)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, running.name, other.name])

@@ -11,11 +11,10 @@ import os
 import re
 import signal
 import subprocess
-import tempfile
 import time
 
 from memsleuth.errors import stop_signal
-from memsleuth.measure import native
+from memsleuth.measure import native, workdirs
 from memsleuth.records.evidence import Sample
 from memsleuth.measure.plan import Cell
 
@@ -128,7 +127,7 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
     (Sample.heap); `sites` ({event: period}), with the call sites sampled (Sample.where);
     `args_every` ({syscall: P}), the arguments of one call in P recorded (runner.args_every);
     `cpu_sample_us`, the CPU time sampled with kernel chains (Sample.cpu_profile)."""
-    with tempfile.TemporaryDirectory(prefix="memsleuth-") as tmp:
+    with workdirs.workdir("run") as tmp:
         out = os.path.join(tmp, "run.json")
         heap_dir = sites_dir = None
         if heap:
@@ -274,7 +273,7 @@ def attach_window(pids: list[int], duration_s: float | None,
     It returns with STOP_SIGNALS blocked: the caller unblocks them once the window is stored."""
     from memsleuth.measure import where
     from memsleuth.records.sites import read_sampled
-    with tempfile.TemporaryDirectory(prefix="memsleuth-attach-") as tmp:
+    with workdirs.workdir("attach") as tmp:
         out, sites_dir = os.path.join(tmp, "run.json"), os.path.join(tmp, "sites")
         os.mkdir(sites_dir, 0o700)
         recorder = where.attach_recorder(pids, tmp, fault_period)

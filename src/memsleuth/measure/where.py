@@ -33,9 +33,8 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 
-from memsleuth.measure import native
+from memsleuth.measure import native, workdirs
 from memsleuth.records.sites import at_rate, name_perf_frames, parse, summarise
 from memsleuth.events import SYSCALL_COLUMNS
 
@@ -123,7 +122,7 @@ def record(command: list[str], env: dict[str, str], preload: str | None, counts:
             events.append(f"page-faults/period={fault_period}/")
         if not events:
             continue
-        with tempfile.TemporaryDirectory(prefix="memsleuth-where-") as tmp:
+        with workdirs.workdir("where") as tmp:
             data = os.path.join(tmp, "perf.data")
             argv = [perf, "record", "-q", "--no-buildid-cache", "-o", data, f"--max-size={MAX_DATA}",
                     "--call-graph", f"dwarf,{STACK_BYTES}", "-c", str(period)]
