@@ -170,3 +170,13 @@ def test_the_sampler_runs_from_the_kernel_that_delivers_a_blocked_sigtrap_late()
     assert not where.sampler_usable("6.1.0-18-amd64")      # Debian 12's stock kernel: perf record instead
     assert where.sampler_usable("6.2.0") and where.sampler_usable("6.18.44-fc")
     assert not where.sampler_usable("5.15.0") and not where.sampler_usable("garbage")
+
+
+def test_memsleuths_own_frames_are_not_a_profiles_leaf():
+    """The heap accounting's interposer is the innermost frame of every allocation stack: left out, so
+    pprof's flat cost and the flame graph's tips are the program's calls (malloc, then its caller)."""
+    msheap = "/usr/lib/python3/dist-packages/memsleuth/_native/libmsheap.so"
+    frames = [symbols.Frame(msheap, 0x10, "ms_record", None), symbols.Frame(msheap, 0x20, "malloc", None),
+              symbols.Frame("/srv/app", 0x30, "handle", "app.c:9", "/srv/app.c")]
+    entry = symbols.stack_entry(frames, lambda path: False)
+    assert [e[0] for e in entry] == ["handle"] and entry[0][1] == "/srv/app.c"

@@ -536,11 +536,20 @@ def frame_kind(f: Frame, runtime_object) -> str:
     return "program" if own else "runtime"
 
 
+# memsleuth's own libraries in the explaining run (the heap accounting's interposer, the sampler): a
+# stack's innermost frames of theirs are memsleuth's work, not the program's, and are left out.
+OWN_OBJECTS = re.compile(r"(^|/)libms(heap|sites)\.so$")
+
+
 def stack_entry(frames: list[Frame], runtime_object) -> tuple[tuple, ...]:
     """A stack as stored for flame graphs and profiles: outermost first, each frame (function,
-    source file, line, kind); a frame with no symbol is named by its object."""
+    source file, line, kind); a frame with no symbol is named by its object. The innermost frames
+    that are memsleuth's own (OWN_OBJECTS) are left out: a profile's leaf is the program's call."""
+    k = 0
+    while k < len(frames) - 1 and OWN_OBJECTS.search(frames[k].path or ""):
+        k += 1
     out = []
-    for f in reversed(frames):
+    for f in reversed(frames[k:]):
         name = short_name(f.function) if f.function and not f.language else f.function or f"[{f.object}]"
         line = f.line.rsplit(":", 1)[-1] if f.line else ""
         out.append((name, f.source or (f.line.rsplit(":", 1)[0] if f.line else "") or f.path,
