@@ -69,13 +69,21 @@ def measure(store: Store, p: Plan, *, kind: str, name: str, spec: RunSpec, alloc
 def emit(run: StoredRun, args, console: Console) -> None:
     """The report on stdout; where the other formats went, on stderr (stdout stays the report)."""
     from memsleuth.report import builders, terminal
+    t0 = time.monotonic()
     report = builders.for_run(run)
+    report.timings["analysis and report"] = round(time.monotonic() - t0, 3)
+    t0 = time.monotonic()
     try:
         terminal.render(report, console)
     except BrokenPipeError:   # stdout's reader left (`| head`): the files asked for are still written
         write_formats(report, args)
         raise
+    report.timings["terminal output"] = round(time.monotonic() - t0, 3)
     write_formats(report, args)
+    if getattr(args, "verbose", False):
+        phases = {**(run.spec.facts or {}).get("timings", {}), **report.timings}
+        print("memsleuth: where this command's time went: "
+              + "; ".join(f"{name} {seconds:.2f} s" for name, seconds in phases.items()), file=sys.stderr)
 
 
 def write_formats(report, args) -> None:

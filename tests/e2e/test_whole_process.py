@@ -206,3 +206,15 @@ def test_a_process_tree_names_its_commands(tmp_path):
     doc = check(tmp_path, "sh", "-c", f"{fixture('plain-steps')} 10; true")
     assert doc["cells"][0]["samples"][0]["status"] == "ok"
     assert "heap-trim-churn" in found(doc) or "kernel-time" in found(doc)
+
+
+def test_check_says_where_its_own_time_went(tmp_path):
+    js = tmp_path / "v.json"
+    proc = memsleuth("check", "--verbose", "--db", str(tmp_path / "v.db"), "--json", str(js), "--",
+                     fixture("plain-steps"), "5")
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stderr.splitlines() if "where this command's time went" in x)
+    timings = json.loads(js.read_text())["timings"]
+    assert list(timings)[:2] == ["measured runs", "explaining runs"], timings
+    assert {"analysis and report", "terminal output"} <= set(timings) and all(v >= 0 for v in timings.values())
+    assert all(name in line for name in timings), (line, timings)

@@ -18,6 +18,9 @@ def add_arguments(k) -> None:
     k.add_argument("--alloc", metavar="NAME", action=options.Once,
                    help="one allocator name or NAME=PATH.so (default glibc)")
     k.add_argument("--reps", metavar="N", default="1", action=options.Once, help="runs (default 1)")
+    k.add_argument("--verbose", action=options.OnceFlag,
+                   help="also say on stderr where this command's time went: the measured runs, the explaining run, "
+                        "symbolization, perf's fallback, the analysis and the report (the JSON has them as 'timings')")
     k.add_argument("--no-where", action=options.OnceFlag,
                    help="skip the call sites (by default the explaining run samples where the page faults and "
                         "memory system calls come from; it still runs, for the syscalls' arguments and the heap)")

@@ -160,12 +160,15 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
                 doc = json.load(f)
         except (OSError, json.JSONDecodeError) as e:
             return _failed(f"ms-run failed (exit {proc.returncode}): {proc.stderr.strip() or e}")
+        read_from = time.monotonic()     # reading the documents names their frames: symbolization's time
         if heap_dir is not None:
             from memsleuth.records import heap as heap_mod
             doc["heap"] = heap_mod.read(heap_dir)
         if sites_dir is not None:
             from memsleuth.records import sites
             doc["where"] = sites.read_sampled(sites_dir, cell.allocator.preload)
+        if heap_dir is not None or sites_dir is not None:
+            doc["read_s"] = round(time.monotonic() - read_from, 3)
         _remove_left_behind(out, heap_dir, sites_dir, started)
     doc = normalise(doc)
     if metric is not None:

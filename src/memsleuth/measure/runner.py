@@ -48,6 +48,33 @@ class Outcome:
     signum: int = 2           # interrupted: the signal that ended it (Ctrl-C, SIGTERM, SIGHUP)
 
 
+class Clock:
+    """Where a run's time went, by phase: seconds of wall time per phase, in the order first met."""
+
+    def __init__(self):
+        self.phases: dict[str, float] = {}
+        self._phase: str | None = None
+        self._t = time.monotonic()
+
+    def start(self, phase: str) -> None:
+        now = time.monotonic()
+        if self._phase is not None:
+            self.phases[self._phase] = self.phases.get(self._phase, 0.0) + now - self._t
+        if phase:
+            self.phases.setdefault(phase, 0.0)
+        self._phase, self._t = phase, now
+
+    def move(self, source: str, phase: str, seconds: float) -> None:
+        """Seconds already counted under `source` that were `phase`'s (measured inside it)."""
+        if seconds > 0:
+            self.phases[phase] = self.phases.get(phase, 0.0) + seconds
+            self.phases[source] = self.phases.get(source, 0.0) - seconds
+
+    def done(self) -> dict[str, float]:
+        self.start("")
+        return {k: round(v, 3) for k, v in self.phases.items() if k}
+
+
 class TracepointHolder:
     """Keeps the syscall tracepoints registered while a comparison runs (`ms-run --hold-events`).
 
@@ -257,6 +284,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
     explaining = len(plan.cells)
     total = (len(plan.cells) + (reference is not None)) * (plan.warmup + rounds.max_reps) + explaining
     progress = _Progress(console, total)
+    clock = Clock()
 
     def measure_reference(round_: int) -> None:
         """The reference cell, once per round (and once as warm-up): how fast the machine is now."""
@@ -281,6 +309,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
 
     try:
         with TracepointHolder(), progress:
+            clock.start("measured runs")
             if reference is not None:
                 measure_reference(-1)
             for idx in groups:
@@ -318,6 +347,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                 # Shrink the bar to what can still run: finished groups and failed cells run no more.
                 progress.shrink((sum(1 for idx in active for i in idx if i not in failed) + bool(active and reference))
                                 * (rounds.max_reps - r - 1) + explaining)
+            clock.start("explaining runs")
             # One explaining run per cell, after the measured ones and never mixed into them: the
             # syscalls' arguments, the heap's accounting and the call sites, together. `check`
             # (plan.explain_if_needed) explains only what its measured runs call for.
@@ -354,6 +384,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                                                     args_every=every, cpu_sample_us=sample_us)
                         periods = None
                     store.add_sample(cell_ids[i], EXPLAIN_ROUND, True, explain)
+                    clock.move("explaining runs", "symbolization", float(explain.raw.get("read_s") or 0.0))
                     progress.advance()
                     if sites and not wanted_periods:
                         store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})     # nothing was counted
@@ -363,12 +394,14 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                                            "run failed with it)"}
                         if "unavailable" in found:
                             progress.now(f"{plan.label(i)}: call sites under perf record ({found['unavailable']})")
+                            clock.start("perf record (call sites' fallback)")
                             found = _call_sites_under_perf(cell, samples[i])
+                            clock.start("explaining runs")
                         store.set_where(cell_ids[i], found)
                 if not sites and plan.where:
                     store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})
     except KeyboardInterrupt as e:
-        store.finish_run(run_id, "interrupted", {"loadavg_1m_end": os.getloadavg()[0]})
+        store.finish_run(run_id, "interrupted", {"loadavg_1m_end": os.getloadavg()[0]}, {"timings": clock.done()})
         return Outcome(run_id, True, progress.done, stop_signal(e))
-    store.finish_run(run_id, "complete", {"loadavg_1m_end": os.getloadavg()[0]})
+    store.finish_run(run_id, "complete", {"loadavg_1m_end": os.getloadavg()[0]}, {"timings": clock.done()})
     return Outcome(run_id, False, progress.done)

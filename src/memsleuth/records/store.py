@@ -464,8 +464,10 @@ class Store:
             self.db.commit()
         self._do(go)
 
-    def finish_run(self, run_id: int, status: str, machine_update: dict | None = None) -> None:
-        """Ends a run; machine_update adds what is only known at the end (the load average then)."""
+    def finish_run(self, run_id: int, status: str, machine_update: dict | None = None,
+                   facts: dict | None = None) -> None:
+        """Ends a run; machine_update adds what is only known at the end about the machine (the load
+        average then), `facts` what is known of the run (the time each phase of it took)."""
         if (beat := self._heartbeats.pop(run_id, None)) is not None:
             beat.stop()
 
@@ -474,6 +476,11 @@ class Store:
                 row = self.db.execute("SELECT machine FROM runs WHERE id=?", (run_id,)).fetchone()
                 machine = {**json.loads(row[0]), **machine_update}
                 self.db.execute("UPDATE runs SET machine=? WHERE id=?", (json.dumps(machine), run_id))
+            if facts:
+                row = self.db.execute("SELECT spec FROM runs WHERE id=?", (run_id,)).fetchone()
+                spec = json.loads(row[0])
+                spec["facts"] = {**(spec.get("facts") or {}), **facts}
+                self.db.execute("UPDATE runs SET spec=? WHERE id=?", (json.dumps(spec), run_id))
             self.db.execute("UPDATE runs SET status=?, finished_at=?, owner_pid=NULL WHERE id=?",
                             (status, _now(), run_id))
             self.db.commit()

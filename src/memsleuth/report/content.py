@@ -112,3 +112,4 @@ class Report:
     command: str = ""                              # the memsleuth command line, shell-quoted
     run: StoredRun | None = None                   # the stored run it shows: the records csv and pyperf export
     analysis: object | None = None                 # what analysis computed from it, once (the JSON export's numbers)
+    timings: dict = field(default_factory=dict)    # seconds this process spent on it: analysis and report, drawing
