@@ -389,13 +389,24 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                     if sites and not wanted_periods:
                         store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})     # nothing was counted
                     elif sites:
-                        found = (explain.where if periods else None) or {
-                            "unavailable": "the in-program sampler did not run (a kernel before 6.2, or the explaining "
-                                           "run failed with it)"}
+                        if periods and explain.where:
+                            found = explain.where
+                        elif not where.sampler_usable():
+                            least = ".".join(map(str, where.SAMPLER_KERNEL))
+                            found = {"unavailable": f"the in-program sampler needs Linux {least} or later (this "
+                                                    f"kernel: {os.uname().release})"}
+                        elif periods is None and wanted_periods:
+                            found = {"unavailable": "the explaining run failed with the in-program sampler and was made "
+                                                    "again without it"}
+                        else:
+                            found = {"unavailable": "the in-program sampler left no call sites"}
                         if "unavailable" in found:
                             progress.now(f"{plan.label(i)}: call sites under perf record ({found['unavailable']})")
                             clock.start("perf record (call sites' fallback)")
+                            why = found["unavailable"]
                             found = _call_sites_under_perf(cell, samples[i])
+                            # the report and the JSON say why a third run was made
+                            found.setdefault("notes", []).insert(0, f"under perf record, one more run: {why}")
                             clock.start("explaining runs")
                         store.set_where(cell_ids[i], found)
                 if not sites and plan.where:
