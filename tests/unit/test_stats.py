@@ -145,7 +145,7 @@ def _busy_run(cells: dict[str, tuple[float, list[float]]], blocks: int = 2):
             cpu = cpu_s * (1 + 0.004 * ((r * 7 + i) % 5 - 2))          # CPU time: within ±1%
             samples.append((r, False, Sample.from_msrun({"status": "ok", "wall_ns": int(cpu * k * 1e9),
                                                          "user_ns": int(cpu * 0.97e9), "sys_ns": int(cpu * 0.03e9),
-                                                         "nvcsw": blocks})))
+                                                         "nvcsw": blocks, "maxrss_kb": 1000})))
         stored.append(StoredCell(i + 1, i, AllocatorInfo(name), {}, {}, ["lua5.4", "prog.lua"], samples))
     return StoredRun(1, "t", "t", "complete", "compare", "lua5.4", ["memsleuth"], RunSpec(), MachineInfo(), "0",
                      stored)
@@ -183,3 +183,15 @@ def test_a_command_that_waits_keeps_wall_time_and_says_how_noisy_it_was():
     (g,) = analyse(run)
     assert g.time_basis.metric == "wall_s" and all(c.metric == "wall_s" for c in g.cells)
     assert compare_answer(standings([g], []))[0].startswith("Judged by wall time"), compare_answer(standings([g], []))
+
+
+def test_the_memory_table_calls_a_cell_the_fastest_only_where_that_was_resolved():
+    """Two allocators whose CPU times do not differ: no winner resolved, and the Memory table does not
+    call the lower median 'the fastest'."""
+    from memsleuth.analysis.summary import analyse
+    from memsleuth.report.builders.compare import memory_table
+    same = _busy_run({"glibc": (1.0, [1.0] * 10), "mimalloc": (1.0, [1.0] * 10)})
+    (g,) = analyse(same)
+    assert not any(c.best_resolved for c in g.cells)
+    words = [row[-1] for row in memory_table([g], []).rows]
+    assert "the fastest" not in words and "the lowest median time (no winner resolved)" in words, words

@@ -145,7 +145,7 @@ def _ratio(plt, fig: RatioFigure):
             text = "n/a" if v is None else (f"{v:.2f}" + ("" if fig.resolved[a][g] else "\nn.r."))
             ax.text(g, a, text, ha="center", va="center", fontsize=8,
                     color="black" if v is None else _text_on(im.cmap(im.norm(v))))
-    f.colorbar(im, ax=ax, label="x slower than the fastest")
+    f.colorbar(im, ax=ax, label="paired ratio to the group's fastest median (n.r.: not resolved)")
     f.tight_layout()
     return f
 

@@ -143,8 +143,8 @@ def _tradeoff(c, ok) -> str:
     best = next((x for x in ok if x.is_best), None)
     if best is None or c.peak_rss is None or best.peak_rss is None:
         return "-"
-    if c is best:
-        return "the fastest"
+    if c is best:   # "the fastest" only where the paired rounds resolved it
+        return "the fastest" if best.best_resolved else "the lowest median time (no winner resolved)"
     speed = c.verdict.text if c.verdict else "not compared"
     mem = c.rss_vs_fastest
     if mem is None:
