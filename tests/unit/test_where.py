@@ -180,3 +180,11 @@ def test_memsleuths_own_frames_are_not_a_profiles_leaf():
               symbols.Frame("/srv/app", 0x30, "handle", "app.c:9", "/srv/app.c")]
     entry = symbols.stack_entry(frames, lambda path: False)
     assert [e[0] for e in entry] == ["handle"] and entry[0][1] == "/srv/app.c"
+
+
+def test_a_libraries_advice_is_given_only_where_its_frames_make_the_calls():
+    numpy_sites = [("npy_alloc_cache (_multiarray_umath.cpython-311-x86_64-linux-gnu.so, no line information)", 0.9)]
+    bytearray_sites = [("PyByteArray_Resize (python3.11, no line information)", 0.95)]
+    assert "out=" in " ".join(runtimes.library_advice(numpy_sites))
+    assert runtimes.library_advice(bytearray_sites) == []
+    assert "numpy" not in runtimes.by_name("CPython").release

@@ -47,10 +47,23 @@ TABLE: tuple[Runtime, ...] = (
                   "across requests"),
     Runtime("CPython", re.compile(r"^(_Py|Py[A-Z]|pymalloc|_PyObject|list_|dict_|array_|PyArray|npy_)"), False,
             release="PYTHONMALLOC=malloc puts small objects on malloc too, where an allocator's options apply; "
-                    "arrays (numpy) come from malloc: reuse them (out= arguments, in-place operations) instead of "
-                    "a temporary per step",
-            churn="reuse arrays across steps (out=, in-place operators) instead of creating temporaries"),
+                    "large buffers (bytearray, array, bytes) come from malloc: reuse one across steps instead of "
+                    "a new one per step",
+            churn="reuse buffers across steps instead of creating a temporary per step"),
 )
+
+# Advice that fits only where a library's own frames make the calls (a word about numpy's out= is
+# no help to a program that grows a bytearray): appended where the sites show that library.
+LIBRARY_ADVICE: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"^(PyArray|npy_|array_)|numpy"), "numpy's arrays: out= arguments and in-place operators reuse an "
+                                                  "array instead of a temporary per step"),
+)
+
+
+def library_advice(sites: list) -> list[str]:
+    """The LIBRARY_ADVICE whose library's frames are among these call sites ([(site text, share)])."""
+    return [advice for frames, advice in LIBRARY_ADVICE
+            if any(frames.search(function_of(str(text))) or frames.search(str(text)) for text, _ in sites)]
 
 
 # A mechanism is the runtime's when at least this share of its sampled call sites are its frames.

@@ -599,7 +599,7 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
             extra = [f"{share:.0%} of the sampled {f.calls} calls come from {runtime.name}'s own code"]
             own = runtimes.advice_for(runtime, f.id)
             if own is not None:
-                advice = own
+                advice = "; ".join([own, *runtimes.library_advice(e.makers or e.user_sites)])
                 if not runtime.own_memory and f.advice != program_advice(f.calls):   # its memory is malloc's: that side too
                     advice += f"; on the allocator's side: {f.advice}"
             elif advice == program_advice(f.calls):
