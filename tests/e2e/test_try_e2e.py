@@ -5,6 +5,7 @@ allocator removes the churn. Asserted: counts (deterministic) and effects of 10x
 from __future__ import annotations
 
 import re
+import sqlite3
 
 from conftest import fixture, memsleuth, needs_tracepoints
 
@@ -48,3 +49,14 @@ def test_try_on_a_clean_program_says_there_is_nothing_to_try(tmp_path):
 def test_try_rounds_below_six_are_refused(tmp_path):
     proc = memsleuth("check", "--try", "--try-rounds", "3", "--db", str(tmp_path / "t.db"), "--", "true")
     assert proc.returncode == 2 and "at least 6" in proc.stderr
+
+
+def test_try_says_its_plan_first_and_stays_within_its_budget(tmp_path):
+    """A budget that holds no candidate's six rounds: said in one line, and no session is run."""
+    db = tmp_path / "b.db"
+    proc = memsleuth("check", "--try", "--try-budget", "1", "--db", str(db), "--", fixture("plain-steps"), "20")
+    assert proc.returncode == 0, proc.stderr
+    assert "no candidate fits 1 s" in proc.stderr, proc.stderr
+    kinds = [r[0] for r in sqlite3.connect(db).execute("select kind from runs")]
+    assert kinds == ["check"], kinds
+    assert memsleuth("check", "--try-budget", "60", "--db", str(db), "--", "true").returncode == 2   # needs --try

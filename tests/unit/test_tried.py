@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memsleuth.analysis import gate, tried
+from memsleuth.analysis import gate, tried, tries
 from memsleuth import stats
 from memsleuth.analysis.findings.base import Finding
 from memsleuth.analysis.tries import Try, for_findings
@@ -71,3 +71,16 @@ def test_a_count_that_fell_while_the_time_did_not_is_not_a_fix():
 def test_a_memory_finding_is_judged_on_peak_rss():
     rss = count("peak RSS", 100e6, 40e6, "bytes")
     assert tried.verdict(time_check(1.0, 0.98, 1.02), rss, [rss], primary="peak RSS").verdict == tried.HELPS
+
+
+def test_the_candidates_that_fit_the_budget_and_the_rounds_it_holds():
+    cands = ["a", "b", "c"]
+    # 1 s runs (+0.3 s each), 4 cells: 5.2 s a round; 120 s hold 22 rounds with the warm-up: capped at 20
+    assert tries.fit(cands, 1.0, 120.0, 20) == (cands, [], 20)
+    # 40 s: 4 cells give 6 rounds? 40 // 5.2 - 1 = 6: all three kept, 6 rounds
+    assert tries.fit(cands, 1.0, 40.0, 20) == (cands, [], 6)
+    # 30 s: three do not fit 6 rounds (4 cells), two do not (3.9 s a round: 6), ... the last ones left out
+    kept, left, rounds = tries.fit(cands, 1.0, 30.0, 20)
+    assert kept == ["a", "b"] and left == ["c"] and rounds >= tries.MIN_ROUNDS
+    assert tries.fit(cands, 10.0, 30.0, 20) == ([], cands, 0)
+    assert tries.default_budget(0.5) == tries.BUDGET_MIN_S and tries.default_budget(10.0) == 200.0

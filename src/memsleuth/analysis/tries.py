@@ -185,3 +185,33 @@ def for_findings(found: list[Finding], allocator: str, installed: list[str]) -> 
         for t in found_tries:
             out[t.key] = out[t.key].merged(t) if t.key in out else t
     return list(out.values())
+
+
+# --try's budget by default: this many times the program's own time (its measured runs' median), and
+# never less than BUDGET_MIN_S. The candidates' session runs the baseline and each candidate once a
+# round, after one warm-up each, for at least MIN_ROUNDS rounds (the fewest with a 95% CI).
+BUDGET_FACTOR = 20.0
+BUDGET_MIN_S = 60.0
+MIN_ROUNDS = 6
+# What one run costs beside the program's own time (ms-run's start, the store): seconds.
+RUN_OVERHEAD_S = 0.3
+
+
+def default_budget(run_s: float) -> float:
+    return max(BUDGET_MIN_S, BUDGET_FACTOR * run_s)
+
+
+def fit(candidates: list, run_s: float, budget_s: float, max_rounds: int) -> tuple[list, list, int]:
+    """(the candidates that fit the budget, those left out, the rounds at most): with the baseline,
+    one warm-up each and at least MIN_ROUNDS rounds; candidates are left out from the last (the
+    table's order is the findings' costliest first) until MIN_ROUNDS fit; rounds beyond that are
+    capped by what the budget holds."""
+    per_run = max(run_s, 0.0) + RUN_OVERHEAD_S
+    kept = list(candidates)
+    while kept:
+        cells = 1 + len(kept)
+        rounds = int(budget_s // (cells * per_run)) - 1          # one warm-up round of every cell
+        if rounds >= MIN_ROUNDS:
+            return kept, list(candidates[len(kept):]), min(rounds, max_rounds)
+        kept.pop()
+    return [], list(candidates), 0

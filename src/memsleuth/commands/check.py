@@ -27,6 +27,10 @@ def add_arguments(k) -> None:
     k.add_argument("--try", dest="try_", action=options.OnceFlag,
                    help="then measure the changes the findings advise (tunables, allocator options, other allocators) "
                         "against the program as it ran, alternately in one session, and say which help (docs/ci.md)")
+    k.add_argument("--try-budget", metavar="SECONDS", action=options.Once,
+                   help="--try: at most this long for the candidates' session (default: 20 times the program's "
+                        "time, at least 60 s); the plan is said first, and candidates or rounds that do not fit are "
+                        "left out and named")
     k.add_argument("--try-rounds", metavar="N", default="20", action=options.Once,
                    help="--try: at most N rounds (default 20; at least 6)")
     k.add_argument("--pid", metavar="PID", action="append",
@@ -66,11 +70,14 @@ def run(args, command: list[str] | None, console: Console) -> int:
     try_rounds = options.count(args.try_rounds, "--try-rounds")
     if try_rounds < 6:
         raise UsageError("--try-rounds must be at least 6 (the fewest rounds with a 95% CI)")
+    budget = options.duration(args.try_budget) if args.try_budget is not None else None
+    if budget is not None and not args.try_:
+        raise UsageError("--try-budget goes with --try")
     outcome = measure(store, p, kind="check", name=command[0], spec=spec, allocs=allocs)
     code = finish(store, outcome, args, console)
     if not args.try_ or outcome.interrupted or code != 0:
         return code
-    return _try(store, outcome.run_id, p, args, console, try_rounds) or code
+    return _try(store, outcome.run_id, p, args, console, try_rounds, budget) or code
 
 
 def _attach(args, command: list[str] | None, console: Console) -> int:
@@ -86,7 +93,7 @@ def _attach(args, command: list[str] | None, console: Console) -> int:
         raise UsageError("--duration is the window of --pid: give the process with --pid PID")
     if command:
         raise UsageError("check --pid measures a process that is already running: leave out the command after --")
-    if args.try_:
+    if args.try_ or args.try_budget is not None:
         raise UsageError("--try measures changes by running the program again: it cannot apply to --pid")
     for given, name, why in ((args.alloc, "--alloc", "its allocator is the one it runs with"),
                              (args.env, "--env", "its environment is the one it started with"),
@@ -115,7 +122,7 @@ def _attach(args, command: list[str] | None, console: Console) -> int:
     return interrupted_exit(stopped_by)
 
 
-def _try(store, check_run: int, p, args, console: Console, max_rounds: int) -> int | None:
+def _try(store, check_run: int, p, args, console: Console, max_rounds: int, budget: float | None) -> int | None:
     """check --try: the findings' candidates against the baseline, in one session."""
     from memsleuth.analysis import gate as gating, tried
     from memsleuth.analysis.summary import analyse_check
@@ -132,6 +139,25 @@ def _try(store, check_run: int, p, args, console: Console, max_rounds: int) -> i
     if not candidates:
         console.print("\n--try: no finding of this run names a setting or an allocator to try; the advice above is a "
                       "change to the program itself.", markup=False, highlight=False)
+        return None
+    import sys
+    from statistics import median
+    run_s = median(s.wall_ns for s in checked.measured if s.ok) / 1e9 if any(s.ok for s in checked.measured) else 0.0
+    budget = budget if budget is not None else tries.default_budget(run_s)
+    candidates, left_out, max_rounds = tries.fit(candidates, run_s, budget, max_rounds)
+    per_round = (1 + len(candidates)) * (run_s + tries.RUN_OVERHEAD_S)
+    least, most = per_round * (tries.MIN_ROUNDS + 1), per_round * (max_rounds + 1)
+    span = (f"{max_rounds} rounds: about {most:.0f} s" if max_rounds == tries.MIN_ROUNDS else
+            f"{tries.MIN_ROUNDS} to {max_rounds} rounds: about {least:.0f} s to {most:.0f} s")
+    print(f"memsleuth: --try plan, within {budget:.0f} s: the baseline and {len(candidates)} candidate(s) ("
+          + "; ".join(f"{t.name}, for {t.finding}" for t in candidates) + f"), each run about {run_s:.1f} s, "
+          + span if candidates else
+          f"memsleuth: --try: no candidate fits {budget:.0f} s ({tries.MIN_ROUNDS} rounds of the baseline and one "
+          f"candidate, each run about {run_s:.1f} s): raise --try-budget", file=sys.stderr, flush=True)
+    if left_out:
+        print("memsleuth: --try: left out, over the budget: " + ", ".join(t.name for t in left_out),
+              file=sys.stderr, flush=True)
+    if not candidates:
         return None
     cells = [dataclasses.replace(base, params={"variant": "baseline"}, where=False)]
     for t in candidates:
