@@ -16,6 +16,7 @@ import time
 
 from memsleuth.measure import allocators, machine
 from memsleuth.errors import UsageError
+from memsleuth.records.proc import start_time, stat_fields
 from memsleuth.records.stored import EXPLAIN_ROUND
 
 PF_KTHREAD = 0x00200000     # /proc/PID/stat flags: a kernel thread
@@ -24,25 +25,6 @@ SMAPS_KINDS = ("heap (brk)", "anonymous", "stacks", "file-backed", "shared memor
 # Allocators recognised in a running process by the library it has mapped.
 MAPPED_ALLOCATORS = (("libjemalloc", "jemalloc"), ("libmimalloc", "mimalloc"), ("libtcmalloc", "tcmalloc"),
                      ("libtbbmalloc", "tbbmalloc"))
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """/proc/PID/stat's fields after the command name (state first), or None when there is none."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def start_time(pid: int) -> int | None:
-    """When the process started (clock ticks since boot, /proc/PID/stat): with its pid, what names
-    this process and no later one that reuses the pid. None when there is no such process."""
-    fields = _stat_fields(pid)
-    try:
-        return int(fields[19])
-    except (TypeError, IndexError, ValueError):
-        return None
 
 
 def read_if_same(pid: int, started: int | None, read):
@@ -56,7 +38,7 @@ def read_if_same(pid: int, started: int | None, read):
 
 def _stat(pid: int) -> tuple[int, int] | None:
     """(flags, uid) of a process, or None when there is none."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     try:
         return int(fields[6]), os.stat(f"/proc/{pid}").st_uid
     except (TypeError, OSError, IndexError, ValueError):
@@ -77,7 +59,7 @@ def _tree(pids: list[int]) -> set[int]:
     """The processes and every process below them (ms-run's window covers the whole tree)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and (fields := _stat_fields(int(entry))) is not None:
+        if entry.isdigit() and (fields := stat_fields(int(entry))) is not None:
             try:
                 children.setdefault(int(fields[1]), []).append(int(entry))
             except (IndexError, ValueError):
@@ -123,7 +105,7 @@ def _ancestors() -> set[int]:
     out, pid = set(), os.getppid()
     while pid > 1 and pid not in out:
         out.add(pid)
-        fields = _stat_fields(pid)
+        fields = stat_fields(pid)
         try:
             pid = int(fields[1])
         except (TypeError, IndexError, ValueError):
@@ -150,7 +132,7 @@ def validate(pids: list[int]) -> list[int]:
         if st is None:
             raise UsageError(f"--pid {pid}: no such process")
         flags, uid = st
-        if (_stat_fields(pid) or ["?"])[0] in ("Z", "X") and _live_threads(pid) == 0:
+        if (stat_fields(pid) or ["?"])[0] in ("Z", "X") and _live_threads(pid) == 0:
             raise UsageError(f"--pid {pid} has exited (a zombie its parent has not reaped): there is nothing to "
                              "measure")
         if flags & PF_KTHREAD:
@@ -175,7 +157,7 @@ def _live_threads(pid: int) -> int:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return 0
-    return sum(1 for t in tids if (_stat_fields(int(t)) or ["Z"])[0] not in ("Z", "X"))
+    return sum(1 for t in tids if (stat_fields(int(t)) or ["Z"])[0] not in ("Z", "X"))
 
 
 def command_of(pid: int) -> list[str]:
@@ -271,7 +253,7 @@ ATTACH_FAULT_SAMPLES_S = 100
 def fault_period(pids: list[int]) -> int:
     """The page-fault period for about ATTACH_FAULT_SAMPLES_S samples a second at the processes' rate now."""
     def faults() -> int:
-        return sum(int(f[7]) for f in map(_stat_fields, pids) if f and len(f) > 7 and f[7].isdigit())
+        return sum(int(f[7]) for f in map(stat_fields, pids) if f and len(f) > 7 and f[7].isdigit())
     before = faults()
     time.sleep(FAULT_PROBE_S)
     rate = (faults() - before) / FAULT_PROBE_S

@@ -25,7 +25,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from memsleuth.records import schema
+from memsleuth.records import proc, schema
 from memsleuth.errors import StoreError, UsageError
 from memsleuth.textsafe import clean_bytes
 from memsleuth.records.evidence import Sample
@@ -80,11 +80,9 @@ def _now() -> str:
 def _process_stat(pid: int) -> tuple[str, str, int] | None:
     """(start time in clock ticks since boot, state letter, flags) of a process from /proc/PID/stat
     (fields 22, 3 and 9), or None when there is no such process."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    fields = proc.stat_fields(pid)
+    if fields is None or len(fields) < 20:
         return None
-    fields = text[text.rindex(")") + 2:].split()
     return fields[19], fields[0], int(fields[6])
 
 
