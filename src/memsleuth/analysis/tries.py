@@ -197,6 +197,13 @@ MIN_ROUNDS = 6
 RUN_OVERHEAD_S = 0.3
 
 
+def program_seconds(samples: list) -> float:
+    """The program's own time as the budget reads it: its ok measured runs' median wall time."""
+    from statistics import median
+    walls = [s.wall_ns for s in samples if s.ok]
+    return median(walls) / 1e9 if walls else 0.0
+
+
 def default_budget(run_s: float) -> float:
     return max(BUDGET_MIN_S, BUDGET_FACTOR * run_s)
 

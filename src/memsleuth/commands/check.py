@@ -141,8 +141,7 @@ def _try(store, check_run: int, p, args, console: Console, max_rounds: int, budg
                       "change to the program itself.", markup=False, highlight=False)
         return None
     import sys
-    from statistics import median
-    run_s = median(s.wall_ns for s in checked.measured if s.ok) / 1e9 if any(s.ok for s in checked.measured) else 0.0
+    run_s = tries.program_seconds(checked.measured)
     budget = budget if budget is not None else tries.default_budget(run_s)
     candidates, left_out, max_rounds = tries.fit(candidates, run_s, budget, max_rounds)
     per_round = (1 + len(candidates)) * (run_s + tries.RUN_OVERHEAD_S)

@@ -43,6 +43,7 @@ def check(view: CellView) -> list[Finding]:
     faults = split.cost("page-faults")
     p = view.profile
     resolved = sum(v for k, v in p.fault_kinds.items() if k in kinds)
+    unshown = sum(v for k, v in p.fault_kinds.items() if k not in kinds)
     found = []
     for kind, (title, mechanism, advice) in KINDS.items():
         share = kinds.get(kind, 0.0)
@@ -55,7 +56,9 @@ def check(view: CellView) -> list[Finding]:
             title=f"{title}: {split.describe(spent)}",
             mechanism=mechanism,
             evidence=[f"{share:.0%} of the {resolved:,} sampled page faults whose kernel chain shows what they did "
-                      f"were {kind}" + (f" (the rest: {others})" if others else ""),
+                      f"were {kind}" + (f" (the rest: {others})" if others else "") +
+                      (f"; the {unshown:,} whose chain stops at the fault's entry are taken to be alike" if unshown else
+                       ""),
                       f"the page faults took {split.describe(faults)}; this kind's part of it is {split.describe(spent)}"
                       " (analysis/cost.py)",
                       f"{sc.minflt:,.0f} page faults in the process tree"],
