@@ -310,3 +310,11 @@ def test_one_schema_serves_both_stores():
         import re
         return re.findall(r"^\s+(\w+) ", re.sub(r"--[^\n]*", "", text), re.M)
     assert columns(pg) == columns(schema.ddl("sqlite"))
+
+
+@pytest.mark.parametrize("text", ["abc", "-5", "0", "5ms", ""])
+def test_a_bad_window_names_the_option_it_came_from(text):
+    with pytest.raises(UsageError, match="^--try-budget "):
+        options.duration(text, "--try-budget")
+    with pytest.raises(UsageError, match="^--duration "):
+        options.duration(text)

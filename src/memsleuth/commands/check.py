@@ -70,7 +70,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
     try_rounds = options.count(args.try_rounds, "--try-rounds")
     if try_rounds < 6:
         raise UsageError("--try-rounds must be at least 6 (the fewest rounds with a 95% CI)")
-    budget = options.duration(args.try_budget) if args.try_budget is not None else None
+    budget = options.duration(args.try_budget, "--try-budget") if args.try_budget is not None else None
     if budget is not None and not args.try_:
         raise UsageError("--try-budget goes with --try")
     outcome = measure(store, p, kind="check", name=command[0], spec=spec, allocs=allocs)

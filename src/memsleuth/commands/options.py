@@ -147,14 +147,14 @@ def pid(text: str) -> int:
     return v
 
 
-def duration(text: str) -> float:
-    """A window in seconds: '30', '30s', '2m'."""
+def duration(text: str, option: str = "--duration") -> float:
+    """A window in seconds: '30', '30s', '2m'; errors name `option`."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|m)?\s*", text.lower())
     if m is None:
-        raise UsageError(f"--duration must be a number of seconds (30, 30s, 2m), got {text!r}")
+        raise UsageError(f"{option} must be a number of seconds (30, 30s, 2m), got {text!r}")
     v = float(m.group(1)) * (60.0 if m.group(2) == "m" else 1.0)
     if not math.isfinite(v) or not v > 0 or v > MAX_TIMEOUT_S:
-        raise UsageError(f"--duration must be positive and at most {MAX_TIMEOUT_S:g} s, got {text!r}")
+        raise UsageError(f"{option} must be positive and at most {MAX_TIMEOUT_S:g} s, got {text!r}")
     return v
 
 
