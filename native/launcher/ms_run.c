@@ -207,6 +207,7 @@ typedef struct {
   msr_args args;
   msr_cpu cpu;
   msr_sites outside;
+  msr_sites ustacks; /* --cpu-stacks-dir: the CPU samples' user chains */
   sbuf lines;
   int nleft; /* processes still running when the command ended */
   pid_t left_pid[MAX_LEFTOVERS];
@@ -360,6 +361,7 @@ static void supervise(const msr_options *o, run_result *r, int probe_r, uint64_t
       sample_tree(o, r, t, t0); /* drains the traced faults first: the CPU samples are joined to them */
       if (r->cpu.enabled) msr_cpu_drain(&r->cpu);
       if (r->outside.enabled) msr_sites_drain(&r->outside);
+      if (r->ustacks.enabled) msr_sites_drain(&r->ustacks);
       next_sample = t + r->tl.interval_ms * 1000000u;
     }
     if (deadline && t >= deadline && !r->timed_out) {
@@ -429,6 +431,15 @@ static const char *classify(const msr_options *o, const run_result *r, char *det
   return "ok";
 }
 
+/* The CPU samples' user chains (--cpu-stacks-dir): the cpu-clock at --cpu-sample-us's period, every
+ * process of the tree, documents DIR/cpu-PID.json. */
+static void open_cpu_stacks(msr_sites *u, const msr_targets *t, const msr_options *o) {
+  char spec[64];
+  snprintf(spec, sizeof spec, "cpu-clock=%llu", (unsigned long long)o->cpu_sample_us * 1000u);
+  msr_sites_open(u, t, spec, 0, o->cpu_stacks_dir, NULL);
+  u->prefix = "cpu";
+}
+
 static int write_document(const msr_options *o, run_result *r, const ms_counters *ctr, const ms_snapshot *s0,
                           const ms_snapshot *s1, int out_fd, int err_fd) {
   char detail[512];
@@ -492,7 +503,8 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   }
   if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args);
   if (o->cpu_sample_us) msr_cpu_json(&j, &r->cpu);
-  if (o->outside_sites) msr_sites_json(&j, &r->outside);
+  if (o->outside_sites) msr_sites_json(&j, "outside_sites", &r->outside);
+  if (o->cpu_sample_us && o->cpu_stacks_dir) msr_sites_json(&j, "cpu_stacks", &r->ustacks);
   if (r->nroots) {
     msj_obj_begin(&j, "attached");
     msj_arr_begin(&j, "pids");
@@ -722,6 +734,10 @@ static int attach_mode(const msr_options *o) {
     msr_sites_open(&r.outside, &targets, o->outside_sites, o->outside_freq, o->outside_dir, NULL);
     for (int i = 0; i < procs.n; i++) msr_sites_seed(&r.outside, procs.pid[i]);
   }
+  if (o->cpu_sample_us && o->cpu_stacks_dir) {
+    open_cpu_stacks(&r.ustacks, &targets, o);
+    for (int i = 0; i < procs.n; i++) msr_sites_seed(&r.ustacks, procs.pid[i]);
+  }
   tl_columns(&r.tl, r.ctr, &r.args);
   for (int k = 0; k < nctr; k++) ms_counters_enable(&ctrs[k]);
   times_update(&w, &procs, 1);
@@ -735,6 +751,7 @@ static int attach_mode(const msr_options *o) {
     sample_tree(o, &r, t, t0);
     if (r.cpu.enabled) msr_cpu_drain(&r.cpu);
     if (r.outside.enabled) msr_sites_drain(&r.outside);
+    if (r.ustacks.enabled) msr_sites_drain(&r.ustacks);
     the_tree(&r, &procs);
     if (procs.n) {
       times_update(&w, &procs, 0);
@@ -758,6 +775,10 @@ static int attach_mode(const msr_options *o) {
   if (r.outside.enabled) {
     msr_sites_drain(&r.outside);
     msr_sites_write(&r.outside);
+  }
+  if (r.ustacks.enabled) {
+    msr_sites_drain(&r.ustacks);
+    msr_sites_write(&r.ustacks);
   }
   long hz = sysconf(_SC_CLK_TCK);
   uint64_t ut = 0, st = 0, minf = 0, majf = 0;
@@ -784,6 +805,7 @@ static int attach_mode(const msr_options *o) {
   msr_args_close(&r.args);
   msr_cpu_close(&r.cpu);
   msr_sites_close(&r.outside);
+  msr_sites_close(&r.ustacks);
   free(ctrs);
   free(tids);
   return rc;
@@ -843,6 +865,7 @@ static int run_mode(const msr_options *o) {
     r.cpu.faults = &r.args;
   }
   if (o->outside_sites) msr_sites_open(&r.outside, &command, o->outside_sites, 0, o->outside_dir, o->outside_skip);
+  if (o->cpu_sample_us && o->cpu_stacks_dir) open_cpu_stacks(&r.ustacks, &command, o);
   tl_columns(&r.tl, r.ctr, &r.args);
   ms_snapshot s0, s1;
   memset(&s0, 0, sizeof s0);
@@ -862,11 +885,16 @@ static int run_mode(const msr_options *o) {
     msr_sites_drain(&r.outside);
     msr_sites_write(&r.outside);
   }
+  if (r.ustacks.enabled) {
+    msr_sites_drain(&r.ustacks);
+    msr_sites_write(&r.ustacks);
+  }
   int rc = write_document(o, &r, &ctr, &s0, &s1, out_fd, err_fd);
   ms_counters_close(&ctr);
   msr_args_close(&r.args);
   msr_cpu_close(&r.cpu);
   msr_sites_close(&r.outside);
+  msr_sites_close(&r.ustacks);
   if (rc) return rc;
   return g_interrupted ? 130 : 0;
 }

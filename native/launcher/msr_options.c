@@ -190,6 +190,10 @@ static const msr_opt OPTIONS[] = {
      .help = "sample the tree's CPU time every N us with kernel call chains: where the\n"
              "kernel time goes, by path and executable (root)",
      .section = RUN, .set = set_u64, .field = AT(cpu_sample_us), .lo = 100, .hi = 1000000},
+    {.name = "cpu-stacks-dir", .value = "DIR",
+     .help = "with --cpu-sample-us: also sample the CPU time with user call chains (frame\n"
+             "pointers), split into user and kernel mode; documents DIR/cpu-PID.json",
+     .section = RUN, .set = set_string, .field = AT(cpu_stacks_dir)},
     {.name = "outside-sites", .value = "SPEC",
      .help = "sample EVENT=PERIOD,... (page-faults, a syscall's name) with user call\n"
              "chains from the kernel, for the processes that do not map --outside-skip",

@@ -48,12 +48,24 @@ static void parse_spec(msr_sites *s, const char *spec) {
       unsigned long long period = strtoull(eq + 1, NULL, 10);
       s->period[s->nev] = period ? period : 1;
       s->nev++;
+      if (!strcmp(s->name[s->nev - 1], "cpu-clock") && s->nev < MSR_SITES_EVENTS) { /* its kernel-mode half */
+        snprintf(s->name[s->nev], sizeof s->name[0], "cpu-clock:kernel");
+        s->period[s->nev] = s->period[s->nev - 1];
+        s->kernel_of[s->nev - 1] = s->nev;
+        s->nev++;
+      }
     }
     p += len + (p[len] != 0);
   }
 }
 
 static int config_of(msr_sites *s, int e, struct perf_event_attr *a) {
+  if (!strcmp(s->name[e], "cpu-clock:kernel")) return -1; /* not an event: cpu-clock's samples in the kernel */
+  if (!strcmp(s->name[e], "cpu-clock")) {
+    a->type = PERF_TYPE_SOFTWARE;
+    a->config = PERF_COUNT_SW_CPU_CLOCK;
+    return 0;
+  }
   if (!strcmp(s->name[e], "page-faults")) {
     a->type = PERF_TYPE_SOFTWARE;
     a->config = PERF_COUNT_SW_PAGE_FAULTS;
@@ -69,6 +81,7 @@ static int config_of(msr_sites *s, int e, struct perf_event_attr *a) {
 int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_t freq, const char *dir,
                    const char *skip) {
   memset(s, 0, sizeof *s);
+  s->prefix = "sites";
   s->dir = dir;
   s->freq = freq;
   s->skip = skip ? realpath(skip, NULL) : NULL;
@@ -147,6 +160,7 @@ int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_
         s->ids[s->nids] = id;
         s->id_ev[s->nids++] = (uint8_t)e;
         s->opened[e] = 1;
+        if (s->kernel_of[e]) s->opened[s->kernel_of[e]] = 1;
       }
     }
   }
@@ -264,6 +278,9 @@ static void on_sample(msr_sites *s, const unsigned char *rec, size_t n) {
   for (int k = 0; k < s->nids; k++)
     if (s->ids[k] == id) ev = s->id_ev[k];
   if (ev < 0) return;
+  int cpu = !!s->kernel_of[ev]; /* a CPU-time sample: every one counts, with a user chain or not */
+  if (cpu && (((const struct perf_event_header *)rec)->misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL)
+    ev = s->kernel_of[ev];
   msr_site_proc *p = proc_of(s, (pid_t)pid, 1);
   if (!p) return;
   if (!p->comm[0]) msr_comm((pid_t)pid, p->comm, sizeof p->comm);
@@ -280,7 +297,7 @@ static void on_sample(msr_sites *s, const unsigned char *rec, size_t n) {
   }
   s->samples++;
   p->samples++;
-  if (depth) add_stack(s, (int32_t)(p - s->procs), (uint8_t)ev, chain, depth, weight);
+  if (depth || cpu) add_stack(s, (int32_t)(p - s->procs), (uint8_t)ev, chain, depth, weight);
 }
 
 /* Each process's program and executable mappings, from the side-band records. */
@@ -361,7 +378,7 @@ void msr_sites_drain(msr_sites *s) {
 static void write_doc(msr_sites *s, int32_t pi) {
   msr_site_proc *p = &s->procs[pi];
   char path[4200], tmp[4300];
-  snprintf(path, sizeof path, "%s/sites-%d.json", s->dir, (int)p->pid);
+  snprintf(path, sizeof path, "%s/%s-%d.json", s->dir, s->prefix, (int)p->pid);
   snprintf(tmp, sizeof tmp, "%s.outside.tmp", path);
   if (access(path, F_OK) == 0) return; /* the program's own document (a pid reused): never replaced */
   ms_json j;
@@ -453,8 +470,8 @@ void msr_sites_close(msr_sites *s) {
   s->nproc = s->npaths = 0;
 }
 
-void msr_sites_json(ms_json *j, const msr_sites *s) {
-  msj_obj_begin(j, "outside_sites");
+void msr_sites_json(ms_json *j, const char *key, const msr_sites *s) {
+  msj_obj_begin(j, key);
   msj_bool(j, "opened", s->enabled);
   if (s->why[0]) msj_str(j, "why", s->why);
   msj_u64(j, "samples", s->samples);

@@ -9,7 +9,12 @@
  *
  * At the end, one document per other process that was sampled, in libmssites' format
  * (`sites-PID.json`: events, stacks [event, count, [addresses]], maps), so that where.read_sampled
- * reads both the same way. Nothing runs in the measured process but the kernel's own sampling. */
+ * reads both the same way. Nothing runs in the measured process but the kernel's own sampling.
+ *
+ * The same sampler gives the user call chains of the CPU time (ms-run --cpu-stacks-dir): the event
+ * "cpu-clock=NS" samples every NS of CPU time, every process of the tree whatever it mapped, each
+ * sample split by the mode it was taken in: "cpu-clock" in user mode, "cpu-clock:kernel" in the
+ * kernel (its user chain is where the program entered it). Its documents are `cpu-PID.json`. */
 #ifndef MSR_SITES_H
 #define MSR_SITES_H
 #include <stdint.h>
@@ -54,6 +59,7 @@ typedef struct {
   char name[MSR_SITES_EVENTS][32];
   uint64_t period[MSR_SITES_EVENTS];
   int opened[MSR_SITES_EVENTS];
+  int kernel_of[MSR_SITES_EVENTS]; /* cpu-clock: the index its kernel-mode samples go to (0: none) */
   char ev_why[MSR_SITES_EVENTS][96];
   int n; /* CPUs with a ring buffer */
   int fds[MSR_MAX_CPUS];
@@ -73,6 +79,7 @@ typedef struct {
   char **paths;
   int npaths, cappaths;
   int written;
+  const char *prefix; /* the documents: PREFIX-PID.json ("sites" unless set) */
 } msr_sites;
 
 /* Opens the sampling on the targets (a command not yet exec'd, or running threads). `spec`:
@@ -87,6 +94,6 @@ void msr_sites_drain(msr_sites *s);
 /* Writes the documents of the processes sampled that did not map `skip`. */
 void msr_sites_write(msr_sites *s);
 void msr_sites_close(msr_sites *s);
-/* "outside_sites": what was opened, sampled and written, and every process of the tree seen. */
-void msr_sites_json(ms_json *j, const msr_sites *s);
+/* `key` (e.g. "outside_sites"): what was opened, sampled and written, and every process of the tree seen. */
+void msr_sites_json(ms_json *j, const char *key, const msr_sites *s);
 #endif

@@ -57,3 +57,28 @@ def fault_kind_share(ref: dict[str, float], kind: str) -> float:
     shows nothing of what it did: perf's and memsleuth's alike)."""
     shown = sum(v for k, v in ref.items() if k.startswith("faults:") and k != "faults:other")
     return ref["page-faults"] * ref.get(f"faults:{kind}", 0.0) / shown if shown else 0.0
+
+
+def perf_user_share(data: Path, entries: tuple[str, ...], *cmd: str, env: dict | None = None) -> float:
+    """The share of perf's cpu-clock samples of the command taken in user mode with one of `entries`
+    (functions, by perf's own names) in the sample's call chain: a runtime collector's entry points,
+    say (perf's frame-pointer chains, its own symbols)."""
+    rec = subprocess.run(["perf", "record", "-q", "--no-buildid-cache", "-e", "cpu-clock", "-F", "1000", "-g",
+                          "-o", str(data), "--", *cmd], capture_output=True, text=True, timeout=300, env=env)
+    if rec.returncode != 0:
+        raise RuntimeError(f"perf record failed: {rec.stderr.strip()[-300:]}")
+    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip,sym"], capture_output=True, text=True,
+                         timeout=300).stdout
+    n = hit = 0
+    for block in out.split("\n\n"):
+        frames = [line.split(None, 1) for line in block.splitlines() if line.strip()]
+        if not frames:
+            continue
+        n += 1
+        if any(f[0].startswith("ffff") for f in frames):
+            continue                      # taken in the kernel
+        names = {f[1].strip().split("+0x")[0] for f in frames if len(f) > 1}
+        hit += bool(names & set(entries))
+    if n <= 200:
+        raise RuntimeError(f"perf took only {n} samples")
+    return hit / n

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import needs_tracepoints
+from perf_reference import perf_user_share
 from test_measured_costs import check, findings_of, perf_shares, within
 
 HERE = Path(__file__).resolve().parent / "runtimes"
@@ -131,6 +132,53 @@ def test_cpp_temporaries_of_64_mib_per_step(tmp_path):
     assert re.match(r"scaled \(temporaries\.cc:8\) via std::__fill", faults[0][0]), faults
     assert within(f["cost_share"], ref.get("munmap", 0) + ref.get("mmap", 0) + ref["page-faults"]), (f["title"], ref)
     assert "mmap_max=0" in f["advice"]
+
+
+# The collectors' entry points as perf names them: a sample under one is the collector's work.
+GO_GC_ENTRIES = ("runtime.gcBgMarkWorker", "runtime.gcAssistAlloc", "runtime.gcAssistAlloc1", "runtime.bgsweep",
+                 "runtime.gcMarkTermination", "runtime.gcStart")
+# CPython's: the functions of its collector's source (Modules/gcmodule.c in 3.12): a build without
+# frame pointers loses the callers of the innermost one, so the collector's own helpers count too.
+CPYTHON_GC_ENTRIES = ("gc_collect_main", "gc_collect_with_callback", "gc_collect_generations", "update_refs",
+                      "subtract_refs", "visit_decref", "visit_reachable", "move_unreachable", "untrack_tuples",
+                      "untrack_dicts", "deduce_unreachable", "move_legacy_finalizers", "handle_legacy_finalizers",
+                      "finalize_garbage", "delete_garbage", "handle_weakrefs", "gc_list_size", "gc_list_merge",
+                      "clear_unreachable_mask", "invoke_gc_callback")
+
+
+def assert_a_collector_finding(doc: dict, runtime: str, reference: float) -> dict:
+    f = findings_of(doc)["garbage-collection"]
+    assert f["who"] == "runtime" and f["numbers"]["runtime"] == runtime, (f["who"], f["evidence"])
+    assert within(f["cost_share"], reference), (f["title"], reference)
+    # the runtime's own knobs, never an allocator's or glibc's
+    assert "GLIBC_TUNABLES" not in f["advice"] and "allocator" not in f["advice"], f["advice"]
+    # its time is the collector's user-mode code; no other finding claims it, and the sampled
+    # parts of who ran the CPU time add up to all of it
+    parts = doc["cpu_time_by_who"]
+    assert sum(p["samples"] for p in parts) > 0 and abs(sum(p["share"] for p in parts) - 1) < 1e-9, parts
+    time_findings = [x for x in findings_of(doc).values() if x["cost_share"] is not None and x["cost_ns"]]
+    assert sum(x["cost_share"] for x in time_findings) <= 1.0, [(x["id"], x["cost_share"]) for x in time_findings]
+    return f
+
+
+def test_a_go_service_whose_collector_traces_a_large_live_heap(tmp_path):
+    prog = go_build(tmp_path, "gcheap.go")
+    doc = check(tmp_path, "env", "GOGC=20", prog)
+    ref = perf_user_share(tmp_path / "perf.data", GO_GC_ENTRIES, prog, env={**os.environ, "GOGC": "20"})
+    assert ref > 0.3, ref
+    f = assert_a_collector_finding(doc, "the Go runtime", ref)
+    assert "GOGC" in f["advice"] and "runtime." in " ".join(f["evidence"])
+    assert f["title"].startswith("the Go runtime's garbage collector") and f["confidence"] == "high"
+
+
+def test_a_python_job_runner_whose_cyclic_collector_traverses_its_table(tmp_path):
+    python = python312()          # a CPython built with its symbols (Debian's names only its exports)
+    cmd = [python, str(HERE / "gcheap.py")]
+    doc = check(tmp_path, *cmd)
+    ref = perf_user_share(tmp_path / "perf.data", CPYTHON_GC_ENTRIES, *cmd)
+    assert ref > 0.3, ref
+    f = assert_a_collector_finding(doc, "CPython", ref)
+    assert "gc.freeze()" in f["advice"]
 
 
 @pytest.mark.parametrize("runtime", ["go", "node", "python"])

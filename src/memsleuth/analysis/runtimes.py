@@ -24,6 +24,12 @@ class Runtime:
     # The runtime's own objects, as a call site names them when it has no line information
     # ('f (libjvm.so, no line information)'): its frames whatever their function.
     objects: re.Pattern | None = None
+    # Its garbage collector: a CPU sample's user chain with one of these frames is the collector's
+    # work (analysis/user_time.py); what makes it collect less; and that knob as environment
+    # `check --try` can measure (None: a flag or a change to the program).
+    gc: re.Pattern | None = None
+    gc_advice: str = ""
+    try_gc: tuple[str, tuple[tuple[str, str], ...]] | None = None
 
 
 TABLE: tuple[Runtime, ...] = (
@@ -34,22 +40,52 @@ TABLE: tuple[Runtime, ...] = (
                     "paces its scavenger",
             churn="reuse buffers across jobs (sync.Pool) instead of allocating per job; GOGC above 100 collects "
                   "less often, so freed memory is reused rather than returned and faulted in again",
-            contention_is_runtime=True, try_release=("GODEBUG=madvdontneed=0", (("GODEBUG", "madvdontneed=0"),))),
+            contention_is_runtime=True, try_release=("GODEBUG=madvdontneed=0", (("GODEBUG", "madvdontneed=0"),)),
+            gc=re.compile(r"^runtime\.(gcBgMarkWorker|gcDrain\w*|gcAssistAlloc\w*|markroot\w*|scan[oO]bject\w*|scanSpan|"
+                          r"scanblock|scanstack|greyobject|bgsweep|sweepone|gcMarkDone|gcMarkTermination|gcStart|GC|"
+                          r"wbBufFlush\w*|gcWriteBarrier\w*|bulkBarrierPreWrite|gcBgMarkStartWorkers\w*)$|"
+                          r"^internal/runtime/gc/"),
+            gc_advice="GOGC above 100 (or off, with GOMEMLIMIT as the bound) collects less often: each cycle scans the "
+                      "whole live heap, so fewer cycles cost less, for more memory; fewer pointers in the live heap "
+                      "(slices of values, not of pointers) make each scan cheaper",
+            try_gc=("GOGC=200", (("GOGC", "200"),))),
     Runtime("the JVM", re.compile(r"^(JVM_|os::|G1|ParallelScavengeHeap|CollectedHeap|ZPage|Universe::|Java_)"), True,
             release="-Xms equal to -Xmx keeps the heap from being uncommitted and committed (faulted in) again",
             churn="-XX:+AlwaysPreTouch faults the whole heap once at start instead of as it grows; a larger young "
                   "generation (-Xmn) collects less often",
-            contention_is_runtime=True, objects=re.compile(r"\((libjvm\.so|libjli\.so)[,)]")),
+            contention_is_runtime=True, objects=re.compile(r"\((libjvm\.so|libjli\.so)[,)]"),
+            gc=re.compile(r"^(?!\w*CollectedHeap::(attempt_allocation|allocate|mem_allocate))"
+                          r"(G1\w*|PS\w*|ParallelCompact\w*|Shenandoah\w*|ZMark\w*|ZRelocate\w*|ZHeap\w*|XMark\w*|"
+                          r"SerialHeap|DefNewGeneration|TenuredGeneration|MarkSweep|GenMarkSweep|GenCollectedHeap|"
+                          r"CardTable\w*|OopOopIterate\w*|VM_G1\w*|VM_Parallel\w*|VM_GenCollect\w*|GCTaskThread|"
+                          r"ConcurrentGCThread)::"),
+            gc_advice="a larger heap (-Xmx) and young generation (-Xmn) collect less often; -Xlog:gc shows how often "
+                      "and why it collects; fewer and smaller long-lived objects make each collection cheaper"),
     Runtime("V8 (Node.js)", re.compile(r"^(v8::|node::|Builtins_|uv_)"), False,
             release="large ArrayBuffers come from calloc and are unmapped by free: keep and reuse them (a pool of "
                     "Buffers) instead of allocating one per request",
             churn="--max-semi-space-size=<MiB> (a larger young generation collects less often); reuse Buffers "
-                  "across requests"),
+                  "across requests",
+            gc=re.compile(r"(^|\s)v8::internal::(Scavenger\w*|ScavengerCollector|MarkCompactCollector|MinorMarkCompactCollector|"
+                          r"MinorMarkSweepCollector|ConcurrentMarking|IncrementalMarking|Sweeper|\w*MarkingVisitor\w*|"
+                          r"MarkingWorklists\w*|ArrayBufferSweeper|Heap::(CollectGarbage|PerformGarbageCollection|"
+                          r"Scavenge|MarkCompact|MinorMarkCompact|MinorMarkSweep|IterateRoots)\w*)"),
+            gc_advice="--max-semi-space-size=<MiB> (a larger young generation: fewer scavenges, and fewer objects "
+                      "promoted to the old one); allocate fewer short-lived objects per request",
+            try_gc=("--max-semi-space-size=64", (("NODE_OPTIONS", "--max-semi-space-size=64"),))),
     Runtime("CPython", re.compile(r"^(_Py|Py[A-Z]|pymalloc|_PyObject|list_|dict_|array_|PyArray|npy_)"), False,
             release="PYTHONMALLOC=malloc puts small objects on malloc too, where an allocator's options apply; "
                     "large buffers (bytearray, array, bytes) come from malloc: reuse one across steps instead of "
                     "a new one per step",
-            churn="reuse buffers across steps instead of creating a temporary per step"),
+            churn="reuse buffers across steps instead of creating a temporary per step",
+            gc=re.compile(r"^(gc_collect_main|gc_collect_with_callback|gc_collect_generations|gc_collect_region|"
+                          r"gc_collect_impl|_PyGC_Collect|PyGC_Collect|visit_decref|visit_reachable|subtract_refs|"
+                          r"update_refs|move_unreachable|deduce_unreachable|finalize_garbage|delete_garbage|"
+                          r"untrack_tuples|untrack_dicts|gc_list_\w+|move_legacy_finalizer\w*|handle_weakrefs|"
+                          r"clear_unreachable_mask|invoke_gc_callback)$"),
+            gc_advice="gc.freeze() after start-up moves the objects built so far out of the collector's reach; "
+                      "gc.set_threshold() with a larger first threshold collects less often; fewer container "
+                      "objects (tuples of numbers in an array, not lists of objects) give it less to traverse"),
 )
 
 # Advice that fits only where a library's own frames make the calls (a word about numpy's out= is

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from memsleuth.analysis import cpu_time as cpu_time_mod, findings, latency as latency_mod, quality, runtimes
+from memsleuth.analysis import cpu_time as cpu_time_mod, findings, latency as latency_mod, quality, runtimes, user_time
 from memsleuth import stats
 from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALL_COLUMNS, SYSCALLS
 from memsleuth.records.evidence import Sample, higher_is_better, metric_kind
@@ -741,6 +741,7 @@ class CheckAnalysis:
     # the measured runs' (its instrumentation slowed the program): its shares are its own.
     explaining_cpu_apart: tuple[float, float] | None = None
     attached: bool = False                            # check --pid: one window, measured and explaining at once
+    who_ran: list = field(default_factory=list)       # user_time.Part: the sampled CPU time by who ran it
 
 
 def analyse_check(run: StoredRun) -> CheckAnalysis:
@@ -770,7 +771,7 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     attached = run.attached is not None
     return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names], found,
                          quiet_line([view] if view.samples else [], found), summary, [] if attached else untried,
-                         cpu_time, apart, attached)
+                         cpu_time, apart, attached, user_time.who_ran(view.cpu_stacks))
 
 
 # The explaining run's CPU time against the measured runs' beyond which check says the samples'

@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 from memsleuth.analysis import runtimes
 from memsleuth.analysis.findings.base import Finding
 
+# Environment variables that hold a runtime's list of options: a candidate's option is appended to
+# the program's own (commands/check.py), never put in their place.
+OPTIONS_VARIABLES = ("NODE_OPTIONS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS")
+
 GIB = 1 << 30
 MIB = 1 << 20
 
@@ -169,6 +173,14 @@ def for_findings(found: list[Finding], allocator: str, installed: list[str]) -> 
         if f.who == "program":
             continue        # the program makes the calls itself: no setting changes them
         rt = runtimes.by_name(f.numbers.get("runtime")) if f.who == "runtime" else None
+        if rt is not None and f.id == "garbage-collection":
+            # Its collector: the runtime's own knob, judged on time, its memory shown (collecting less
+            # often keeps more garbage).
+            if rt.try_gc:
+                name, env = rt.try_gc
+                t = Try(name, f.id, ("peak RSS",), env=dict(env))
+                out[t.key] = out[t.key].merged(t) if t.key in out else t
+            continue
         if rt is not None and rt.own_memory:
             # A runtime's own heap: neither another allocator nor glibc's tunables reach it; its own
             # release knob, where it is an environment setting, does.

@@ -8,6 +8,7 @@ from statistics import median
 from typing import Callable
 
 from memsleuth.records import cpu_profile
+from memsleuth.records.cpu_stacks import CpuStacks
 from memsleuth.records.evidence import CounterReadings, Region, Sample, median_by_wall
 from memsleuth.records.syscall_args import RELEASES, FaultSamples
 from memsleuth.analysis import cost as cost_mod, phase as phase_mod
@@ -213,6 +214,12 @@ class CellView:
         """The explaining run's sampled CPU time by kernel path (cpu_profile.py), when it has one."""
         s = self._profiled_run
         return cpu_profile.read(s.cpu_profile) if s is not None else None
+
+    @functools.cached_property
+    def cpu_stacks(self) -> CpuStacks | None:
+        """The explaining run's CPU samples with their user chains (records/cpu_stacks.py), when it
+        took them."""
+        return next((s.cpu_stacks for s in self.explain if s.cpu_stacks is not None and s.cpu_stacks.samples), None)
 
     @property
     def explained_counts(self) -> dict[str, float]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from rich.console import Console
 
@@ -177,10 +178,13 @@ def _try(store, check_run: int, p, args, console: Console, max_rounds: int, budg
 
 
 def _candidate_cell(base: planning.Cell, t) -> planning.Cell:
+    from memsleuth.analysis import tries
     env = dict(base.env)
     if t.tunables:
         own = env.get("GLIBC_TUNABLES")
         env["GLIBC_TUNABLES"] = ":".join(([own] if own else []) + list(t.tunables))
-    env.update(t.env)
+    for k, v in t.env.items():    # a runtime's options variable keeps the program's own options, the try's last
+        own = env.get(k, os.environ.get(k)) if k in tries.OPTIONS_VARIABLES else None
+        env[k] = f"{own} {v}" if own else v
     alloc = allocators.resolve(t.allocator)[0] if t.allocator else base.allocator
     return dataclasses.replace(base, allocator=alloc, env=env, params={"variant": t.name}, where=False)

@@ -33,10 +33,12 @@ def _env_args(cell: Cell) -> list[str]:
 def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_bytes: int | None,
                counters: bool = True, syscall_args: bool = False, heap_dir: str | None = None,
                sites_dir: str | None = None, sites: dict[str, int] | None = None,
-               args_every: dict[str, int] | None = None, cpu_sample_us: int | None = None) -> list[str]:
+               args_every: dict[str, int] | None = None, cpu_sample_us: int | None = None,
+               cpu_stacks_dir: str | None = None) -> list[str]:
     """heap_dir: account the heap (libmsheap in front of the allocator), its documents written there;
     sites_dir: sample the call sites of `sites` ({event: period}, libmssites), their documents there;
-    cpu_sample_us: sample the tree's CPU time with kernel call chains (Sample.cpu_profile)."""
+    cpu_sample_us: sample the tree's CPU time with kernel call chains (Sample.cpu_profile), and with
+    cpu_stacks_dir, with user call chains too, their documents there (Sample.cpu_stacks)."""
     argv = [str(native.ms_run()), "--out", out_path]
     if timeout_s:
         argv += ["--timeout", repr(float(timeout_s))]
@@ -72,6 +74,8 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
             argv += ["--syscall-args-every", f"{name}={int(every)}"]
     if cpu_sample_us and counters:
         argv += ["--cpu-sample-us", str(int(cpu_sample_us))]
+        if cpu_stacks_dir is not None:
+            argv += ["--cpu-stacks-dir", cpu_stacks_dir]
     return argv + ["--", *cell.command]
 
 
@@ -129,7 +133,10 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
     `cpu_sample_us`, the CPU time sampled with kernel chains (Sample.cpu_profile)."""
     with workdirs.workdir("run") as tmp:
         out = os.path.join(tmp, "run.json")
-        heap_dir = sites_dir = None
+        heap_dir = sites_dir = stacks_dir = None
+        if cpu_sample_us and counters:
+            stacks_dir = os.path.join(tmp, "cpu")
+            os.mkdir(stacks_dir, 0o700)
         if heap:
             heap_dir = os.path.join(tmp, "heap")
             os.mkdir(heap_dir, 0o700)
@@ -138,7 +145,7 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
             os.mkdir(sites_dir, 0o700)
         argv = msrun_argv(cell, out, timeout_s=timeout_s, mem_limit_bytes=mem_limit_bytes, counters=counters,
                           syscall_args=syscall_args, heap_dir=heap_dir, sites_dir=sites_dir, sites=sites,
-                          args_every=args_every, cpu_sample_us=cpu_sample_us)
+                          args_every=args_every, cpu_sample_us=cpu_sample_us, cpu_stacks_dir=stacks_dir)
         if metric is not None:
             argv[1:1] = ["--tail", str(METRIC_TAIL_BYTES)]
         started = time.time()
@@ -167,7 +174,11 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
         if sites_dir is not None:
             from memsleuth.records import sites
             doc["where"] = sites.read_sampled(sites_dir, cell.allocator.preload)
-        if heap_dir is not None or sites_dir is not None:
+        if stacks_dir is not None:
+            from memsleuth.records import cpu_stacks
+            doc["cpu_stacks"] = cpu_stacks.read(stacks_dir, doc.get("cpu_stacks"),
+                                                int(cpu_sample_us) * 1000).to_dict()
+        if heap_dir is not None or sites_dir is not None or stacks_dir is not None:
             doc["read_s"] = round(time.monotonic() - read_from, 3)
         _remove_left_behind(out, heap_dir, sites_dir, started)
     doc = normalise(doc)

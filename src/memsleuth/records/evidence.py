@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from memsleuth.records.cpu_stacks import CpuStacks
 from memsleuth.records.documents import with_defaults
 from memsleuth.records.heap import Heap
 from memsleuth.records.syscall_args import SyscallArgs
@@ -22,7 +23,8 @@ SAMPLE_DEFAULTS = {"status": "error", "detail": None, "exit_code": None, "signal
                    "wall_ns": 0, "user_ns": 0, "sys_ns": 0, "minflt": 0, "majflt": 0, "nvcsw": 0, "nivcsw": 0,
                    "maxrss_kb": 0, "counters": {}, "syscalls": {}, "unsupported": {}, "malloc_object": None,
                    "stdout_tail": "", "stderr_tail": "", "leftover_processes": [], "user_only": [], "probe": [],
-                   "syscall_args": None, "heap": None, "where": None, "cpu_profile": None, "result": None,
+                   "syscall_args": None, "heap": None, "where": None, "cpu_profile": None, "cpu_stacks": None,
+                   "result": None,
                    "timeline": None, "rss_kb": None}
 
 
@@ -188,6 +190,7 @@ class Sample:
     heap: Heap | None = None         # heap accounting of an explaining run (heap.py), if any
     where: dict | None = None        # call sites sampled in an explaining run (sites.py), if any
     cpu_profile: dict | None = None  # CPU time sampled with kernel chains in an explaining run (cpu_profile.py)
+    cpu_stacks: CpuStacks | None = None   # the same CPU time's user chains, named (cpu_stacks.py)
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -217,7 +220,8 @@ class Sample:
             syscall_args=SyscallArgs.from_dict(d["syscall_args"]),
             result=result, heap=Heap.from_dict(d["heap"]),
             where=d["where"] if isinstance(d["where"], dict) else None,
-            cpu_profile=d["cpu_profile"] if isinstance(d["cpu_profile"], dict) else None, raw=doc,
+            cpu_profile=d["cpu_profile"] if isinstance(d["cpu_profile"], dict) else None,
+            cpu_stacks=CpuStacks.from_dict(d["cpu_stacks"]), raw=doc,
         )
 
     @property
@@ -273,6 +277,7 @@ class Sample:
         out["timeline"] = self.timeline.to_dict() if self.timeline else None
         out["user_only"] = list(self.user_only)
         out["heap"] = self.heap.to_dict() if self.heap else None
+        out["cpu_stacks"] = self.cpu_stacks.to_dict() if self.cpu_stacks else None
         out["syscall_args"] = self.syscall_args.to_dict()
         return out
 

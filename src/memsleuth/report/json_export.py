@@ -54,6 +54,8 @@ def document(run: StoredRun, a=None) -> dict:
         "answer": answer,
         **({"cpu_time_by_path": [p.to_dict() for p in a.cpu_time],
             "cpu_profile": a.view.profile.to_dict()} if isinstance(a, CheckAnalysis) and a.cpu_time else {}),
+        **({"cpu_time_by_who": [p.to_dict() for p in a.who_ran]} if isinstance(a, CheckAnalysis) and a.who_ran
+           else {}),
         **({"case": case} if case is not None else {}),
     }
 

@@ -21,6 +21,7 @@ from memsleuth.analysis.findings import (
     counters_unavailable,
     fault_kind,
     first_touch,
+    garbage_collection,
     heap_leak,
     heap_overhead,
     heap_retained,
@@ -41,16 +42,17 @@ from memsleuth.analysis.findings import (
 # Mechanism rules first; kernel_time (where the kernel time went) only speaks when none of them
 # explains a cell (for_cell).
 CELL_RULES: tuple[CellRule, ...] = (preload_missed, madvise_storm, heap_trim, mmap_churn, mremap_churn, first_touch,
-                                    zero_page, fault_kind, lock_contention, rss_blowup, rss_growth, heap_overhead,
-                                    heap_retained, heap_leak)
+                                    zero_page, fault_kind, garbage_collection, lock_contention, rss_blowup, rss_growth,
+                                    heap_overhead, heap_retained, heap_leak)
 FALLBACK_RULES: tuple[CellRule, ...] = (kernel_time,)
 PAIR_RULES: tuple[PairRule, ...] = (kernel_gap,)
 RUN_RULES: tuple[RunRule, ...] = (counters_unavailable, unstable)
 
 
-# Findings about the measurement, not a mechanism: they do not silence kernel_time.
+# Findings about the measurement, not a mechanism, and the mechanisms of user-mode time (which say
+# nothing of the kernel's): they do not silence kernel_time.
 NOT_MECHANISMS = ("unstable-measurement", "rss-growth", "heap-overhead", "heap-retained", "heap-leak",
-                  "preload-missed")
+                  "preload-missed", "garbage-collection")
 
 
 # A leak goes first when the bytes it still holds at exit are at least this share of the memory the

@@ -68,6 +68,7 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
                               *[fmt_count(p.syscalls.get(s)) if s in p.syscalls else "n/a" for s in CHECK_SYSCALLS]]],
                             align_right=set(range(6 + len(CHECK_SYSCALLS)))))
     tables += cpu_time_tables(a)
+    tables += who_ran_table(a)
     tables += memory_view_tables(a.view.heap) or smaps_tables(run)
     timeline = timeline_table(a.view.median_sample)
     if timeline:
@@ -145,6 +146,24 @@ def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
                             ["Each process is named by the program it ran last (its command name after exec)."],
                             align_right={1, 2, 3}))
     return tables
+
+
+def who_ran_table(a: CheckAnalysis) -> list[Table]:
+    """Who ran the CPU time, from the same run's samples with their user call chains
+    (analysis/user_time.py decides each sample's part)."""
+    if not a.who_ran:
+        return []
+    s = a.view.cpu_stacks
+    rows = [[part.name, fmt_count(part.samples), f"{part.share:.1%} [{part.low:.1%}, {part.high:.1%}]"]
+            for part in a.who_ran]
+    notes = [f"{s.samples:,} samples of the CPU time, taken beside the kernel-path ones at the same period, each with "
+             "the thread's user call chain (frame pointers): in the kernel, the kernel's (its paths are the table "
+             "above); in user mode, a runtime's garbage collector where a frame of it is in the chain, else the "
+             "program's and its libraries' own code (docs/findings.md, Who ran the CPU time)."]
+    if s.why:
+        notes.append(f"not every frame could be named: {s.why}")
+    return [Table("CPU time by who ran it (sampled)", ["part", "samples", "share [95% CI]"], rows, notes,
+                  align_right={1, 2})]
 
 
 def _peak_column(h: Heap) -> str:

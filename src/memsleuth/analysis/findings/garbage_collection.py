@@ -1,0 +1,48 @@
+"""A runtime's garbage collector takes a material share of the CPU time: the explaining run's CPU
+samples whose user chain runs the collector's own code (analysis/user_time.py, the frames in
+runtimes.TABLE's `gc`). Its cost is those user-mode samples' share of all the samples; the
+collector's samples in the kernel (the faults and calls it made) are the kernel's account, costed by
+their own findings, and quoted here only as evidence, so no sample is counted twice. The advice is
+the runtime's own (how often it collects, how much it scans), never an allocator's: a collected heap
+is the runtime's memory."""
+from __future__ import annotations
+
+from memsleuth.analysis.cost import MATERIAL_SHARE, MIN_COST_NS, confidence_from_share, ms
+from memsleuth.analysis.findings.base import Finding
+from memsleuth.analysis.user_time import collectors
+from memsleuth.analysis.view import CellView
+
+
+def check(view: CellView) -> list[Finding]:
+    sc = view.process
+    if sc is None:
+        return []
+    cpu_ns = sc.user_ns + sc.sys_ns
+    found = []
+    for c in collectors(view.cpu_stacks):
+        spent = c.share * cpu_ns
+        if c.share < MATERIAL_SHARE or spent < MIN_COST_NS:
+            continue
+        lo, hi = c.interval
+        rt = c.runtime
+        headline = f"{ms(spent)} ms = {c.share:.0%} of the CPU time (sampled, 95% CI {lo:.0%}-{hi:.0%})"
+        evidence = [f"{c.samples:,} of the {c.total:,} CPU samples ran in {rt.name}'s collector, in user mode "
+                    f"(a frame of it in the sample's call chain)",
+                    "its most sampled code: " + ", ".join(f"{fn} {k:,}" for fn, k in c.functions)]
+        if c.kernel_samples:
+            evidence.append(f"another {c.kernel_samples:,} samples ({c.kernel_share:.0%}) were in the kernel, entered "
+                            "from the collector (its page faults and calls): the kernel's account, not counted here")
+        if len(c.executables) > 1 or (c.executables and c.executables[0][0] not in view.label):
+            evidence.append("in " + ", ".join(f"{exe} ({k:,})" for exe, k in c.executables))
+        found.append(Finding(
+            id="garbage-collection",
+            title=f"{rt.name}'s garbage collector: {headline}",
+            mechanism=(f"{rt.name} collects its heap: each cycle traces the live objects from their roots, so the "
+                       "collector's time grows with how often it runs and with how many objects and pointers stay "
+                       "live"),
+            evidence=evidence, advice=rt.gc_advice, subject=view.label,
+            confidence=confidence_from_share(c.share), who="runtime",
+            numbers={"runtime": rt.name, "samples": c.samples, "kernel_samples": c.kernel_samples,
+                     "total_samples": c.total, "share": c.share, "ci_low": lo, "ci_high": hi},
+            cost_ns=spent, cost_share=c.share))
+    return found

@@ -1,0 +1,118 @@
+"""Who ran the CPU time, from the user chains of the explaining run's CPU samples
+(records/cpu_stacks.py): each sample goes to exactly one part, by mode and frames:
+
+- in the kernel: the kernel's (what it did there is the kernel-chain profile's account,
+  records/cpu_profile.py, and the fault and system-call findings');
+- in user mode, a chain with a frame of a runtime's garbage collector (runtimes.TABLE's `gc`):
+  that collector's;
+- in user mode, any other chain: the program's and its libraries' own work, including the frames
+  memsleuth could not name.
+
+A share is samples over all the samples, with its 95% Wilson interval (records/cpu_profile.wilson):
+the cpu-clock fires at a fixed period of CPU time on every thread, so the share of samples
+estimates the share of CPU time. The two samplers of the explaining run are separate events at the
+same period: a collector's share (user mode) and a kernel mechanism's (kernel mode) count disjoint
+samples, so they never add up past the whole.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from memsleuth.analysis import runtimes
+from memsleuth.records.cpu_profile import wilson
+from memsleuth.records.cpu_stacks import CpuStacks
+
+# Below this many samples in all, no share is read (as cpu_profile.MIN_SAMPLES).
+MIN_SAMPLES = 100
+
+
+@dataclass(frozen=True)
+class Collector:
+    """One runtime's garbage collector in the samples."""
+    runtime: runtimes.Runtime
+    samples: int                 # user-mode samples whose chain has a frame of its collector
+    kernel_samples: int          # kernel-mode samples entered from its collector's code
+    total: int                   # all the CPU samples
+    functions: tuple[tuple[str, int], ...]    # its innermost collector frames, the most sampled first
+    executables: tuple[tuple[str, int], ...]  # the executables whose threads ran it
+
+    @property
+    def share(self) -> float:
+        return self.samples / self.total if self.total else 0.0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson(self.samples, self.total)
+
+    @property
+    def kernel_share(self) -> float:
+        return self.kernel_samples / self.total if self.total else 0.0
+
+
+def _collector_of(functions: tuple[str, ...]) -> tuple[runtimes.Runtime, str] | None:
+    """The runtime whose collector's frame is in the chain, and its innermost such frame."""
+    for fn in functions:
+        for rt in runtimes.TABLE:
+            if rt.gc is not None and rt.gc.search(fn):
+                return rt, fn
+    return None
+
+
+def collectors(stacks: CpuStacks | None) -> list[Collector]:
+    """Each runtime's collector found in the samples, the most sampled first; empty with too few
+    samples to read a share from."""
+    if stacks is None or stacks.samples < MIN_SAMPLES:
+        return []
+    user: Counter = Counter()
+    kernel: Counter = Counter()
+    fns: dict[str, Counter] = {}
+    exes: dict[str, Counter] = {}
+    by_name = {}
+    for st in stacks.stacks:
+        found = _collector_of(st.functions)
+        if found is None:
+            continue
+        rt, fn = found
+        by_name[rt.name] = rt
+        if st.in_kernel:
+            kernel[rt.name] += st.samples
+            continue
+        user[rt.name] += st.samples
+        fns.setdefault(rt.name, Counter())[fn] += st.samples
+        exes.setdefault(rt.name, Counter())[st.executable] += st.samples
+    out = [Collector(by_name[name], user[name], kernel[name], stacks.samples,
+                     tuple(fns.get(name, Counter()).most_common(5)), tuple(exes.get(name, Counter()).most_common(3)))
+           for name in by_name]
+    return sorted(out, key=lambda c: -c.samples)
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str           # "the kernel", "<runtime>'s garbage collector", "the program and its libraries"
+    samples: int
+    share: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "samples": self.samples, "share": self.share, "ci_low": self.low,
+                "ci_high": self.high}
+
+
+def who_ran(stacks: CpuStacks | None) -> list[Part]:
+    """Every sample in exactly one part (the module's docstring), the largest first; the samples
+    ms-run or memsleuth did not keep are a part of their own ("not kept")."""
+    if stacks is None or stacks.samples < MIN_SAMPLES:
+        return []
+    parts: Counter = Counter()
+    for st in stacks.stacks:
+        if st.in_kernel:
+            parts["the kernel"] += st.samples
+            continue
+        found = _collector_of(st.functions)
+        parts[f"{found[0].name}'s garbage collector" if found else "the program and its libraries"] += st.samples
+    if stacks.cut:
+        parts["not kept (too many distinct stacks)"] += stacks.cut
+    n = stacks.samples
+    return [Part(name, k, k / n, *wilson(k, n)) for name, k in parts.most_common()]

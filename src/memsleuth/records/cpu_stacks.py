@@ -1,0 +1,118 @@
+"""The user call chains of the explaining run's CPU samples (ms-run `--cpu-stacks-dir`): the
+cpu-clock sampled on every thread of the tree at the CPU profile's period, each sample with the
+thread's user chain (walked by frame pointers: Go keeps them, C built without them gives its
+innermost frame) and the mode it was taken in: in user mode the chain is what ran; in the kernel it
+is where the program entered it. Read once, when the run ends (the processes' mappings and perf
+maps are still there), into named stacks; who ran them is decided in analysis/user_time.py.
+
+A stack keeps its innermost KEEP_INNER and outermost KEEP_OUTER frames (what ran, and the thread's
+entry: a collector's worker is named by its outermost frames); at most MAX_STACKS distinct stacks
+are kept, the most sampled first, the rest counted as `cut`."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass
+
+KEEP_INNER = 24
+KEEP_OUTER = 8
+MAX_STACKS = 2000
+KERNEL_EVENT = "cpu-clock:kernel"
+
+
+@dataclass(frozen=True)
+class UserStack:
+    executable: str
+    in_kernel: bool             # the sample was taken in the kernel (the chain is where it was entered)
+    samples: int
+    functions: tuple[str, ...]  # innermost first; a frame without a symbol is '[object]'
+
+
+@dataclass(frozen=True)
+class CpuStacks:
+    period_ns: int
+    samples: int                # every CPU sample the sampler took (both modes)
+    kernel: int                 # of those, taken in the kernel
+    stacks: tuple[UserStack, ...]
+    cut: int = 0                # samples in stacks not kept (MAX_STACKS, or ms-run's own table)
+    why: str = ""               # why there are none, or what could not be named
+
+    @property
+    def usable(self) -> bool:
+        return self.samples > 0 and not (self.why and not self.stacks)
+
+    def to_dict(self) -> dict:
+        names = sorted({f for s in self.stacks for f in s.functions})
+        index = {n: i for i, n in enumerate(names)}
+        return {"period_ns": self.period_ns, "samples": self.samples, "kernel": self.kernel, "cut": self.cut,
+                "why": self.why, "functions": names,
+                "stacks": [[s.executable, int(s.in_kernel), s.samples, [index[f] for f in s.functions]]
+                           for s in self.stacks]}
+
+    @classmethod
+    def from_dict(cls, d) -> "CpuStacks | None":
+        """The stored document, or None where it is not one (an older run, ms-run's bare summary)."""
+        if not isinstance(d, dict) or not isinstance(d.get("functions"), list):
+            return None
+        try:
+            names = [str(n) for n in d["functions"]]
+            stacks = tuple(UserStack(str(exe), bool(k), int(n), tuple(names[int(i)] for i in idx))
+                           for exe, k, n, idx in d.get("stacks") or [])
+            return cls(period_ns=int(d.get("period_ns") or 0), samples=int(d.get("samples") or 0),
+                       kernel=int(d.get("kernel") or 0), stacks=stacks, cut=int(d.get("cut") or 0),
+                       why=str(d.get("why") or ""))
+        except (TypeError, ValueError, IndexError):
+            return None
+
+
+def _name(f) -> str:
+    return f.function if f.function else f"[{f.object}]"
+
+
+def _kept(functions: list[str]) -> tuple[str, ...]:
+    if len(functions) <= KEEP_INNER + KEEP_OUTER:
+        return tuple(functions)
+    return tuple(functions[:KEEP_INNER] + functions[-KEEP_OUTER:])
+
+
+def read(folder: str, summary: dict | None, period_ns: int) -> CpuStacks:
+    """The named stacks of the documents ms-run wrote in `folder` (cpu-PID.json); `summary`: what
+    ms-run's own document says of the sampler (whether it opened, its cut stacks)."""
+    summary = summary if isinstance(summary, dict) else {}
+    docs = []
+    for path in sorted(glob.glob(os.path.join(folder, "cpu-*.json"))):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("stacks"), list):
+            docs.append(doc)
+    if not docs:
+        why = str(summary.get("why") or "") or ("the sampler did not open" if summary.get("opened") is False
+                                                 else "no process of the tree was sampled")
+        return CpuStacks(period_ns, 0, 0, (), why=why)
+    from memsleuth.records import symbols     # the naming's imports only where a run is read
+    notes: list[str] = []
+    named = symbols.resolve(docs, lambda d: [a for st in d["stacks"] if len(st) == 3 for a in st[2]], notes=notes)
+    counts: Counter = Counter()
+    total = kernel = 0
+    for d_i, d in enumerate(docs):
+        events = [e.get("name") if isinstance(e, dict) else None for e in d.get("events") or []]
+        exe = str(d.get("comm") or "?")
+        for st in d["stacks"]:
+            if len(st) != 3 or not isinstance(st[0], int) or not 0 <= st[0] < len(events):
+                continue
+            n = int(st[1])
+            in_kernel = events[st[0]] == KERNEL_EVENT
+            functions = [_name(f) for a in st[2] for f in named.get((d_i, a), ())]
+            counts[(exe, in_kernel, _kept(functions))] += n
+            total += n
+            kernel += n if in_kernel else 0
+    kept = counts.most_common(MAX_STACKS)
+    cut = total - sum(n for _, n in kept) + int(summary.get("cut_stacks") or 0)
+    stacks = tuple(UserStack(exe, k, n, fns) for (exe, k, fns), n in kept)
+    return CpuStacks(period_ns, total + int(summary.get("cut_stacks") or 0), kernel, stacks, cut=cut,
+                     why="; ".join(notes))

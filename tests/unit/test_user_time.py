@@ -1,0 +1,117 @@
+"""Who ran the CPU time (analysis/user_time.py) and the garbage-collection rule, on stored data:
+tests/data/check-go-gc.db is a real `memsleuth check -- env GOGC=20 gcheap` (tests/e2e/runtimes/
+gcheap.go, a Go service tracing a million live nodes), and hand-made stacks for the other runtimes'
+frames as their symbols name them."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from memsleuth.analysis import runtimes, tries, user_time
+from memsleuth.records.cpu_stacks import CpuStacks, UserStack
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "check-go-gc.db"
+
+
+@pytest.fixture(scope="module")
+def analysis(tmp_path_factory):
+    from memsleuth.analysis.summary import analyse_check
+    from memsleuth.records.store import Store
+    copy = tmp_path_factory.mktemp("db") / DATA.name
+    shutil.copy(DATA, copy)
+    store = Store(str(copy), readonly=True)
+    run = store.load_run(store.list_runs()[0].id)
+    store.close()
+    return analyse_check(run)
+
+
+def test_every_sample_is_in_exactly_one_part(analysis):
+    s = analysis.view.cpu_stacks
+    assert s is not None and s.samples > 1000
+    parts = user_time.who_ran(s)
+    assert sum(p.samples for p in parts) == s.samples
+    assert {p.name for p in parts} >= {"the Go runtime's garbage collector", "the kernel"}
+    kernel = next(p for p in parts if p.name == "the kernel")
+    assert kernel.samples == s.kernel
+
+
+def test_the_collector_is_found_from_its_frames_and_costed_by_its_user_mode_samples(analysis):
+    f = next(f for f in analysis.findings if f.id == "garbage-collection")
+    c = user_time.collectors(analysis.view.cpu_stacks)[0]
+    assert c.runtime.name == "the Go runtime" and f.numbers["runtime"] == "the Go runtime" and f.who == "runtime"
+    assert f.cost_share == pytest.approx(c.samples / c.total) and f.cost_share > 0.5
+    whole = analysis.view.process
+    assert f.cost_ns == pytest.approx(f.cost_share * (whole.user_ns + whole.sys_ns))
+    assert all(fn.startswith(("runtime.", "internal/runtime/gc")) for fn, _ in c.functions), c.functions
+    assert "GOGC" in f.advice and "allocator" not in f.advice
+    # the collector's own time is user mode: with the kernel's findings it stays within the CPU time
+    assert sum(x.cost_share for x in analysis.findings if x.cost_share is not None and x.cost_ns) <= 1.0
+
+
+def test_a_collector_finding_is_tried_with_the_runtimes_own_knob(analysis):
+    found = [f for f in analysis.findings if f.id == "garbage-collection"]
+    cands = tries.for_findings(found, "glibc", list(tries.OTHER_ALLOCATORS))
+    assert [(t.name, t.env, t.allocator) for t in cands] == [("GOGC=200", {"GOGC": "200"}, None)]
+    assert "peak RSS" in cands[0].evidence      # collecting less often keeps more garbage: its memory is shown
+
+
+def _stacks(*rows: tuple[bool, int, tuple[str, ...]]) -> CpuStacks:
+    stacks = tuple(UserStack("prog", k, n, fns) for k, n, fns in rows)
+    return CpuStacks(1_000_000, sum(n for _, n, _ in rows), sum(n for k, n, _ in rows if k), stacks)
+
+
+@pytest.mark.parametrize("functions,runtime", [
+    (("G1ParScanThreadState::trim_queue_to_threshold(unsigned int)", "WorkerThread::run()"), "the JVM"),
+    (("PSPromotionManager::drain_stacks_depth(bool)",), "the JVM"),
+    (("void v8::internal::MarkingVisitorBase<v8::internal::MainMarkingVisitor>::ProcessStrongHeapObject()",
+      "v8::internal::MarkCompactCollector::ProcessMarkingWorklist(unsigned long)"), "V8 (Node.js)"),
+    (("heap::base::SlotCallbackResult v8::internal::Scavenger::ScavengeObject()",), "V8 (Node.js)"),
+    (("_PyObject_IS_GC", "untrack_tuples", "gc_collect_main"), "CPython"),
+    (("runtime.scanobject", "runtime.gcDrain", "runtime.gcBgMarkWorker"), "the Go runtime"),
+])
+def test_each_runtimes_collector_is_named_from_its_frames(functions, runtime):
+    found = user_time.collectors(_stacks((False, 300, functions), (False, 700, ("main",))))
+    assert [c.runtime.name for c in found] == [runtime]
+    assert found[0].share == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("functions", [
+    ("G1CollectedHeap::attempt_allocation_slow(unsigned long)", "[anon]"),     # allocating, not collecting
+    ("v8::internal::Factory::NewFixedArray(int)",),
+    ("runtime.mallocgc", "main.main"),
+    ("PyList_New", "_PyEval_EvalFrameDefault"),
+])
+def test_a_runtimes_allocation_path_is_not_its_collector(functions):
+    assert user_time.collectors(_stacks((False, 500, functions), (False, 500, ("main",)))) == []
+
+
+def test_a_collectors_kernel_samples_are_the_kernels_not_its_cost():
+    s = _stacks((False, 200, ("runtime.scanobject",)), (True, 300, ("runtime.scanobject",)),
+                (False, 500, ("main.main",)))
+    c = user_time.collectors(s)[0]
+    assert (c.samples, c.kernel_samples) == (200, 300) and c.share == pytest.approx(0.2)
+    parts = {p.name: p.samples for p in user_time.who_ran(s)}
+    assert parts == {"the kernel": 300, "the Go runtime's garbage collector": 200,
+                     "the program and its libraries": 500}
+
+
+def test_too_few_samples_read_no_share():
+    assert user_time.collectors(_stacks((False, 50, ("runtime.scanobject",)))) == []
+    assert user_time.who_ran(_stacks((False, 50, ("runtime.scanobject",)))) == []
+
+
+def test_stored_stacks_read_back_the_same():
+    s = _stacks((False, 200, ("runtime.scanobject", "runtime.gcDrain")), (True, 300, ("main.main",)))
+    assert CpuStacks.from_dict(s.to_dict()) == s
+    assert CpuStacks.from_dict({"opened": True, "samples": 3}) is None    # ms-run's bare summary is not one
+
+
+def test_every_collector_pattern_is_its_own_runtimes():
+    """No runtime's collector pattern matches another's collector frames."""
+    frames = {"the Go runtime": "runtime.gcDrain", "the JVM": "G1ParScanThreadState::trim_queue_to_threshold()",
+              "V8 (Node.js)": "v8::internal::Scavenger::Process()", "CPython": "gc_collect_main"}
+    for rt in runtimes.TABLE:
+        for name, fn in frames.items():
+            assert bool(rt.gc.search(fn)) == (rt.name == name), (rt.name, fn)
