@@ -159,7 +159,15 @@ FAULT_CHAINS = {"copy-on-write": ["copy_mc_enhanced_fast_string", "wp_page_copy"
                 "file-backed": ["filemap_map_pages", "do_read_fault", "handle_mm_fault", "exc_page_fault",
                                 "asm_exc_page_fault"],
                 "huge-page zero-fill": ["clear_page_erms", "folio_zero_user", "do_huge_pmd_anonymous_page",
-                                        "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]}
+                                        "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
+                "NUMA hinting": ["migrate_misplaced_folio", "do_numa_page", "handle_pte_fault", "__handle_mm_fault",
+                                 "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
+                "hugetlbfs": ["clear_huge_page", "hugetlb_no_page", "hugetlb_fault", "handle_mm_fault",
+                              "exc_page_fault", "asm_exc_page_fault"],
+                # a handler no table names (a newer kernel's path, say)
+                "unnamed: do_frobnicate_page": ["memcpy_orig", "do_frobnicate_page", "handle_pte_fault",
+                                                "__handle_mm_fault", "handle_mm_fault", "exc_page_fault",
+                                                "asm_exc_page_fault"]}
 
 
 def _kinds_profile(kinds: dict[str, int], user: int) -> dict:
@@ -208,6 +216,43 @@ def test_a_zero_fill_profile_keeps_first_touch_and_names_no_other_kind():
     from memsleuth.analysis import findings
     ids = [f.id for f in findings.for_cell(_faulting({"small-page zero-fill": 1000}))]
     assert "first-touch" in ids and not any(i.endswith("-faults") for i in ids), ids
+
+
+@pytest.mark.parametrize("kind,fid,words", [
+    ("NUMA hinting", "numa-hinting-faults", "numa_balancing"),
+    ("hugetlbfs", "hugetlbfs-faults", "MAP_POPULATE"),
+])
+def test_numa_hinting_and_hugetlbfs_faults_have_their_own_words(kind, fid, words):
+    from memsleuth.analysis import findings
+    found = {f.id: f for f in findings.for_cell(_faulting({kind: 900, "small-page zero-fill": 100}))}
+    assert fid in found and words in found[fid].advice, list(found)
+    ft = found.get("first-touch")
+    assert ft is None or ft.cost_share <= 0.11 * found[fid].cost_share / 0.9
+
+
+def test_a_fault_kind_memsleuth_does_not_name_is_said_as_unknown_at_its_size():
+    """Faults whose chain shows a handler no table names: an unknown-faults finding that names the
+    handler and gives no advice of its own; first-touch claims only the zero-fill part."""
+    from memsleuth.analysis import findings
+    v = _faulting({"unnamed: do_frobnicate_page": 700, "small-page zero-fill": 300})
+    found = {f.id: f for f in findings.for_cell(v)}
+    u = found["unknown-faults"]
+    assert "does not name" in u.title and "do_frobnicate_page 70%" in u.mechanism
+    faults = v.kernel_split(v.process).cost("page-faults")
+    assert u.cost_ns == pytest.approx(0.7 * faults)
+    assert "no advice of its own" in u.advice
+    ft = found.get("first-touch")
+    assert ft is None or ft.cost_ns <= 0.3 * faults * 1.0001
+    assert sum(f.cost_share for f in found.values() if f.cost_share is not None) <= 1.0
+
+
+def test_the_generic_fault_path_is_not_an_unnamed_kind():
+    """A sample in the fault path's own code (accounting, the dispatcher) shows no kind: it is taken
+    to be like the others, never called unknown."""
+    for chain in (["mm_account_fault", "handle_mm_fault", "do_user_addr_fault", "exc_page_fault"],
+                  ["handle_pte_fault", "__handle_mm_fault", "handle_mm_fault", "exc_page_fault"],
+                  ["lock_vma_under_rcu", "do_user_addr_fault", "exc_page_fault", "asm_exc_page_fault"]):
+        assert classify(chain) == (FAULT, cpu_profile.UNRESOLVED_FAULT), chain
 
 
 def test_no_cell_of_the_stored_runs_has_time_findings_over_its_cpu_time():

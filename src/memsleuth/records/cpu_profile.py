@@ -33,10 +33,23 @@ _SYSCALL = re.compile(r"^__(?:x64|ia32|x32|arm64|riscv|s390x|s390|se|do)_(?:comp
 _SYSCALL_ENTRY = {"do_syscall_64", "entry_SYSCALL_64", "entry_SYSCALL_64_after_hwframe", "x64_sys_call",
                   "invoke_syscall", "el0_svc_common", "el0_svc", "do_el0_svc"}
 _FAULT_ENTRY = {"asm_exc_page_fault", "exc_page_fault", "do_user_addr_fault", "handle_mm_fault",
-                "__handle_mm_fault", "do_page_fault", "do_mem_abort", "do_translation_fault", "el0_da"}
+                "__handle_mm_fault", "do_page_fault", "do_mem_abort", "do_translation_fault", "el0_da",
+                "handle_page_fault", "__do_page_fault", "do_kern_addr_fault"}
+# The generic fault path that dispatches to a kind's handler: the handler is the frame it called.
+_DISPATCH = ("handle_pte_fault", "do_pte_missing", "__handle_mm_fault", "handle_mm_fault", "hugetlb_fault")
+# Functions of every fault named like a handler that are not one (accounting, reclaim's hooks).
+_NOT_HANDLERS = {"mm_account_fault", "lru_gen_enter_fault", "lru_gen_exit_fault", "handle_pte_fault",
+                 "might_fault", "__might_fault"}
 _EXIT = {"do_exit", "do_group_exit"}
 # What a fault did, from the frames below its entry; the first set that matches names it.
 FAULT_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
+    # NUMA balancing's hinting faults (the page was unmapped to see which node touches it) and the
+    # migration they start; hugetlbfs's own fault path (MAP_HUGETLB, its copy-on-write included); a
+    # fault resolved by a userfaultfd handler in user space.
+    ("NUMA hinting", frozenset({"do_numa_page", "do_huge_pmd_numa_page", "migrate_misplaced_folio",
+                                "migrate_misplaced_page", "numa_migrate_check", "task_numa_fault"})),
+    ("hugetlbfs", frozenset({"hugetlb_fault", "hugetlb_no_page", "hugetlb_wp", "hugetlb_handle_userfault"})),
+    ("userfaultfd", frozenset({"handle_userfault"})),
     ("huge-page zero-fill", frozenset({"do_huge_pmd_anonymous_page", "__do_huge_pmd_anonymous_page",
                                        "clear_huge_page", "folio_zero_user", "vmf_anon_prepare_huge"})),
     ("copy-on-write", frozenset({"do_wp_page", "wp_page_copy", "do_huge_pmd_wp_page", "do_cow_fault"})),
@@ -46,10 +59,26 @@ FAULT_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     ("small-page zero-fill", frozenset({"do_anonymous_page", "alloc_anon_folio"})),
 )
 UNRESOLVED_FAULT = "path not sampled"
+# A fault whose chain shows a handler of a kind no set above names (a kernel's new path, or one
+# memsleuth has no words for): its kind is "unnamed: FUNCTION", said as unknown, never handed to the
+# nearest kind. A handler is a function named like the kernel's fault paths, below the entry.
+UNNAMED_FAULT = "unnamed: "
+_HANDLER = re.compile(r"^(do_\w+_(page|fault)|\w+_fault|\w+_page_fault)$")
 # What gave back (or mapped) the address of the thread's last traced fault before a sample, as
 # ms-run numbers it in a stack (its fifth member): the fault samples' time by cause.
 RELEASES = ("unknown", "none", "munmap", "madvise", "brk", "mapped")
 Z95 = 1.959963984540054
+
+
+def _unnamed_handler(frames: list[str]) -> str | None:
+    """UNNAMED_FAULT + the handler the generic fault path called (the frame inward of the innermost
+    dispatcher), where it is named like one; None where the chain stops in the generic path."""
+    at = next((i for i, f in enumerate(frames) if f in _DISPATCH), None)
+    if not at:
+        return None
+    callee = frames[at - 1]
+    ok = callee not in _NOT_HANDLERS and callee not in _FAULT_ENTRY and _HANDLER.match(callee)
+    return UNNAMED_FAULT + callee if ok else None
 
 
 def classify(frames: list[str]) -> tuple[str, str | None]:
@@ -77,7 +106,7 @@ def classify(frames: list[str]) -> tuple[str, str | None]:
         for kind, marks in FAULT_KINDS:
             if names & marks:
                 return FAULT, kind
-        return FAULT, UNRESOLVED_FAULT
+        return FAULT, _unnamed_handler(frames) or UNRESOLVED_FAULT
     return OTHER, frames[0]
 
 

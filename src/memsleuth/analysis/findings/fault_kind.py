@@ -1,4 +1,5 @@
-"""Page faults of a kind no other rule words: copy-on-write, a mapped file's pages, swap-in (the
+"""Page faults of a kind no other rule words: copy-on-write, a mapped file's pages, swap-in, NUMA
+hinting, hugetlbfs, userfaultfd, and those of a kind memsleuth does not name, said as unknown (the
 zero-fill of fresh memory, small pages or huge, is first-touch's and the churn rules', which name huge
 pages where they are what was zeroed). The explaining run's CPU samples taken in the fault handler say what each fault
 did (records/cpu_profile.FAULT_KINDS, from the kernel's call chain); the page-fault time is shared
@@ -10,6 +11,7 @@ from __future__ import annotations
 from memsleuth.analysis.cost import confidence_from_share
 from memsleuth.analysis.findings.base import Finding
 from memsleuth.analysis.view import CellView
+from memsleuth.records.cpu_profile import UNNAMED_FAULT
 
 # Per kind: the title's words, the mechanism, and what to change.
 KINDS: dict[str, tuple[str, str, str]] = {
@@ -31,7 +33,32 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "Swap-in faults: the process's own pages are read back from swap",
         "pages of the process were swapped out under memory pressure and each access faults them back in",
         "give the process (or the machine) more memory, or shrink what it keeps resident"),
+    "NUMA hinting": (
+        "NUMA hinting faults: the kernel's NUMA balancing unmaps pages to learn which node touches them",
+        "automatic NUMA balancing makes pages inaccessible from time to time; the next access faults, and a page "
+        "used from another node may be migrated to it",
+        "bind the threads and their memory to one node (numactl --cpunodebind/--membind) so there is nothing to "
+        "balance; where placement is already right, sysctl kernel.numa_balancing=0 stops the scanning"),
+    "hugetlbfs": (
+        "hugetlbfs faults: pages of a MAP_HUGETLB or hugetlbfs mapping are faulted in",
+        "each first touch of a hugetlbfs mapping takes a reserved huge page (2 MiB or 1 GiB) and zeroes all of it, "
+        "and a private one written after fork copies it whole",
+        "map it once and keep it for the run instead of per use; MAP_POPULATE pays the faults at start; touch "
+        "only what is needed (a sparse table wastes most of each page)"),
+    "userfaultfd": (
+        "userfaultfd faults: a user-space handler resolves the process's page faults",
+        "the mapping is registered with userfaultfd: each fault waits for a handler thread (a live migration, a "
+        "snapshot, a runtime's lazy heap) to supply the page",
+        "the handler's own cost is the one to look at: fewer, larger UFFDIO_COPY calls, or prefetching the pages "
+        "it will be asked for"),
 }
+# A kind the kernel chain shows but no entry above words (records/cpu_profile.UNNAMED_FAULT): said as
+# unknown, at its size, with the handlers the chains show.
+UNKNOWN = ("Page faults of a kind memsleuth does not name",
+           "the kernel chains of these faults show handlers memsleuth has no words for (it does not know what "
+           "they did), as shares of the faults whose chain shows a kind: {handlers}",
+           "perf record -g on the program shows these kernel paths with their callers; memsleuth names no "
+           "mechanism for them, so it gives no advice of its own")
 
 
 def check(view: CellView) -> list[Finding]:
@@ -45,14 +72,21 @@ def check(view: CellView) -> list[Finding]:
     resolved = sum(v for k, v in p.fault_kinds.items() if k in kinds)
     unshown = sum(v for k, v in p.fault_kinds.items() if k not in kinds)
     found = []
-    for kind, (title, mechanism, advice) in KINDS.items():
+    unnamed = {k: v for k, v in kinds.items() if k.startswith(UNNAMED_FAULT)}
+    words = dict(KINDS)
+    if unnamed:
+        handlers = ", ".join(f"{k[len(UNNAMED_FAULT):]} {v:.0%}"
+                             for k, v in sorted(unnamed.items(), key=lambda kv: -kv[1]))
+        words["unknown"] = (UNKNOWN[0], UNKNOWN[1].format(handlers=handlers), UNKNOWN[2])
+        kinds = {**{k: v for k, v in kinds.items() if k not in unnamed}, "unknown": sum(unnamed.values())}
+    for kind, (title, mechanism, advice) in words.items():
         share = kinds.get(kind, 0.0)
         spent = faults * share
         if not share or not split.material(spent):
             continue
         others = ", ".join(f"{k} {s:.0%}" for k, s in sorted(kinds.items(), key=lambda kv: -kv[1]) if k != kind)
         found.append(Finding(
-            id=kind.replace(" ", "-") + "-faults",
+            id=kind.lower().replace(" ", "-") + "-faults",
             title=f"{title}: {split.describe(spent)}",
             mechanism=mechanism,
             evidence=[f"{share:.0%} of the {resolved:,} sampled page faults whose kernel chain shows what they did "
