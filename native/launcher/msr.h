@@ -64,6 +64,11 @@ void msr_tree_rss_kb(const msr_procs *p, uint64_t *rss_kb, uint64_t *anon_kb);
 uint64_t msr_tree_heap_kb(const msr_procs *p);
 /* The command name (comm) of a process, or "?". */
 void msr_comm(pid_t pid, char *out, size_t cap);
+/* The task a process's memory files are read through: the process, or a live thread of it where
+ * its main thread has exited (pthread_exit: the main thread's own files are then empty); 0: none
+ * lives. msr_proc_file: "/proc/PID/NAME", or that thread's "/proc/PID/task/TID/NAME". */
+pid_t msr_live_task(pid_t pid);
+void msr_proc_file(pid_t pid, const char *name, char *path, size_t cap);
 /* What wait4 told about the command (`main`) and about every other process of its tree. */
 typedef struct {
   pid_t main;

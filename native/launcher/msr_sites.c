@@ -211,7 +211,7 @@ void msr_sites_seed(msr_sites *s, pid_t pid) {
   if (!p) return;
   msr_comm(pid, p->comm, sizeof p->comm);
   char path[64], line[1024];
-  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+  msr_proc_file(pid, "maps", path, sizeof path);
   FILE *f = fopen(path, "re");
   if (!f) return;
   while (fgets(line, sizeof line, f)) {

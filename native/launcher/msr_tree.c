@@ -29,11 +29,10 @@ static ssize_t read_small(const char *path, char *buf, size_t cap) {
   return n;
 }
 
-/* ppid and state from /proc/PID/stat; the command name may hold spaces and parentheses, so
- * the fields are read after the last ')'. */
-static int stat_of(pid_t pid, pid_t *ppid, char *state) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+/* ppid and state from a stat file (/proc/PID/stat, or a thread's); the command name may hold
+ * spaces and parentheses, so the fields are read after the last ')'. */
+static int stat_at(const char *path, pid_t *ppid, char *state) {
+  char buf[1024];
   if (read_small(path, buf, sizeof buf) <= 0) return -1;
   char *rp = strrchr(buf, ')');
   int pp = 0;
@@ -41,6 +40,45 @@ static int stat_of(pid_t pid, pid_t *ppid, char *state) {
   *ppid = (pid_t)pp;
   return 0;
 }
+
+static int stat_of(pid_t pid, pid_t *ppid, char *state) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  return stat_at(path, ppid, state);
+}
+
+static int dead(char state) { return state == 'Z' || state == 'X'; }
+
+pid_t msr_live_task(pid_t pid) {
+  pid_t pp;
+  char st;
+  if (stat_of(pid, &pp, &st)) return 0;
+  if (!dead(st)) return pid;
+  /* The main thread has exited (pthread_exit) or the process has: a live thread says which. */
+  char path[96];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  if (!d) return 0;
+  pid_t found = 0;
+  struct dirent *e;
+  while (!found && (e = readdir(d))) {
+    pid_t tid = (pid_t)atoi(e->d_name);
+    if (tid <= 0 || tid == pid) continue;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    if (stat_at(path, &pp, &st) == 0 && !dead(st)) found = tid;
+  }
+  closedir(d);
+  return found;
+}
+
+void msr_proc_file(pid_t pid, const char *name, char *path, size_t cap) {
+  pid_t t = msr_live_task(pid);
+  if (t > 0 && t != pid) snprintf(path, cap, "/proc/%d/task/%d/%s", (int)pid, (int)t, name);
+  else snprintf(path, cap, "/proc/%d/%s", (int)pid, name);
+}
+
+/* A process that runs: its main thread does, or another of its threads (a zombie main thread). */
+static int alive(pid_t pid, char state) { return !dead(state) || (state == 'Z' && msr_live_task(pid) > 0); }
 
 void msr_descendants(msr_procs *out) {
   pid_t self = getpid();
@@ -68,15 +106,14 @@ void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out)
     queue[tail++] = roots[r];
     if (!with_roots) continue;
     for (int i = 0; i < n; i++)
-      if (pid[i] == roots[r] && state[i] != 'Z' && state[i] != 'X' && out->n < MSR_MAX_PROCS)
-        out->pid[out->n++] = pid[i];
+      if (pid[i] == roots[r] && alive(pid[i], state[i]) && out->n < MSR_MAX_PROCS) out->pid[out->n++] = pid[i];
   }
   while (head < tail) {
     pid_t parent = queue[head++];
     for (int i = 0; i < n; i++) {
       if (ppid[i] != parent || tail >= MSR_MAX_PROCS) continue;
       queue[tail++] = pid[i];
-      if (state[i] != 'Z' && state[i] != 'X' && out->n < MSR_MAX_PROCS) out->pid[out->n++] = pid[i];
+      if (alive(pid[i], state[i]) && out->n < MSR_MAX_PROCS) out->pid[out->n++] = pid[i];
     }
   }
 }
@@ -86,8 +123,8 @@ void msr_tree_rss_kb(const msr_procs *p, uint64_t *rss_kb, uint64_t *anon_kb) {
   if (!page_kb) page_kb = sysconf(_SC_PAGESIZE) / 1024;
   uint64_t rss = 0, anon = 0;
   for (int i = 0; i < p->n; i++) {
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/statm", (int)p->pid[i]);
+    char path[96], buf[256];
+    msr_proc_file(p->pid[i], "statm", path, sizeof path);
     if (read_small(path, buf, sizeof buf) <= 0) continue;
     unsigned long size = 0, resident = 0, shared = 0;
     if (sscanf(buf, "%lu %lu %lu", &size, &resident, &shared) != 3) continue;
@@ -102,8 +139,8 @@ void msr_tree_rss_kb(const msr_procs *p, uint64_t *rss_kb, uint64_t *anon_kb) {
 uint64_t msr_tree_heap_kb(const msr_procs *p) {
   uint64_t total = 0;
   for (int i = 0; i < p->n; i++) {
-    char path[64], buf[8192];
-    snprintf(path, sizeof path, "/proc/%d/maps", (int)p->pid[i]);
+    char path[96], buf[8192];
+    msr_proc_file(p->pid[i], "maps", path, sizeof path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;
     /* [heap] follows the executable's own mappings: the first few KiB of maps hold it. */

@@ -155,6 +155,45 @@ def test_a_zombie_is_refused_before_anything_runs(tmp_path):
     assert not (tmp_path / "z.db").exists() or "runs" not in memsleuth("history", "--db", str(tmp_path / "z.db")).stdout
 
 
+MAIN_THREAD_EXITS = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+static void *work(void *a) {
+  (void)a;
+  for (;;) { char *p = malloc(1 << 16); memset(p, 1, 1 << 16); free(p); }
+  return NULL;
+}
+int main(void) {
+  pthread_t t;
+  pthread_create(&t, NULL, work, NULL);
+  pthread_exit(NULL);   /* the process lives on in its other thread; its main thread is a zombie */
+}
+"""
+
+
+def test_a_process_whose_main_thread_exited_is_measured_through_its_other_threads(tmp_path):
+    """pthread_exit in main: /proc/PID/stat says Z and the main thread's own maps are empty, but the
+    process runs. Its window measures the running thread's CPU time, and its command line is shown."""
+    if shutil.which("gcc") is None:
+        pytest.skip("no C compiler (gcc)")
+    src, prog = tmp_path / "mainexit.c", tmp_path / "mainexit"
+    src.write_text(MAIN_THREAD_EXITS)
+    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(prog), str(src)], check=True, timeout=120)
+    p = subprocess.Popen([str(prog)], stdin=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        assert state(p.pid) == "Z"
+        doc, proc = attached(tmp_path, "--pid", str(p.pid), "--duration", "2")
+        assert p.poll() is None                           # untouched: still running
+    finally:
+        p.kill()
+        p.wait(timeout=10)
+    assert f"({prog})" in proc.stderr, proc.stderr        # its command line, read through a live thread
+    run = doc["cells"][0]["samples"][0]
+    assert run["status"] == "ok" and run["user_ns"] + run["sys_ns"] > 0.5e9, run   # one thread spinning for 2 s
+
+
 def test_ctrl_c_ends_a_window_without_duration(tmp_path, service):
     svc = service()
     js = tmp_path / "c.json"

@@ -16,7 +16,7 @@ import time
 
 from memsleuth.measure import allocators, machine
 from memsleuth.errors import UsageError
-from memsleuth.records.proc import start_time, stat_fields
+from memsleuth.records.proc import start_time, stat_fields, task_dir
 from memsleuth.records.stored import EXPLAIN_ROUND
 
 PF_KTHREAD = 0x00200000     # /proc/PID/stat flags: a kernel thread
@@ -163,7 +163,7 @@ def _live_threads(pid: int) -> int:
 def command_of(pid: int) -> list[str]:
     """The process's command line (its name in brackets when it has none to show)."""
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
+        with open(f"{task_dir(pid)}/cmdline", "rb") as f:
             args = [a.decode("utf-8", "surrogateescape") for a in f.read().split(b"\0") if a]
     except OSError:
         args = []
@@ -179,7 +179,7 @@ def command_of(pid: int) -> list[str]:
 def allocator_of(pid: int):
     """The allocator a running process has mapped (glibc's malloc when none of the others)."""
     try:
-        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+        with open(f"{task_dir(pid)}/maps", encoding="utf-8", errors="replace") as f:
             maps = f.read()
     except OSError:
         maps = ""
@@ -195,7 +195,7 @@ def _mappings(pid: int) -> list[dict] | None:
     """/proc/PID/smaps, a dict per mapping: start, end, perms, name, and its Rss, AnonHugePages and
     Swap in bytes; None when it cannot be read."""
     try:
-        with open(f"/proc/{pid}/smaps", encoding="utf-8", errors="replace") as f:
+        with open(f"{task_dir(pid)}/smaps", encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
     except OSError:
         return None
@@ -278,7 +278,7 @@ def arenas(pid: int) -> dict | None:
     main = sum(m["Rss"] for m in maps if m["name"] == "[heap]")
     heaps = {}
     try:
-        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        with open(f"{task_dir(pid)}/mem", "rb", buffering=0) as mem:
             for m in maps:
                 lo = m["start"]
                 if m["name"] or not m["perms"].startswith("rw") or lo % HEAP_MAX:

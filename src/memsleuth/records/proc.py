@@ -22,3 +22,18 @@ def start_time(pid: int) -> int | None:
         return int(fields[19])
     except (TypeError, IndexError, ValueError):
         return None
+
+
+def task_dir(pid: int) -> str:
+    """Where a process's memory files are read: /proc/PID, or where its main thread has exited
+    (pthread_exit, while other threads run: the main thread's own maps and smaps are then empty)
+    /proc/PID/task/TID of a thread that runs."""
+    if (stat_fields(pid) or ["?"])[0] not in ("Z", "X"):
+        return f"/proc/{int(pid)}"
+    import os
+    try:
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{int(pid)}/task") if t.isdigit())
+    except OSError:
+        return f"/proc/{int(pid)}"
+    live = next((t for t in tids if t != int(pid) and (stat_fields(t) or ["Z"])[0] not in ("Z", "X")), None)
+    return f"/proc/{int(pid)}/task/{live}" if live is not None else f"/proc/{int(pid)}"
