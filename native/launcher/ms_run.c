@@ -32,6 +32,7 @@
 #include "msr_args.h"
 
 #define MAX_LEFTOVERS 32
+#define MAX_CWDS 32 /* distinct working directories noted (--note-cwds) */
 
 static volatile sig_atomic_t g_interrupted;
 static volatile pid_t g_command_pgid; /* the measured command's process group (its own) */
@@ -213,6 +214,8 @@ typedef struct {
   pid_t left_pid[MAX_LEFTOVERS];
   char left_comm[MAX_LEFTOVERS][32];
   int left_more;
+  char *cwd[MAX_CWDS]; /* --note-cwds: where the tree's processes ran */
+  int ncwd;
 } run_result;
 
 /* Forks the command in its own process group with its environment; it execs when `go` is written. */
@@ -300,9 +303,24 @@ static void the_tree(const run_result *r, msr_procs *procs) {
   else msr_descendants(procs);
 }
 
+/* The working directory of each process of the tree, noted once each (--note-cwds). */
+static void note_cwds(run_result *r, const msr_procs *procs) {
+  for (int i = 0; i < procs->n && r->ncwd < MAX_CWDS; i++) {
+    char path[64], dir[4096];
+    snprintf(path, sizeof path, "/proc/%d/cwd", (int)procs->pid[i]);
+    ssize_t n = readlink(path, dir, sizeof dir - 1);
+    if (n <= 0) continue;
+    dir[n] = 0;
+    int seen = 0;
+    for (int k = 0; k < r->ncwd && !seen; k++) seen = !strcmp(r->cwd[k], dir);
+    if (!seen && (r->cwd[r->ncwd] = strdup(dir))) r->ncwd++;
+  }
+}
+
 static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint64_t t0) {
   msr_procs procs;
   the_tree(r, &procs);
+  if (o->note_cwds) note_cwds(r, &procs);
   if (!procs.n) return; /* exiting: no live process to read, and a zero would be no measurement */
   uint64_t rss, anon;
   msr_tree_rss_kb(&procs, &rss, &anon);
@@ -505,6 +523,11 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   if (o->cpu_sample_us) msr_cpu_json(&j, &r->cpu);
   if (o->outside_sites) msr_sites_json(&j, "outside_sites", &r->outside);
   if (o->cpu_sample_us && o->cpu_stacks_dir) msr_sites_json(&j, "cpu_stacks", &r->ustacks);
+  if (o->note_cwds) {
+    msj_arr_begin(&j, "cwds");
+    for (int k = 0; k < r->ncwd; k++) msj_str(&j, NULL, r->cwd[k]);
+    msj_arr_end(&j);
+  }
   if (r->nroots) {
     msj_obj_begin(&j, "attached");
     msj_arr_begin(&j, "pids");

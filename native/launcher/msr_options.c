@@ -176,6 +176,10 @@ static const msr_opt OPTIONS[] = {
      .section = RUN, .set = set_u64, .field = AT(max_points), .lo = 16, .hi = 1u << 20},
     {.name = "no-counters", .help = "open no perf events (to measure the instrumentation's cost)",
      .section = RUN, .set = set_flag, .field = AT(no_counters)},
+    {.name = "note-cwds",
+     .help = "list the working directories the tree's processes ran in (\"cwds\"): where\n"
+             "a runtime may have left its files",
+     .section = RUN, .set = set_flag, .field = AT(note_cwds)},
     {.name = "syscall-args",
      .help = "record the arguments of munmap/madvise/mmap/mremap/brk (bytes, advice,\n"
              "the break's moves) from the syscall tracepoints",

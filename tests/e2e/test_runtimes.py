@@ -100,6 +100,15 @@ def test_a_node_handler_allocating_a_64_mib_buffer_per_request(tmp_path):
     assert "mmap_threshold=32M" not in doc["_stdout"]
 
 
+def test_v8_logs_are_removed_from_the_folder_node_ran_in(tmp_path):
+    """A shell that changes folder before it starts node: V8's log is written in node's working
+    directory, not memsleuth's, and is removed from there too."""
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    check(tmp_path, "sh", "-c", f"cd sub && exec {node()} {HERE / 'buffers.js'}", cwd=str(work))
+    assert os.listdir(work) == ["sub"] and os.listdir(work / "sub") == [], list(os.walk(work))
+
+
 def test_numpy_temporaries_of_64_mib_per_step(tmp_path):
     try:
         import numpy  # noqa: F401

@@ -61,6 +61,7 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
         argv += ["--preload", ":".join(preloads)]
     argv += env + _env_args(cell)
     if heap_dir is not None or sites_dir is not None:   # the runtimes name their compiled code
+        argv.append("--note-cwds")                      # and may leave files where they ran
         from memsleuth.measure import perfmaps
         for k, v in perfmaps.perf_map_env(cell.env, dict(os.environ)).items():
             argv += ["--env", f"{k}={v}"]
@@ -165,6 +166,7 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
             # that are not UTF-8 are replaced rather than allowed to fail the whole run.
             with open(out, encoding="utf-8", errors="replace") as f:
                 doc = json.load(f)
+            doc.pop("cwds", None)       # where to look for what the run left (below), not evidence
         except (OSError, json.JSONDecodeError) as e:
             return _failed(f"ms-run failed (exit {proc.returncode}): {proc.stderr.strip() or e}")
         read_from = time.monotonic()     # reading the documents names their frames: symbolization's time
@@ -190,21 +192,26 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
 def _remove_left_behind(out: str, heap_dir: str | None, sites_dir: str | None, started: float) -> None:
     """What the explaining run's processes wrote under perfmaps.PERF_MAP_ENV (perf maps, V8's
     logs), once read: its processes are those the kernel saw in the tree (ms-run's document) and
-    those that left a document of their own."""
+    those that left a document of their own; V8's logs are looked for in memsleuth's working
+    directory and in each one the tree's processes ran in."""
     pids = []
     for folder in (heap_dir, sites_dir):
         for name in os.listdir(folder) if folder and os.path.isdir(folder) else ():
             m = re.match(r"^(?:heap|sites)-(\d+)\.json", name)
             if m:
                 pids.append(int(m.group(1)))
+    cwds = [os.getcwd()]
     try:
         with open(out, encoding="utf-8", errors="replace") as f:
-            seen = (json.load(f).get("outside_sites") or {}).get("pids") or []
-        pids += [p for p in seen if isinstance(p, int)]
+            doc = json.load(f)
+        for sampler in ("outside_sites", "cpu_stacks"):
+            pids += [p for p in (doc.get(sampler) or {}).get("pids") or [] if isinstance(p, int)]
+        cwds += [d for d in doc.get("cwds") or [] if isinstance(d, str) and d not in cwds]
     except (OSError, ValueError, AttributeError):
         pass
     from memsleuth.measure import perfmaps
-    perfmaps.remove_left_behind(pids, started, os.getcwd())
+    for cwd in cwds:      # where the tree's processes ran (ms-run --note-cwds): V8 writes its log there
+        perfmaps.remove_left_behind(pids, started, cwd)
 
 
 def read_metric(doc: dict, metric) -> None:
@@ -311,6 +318,7 @@ def attach_window(pids: list[int], duration_s: float | None,
         try:
             with open(out, encoding="utf-8", errors="replace") as f:
                 doc = json.load(f)
+            doc.pop("cwds", None)       # where to look for what the run left (below), not evidence
         except (OSError, json.JSONDecodeError) as e:
             where.stop_recorder(recorder, {})
             return (_failed(f"ms-run --attach failed (exit {proc.returncode}): {err.strip() or e}"),
