@@ -40,6 +40,15 @@ def ms_run(*args: str, timeout: float = 120) -> dict:
     return json.loads(out.stdout)
 
 
+def default_stop_signals() -> None:
+    """A Popen preexec_fn: SIGINT, SIGTERM and SIGHUP at their defaults in memsleuth, whatever the
+    suite inherited (a suite started in the background by a non-interactive shell has SIGINT
+    ignored, one under nohup SIGHUP, and Python and memsleuth rightly keep an ignored signal so)."""
+    import signal
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def memsleuth(*args: str, timeout: float = 600, cwd: str | None = None, columns: str | None = "200") \
         -> subprocess.CompletedProcess:
     """memsleuth's output piped, COLUMNS wide (None: no COLUMNS, the piped default)."""

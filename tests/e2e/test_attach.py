@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import fixture, memsleuth, needs_tracepoints
+from conftest import default_stop_signals, fixture, memsleuth, needs_tracepoints
 
 pytestmark = [needs_tracepoints,
               pytest.mark.skipif(shutil.which("perf") is None, reason="perf (linux-perf) is not installed")]
@@ -112,7 +112,7 @@ def test_a_service_that_exits_in_the_window_keeps_what_was_measured(tmp_path, se
     js = tmp_path / "a.json"
     p = subprocess.Popen([sys.executable, "-m", "memsleuth", "check", "--db", str(tmp_path / "a.db"), "--json", str(js),
                           "--pid", str(svc.pid), "--duration", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env={**os.environ, "COLUMNS": "200"})
+                         text=True, env={**os.environ, "COLUMNS": "200"}, preexec_fn=default_stop_signals)
     # The service ends a second into the window, whatever the machine's load made memsleuth's start take.
     line = p.stderr.readline()
     assert "attached to" in line, line + p.stderr.read()
@@ -201,7 +201,8 @@ def test_ctrl_c_ends_a_window_without_duration(tmp_path, service):
     home.mkdir()
     p = subprocess.Popen([sys.executable, "-m", "memsleuth", "check", "--db", str(tmp_path / "c.db"), "--json",
                           str(js), "--pid", str(svc.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "COLUMNS": "200", "HOME": str(home)})
+                         env={**os.environ, "COLUMNS": "200", "HOME": str(home)},
+                         preexec_fn=default_stop_signals)
     time.sleep(3)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
@@ -218,7 +219,7 @@ def test_a_second_ctrl_c_while_the_window_is_stored_loses_nothing(tmp_path, serv
     db = tmp_path / "c.db"
     p = subprocess.Popen([sys.executable, "-m", "memsleuth", "check", "--db", str(db), "--pid", str(svc.pid)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "COLUMNS": "200"})
+                         env={**os.environ, "COLUMNS": "200"}, preexec_fn=default_stop_signals)
     assert "attached to" in p.stderr.readline()
     time.sleep(2)
     p.send_signal(signal.SIGINT)
@@ -271,7 +272,8 @@ def test_another_users_process_without_the_rights(tmp_path):
 def test_memsleuth_killed_leaves_nothing_on_the_service(tmp_path, service):
     svc = service()
     p = subprocess.Popen([sys.executable, "-m", "memsleuth", "check", "--db", str(tmp_path / "k.db"), "--pid",
-                          str(svc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                          str(svc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         preexec_fn=default_stop_signals)
     time.sleep(2.5)
     p.kill()                       # SIGKILL: no handler runs; ms-run and perf are told by the kernel
     p.wait(timeout=30)
@@ -311,7 +313,8 @@ def test_what_a_killed_memsleuth_left_in_tmp_is_removed_by_the_next(tmp_path, se
     import tempfile
     svc = service()
     p = subprocess.Popen([sys.executable, "-m", "memsleuth", "check", "--db", str(tmp_path / "k.db"), "--pid",
-                          str(svc.pid), "--duration", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                          str(svc.pid), "--duration", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=default_stop_signals)
     assert "attached to" in p.stderr.readline()
     time.sleep(1)
     p.kill()                                  # SIGKILL: nothing of memsleuth's own runs to clean up

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import memsleuth
+from conftest import default_stop_signals, memsleuth
 
 
 def test_a_programs_escape_sequences_reach_no_terminal(tmp_path):
@@ -54,12 +54,6 @@ def _alive(marker: str) -> list[str]:
     return [p for p in out if p != str(os.getpid())]
 
 
-def _default_stop_signals():
-    """Under nohup (a CI runner may use it) SIGHUP arrives ignored, and memsleuth rightly keeps it so:
-    the test is of a terminal's SIGHUP, so memsleuth starts with the default disposition."""
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_sigterm_ends_the_measured_tree_and_keeps_what_finished(tmp_path, sig, code):
@@ -69,7 +63,7 @@ def test_sigterm_ends_the_measured_tree_and_keeps_what_finished(tmp_path, sig, c
     marker = f"memsleuth-sig{int(sig)}-{os.getpid()}"
     p = subprocess.Popen([sys.executable, "-m", "memsleuth", "check", "--db", str(db), "--reps", "3", "--no-where",
                           "--", "sh", "-c", f"sleep 30; : {marker}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, preexec_fn=_default_stop_signals)
+                         text=True, preexec_fn=default_stop_signals)
     # The measured shell itself (memsleuth's own command line holds the same words).
     measured = f"^sh -c sleep 30; : {marker}"
     deadline = time.monotonic() + 60
