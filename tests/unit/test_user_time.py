@@ -115,3 +115,30 @@ def test_every_collector_pattern_is_its_own_runtimes():
     for rt in runtimes.TABLE:
         for name, fn in frames.items():
             assert bool(rt.gc.search(fn)) == (rt.name == name), (rt.name, fn)
+
+
+# ---- whose memory: the mapping calls' sites decide (analysis/summary.mapped_by) ----
+
+def _overhead():
+    from memsleuth.analysis.findings.base import Finding
+    return Finding(id="heap-overhead", title="Resident memory not in live malloc blocks: 181.9 MiB of 189.3 MiB",
+                   mechanism="m", evidence=[], advice="try an allocator that returns or reuses freed memory better",
+                   confidence="high", cost_bytes=181.9 * (1 << 20), cost_share=0.96)
+
+
+@pytest.mark.parametrize("makers,kept", [
+    # a JVM committing its heap (a real check of `java -Xmx256m` with G1 here)
+    ([["os::pd_commit_memory_or_exit (libjvm.so, no line information)", 0.76],
+      ["os::pd_commit_memory (libjvm.so, no line information)", 0.05],
+      ["os::create_thread (libjvm.so, no line information)", 0.04]], False),
+    # Debian's python3.11 mapping obmalloc's arenas from a static function it has no symbol for
+    ([["an address in python3.11 at offset 0x62d098 (no symbols: stripped?)", 0.98]], False),
+    # malloc's own mmap calls: the finding is malloc's to explain
+    ([["sysmalloc (libc.so.6, no line information)", 0.9]], True),
+])
+def test_memory_a_runtime_maps_itself_is_never_called_malloc_overhead(makers, kept):
+    from memsleuth.analysis.summary import with_call_sites
+    from memsleuth.records.sites import CallSites
+    where = CallSites.from_dict({"events": {"mmap": {"samples": 200, "makers": makers, "user_sites": []}}})
+    ids = [f.id for f in with_call_sites([_overhead()], where)]
+    assert ids == (["heap-overhead"] if kept else []), ids

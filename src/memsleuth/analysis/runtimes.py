@@ -78,6 +78,8 @@ TABLE: tuple[Runtime, ...] = (
                     "large buffers (bytearray, array, bytes) come from malloc: reuse one across steps instead of "
                     "a new one per step",
             churn="reuse buffers across steps instead of creating a temporary per step",
+            # the interpreter's own code where its static functions have no symbol (Debian's python3.x)
+            objects=re.compile(r"(\(|^an address in )(python3(\.\d+)?|libpython3[\d.]*\.so[\d.]*)[ ,)]"),
             gc=re.compile(r"^(gc_collect_main|gc_collect_with_callback|gc_collect_generations|gc_collect_region|"
                           r"gc_collect_impl|_PyGC_Collect|PyGC_Collect|visit_decref|visit_reachable|subtract_refs|"
                           r"update_refs|move_unreachable|deduce_unreachable|finalize_garbage|delete_garbage|"

@@ -554,6 +554,19 @@ SITE_EVENTS = {"heap-trim-churn": ("brk", "page-faults"), "mmap-churn": ("munmap
                "mremap-churn": ("mremap", "page-faults"), "madvise-storm": ("madvise",),
                "lock-contention": ("futex",), "first-touch": ("page-faults",), "rss-growth": ("page-faults",),
                "zero-page-read": ("page-faults",), "kernel-time": ("page-faults",), "madvise-calls": ("madvise",)}
+# Findings that hold anonymous resident memory against malloc's live bytes: memory a runtime maps
+# itself (a collected heap, a JIT's code, obmalloc's arenas) is not malloc's to explain, so where the
+# mapping calls' sites are a runtime's own code these findings do not speak (runtimes.runtime_of).
+MALLOC_MEMORY_FINDINGS = ("heap-overhead",)
+
+
+def mapped_by(where: CallSites | None):
+    """(the runtime, its share) whose own code made the sampled mmap calls; None where no runtime did
+    (or they were not sampled)."""
+    e = where.events.get("mmap") if where else None
+    return runtimes.runtime_of(e.makers or e.user_sites) if e else None
+
+
 def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> list[findings.Finding]:
     """Each finding with the call sites of its events; and who makes the calls from the stacks,
     through malloc/free (the allocator) or not: the strongest evidence, so it decides over the
@@ -562,7 +575,10 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
         return found
     from memsleuth.records import sites as where_mod
     out = []
+    owner = mapped_by(where)
     for f in found:
+        if f.id in MALLOC_MEMORY_FINDINGS and owner is not None:
+            continue    # the runtime's own heap: neither overhead of malloc's nor the allocator's to change
         events = tuple(dict.fromkeys((*((f.calls,) if f.calls else ()), *SITE_EVENTS.get(f.id, ()))))
         lines = [line for e in events for line in where_mod.lines_for(where, e)]
         who, extra = f.who, []
