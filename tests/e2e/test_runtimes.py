@@ -231,3 +231,5 @@ def test_a_jvm_handler_is_named_by_its_java_method(tmp_path):
     faults = doc["cells"][0]["where"]["events"]["page-faults"]["user_sites"]
     named = {site: share for site, share in faults if site.startswith("Buffers.handle (Java)")}
     assert sum(named.values()) > 0.3, faults           # the rest: the JVM's own threads (GC), said so
+    # its heap is the JVM's own mapping: never "resident memory not in live malloc blocks"
+    assert "heap-overhead" not in findings_of(doc), findings_of(doc)["heap-overhead"]["title"]

@@ -142,3 +142,17 @@ def test_memory_a_runtime_maps_itself_is_never_called_malloc_overhead(makers, ke
     where = CallSites.from_dict({"events": {"mmap": {"samples": 200, "makers": makers, "user_sites": []}}})
     ids = [f.id for f in with_call_sites([_overhead()], where)]
     assert ids == (["heap-overhead"] if kept else []), ids
+
+
+def test_the_makers_objects_decide_when_no_few_sites_hold_most_calls():
+    """A JVM's mmap calls spread over many of its functions: the three top sites hold 48%, its
+    object all of them (tests/e2e/runtimes/Buffers.java here)."""
+    from memsleuth.analysis.summary import with_call_sites
+    from memsleuth.records.sites import CallSites
+    where = CallSites.from_dict({"events": {"mmap": {
+        "samples": 157, "user_sites": [],
+        "makers": [["os::pd_commit_memory_or_exit (libjvm.so, no line information)", 0.20],
+                   ["os::pd_commit_memory (libjvm.so, no line information)", 0.16],
+                   ["os::create_thread (libjvm.so, no line information)", 0.11]],
+        "maker_objects": [["(libjvm.so)", 0.93], ["(libc.so.6)", 0.07]]}}})
+    assert [f.id for f in with_call_sites([_overhead()], where)] == []

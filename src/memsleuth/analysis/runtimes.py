@@ -66,6 +66,7 @@ TABLE: tuple[Runtime, ...] = (
                     "Buffers) instead of allocating one per request",
             churn="--max-semi-space-size=<MiB> (a larger young generation collects less often); reuse Buffers "
                   "across requests",
+            objects=re.compile(r"\((node|nodejs|libnode\.so[\d.]*)[,)]"),
             gc=re.compile(r"(^|\s)v8::internal::(Scavenger\w*|ScavengerCollector|MarkCompactCollector|MinorMarkCompactCollector|"
                           r"MinorMarkSweepCollector|ConcurrentMarking|IncrementalMarking|Sweeper|\w*MarkingVisitor\w*|"
                           r"MarkingWorklists\w*|ArrayBufferSweeper|Heap::(CollectGarbage|PerformGarbageCollection|"

@@ -564,7 +564,9 @@ def mapped_by(where: CallSites | None):
     """(the runtime, its share) whose own code made the sampled mmap calls; None where no runtime did
     (or they were not sampled)."""
     e = where.events.get("mmap") if where else None
-    return runtimes.runtime_of(e.makers or e.user_sites) if e else None
+    if e is None:
+        return None
+    return runtimes.runtime_of(e.makers or e.user_sites) or runtimes.runtime_of(e.maker_objects)
 
 
 def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> list[findings.Finding]:

@@ -51,6 +51,9 @@ class EventSites:
     internal_paths: tuple[tuple[str, float], ...] | None = None
     commands: tuple[tuple[str, float], ...] = ()
     stacks: tuple = ()                           # [[frame, ...], samples], outermost frame first
+    # The objects the makers' code is in, '(libjvm.so)', every one (not the TOP): whose code made
+    # the calls when no few sites hold most of them (runtimes.runtime_of reads them alike).
+    maker_objects: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def from_dict(cls, d: dict) -> "EventSites":
@@ -61,7 +64,8 @@ class EventSites:
                    makers=_shares(d["makers"]) if "makers" in d else (),
                    internal_paths=_shares(d["internal_paths"]) if "internal_paths" in d else None,
                    commands=_shares(d["commands"]) if "commands" in d else (),
-                   stacks=tuple(d["stacks"]) if "stacks" in d else ())
+                   stacks=tuple(d["stacks"]) if "stacks" in d else (),
+                   maker_objects=_shares(d["maker_objects"]) if "maker_objects" in d else ())
 
     @property
     def unwound_share(self) -> float:
@@ -251,10 +255,12 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
 
     by_event: dict[str, list] = {}
     stacks: dict[str, Counter] = {}
+    maker_objects: dict[str, Counter] = {}
     for comm, event, frames, *weight in samples:
         w = weight[0] if weight else 1
         name = event.split("/")[0].split(":")[-1].replace("sys_enter_", "")
         users, makers, paths, comms, n, through = by_event.get(name, (Counter(), Counter(), Counter(), Counter(), 0, 0))
+        objects = maker_objects.setdefault(name, Counter())
         frames = [f for f in frames if "[kernel" not in (f.path or "")]
         own, maker = symbols.program_site(frames, is_runtime)
         stacks.setdefault(name, Counter())[symbols.stack_entry(frames[:STACK_FRAMES], is_runtime)] += w
@@ -262,6 +268,8 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
         path = [_clean(f.function) for f in reversed(inner) if f.function]
         users[symbols.site_with_maker(own, maker) if own else LOST] += w
         makers[maker.text() if maker else own.text() if own else LOST] += w
+        by = maker or own
+        objects[f"({by.object})" if by is not None else LOST] += w
         if path:
             paths[" -> ".join(dict.fromkeys(path))] += w
         comms[comm] += w
@@ -273,6 +281,7 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
                      "makers": [[site, k / n] for site, k in makers.most_common(TOP)],
                      "internal_paths": [[p, k / n] for p, k in paths.most_common(TOP)],
                      "commands": [[c, k / n] for c, k in comms.most_common(TOP)],
+                     "maker_objects": [[o, k / n] for o, k in maker_objects[name].most_common()],
                      "stacks": [[[list(f) for f in st], k] for st, k in stacks[name].most_common(STACKS)]}
     return out
 
