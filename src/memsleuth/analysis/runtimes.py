@@ -50,10 +50,14 @@ TABLE: tuple[Runtime, ...] = (
                       "(slices of values, not of pointers) make each scan cheaper",
             try_gc=("GOGC=200", (("GOGC", "200"),))),
     Runtime("the JVM", re.compile(r"^(JVM_|os::|G1|ParallelScavengeHeap|CollectedHeap|ZPage|Universe::|Java_)"), True,
-            release="-Xms equal to -Xmx keeps the heap from being uncommitted and committed (faulted in) again",
+            release="-Xms equal to -Xmx keeps the heap from being uncommitted after a collection and committed "
+                    "(faulted in) again",
             churn="-XX:+AlwaysPreTouch faults the whole heap once at start instead of as it grows; a larger young "
                   "generation (-Xmn) collects less often",
             contention_is_runtime=True, objects=re.compile(r"\((libjvm\.so|libjli\.so)[,)]"),
+            # _JAVA_OPTIONS is read after the command line's options, so it holds whatever they say
+            # {max_heap}: the command's -Xmx, else the JVM's default (tries.max_heap)
+            try_release=("-Xms as -Xmx", (("_JAVA_OPTIONS", "-Xms{max_heap}"),)),
             gc=re.compile(r"^(?!\w*CollectedHeap::(attempt_allocation|allocate|mem_allocate))"
                           r"(G1\w*|PS\w*|ParallelCompact\w*|Shenandoah\w*|ZMark\w*|ZRelocate\w*|ZHeap\w*|XMark\w*|"
                           r"SerialHeap|DefNewGeneration|TenuredGeneration|MarkSweep|GenMarkSweep|GenCollectedHeap|"
@@ -116,7 +120,13 @@ CHURN_FINDINGS = ("first-touch", "mremap-churn")
 
 def advice_for(rt: Runtime, finding: str) -> str | None:
     """A runtime's own advice for a finding's mechanism, or None where it has none to give."""
-    return rt.release if finding in RELEASE_FINDINGS else rt.churn if finding in CHURN_FINDINGS else None
+    if finding in RELEASE_FINDINGS:
+        return rt.release
+    if finding in CHURN_FINDINGS:
+        # a runtime with its own heap faults in again what it gave back (a heap that shrinks after each
+        # collection and grows again): its release knob is advice for these faults too
+        return f"{rt.churn}; {rt.release}" if rt.own_memory else rt.churn
+    return None
 
 
 def function_of(site: str) -> str:

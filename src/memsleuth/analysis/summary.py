@@ -569,6 +569,13 @@ def mapped_by(where: CallSites | None):
     return runtimes.runtime_of(e.makers or e.user_sites) or runtimes.runtime_of(e.maker_objects)
 
 
+def _first_event(finding: str, where: CallSites):
+    """A finding without calls of its own (first-touch: faults): its first site event and its words."""
+    name = next(iter(SITE_EVENTS.get(finding, ())), None)
+    e = where.events.get(name) if name else None
+    return (e, name.replace("-", " ")) if e else (None, "")
+
+
 def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> list[findings.Finding]:
     """Each finding with the call sites of its events; and who makes the calls from the stacks,
     through malloc/free (the allocator) or not: the strongest evidence, so it decides over the
@@ -606,20 +613,23 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
             advice = ("the allocator makes these calls: its options that delay returning memory to the kernel, or "
                       "another allocator (compare them with `memsleuth compare`)")
         numbers = f.numbers
-        # who made the calls: the frames that made them (stored before "makers": the sites themselves)
-        rt = runtimes.runtime_of(e.makers or e.user_sites) if e else None
+        # who made the calls (or, for a finding about faults, the faults): the frames that made them,
+        # else the objects their code is in (stored before "makers": the sites themselves)
+        made, what = (e, f"{f.calls} calls") if e else _first_event(f.id, where)
+        rt = (runtimes.runtime_of(made.makers or made.user_sites) or runtimes.runtime_of(made.maker_objects)) \
+            if made else None
         if rt is not None:
             # The calls come from a managed runtime's own code: its knobs, never the allocator's.
             runtime, share = rt
             if f.id == "lock-contention" and runtime.contention_is_runtime:
                 continue    # its scheduler parks idle threads on futexes: no lock is shown contended
             who, numbers = "runtime", {**f.numbers, "runtime": runtime.name}
-            extra = [f"{share:.0%} of the sampled {f.calls} calls come from {runtime.name}'s own code"]
+            extra = [f"{share:.0%} of the sampled {what} come from {runtime.name}'s own code"]
             own = runtimes.advice_for(runtime, f.id)
             if own is not None:
-                advice = "; ".join([own, *runtimes.library_advice(e.makers or e.user_sites)])
+                advice = "; ".join([own, *runtimes.library_advice(made.makers or made.user_sites)])
                 if not runtime.own_memory and f.advice != program_advice(f.calls):   # its memory is malloc's: that side too
-                    advice += f"; on the allocator's side: {f.advice}"
+                    advice += f"; on the allocator's side: {f.advice}" if e else f"; {f.advice}"
             elif advice == program_advice(f.calls):
                 advice = f.advice   # the rule's own words: the runtime, not the program's code, makes the calls
         out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=advice,
@@ -778,7 +788,8 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     summary.findings = own          # the cell's own, as compare's summaries hold them; the run's are in findings
     # Another allocator cannot reach a program that LD_PRELOAD does not (a static executable).
     others = list(tries.OTHER_ALLOCATORS) if view.preload_reaches_program is not False else []
-    untried = [t.name for t in tries.for_findings(found, cell.allocator.name, others)]
+    untried = [t.name for t in tries.for_findings(found, cell.allocator.name, others, list(cell.command),
+                                                  (run.machine.mem_total_kb or 0) * 1024 if run.machine else None)]
     p = view.profile
     cpu_time = cpu_time_mod.breakdown(p) if p is not None and p.samples else []
     whole = view.process

@@ -166,8 +166,38 @@ ALLOCATOR_SENSITIVE = {"heap-trim-churn": ("brk calls", "page faults"),
 MEMORY_FINDINGS = ("rss-blowup", "heap-overhead", "heap-retained")
 
 
-def for_findings(found: list[Finding], allocator: str, installed: list[str]) -> list[Try]:
-    """Every candidate the findings name, once each (by what it changes), in the findings' order."""
+# The JVM's default maximum heap: this share of the machine's memory (MaxRAMPercentage's default).
+JVM_DEFAULT_HEAP_SHARE = 0.25
+
+
+def max_heap(command: list[str] | None, mem_bytes: float | None) -> str | None:
+    """The JVM's maximum heap as an -Xms value: the command's last -Xmx, else the default
+    (JVM_DEFAULT_HEAP_SHARE of the machine's memory, in MiB); None when neither is known."""
+    import re
+    sizes = [m.group(1) for a in command or () if (m := re.fullmatch(r"-Xmx(\d+[kKmMgGtT]?)", a))]
+    if sizes:
+        return sizes[-1]
+    return f"{int(mem_bytes * JVM_DEFAULT_HEAP_SHARE) >> 20}m" if mem_bytes else None
+
+
+def _runtime_env(env: tuple[tuple[str, str], ...], command: list[str] | None,
+                 mem_bytes: float | None) -> dict[str, str] | None:
+    """A runtime knob's environment with {max_heap} filled from the command; None when it cannot be."""
+    out = {}
+    for k, v in env:
+        if "{max_heap}" in v:
+            heap = max_heap(command, mem_bytes)
+            if heap is None:
+                return None
+            v = v.replace("{max_heap}", heap)
+        out[k] = v
+    return out
+
+
+def for_findings(found: list[Finding], allocator: str, installed: list[str], command: list[str] | None = None,
+                 mem_bytes: float | None = None) -> list[Try]:
+    """Every candidate the findings name, once each (by what it changes), in the findings' order.
+    `command` and `mem_bytes` (the machine's memory) fill in a runtime knob that depends on them."""
     out: dict[tuple, Try] = {}
     for f in found:
         if f.who == "program":
@@ -184,10 +214,13 @@ def for_findings(found: list[Finding], allocator: str, installed: list[str]) -> 
         if rt is not None and rt.own_memory:
             # A runtime's own heap: neither another allocator nor glibc's tunables reach it; its own
             # release knob, where it is an environment setting, does.
-            if rt.try_release and f.id in runtimes.RELEASE_FINDINGS:
+            # (a heap that shrinks and grows again faults in what it gave back: churn findings too)
+            if rt.try_release and f.id in runtimes.RELEASE_FINDINGS + runtimes.CHURN_FINDINGS:
                 name, env = rt.try_release
-                t = Try(name, f.id, ("page faults",), env=dict(env))   # the calls stay; the re-faults go
-                out[t.key] = out[t.key].merged(t) if t.key in out else t
+                filled = _runtime_env(env, command, mem_bytes)
+                if filled is not None:
+                    t = Try(name, f.id, ("page faults",), env=filled)   # the calls stay; the re-faults go
+                    out[t.key] = out[t.key].merged(t) if t.key in out else t
             continue
         found_tries = list(TRIES.get(f.id, lambda *_: [])(f, allocator))
         if f.id in ALLOCATOR_SENSITIVE:

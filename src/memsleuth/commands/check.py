@@ -136,7 +136,8 @@ def _try(store, check_run: int, p, args, console: Console, max_rounds: int, budg
     base = p.cells[0]
     # Another allocator cannot reach a program that LD_PRELOAD does not (a static executable).
     installed = [a.name for a in allocators.available()] if checked.view.preload_reaches_program is not False else []
-    candidates = tries.for_findings(found, base.allocator.name, installed)
+    candidates = tries.for_findings(found, base.allocator.name, installed, list(base.command),
+                                    (run.machine.mem_total_kb or 0) * 1024 if run.machine else None)
     if not candidates:
         console.print("\n--try: no finding of this run names a setting or an allocator to try; the advice above is a "
                       "change to the program itself.", markup=False, highlight=False)

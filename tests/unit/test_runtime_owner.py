@@ -1,0 +1,82 @@
+"""Whose code made a mechanism's calls and faults, and so whose knobs are advised and tried: the
+mapping calls' and the faults' sites (analysis/summary.with_call_sites, mapped_by), on stored site
+summaries as real runs here gave them (a JVM with G1, Debian's python3.11, a JVM whose heap shrinks
+after each collection and grows again)."""
+from __future__ import annotations
+
+import pytest
+
+from memsleuth.analysis import tries
+from memsleuth.analysis.findings.base import Finding
+from memsleuth.analysis.summary import with_call_sites
+from memsleuth.records.sites import CallSites
+
+
+# ---- whose memory: the mapping calls' sites decide (analysis/summary.mapped_by) ----
+
+def _overhead():
+    return Finding(id="heap-overhead", title="Resident memory not in live malloc blocks: 181.9 MiB of 189.3 MiB",
+                   mechanism="m", evidence=[], advice="try an allocator that returns or reuses freed memory better",
+                   confidence="high", cost_bytes=181.9 * (1 << 20), cost_share=0.96)
+
+
+@pytest.mark.parametrize("makers,kept", [
+    # a JVM committing its heap (a real check of `java -Xmx256m` with G1 here)
+    ([["os::pd_commit_memory_or_exit (libjvm.so, no line information)", 0.76],
+      ["os::pd_commit_memory (libjvm.so, no line information)", 0.05],
+      ["os::create_thread (libjvm.so, no line information)", 0.04]], False),
+    # Debian's python3.11 mapping obmalloc's arenas from a static function it has no symbol for
+    ([["an address in python3.11 at offset 0x62d098 (no symbols: stripped?)", 0.98]], False),
+    # malloc's own mmap calls: the finding is malloc's to explain
+    ([["sysmalloc (libc.so.6, no line information)", 0.9]], True),
+])
+def test_memory_a_runtime_maps_itself_is_never_called_malloc_overhead(makers, kept):
+    where = CallSites.from_dict({"events": {"mmap": {"samples": 200, "makers": makers, "user_sites": []}}})
+    ids = [f.id for f in with_call_sites([_overhead()], where)]
+    assert ids == (["heap-overhead"] if kept else []), ids
+
+
+def test_the_makers_objects_decide_when_no_few_sites_hold_most_calls():
+    """A JVM's mmap calls spread over many of its functions: the three top sites hold 48%, its
+    object all of them (tests/e2e/runtimes/Buffers.java here)."""
+    where = CallSites.from_dict({"events": {"mmap": {
+        "samples": 157, "user_sites": [],
+        "makers": [["os::pd_commit_memory_or_exit (libjvm.so, no line information)", 0.20],
+                   ["os::pd_commit_memory (libjvm.so, no line information)", 0.16],
+                   ["os::create_thread (libjvm.so, no line information)", 0.11]],
+        "maker_objects": [["(libjvm.so)", 0.93], ["(libc.so.6)", 0.07]]}}})
+    assert [f.id for f in with_call_sites([_overhead()], where)] == []
+
+
+def _first_touch() -> Finding:
+    return Finding(id="first-touch", title="First-touch faults: 1914.5 MiB of fresh memory faulted in", mechanism="m",
+                   evidence=[], advice="touch the memory first (memset, MADV_POPULATE_WRITE, MAP_POPULATE)",
+                   confidence="high", cost_ns=1.03e9, cost_share=0.37)
+
+
+# `java -Xms16m -Xmx1g -XX:+UseSerialGC -XX:MaxHeapFreeRatio=20 Churn`: each job's 200 MiB is
+# collected, the heap shrinks, and the next job commits and faults it in again.
+JVM_FAULTS = {"events": {"page-faults": {
+    "samples": 398, "user_sites": [],
+    "makers": [["GenCollectedHeap::handle_failed_promotion (libjvm.so, no line information)", 0.88],
+               ["Generation::promote (libjvm.so, no line information)", 0.06]],
+    "maker_objects": [["(libjvm.so)", 1.0]]}}}
+
+
+def test_faults_the_jvm_makes_are_its_own_with_its_knobs_and_its_candidate():
+    f = with_call_sites([_first_touch()], CallSites.from_dict(JVM_FAULTS))[0]
+    assert f.who == "runtime" and f.numbers["runtime"] == "the JVM", (f.who, f.evidence)
+    assert "page faults come from the JVM's own code" in f.evidence[-1]
+    assert "-Xms equal to -Xmx" in f.advice and "MADV_POPULATE_WRITE" not in f.advice
+    cmd = ["java", "-Xms16m", "-Xmx1g", "Churn"]
+    cands = tries.for_findings([f], "glibc", list(tries.OTHER_ALLOCATORS), cmd, 24 << 30)
+    assert [(t.name, t.env, t.allocator) for t in cands] == [("-Xms as -Xmx", {"_JAVA_OPTIONS": "-Xms1g"}, None)]
+
+
+@pytest.mark.parametrize("command,mem,expected", [
+    (["java", "-Xmx512m", "-Xmx2g", "App"], None, "2g"),        # the last one wins, as in the JVM
+    (["java", "App"], 24 << 30, "6144m"),                        # MaxRAMPercentage's 25% of 24 GiB
+    (["java", "App"], None, None),
+])
+def test_the_jvms_maximum_heap_comes_from_its_command_or_its_default(command, mem, expected):
+    assert tries.max_heap(command, mem) == expected
