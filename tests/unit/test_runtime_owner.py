@@ -80,3 +80,33 @@ def test_faults_the_jvm_makes_are_its_own_with_its_knobs_and_its_candidate():
 ])
 def test_the_jvms_maximum_heap_comes_from_its_command_or_its_default(command, mem, expected):
     assert tries.max_heap(command, mem) == expected
+
+
+def _churn() -> Finding:
+    return Finding(id="mmap-churn", title="mmap/munmap churn of large blocks", mechanism="m", evidence=[],
+                   advice="raise glibc.malloc.mmap_threshold above the block", confidence="high",
+                   calls="munmap", cost_ns=7.6e8, cost_share=0.76)
+
+
+def test_installed_code_no_table_names_is_said_so_never_called_the_program():
+    """An interpreter whose own allocator maps every large block and unmaps it on free (PHP's Zend MM
+    does): its frames are in an installed executable no runtime entry names. The culprit is that
+    code, not the program, and switching it to malloc is not ruled out."""
+    where = CallSites.from_dict({"events": {"munmap": {
+        "samples": 300, "through_allocator": 0.0, "internal_paths": [["zend_mm_free_huge -> munmap", 1.0]],
+        "user_sites": [["no frame of the program's own code", 1.0]],
+        "makers": [["zend_mm_free_huge (php8.2, no line information)", 1.0]],
+        "maker_objects": [["(php8.2)", 1.0]], "installed_objects": [["(php8.2)", 1.0]]}}})
+    f = with_call_sites([_churn()], where)[0]
+    assert f.who == "runtime" and "no table for (php8.2)" in f.numbers["runtime"], (f.who, f.numbers)
+    assert "will not remove them" not in f.advice and "malloc" in f.advice and "mmap_threshold" in f.advice
+    assert any("installed code memsleuth has no table for: php8.2" in e for e in f.evidence)
+
+
+def test_the_programs_own_build_stays_the_program():
+    where = CallSites.from_dict({"events": {"munmap": {
+        "samples": 300, "through_allocator": 0.0, "internal_paths": [["pool_release -> munmap", 1.0]],
+        "user_sites": [["pool_release (pool.c:40)", 1.0]], "makers": [["pool_release (pool.c:40)", 1.0]],
+        "maker_objects": [["(server)", 1.0]], "installed_objects": []}}})
+    f = with_call_sites([_churn()], where)[0]
+    assert f.who == "program" and "will not remove them" in f.advice

@@ -632,6 +632,18 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
                     advice += f"; on the allocator's side: {f.advice}" if e else f"; {f.advice}"
             elif advice == program_advice(f.calls):
                 advice = f.advice   # the rule's own words: the runtime, not the program's code, makes the calls
+        elif made is not None and who != "allocator" and \
+                (installed := sum(k for _, k in made.installed_objects)) >= runtimes.MIN_SHARE:
+            # Installed code no table names (an interpreter's own allocator, a library's pool): not the
+            # program's to change, and maybe the allocator's after all, where that code can use malloc.
+            objs = ", ".join(o.strip("()") for o, _ in made.installed_objects[:3])
+            who, numbers = "runtime", {**f.numbers, "runtime": f"installed code memsleuth has no table for ({objs})"}
+            extra = [f"{installed:.0%} of the sampled {what} come from installed code memsleuth has no table for: "
+                     f"{objs} (a runtime, an interpreter or a library, not the program's own build)"]
+            advice = (f"the calls come from {objs}, not from code built here: its own settings may change them (many "
+                      "runtimes and interpreters can use malloc instead of their own allocator)")
+            if f.advice != program_advice(f.calls):
+                advice += f"; where it takes its memory from malloc: {f.advice}"
         out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=advice,
                            numbers=numbers))
     return out

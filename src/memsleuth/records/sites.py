@@ -25,6 +25,8 @@ STACK_FRAMES = 48          # innermost frames kept of each
 # Objects whose frames are not the user's code.
 SYSTEM_DSOS = re.compile(r"(^|/)(libc\.so|libc-|ld-linux|ld-2|libpthread|libstdc\+\+|libgcc_s|libm\.so|"
                          r"libms(sites|heap)\.so|\[kernel|\[vdso|\[unknown\])")
+# Where installed programs and libraries live (a package's, not the user's own build).
+INSTALLED = re.compile(r"^(/usr/(bin|sbin|lib|lib64|libexec|local/lib)/|/lib(64)?/|/opt/|/nix/store/|/snap/|/gnu/store/)")
 # A stack goes "through the allocator" when a frame is the preloaded allocator's own object, or a
 # malloc-family entry point or glibc malloc internal (libc's malloc is in libc.so with everything else).
 ALLOCATOR_FRAMES = ("malloc", "free", "realloc", "calloc", "_int_", "sysmalloc", "systrim", "operator new",
@@ -54,6 +56,9 @@ class EventSites:
     # The objects the makers' code is in, '(libjvm.so)', every one (not the TOP): whose code made
     # the calls when no few sites hold most of them (runtimes.runtime_of reads them alike).
     maker_objects: tuple[tuple[str, float], ...] = ()
+    # Of those, the ones installed on the system (INSTALLED: a package's program or library, not
+    # libc, the loader or the allocator): code the user did not build, such as an interpreter.
+    installed_objects: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def from_dict(cls, d: dict) -> "EventSites":
@@ -65,7 +70,8 @@ class EventSites:
                    internal_paths=_shares(d["internal_paths"]) if "internal_paths" in d else None,
                    commands=_shares(d["commands"]) if "commands" in d else (),
                    stacks=tuple(d["stacks"]) if "stacks" in d else (),
-                   maker_objects=_shares(d["maker_objects"]) if "maker_objects" in d else ())
+                   maker_objects=_shares(d["maker_objects"]) if "maker_objects" in d else (),
+                   installed_objects=_shares(d["installed_objects"]) if "installed_objects" in d else ())
 
     @property
     def unwound_share(self) -> float:
@@ -256,6 +262,7 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
     by_event: dict[str, list] = {}
     stacks: dict[str, Counter] = {}
     maker_objects: dict[str, Counter] = {}
+    installed: dict[str, Counter] = {}
     for comm, event, frames, *weight in samples:
         w = weight[0] if weight else 1
         name = event.split("/")[0].split(":")[-1].replace("sys_enter_", "")
@@ -270,6 +277,8 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
         makers[maker.text() if maker else own.text() if own else LOST] += w
         by = maker or own
         objects[f"({by.object})" if by is not None else LOST] += w
+        if by is not None and INSTALLED.match(by.path or "") and not is_runtime(by.path) and not is_allocator(by):
+            installed.setdefault(name, Counter())[f"({by.object})"] += w
         if path:
             paths[" -> ".join(dict.fromkeys(path))] += w
         comms[comm] += w
@@ -282,6 +291,7 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
                      "internal_paths": [[p, k / n] for p, k in paths.most_common(TOP)],
                      "commands": [[c, k / n] for c, k in comms.most_common(TOP)],
                      "maker_objects": [[o, k / n] for o, k in maker_objects[name].most_common()],
+                     "installed_objects": [[o, k / n] for o, k in installed.get(name, Counter()).most_common()],
                      "stacks": [[[list(f) for f in st], k] for st, k in stacks[name].most_common(STACKS)]}
     return out
 
