@@ -337,6 +337,24 @@ class CellView:
         return min(bound_pages * split.units.fault_ns * split.scale,
                    split.cost("page-faults") * self.zero_fill_share()), None
 
+    def growth_fault_share(self, sc: Scope, split: cost_mod.Split) -> float:
+        """The share of the scope's page-fault time that is the first writes of pages mremap added to
+        growing mappings (realloc growth): at most the pages grown (the calls' arguments; without
+        them one page per call), and within the first touches (a grown page was never given back:
+        the fault trace's "none"), so mremap-churn and first-touch never claim the same faults
+        (first-touch claims the rest). 0 below mremap-churn's floor."""
+        from memsleuth.events import MECHANISM_FLOORS
+        calls = sc.syscalls.get("mremap", 0)
+        faults_ns = split.cost("page-faults")
+        if calls < MECHANISM_FLOORS["mremap"] or not faults_ns or not sc.minflt:
+            return 0.0
+        grown = self.args("mremap", "grow_bytes") if sc.name == "process" else None
+        pages = min(sc.minflt, grown / PAGE_BYTES if grown else calls)
+        share = pages * split.units.fault_ns * split.scale / faults_ns
+        t = self.traced_for(sc)
+        ceiling = self.fault_causes(sc)[0]["none"] if t is not None else 1.0
+        return min(share, ceiling) * self.zero_fill_share()
+
     def refault_bound(self, sc: Scope) -> float:
         """At most how many of the process's page faults can be re-faults: every page resident at
         the peak was faulted in at least once, so the faults beyond the peak's pages. (A region:

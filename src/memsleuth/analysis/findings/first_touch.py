@@ -38,6 +38,7 @@ def _process(view: CellView) -> list[Finding]:
         # The faults' addresses say which were first touches: nothing gave their memory back before,
         # and they wrote it (a read of never-written memory maps the zero page: zero_page.py).
         first = min(view.fault_causes(sc)[0]["none"] * trace.write_share("none"), view.zero_fill_share())
+        first = max(0.0, first - view.growth_fault_share(sc, split))   # realloc growth's: mremap-churn's
         fault_bytes = sc.minflt * first * PAGE_BYTES
         spent = split.cost("page-faults") * first
         proof = (f"{first:.0%} of the sampled page faults write memory that nothing gave back before them (each "
@@ -46,8 +47,9 @@ def _process(view: CellView) -> list[Finding]:
     elif tree:
         return []   # the tree's faults against one process's peak say nothing of first touches
     else:
-        fault_bytes = sc.minflt * PAGE_BYTES * view.zero_fill_share()
-        spent = split.cost("page-faults") * view.zero_fill_share()
+        first = max(0.0, view.zero_fill_share() - view.growth_fault_share(sc, split))
+        fault_bytes = sc.minflt * PAGE_BYTES * first
+        spent = split.cost("page-faults") * first
         proof = (f"peak RSS {mib(resident)} = {resident / fault_bytes:.0%} of the faulted bytes (threshold "
                  f"{MIN_RESIDENT_SHARE:.0%}): most of the faulted memory stayed resident, so most faults were first "
                  "touches rather than memory given back and touched again") if fault_bytes else ""
@@ -105,7 +107,8 @@ def check(view: CellView) -> list[Finding]:
             continue
         share = sc.sys_share or 0.0
         split = view.kernel_split(sc)
-        spent = split.cost("page-faults") * view.zero_fill_share()   # the faults of fresh memory only
+        # the faults of fresh memory only, less realloc growth's (mremap-churn's)
+        spent = split.cost("page-faults") * max(0.0, view.zero_fill_share() - view.growth_fault_share(sc, split))
         if not split.material(spent):
             continue
         fault_bytes = sc.minflt * PAGE_BYTES

@@ -22,10 +22,9 @@ def check(view: CellView) -> list[Finding]:
     split = view.kernel_split(sc)
     grown = view.args("mremap", "grow_bytes") if sc.name == "process" else None
     # The pages growth adds are faulted in when first written: at most the bytes grown (from the
-    # arguments; without them, one page per call), and never more than the faults counted.
-    grow_pages = grown / PAGE_BYTES if grown else calls
-    fault_ns = min(min(sc.minflt, grow_pages) * split.units.fault_ns * split.scale,
-                   split.cost("page-faults") * view.zero_fill_share())
+    # arguments; without them, one page per call), never more than the first touches counted, and
+    # never claimed by first-touch too (view.growth_fault_share).
+    fault_ns = split.cost("page-faults") * view.growth_fault_share(sc, split)
     spent = split.cost("mremap") + fault_ns
     if not split.material(spent):
         return []
