@@ -204,6 +204,15 @@ def test_a_clean_run_gets_one_line_with_its_largest_part():
     assert "page-faults" in line and "= 0%" in line
 
 
+def test_a_material_part_no_rule_names_is_never_said_to_cost_under_the_floor():
+    """Page faults of 30% of the CPU time in a tree whose faults no rule explains (a compiler's
+    processes): the line says no finding names them, never that no mechanism costs 5%."""
+    v = view(process(wall_ms=1000, user_ms=700, sys_ms=300, minflt=60_000, syscalls={"brk": 30}))
+    line = findings.quiet_line(v)
+    assert not line.startswith("No memory mechanism costs"), line
+    assert line.startswith("No finding names a memory mechanism here, though page-faults cost 5%"), line
+
+
 # ---- who makes the calls -------------------------------------------------------------------------
 
 def test_counts_inside_their_spread_are_the_programs():

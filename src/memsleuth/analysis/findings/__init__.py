@@ -97,6 +97,10 @@ def quiet_line(view: CellView) -> str | None:
     if not parts:
         return head + f": kernel time {cost.ms(sc.sys_ns)} ms, no page faults or memory system calls counted."
     top = max(parts, key=parts.get)
+    if split.material(parts[top]):
+        # The counted part is material, but no rule's conditions held for it: said so, never "no mechanism costs".
+        head = (f"No finding names a memory mechanism here{where}, though {top} cost {cost.MATERIAL_SHARE:.0%} of the "
+                "CPU time or more (no rule's conditions held for them: the tables below show them)")
     total = (f"all kernel time {cost.ms(sc.sys_ns)} ms = {(sc.sys_share or 0):.0%}"
              if sum(parts.values()) <= sc.sys_ns else
              f"rusage counted {cost.ms(sc.sys_ns)} ms of kernel time in all, less than the counts' estimate: it "
