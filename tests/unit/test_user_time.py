@@ -115,3 +115,15 @@ def test_every_collector_pattern_is_its_own_runtimes():
     for rt in runtimes.TABLE:
         for name, fn in frames.items():
             assert bool(rt.gc.search(fn)) == (rt.name == name), (rt.name, fn)
+
+
+def test_the_user_chains_are_a_stack_set_for_flame_graphs_and_pprof(analysis):
+    from memsleuth.analysis import stacks
+    cell = analysis.cell
+    sets = {s.type: s for s in stacks.for_cell(cell)}
+    s = sets["cpu_user"]
+    c = analysis.view.cpu_stacks
+    assert s.unit == "nanoseconds" and s.total == pytest.approx(sum(x.samples for x in c.stacks) * c.period_ns)
+    gc = [fr for fr, _ in s.stacks if any(f[0] == "runtime.gcBgMarkWorker" for f in fr)]
+    assert gc and all(f[3] == "runtime" for fr in gc for f in fr if f[0].startswith("runtime.gc"))
+    assert all(fr[0][3] == "program" for fr, _ in s.stacks)        # the executable, outermost

@@ -6,7 +6,9 @@ and profiles (report/pprof_export.py): per set, whole stacks outermost first wit
 - heap accounting (heap.py): the bytes allocated along each stack, live at the peak, live at exit
   (sampled by bytes: estimates);
 - CPU time (cpu_profile.py): each sample's kernel chain under its executable, a sample's value its
-  period in nanoseconds; a sample with no kernel frame was in user mode.
+  period in nanoseconds; a sample with no kernel frame was in user mode;
+- CPU time by user call chain (cpu_stacks.py): the same CPU time's user chains, frame-pointer
+  unwound, a collector's and a runtime's frames marked as the runtime's.
 
 A frame is (function, source file, line, kind), kind 'program', 'runtime' or 'kernel'. Pure: it
 reads what the store holds.
@@ -93,12 +95,36 @@ def from_cpu(doc: dict | None) -> list[StackSet]:
     return [StackSet("CPU time", "cpu", "nanoseconds", list(stacks.items()))] if stacks and period else []
 
 
+KERNEL_MODE = "[in the kernel]"
+
+
+def from_cpu_stacks(c) -> list[StackSet]:
+    """The CPU samples' user call chains under their executable (records.cpu_stacks.CpuStacks): a
+    frame is a runtime's where a runtime's frames or collector name it, else the program's; a sample
+    taken in the kernel ends in one kernel frame (its kernel path is the "CPU time" set's)."""
+    from memsleuth.analysis import runtimes
+    if c is None or not c.stacks or not c.period_ns:
+        return []
+
+    def kind(fn: str) -> str:
+        return "runtime" if any(rt.frames.search(fn) or (rt.gc is not None and rt.gc.search(fn))
+                                for rt in runtimes.TABLE) else "program"
+    stacks: dict[tuple[Frame, ...], float] = {}
+    for st in c.stacks:
+        key = ((data_text(st.executable), "", 0, "program"),
+               *((data_text(fn), "", 0, kind(fn)) for fn in reversed(st.functions)))
+        if st.in_kernel:
+            key += ((KERNEL_MODE, "", 0, "kernel"),)
+        stacks[key] = stacks.get(key, 0.0) + st.samples * float(c.period_ns)
+    return [StackSet("CPU time by user call chain", "cpu_user", "nanoseconds", list(stacks.items()))]
+
+
 def for_cell(cell) -> list[StackSet]:
     """Every stack set of a stored cell's explaining run (records.StoredCell)."""
     explain = next(iter(cell.explain_samples), None)
     sets = from_where(cell.where)
     if explain is not None:
-        sets += from_heap(explain.heap) + from_cpu(explain.cpu_profile)
+        sets += from_heap(explain.heap) + from_cpu(explain.cpu_profile) + from_cpu_stacks(explain.cpu_stacks)
     return sets
 
 
