@@ -161,6 +161,18 @@ def test_the_pprof_profile_reads_back_with_one_sample_type_per_stack_set(leak):
     assert 14 in lines
 
 
+def test_every_heap_sample_type_is_advertised_even_when_no_sampled_block_was_live():
+    """Nothing sampled was still live at exit (a program that freed all it sampled): the profile still
+    holds inuse_space_exit, empty, beside the others."""
+    from types import SimpleNamespace
+    frames = [["main", "leak.c", 21, "program"]]
+    h = SimpleNamespace(stacks=[[frames, 4096.0, 4096.0, 0.0]])
+    sets = stacks.from_heap(h)
+    assert [s.type for s in sets] == ["alloc_space", "inuse_space_peak", "inuse_space_exit"]
+    assert sets[2].stacks == [] and sets[0].total == 4096.0
+    assert stacks.from_heap(SimpleNamespace(stacks=[])) == []
+
+
 def test_a_run_without_stacks_says_so_for_pprof(tmp_path):
     from memsleuth.errors import UsageError
     with pytest.raises(UsageError, match="no sampled stacks"):

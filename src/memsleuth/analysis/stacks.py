@@ -60,7 +60,9 @@ def from_where(where) -> list[StackSet]:
 
 
 def from_heap(h) -> list[StackSet]:
-    """The heap accounting's stacks (records.heap.Heap), one set per weight."""
+    """The heap accounting's stacks (records.heap.Heap), one set per weight: every weight wherever
+    any stack was sampled, a weight no sampled block had (nothing sampled was live at exit) as an
+    empty set, so that a profile holds every type it advertises."""
     out = []
     for i, (name, type_) in enumerate(HEAP_SETS):
         stacks = []
@@ -68,9 +70,8 @@ def from_heap(h) -> list[StackSet]:
             fr = _frames(entry[0]) if entry else None
             if fr is not None and len(entry) > i + 1 and float(entry[i + 1] or 0) > 0:
                 stacks.append((fr, float(entry[i + 1])))
-        if stacks:
-            out.append(StackSet(name, type_, "bytes", stacks))
-    return out
+        out.append(StackSet(name, type_, "bytes", stacks))
+    return out if any(s.stacks for s in out) else []
 
 
 USER_MODE = "[user mode]"

@@ -67,6 +67,8 @@ def flame_figures(cells) -> list[FlameFigure]:
     out = []
     for c in cells:
         for s in stacks.for_cell(c):
+            if not s.stacks:
+                continue        # a type no sampled stack had (pprof keeps it, empty): nothing to draw
             name = f"{c.label}: {s.name}" if len(cells) > 1 else s.name
             what = {"bytes": "bytes", "nanoseconds": "CPU time"}.get(s.unit, "samples x period")
             out.append(FlameFigure(name, s.unit, stacks.merge(s), f"{name} ({len(s.stacks)} distinct stacks, "
