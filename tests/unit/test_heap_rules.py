@@ -160,3 +160,19 @@ def test_a_leak_that_holds_what_the_faults_brought_in_comes_first():
     # The same leak beside far more memory faulted in than it holds stays behind the costlier faults.
     assert [f.id for f in findings.order([faults, leak], view(leaking, minflt=1_000_000))] == ["first-touch",
                                                                                                "heap-leak"]
+
+
+def test_a_wrapper_scripts_own_allocations_never_top_the_table():
+    """A pyenv shim (a bash script) runs before python: bash's xmalloc is left out of the top sites,
+    and said to be; a shell measured on its own keeps its sites."""
+    from memsleuth.analysis import memory
+    from memsleuth.records.heap import Heap, HeapSite
+    sites = [HeapSite("xmalloc (bash, no line information)", alloc_bytes=9e6),
+             HeapSite("build (job.py:3) via PyList_New (python3.12, no line information)", alloc_bytes=4e6)]
+    import dataclasses
+    h = Heap(sites=tuple(sites))
+    top = memory.top_sites(h, "alloc_bytes")
+    assert [s.site for s in top] == [sites[1].site]
+    assert [s.site for s in memory.wrapper_sites(h)] == [sites[0].site]
+    alone = dataclasses.replace(h, sites=(sites[0],))
+    assert [s.site for s in memory.top_sites(alone, "alloc_bytes")] == [sites[0].site]

@@ -3,6 +3,8 @@ memory is made of at the live peak and at exit, compare's Heap table, the reques
 sites, the composition over time. Worded by report/builders/check.py and compare.py."""
 from __future__ import annotations
 
+import re
+
 from memsleuth.records.heap import Heap, HeapSite, Snapshot
 
 
@@ -99,9 +101,23 @@ def size_profile(h: Heap, top: int = 3) -> list[tuple[int, int, float]]:
     return sorted(rows, key=lambda r: -r[2])[:top]
 
 
+# A shell's own code: a wrapper script (a pyenv shim, a launcher) that runs before the program.
+_SHELL_SITE = re.compile(r"\((bash|sh|dash|zsh|ksh|mksh|busybox)[,)]")
+
+
+def wrapper_sites(h: Heap) -> list[HeapSite]:
+    """The sites in a shell's own code, where other sites are the program's: a wrapper script's
+    allocations, not the measured program's. Empty when the shell is all there is."""
+    shell = [x for x in h.sites if _SHELL_SITE.search(x.site)]
+    return shell if len(shell) < len(h.sites) else []
+
+
 def top_sites(h: Heap, key: str, n: int = 3) -> list[HeapSite]:
-    """The n allocation sites with the most bytes by `key` (alloc_bytes, peak_bytes, live_bytes)."""
-    return sorted((x for x in h.sites if x.bytes_by(key) > 0), key=lambda x: -x.bytes_by(key))[:n]
+    """The n allocation sites with the most bytes by `key` (alloc_bytes, peak_bytes, live_bytes), a
+    wrapper script's own (wrapper_sites) left out: the program is the one reported."""
+    skip = {id(x) for x in wrapper_sites(h)}
+    return sorted((x for x in h.sites if x.bytes_by(key) > 0 and id(x) not in skip),
+                  key=lambda x: -x.bytes_by(key))[:n]
 
 
 def alloc_rate(h: Heap) -> float | None:

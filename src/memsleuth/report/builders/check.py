@@ -244,9 +244,13 @@ def memory_view_tables(h: Heap | None) -> list[Table]:
         top = memory.top_sites(h, key)
         if top:
             alloc_rows.append([f"most bytes {what}", "; ".join(f"{s.site} ~{fmt_bytes(s.bytes_by(key))}" for s in top)])
-    allocs = Table("Allocations (heap accounting)", ["", "value"], alloc_rows,
-                   [f"Call sites from allocation stacks sampled by bytes (one per {fmt_bytes(h.sample_bytes)} "
-                    "allocated on average, each counting for the bytes it stands for): estimates, ~."])
+    notes = [f"Call sites from allocation stacks sampled by bytes (one per {fmt_bytes(h.sample_bytes)} "
+             "allocated on average, each counting for the bytes it stands for): estimates, ~."]
+    wrapper = memory.wrapper_sites(h)
+    if wrapper:
+        notes.append(f"Left out: {len(wrapper)} site(s) in a shell's own code ({wrapper[0].site}), a wrapper script "
+                     "run before the program (the totals above include them).")
+    allocs = Table("Allocations (heap accounting)", ["", "value"], alloc_rows, notes)
     return [comp, allocs]
 
 
