@@ -162,6 +162,9 @@ FAULT_CHAINS = {"copy-on-write": ["copy_mc_enhanced_fast_string", "wp_page_copy"
                                         "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
                 "NUMA hinting": ["migrate_misplaced_folio", "do_numa_page", "handle_pte_fault", "__handle_mm_fault",
                                  "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
+                "mmap_lock wait": ["osq_lock", "rwsem_optimistic_spin", "rwsem_down_read_slowpath",
+                                   "lock_mm_and_find_vma", "do_user_addr_fault", "exc_page_fault",
+                                   "asm_exc_page_fault"],
                 "hugetlbfs": ["clear_huge_page", "hugetlb_no_page", "hugetlb_fault", "handle_mm_fault",
                               "exc_page_fault", "asm_exc_page_fault"],
                 # a handler no table names (a newer kernel's path, say)
@@ -221,6 +224,7 @@ def test_a_zero_fill_profile_keeps_first_touch_and_names_no_other_kind():
 @pytest.mark.parametrize("kind,fid,words", [
     ("NUMA hinting", "numa-hinting-faults", "numa_balancing"),
     ("hugetlbfs", "hugetlbfs-faults", "MAP_POPULATE"),
+    ("mmap_lock wait", "mmap-lock-wait-faults", "mmap_threshold"),
 ])
 def test_numa_hinting_and_hugetlbfs_faults_have_their_own_words(kind, fid, words):
     from memsleuth.analysis import findings
@@ -244,6 +248,12 @@ def test_a_fault_kind_memsleuth_does_not_name_is_said_as_unknown_at_its_size():
     ft = found.get("first-touch")
     assert ft is None or ft.cost_ns <= 0.3 * faults * 1.0001
     assert sum(f.cost_share for f in found.values() if f.cost_share is not None) <= 1.0
+
+
+def test_a_lock_a_kinds_own_handler_waits_for_stays_that_kinds():
+    chain = ["rwsem_down_read_slowpath", "filemap_fault", "__do_fault", "do_read_fault", "handle_mm_fault",
+             "exc_page_fault", "asm_exc_page_fault"]
+    assert classify(chain) == (FAULT, "file-backed")
 
 
 def test_the_generic_fault_path_is_not_an_unnamed_kind():

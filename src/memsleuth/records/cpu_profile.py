@@ -57,6 +57,12 @@ FAULT_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     ("file-backed", frozenset({"filemap_fault", "do_read_fault", "do_shared_fault", "filemap_map_pages",
                                "shmem_fault", "__do_fault", "do_fault_around", "do_fault"})),
     ("small-page zero-fill", frozenset({"do_anonymous_page", "alloc_anon_folio"})),
+    # Waiting for the process's memory-map lock, held for writing by another thread's mmap, munmap
+    # or mprotect (the fault takes it for reading before it can do anything): contention, not
+    # work. Last, so a lock a kind's own handler waits for (a file's invalidate_lock in
+    # filemap_fault) stays that kind's.
+    ("mmap_lock wait", frozenset({"rwsem_down_read_slowpath", "rwsem_optimistic_spin", "osq_lock",
+                                  "rwsem_spin_on_owner", "__down_read_common"})),
 )
 UNRESOLVED_FAULT = "path not sampled"
 # A fault whose chain shows a handler of a kind no set above names (a kernel's new path, or one

@@ -33,6 +33,14 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "Swap-in faults: the process's own pages are read back from swap",
         "pages of the process were swapped out under memory pressure and each access faults them back in",
         "give the process (or the machine) more memory, or shrink what it keeps resident"),
+    "mmap_lock wait": (
+        "Page faults waiting for the memory-map lock: other threads' mmap, munmap or mprotect hold it",
+        "a page fault takes the process's memory-map lock (mmap_lock) for reading; while another thread maps, "
+        "unmaps or changes protections it holds the lock for writing, and every faulting thread spins or waits "
+        "for it",
+        "fewer mmap, munmap and mprotect calls while other threads run: an allocator that keeps freed memory "
+        "mapped (mimalloc, jemalloc, or glibc with a higher mmap_threshold and trim_threshold), buffers reused "
+        "instead of mapped per use, memory mapped before the threads start"),
     "NUMA hinting": (
         "NUMA hinting faults: the kernel's NUMA balancing unmaps pages to learn which node touches them",
         "automatic NUMA balancing makes pages inaccessible from time to time; the next access faults, and a page "
@@ -86,7 +94,7 @@ def check(view: CellView) -> list[Finding]:
             continue
         others = ", ".join(f"{k} {s:.0%}" for k, s in sorted(kinds.items(), key=lambda kv: -kv[1]) if k != kind)
         found.append(Finding(
-            id=kind.lower().replace(" ", "-") + "-faults",
+            id=kind.lower().replace(" ", "-").replace("_", "-") + "-faults",
             title=f"{title}: {split.describe(spent)}",
             mechanism=mechanism,
             evidence=[f"{share:.0%} of the {resolved:,} sampled page faults whose kernel chain shows what they did "
