@@ -162,6 +162,10 @@ FAULT_CHAINS = {"copy-on-write": ["copy_mc_enhanced_fast_string", "wp_page_copy"
                                         "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
                 "NUMA hinting": ["migrate_misplaced_folio", "do_numa_page", "handle_pte_fault", "__handle_mm_fault",
                                  "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
+                "direct reclaim or compaction": ["shrink_folio_list", "shrink_node", "do_try_to_free_pages",
+                                                 "try_to_free_pages", "__alloc_pages_direct_reclaim",
+                                                 "__alloc_pages_slowpath", "alloc_anon_folio", "do_anonymous_page",
+                                                 "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
                 "mmap_lock wait": ["osq_lock", "rwsem_optimistic_spin", "rwsem_down_read_slowpath",
                                    "lock_mm_and_find_vma", "do_user_addr_fault", "exc_page_fault",
                                    "asm_exc_page_fault"],
@@ -225,6 +229,7 @@ def test_a_zero_fill_profile_keeps_first_touch_and_names_no_other_kind():
     ("NUMA hinting", "numa-hinting-faults", "numa_balancing"),
     ("hugetlbfs", "hugetlbfs-faults", "MAP_POPULATE"),
     ("mmap_lock wait", "mmap-lock-wait-faults", "mmap_threshold"),
+    ("direct reclaim or compaction", "direct-reclaim-or-compaction-faults", "THP defrag"),
 ])
 def test_numa_hinting_and_hugetlbfs_faults_have_their_own_words(kind, fid, words):
     from memsleuth.analysis import findings

@@ -46,6 +46,11 @@ FAULT_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     # NUMA balancing's hinting faults (the page was unmapped to see which node touches it) and the
     # migration they start; hugetlbfs's own fault path (MAP_HUGETLB, its copy-on-write included); a
     # fault resolved by a userfaultfd handler in user space.
+    # The allocation inside the fault found too little free memory (or, for a huge page, too little
+    # contiguous memory) and reclaimed or compacted it itself: memory pressure, whatever the fault was.
+    ("direct reclaim or compaction", frozenset({"__alloc_pages_direct_reclaim", "try_to_free_pages",
+                                                "__alloc_pages_direct_compact", "try_to_compact_pages",
+                                                "shrink_node", "do_try_to_free_pages", "compact_zone"})),
     ("NUMA hinting", frozenset({"do_numa_page", "do_huge_pmd_numa_page", "migrate_misplaced_folio",
                                 "migrate_misplaced_page", "numa_migrate_check", "task_numa_fault"})),
     ("hugetlbfs", frozenset({"hugetlb_fault", "hugetlb_no_page", "hugetlb_wp", "hugetlb_handle_userfault"})),

@@ -33,6 +33,14 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "Swap-in faults: the process's own pages are read back from swap",
         "pages of the process were swapped out under memory pressure and each access faults them back in",
         "give the process (or the machine) more memory, or shrink what it keeps resident"),
+    "direct reclaim or compaction": (
+        "Page faults that reclaim or compact memory first: the machine is short of free memory",
+        "the page a fault needs could not be taken from free memory (or, for a huge page, from contiguous free "
+        "memory), so the faulting thread reclaimed pages (writing back, dropping caches, swapping) or compacted "
+        "memory itself before it could go on",
+        "leave the machine more free memory (a smaller working set, fewer processes, or a memory limit that "
+        "leaves headroom); where it is compaction for transparent huge pages, set THP defrag to madvise or "
+        "never, or allocate the huge pages once at start"),
     "mmap_lock wait": (
         "Page faults waiting for the memory-map lock: other threads' mmap, munmap or mprotect hold it",
         "a page fault takes the process's memory-map lock (mmap_lock) for reading; while another thread maps, "
