@@ -9,6 +9,8 @@ ALLOCATOR_PACKAGES := libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmal
 TEST_PACKAGES := chromium slurm-wlm munge postgresql postgresql-common nodejs default-jdk-headless golang-go
 # GNU time: bench/peer_agreement.py times programs the way mimalloc-bench does.
 BUILD_PACKAGES := cmake gcc g++ make python3-venv linux-perf gzip time llvm
+# The real applications of `compare --suite apps` (src/memsleuth/measure/apps: apps.PACKAGES).
+APP_PACKAGES := redis-server redis-tools sqlite3 lua5.4 xz-utils zstd diffutils binutils
 SOURCES := $(shell find src native -type f -not -name '*.pyc') CMakeLists.txt pyproject.toml
 TEST_BUILD := build/test
 
@@ -30,7 +32,7 @@ define apt_install
 endef
 
 system-packages:
-	$(call apt_install,$(ALLOCATOR_PACKAGES) $(BUILD_PACKAGES),memsleuth will use what is installed)
+	$(call apt_install,$(ALLOCATOR_PACKAGES) $(BUILD_PACKAGES) $(APP_PACKAGES),memsleuth will use what is installed)
 
 # What only the tests need (a browser for the HTML report); without it those tests skip.
 test-packages:

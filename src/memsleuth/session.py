@@ -148,6 +148,46 @@ def result_code(run: StoredRun, fail_on_error: bool) -> int:
     return EXIT_OK
 
 
+def run_apps(store: Store, allocs, *, rounds: planning.Rounds, noise: float, env: dict, timeout_s, mem_limit,
+             reference: bool) -> tuple[list[StoredRun], bool, list[tuple[str, str]]]:
+    """Runs every real application (measure/apps) that is installed, each an ordinary compare of its
+    command with its own figure as the metric, one stored run each; returns (the finished runs,
+    whether Ctrl-C stopped the suite, the applications skipped with why). Their inputs are made
+    once, in a folder removed at the end."""
+    from memsleuth.measure import apps, workdirs
+    runs: list[StoredRun] = []
+    skipped: list[tuple[str, str]] = []
+    t0 = time.monotonic()
+    with workdirs.workdir("apps") as tmp:
+        folder = Path(tmp)
+        for k, app in enumerate(apps.APPS):
+            missing = app.missing()
+            if missing:
+                why = (f"not installed: {', '.join(missing)} (Debian: {' '.join(app.packages)}; `make setup` installs "
+                       "them as root)")
+                skipped.append((app.name, why))
+                print(f"memsleuth: apps {k + 1}/{len(apps.APPS)}: {app.name} skipped, {why}", file=sys.stderr,
+                      flush=True)
+                continue
+            app.prepare(folder)
+            argv = app.command(folder)
+            p = planning.command_plan(argv, allocs, rounds=rounds, timeout_s=timeout_s, mem_limit_bytes=mem_limit,
+                                      env=env)
+            p = dataclasses.replace(p, name=app.name, metric=app.metric)
+            if reference:
+                p = dataclasses.replace(p, reference=planning.reference_cell())
+            spec = spec_for(p, noise=noise, env=env, command=argv, metric=app.metric.to_dict(),
+                            facts={"app": {"name": app.name, "exercises": app.exercises, "figure": app.figure}})
+            print(f"memsleuth: apps {k + 1}/{len(apps.APPS)}: {app.name} ({app.exercises}), "
+                  f"{time.monotonic() - t0:.0f} s elapsed", file=sys.stderr, flush=True)
+            outcome = measure(store, p, kind="command", name=app.name, spec=spec, allocs=allocs,
+                              announce=f"{len(p.cells)} cells, {p.rounds.describe()}")
+            runs.append(store.load_run(outcome.run_id))
+            if outcome.interrupted:
+                return runs, True, skipped
+    return runs, False, skipped
+
+
 def run_suite(store: Store, allocs, *, rounds: planning.Rounds, noise: float, env: dict, timeout_s, mem_limit,
               variants: list, variant_report: list, reference: bool):
     """Runs every suite workload; returns (the finished runs, whether Ctrl-C stopped the suite)."""

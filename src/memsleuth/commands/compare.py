@@ -18,9 +18,11 @@ def add_arguments(c) -> None:
     c.description = "Compare allocators on a built-in workload, or on any command given after --."
     c.add_argument("--workload", metavar="NAME", action=options.Once,
                    help="built-in workload (default: random-mixed): " + ", ".join(sorted(workloads.WORKLOADS)))
-    c.add_argument("--suite", action=options.OnceFlag,
-                   help=f"run every allocator workload ({len(workloads.SUITE)}, docs/workloads.md) with its suite "
-                        f"parameters, one stored run each, then one summary table (default {SUITE_REPS} rounds each)")
+    c.add_argument("--suite", nargs="?", const="workloads", choices=SUITES, action=options.Once,
+                   help=f"run a suite, one stored run each, then one summary table (default {SUITE_REPS} rounds "
+                        f"each): 'workloads' (the default) the {len(workloads.SUITE)} allocator workloads with their "
+                        "suite parameters (docs/workloads.md); 'apps' the real applications installed (a key-value "
+                        "server, an embedded database, two interpreters, a compiler, compressors)")
     c.add_argument("--alloc", metavar="LIST", action=options.Once,
                    help="comma-separated names or NAME=PATH.so (default: all found)")
     c.add_argument("--param", metavar="KEY=V1,V2,...", action="append",
@@ -49,6 +51,9 @@ def add_arguments(c) -> None:
                         "and calls in one more run per cell under perf record; a cell holding 16 MiB or more also gets "
                         "its heap accounted (what its resident memory is made of) in its explaining run")
     options.add_measuring(c, reference=True)
+
+
+SUITES = ("workloads", "apps")
 
 
 def run(args, command: list[str] | None, console: Console) -> int:
@@ -118,10 +123,12 @@ def _suite(args, command, console: Console, noise: float, env: dict, timeout, me
     from memsleuth.report import json_export, terminal
     from memsleuth.report.builders import suite as suite_report
     from memsleuth.session import run_suite
+    what = ("the real applications with their own inputs and figures" if args.suite == "apps" else
+            "the built-in allocator workloads with their own parameters")
     for given, name in ((command, "a command"), (args.workload, "--workload"), (args.param, "--param"),
                         (args.metric, "--metric"), (args.where, "--where")):
         if given:
-            raise UsageError(f"--suite runs the built-in allocator workloads with their own parameters: leave out {name}")
+            raise UsageError(f"--suite runs {what}: leave out {name}")
     if args.reps is None and args.target_ci is None and args.min_reps is None and args.max_reps is None:
         rounds = planning.Rounds.fixed(SUITE_REPS)
     else:
@@ -131,16 +138,28 @@ def _suite(args, command, console: Console, noise: float, env: dict, timeout, me
     variant_report = [{"name": v.name, "env": v.env, "skipped": [a.name for a in allocs if not v.applies_to(a.name)]}
                       for v in variants]
     store = Store(args.db)
-    runs, interrupted = run_suite(store, allocs, rounds=rounds, noise=noise, env=env, timeout_s=timeout,
-                                  mem_limit=mem_limit, variants=variants, variant_report=variant_report,
-                                  reference=not args.no_reference)
+    skipped: list[tuple[str, str]] = []
+    if args.suite == "apps":
+        if variants:
+            raise UsageError("--variant is for the workload suite: the applications run as they are")
+        from memsleuth.session import run_apps
+        runs, interrupted, skipped = run_apps(store, allocs, rounds=rounds, noise=noise, env=env, timeout_s=timeout,
+                                              mem_limit=mem_limit, reference=not args.no_reference)
+    else:
+        runs, interrupted = run_suite(store, allocs, rounds=rounds, noise=noise, env=env, timeout_s=timeout,
+                                      mem_limit=mem_limit, variants=variants, variant_report=variant_report,
+                                      reference=not args.no_reference)
     if not runs:
+        for name, why in skipped:
+            console.print(f"{name}: {why}", markup=False, highlight=False)
         return EXIT_INTERRUPTED if interrupted else EXIT_NO_RESULT
     from memsleuth.session import redacted, write_report_files
     analyses = [analyse_run(r) for r in runs]
-    report = suite_report.build(runs, suite.summarise(runs, analyses), redacted(sys.argv), interrupted)
+    report = suite_report.build(runs, suite.summarise(runs, analyses), redacted(sys.argv), interrupted,
+                                apps=args.suite == "apps", skipped=skipped)
     terminal.render(report, console)
-    write_report_files(report, args, {"schema": "memsleuth.suite/1",
+    write_report_files(report, args, {"schema": "memsleuth.suite/1", "suite": args.suite,
+                                      "skipped": [{"name": n, "why": w} for n, w in skipped],
                                       "runs": [json_export.document(r, a) for r, a in zip(runs, analyses)],
                                       "summary": {"columns": report.tables[0].columns,
                                                   "rows": report.tables[0].rows}})

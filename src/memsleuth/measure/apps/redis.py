@@ -1,0 +1,38 @@
+"""A key-value server under its own load generator: redis-server (two I/O threads) on a Unix
+socket, driven by redis-benchmark (two threads, 50 clients, pipelines of 16) through SET, GET,
+LPUSH and LPOP; the figure is the mean of its requests per second, the check that every test
+reported one and that the server answered a GET of a key the benchmark wrote. Both run under the
+allocator measured, as mimalloc-bench's redis does."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from memsleuth.measure.apps.base import FIGURE, App
+
+REQUESTS = 200_000
+
+
+def prepare(folder: Path) -> None:
+    (folder / "redis.conf").write_text(f"port 0\nunixsocket {folder}/redis.sock\nunixsocketperm 700\nsave \"\"\n"
+                                       f"appendonly no\nio-threads 2\ndir {folder}\nlogfile \"\"\n"
+                                       "loglevel warning\n")
+
+
+def script(folder: Path) -> str:
+    sock = f"'{folder}/redis.sock'"
+    return (f"set -e; rm -f {sock}; redis-server '{folder}/redis.conf' > '{folder}/server.log' 2>&1 & srv=$!; "
+            f"trap 'kill $srv 2>/dev/null' EXIT; "
+            f"i=0; until redis-cli -s {sock} ping > /dev/null 2>&1; do i=$((i+1)); "
+            f"[ $i -lt 200 ] || exit 1; sleep 0.05; done; "
+            f"redis-benchmark -s {sock} -n {REQUESTS} -c 50 -P 16 --threads 2 -t set,get,lpush,lpop -q "
+            f"> '{folder}/bench.out'; "
+            f"test \"$(redis-cli -s {sock} exists key:__rand_int__)\" = 1; "
+            f"redis-cli -s {sock} shutdown nosave > /dev/null 2>&1 || true; wait $srv || true; trap - EXIT; "
+            f"tr '\\r' '\\n' < '{folder}/bench.out' | awk '/requests per second/ {{ for (i = 1; i <= NF; i++) "
+            f"if ($(i+1) == \"requests\") {{ s += $i; n++ }} }} END {{ if (n != 4) exit 1; "
+            f"printf \"{FIGURE}%.0f requests/s\\n\", s / n }}'")
+
+
+APP = App("redis", "a key-value server and its load generator: many small values, two I/O threads and two "
+          "client threads", ("redis-server", "redis-benchmark", "redis-cli"), ("redis-server", "redis-tools"),
+          script, prepare, figure="requests/s")
