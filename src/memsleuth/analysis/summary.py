@@ -640,8 +640,8 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
             who, numbers = "runtime", {**f.numbers, "runtime": f"installed code memsleuth has no table for ({objs})"}
             extra = [f"{installed:.0%} of the sampled {what} come from installed code memsleuth has no table for: "
                      f"{objs} (a runtime, an interpreter or a library, not the program's own build)"]
-            advice = (f"the calls come from {objs}, not from code built here: its own settings may change them (many "
-                      "runtimes and interpreters can use malloc instead of their own allocator)")
+            advice = (f"the {what} come from {objs}, not from code built here: its own settings may change them "
+                      "(many runtimes and interpreters can use malloc instead of their own allocator)")
             if f.advice != program_advice(f.calls):
                 advice += f"; where it takes its memory from malloc: {f.advice}"
         out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=advice,
