@@ -10,11 +10,10 @@ entry: a collector's worker is named by its outermost frames); at most MAX_STACK
 are kept, the most sampled first, the rest counted as `cut`."""
 from __future__ import annotations
 
-import glob
-import json
-import os
 from collections import Counter
 from dataclasses import dataclass
+
+from memsleuth.records import documents
 
 KEEP_INNER = 24
 KEEP_OUTER = 8
@@ -81,15 +80,7 @@ def read(folder: str, summary: dict | None, period_ns: int) -> CpuStacks:
     """The named stacks of the documents ms-run wrote in `folder` (cpu-PID.json); `summary`: what
     ms-run's own document says of the sampler (whether it opened, its cut stacks)."""
     summary = summary if isinstance(summary, dict) else {}
-    docs = []
-    for path in sorted(glob.glob(os.path.join(folder, "cpu-*.json"))):
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                doc = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("stacks"), list):
-            docs.append(doc)
+    docs = documents.stack_documents(folder, "cpu")
     if not docs:
         why = str(summary.get("why") or "") or ("the sampler did not open" if summary.get("opened") is False
                                                  else "no process of the tree was sampled")

@@ -11,3 +11,21 @@ def with_defaults(doc: dict, defaults: dict) -> dict:
 def number(v) -> float | None:
     """v as a float when it is a number (not a bool), else None."""
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def stack_documents(folder: str, prefix: str) -> list[dict]:
+    """The per-process documents a sampler wrote in `folder` (PREFIX-PID.json, by name), each one
+    that reads as JSON with a list of stacks; the others (cut short, not JSON) are left out."""
+    import glob
+    import json
+    import os
+    docs = []
+    for path in sorted(glob.glob(os.path.join(folder, f"{prefix}-*.json"))):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("stacks"), list):
+            docs.append(doc)
+    return docs

@@ -10,14 +10,12 @@ the entry point down to the system call: `free -> _int_free -> systrim -> sbrk`)
 """
 from __future__ import annotations
 
-import glob
-import json
 import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from memsleuth.records import symbols
+from memsleuth.records import documents, symbols
 
 TOP = 3                    # call sites kept per event and kind
 STACKS = 200               # distinct stacks kept per event (the most sampled), for flame graphs and pprof
@@ -119,15 +117,7 @@ def read_sampled(folder: str, allocator: str | None, counts: dict[str, float] | 
     {"unavailable": why} when it took no sample to speak of (then perf record is the way).
     `counts`: the events counted over the same window, when the samples were taken at a rate
     (attach): each event's period is then its count over its samples."""
-    docs = []
-    for path in sorted(glob.glob(os.path.join(folder, "sites-*.json"))):
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                doc = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("stacks"), list):
-            docs.append(doc)
+    docs = documents.stack_documents(folder, "sites")
     if not docs:
         if counts is not None:       # a window on running processes: they need not end, nor load anything
             return {"unavailable": "no stack was sampled in the window (the processes made none of the sampled "

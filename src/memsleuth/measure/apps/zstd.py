@@ -6,12 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memsleuth.measure.apps.base import DONE, START, App
-from memsleuth.measure.apps.xz import SIZE, text_like
-
-
-def prepare(folder: Path) -> None:
-    if not (folder / "data.txt").exists():
-        text_like(folder / "data.txt", SIZE)
+from memsleuth.measure.apps.xz import prepare     # the same data as xz
 
 
 def script(folder: Path) -> str:
