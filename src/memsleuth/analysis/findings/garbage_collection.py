@@ -37,9 +37,9 @@ def check(view: CellView) -> list[Finding]:
         found.append(Finding(
             id="garbage-collection",
             title=f"{rt.name}'s garbage collector: {headline}",
-            mechanism=(f"{rt.name} collects its heap: each cycle traces the live objects from their roots, so the "
-                       "collector's time grows with how often it runs and with how many objects and pointers stay "
-                       "live"),
+            mechanism=(f"{rt.name}'s collector walks the objects it manages each time it runs (a tracing "
+                       "collector the live heap, CPython's cyclic one the containers of the generations it collects), "
+                       "so its time grows with how often it runs and with how many objects and pointers it walks"),
             evidence=evidence, advice=rt.gc_advice, subject=view.label,
             confidence=confidence_from_share(c.share), who="runtime",
             numbers={"runtime": rt.name, "samples": c.samples, "kernel_samples": c.kernel_samples,
