@@ -34,7 +34,7 @@ class Collector:
     samples: int                 # user-mode samples whose chain has a frame of its collector
     kernel_samples: int          # kernel-mode samples entered from its collector's code
     total: int                   # all the CPU samples
-    functions: tuple[tuple[str, int], ...]    # its innermost collector frames, the most sampled first
+    functions: tuple[tuple[str, int], ...]    # per sample its collector frame nearest the sampled code, the most first
     executables: tuple[tuple[str, int], ...]  # the executables whose threads ran it
 
     @property

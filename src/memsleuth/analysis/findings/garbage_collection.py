@@ -28,12 +28,12 @@ def check(view: CellView) -> list[Finding]:
         headline = f"{ms(spent)} ms = {c.share:.0%} of the CPU time (sampled, 95% CI {lo:.0%}-{hi:.0%})"
         evidence = [f"{c.samples:,} of the {c.total:,} CPU samples ran in {rt.name}'s collector, in user mode "
                     f"(a frame of it in the sample's call chain)",
-                    "its most sampled code: " + ", ".join(f"{fn} {k:,}" for fn, k in c.functions)]
+                    "its frames nearest the sampled code, by samples: " + ", ".join(f"{fn} {k:,}" for fn, k in c.functions)]
         if c.kernel_samples:
             evidence.append(f"another {c.kernel_samples:,} samples ({c.kernel_share:.0%}) were in the kernel, entered "
                             "from the collector (its page faults and calls): the kernel's account, not counted here")
-        if len(c.executables) > 1 or (c.executables and c.executables[0][0] not in view.label):
-            evidence.append("in " + ", ".join(f"{exe} ({k:,})" for exe, k in c.executables))
+        if c.executables:
+            evidence.append("in the processes of " + ", ".join(f"{exe} ({k:,} samples)" for exe, k in c.executables))
         found.append(Finding(
             id="garbage-collection",
             title=f"{rt.name}'s garbage collector: {headline}",
