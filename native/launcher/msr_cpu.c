@@ -20,6 +20,7 @@
 int msr_cpu_open(msr_cpu *c, const msr_targets *t, uint64_t period_ns, const char *preload) {
   memset(c, 0, sizeof *c);
   c->period_ns = period_ns;
+  c->when_ns = MSR_CPU_WHEN_NS;
   /* The preloaded libraries as the kernel names their mappings: resolved (a symlink's target). */
   for (const char *p = preload; p && *p && c->npreload < MSR_CPU_PRELOADS;) {
     size_t len = strcspn(p, ": ");
@@ -129,7 +130,23 @@ static uint64_t mix(uint64_t h, uint64_t v) {
   return h * 0x100000001b3ull;
 }
 
-static void add_stack(msr_cpu *c, int comm, const uint64_t *ip, uint16_t depth, uint8_t elided, uint8_t release) {
+/* The bucket of a sample's time, the buckets twice as wide (neighbours merged in every stack) until
+ * it falls in one. */
+static int when_bucket(msr_cpu *c, uint64_t time) {
+  uint64_t at = time > c->t0 ? time - c->t0 : 0;
+  while (at / c->when_ns >= MSR_CPU_WHEN) {
+    for (int k = 0; k < c->nstacks; k++) {
+      uint32_t *w = c->stacks[k].when;
+      for (int b = 0; b < MSR_CPU_WHEN / 2; b++) w[b] = w[2 * b] + w[2 * b + 1];
+      memset(w + MSR_CPU_WHEN / 2, 0, MSR_CPU_WHEN / 2 * sizeof *w);
+    }
+    c->when_ns *= 2;
+  }
+  return (int)(at / c->when_ns);
+}
+
+static void add_stack(msr_cpu *c, int comm, const uint64_t *ip, uint16_t depth, uint8_t elided, uint8_t release,
+                      int when) {
   uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)comm * 8 + release);
   for (int k = 0; k < depth; k++) h = mix(h, ip[k]);
   size_t nslot = 2 * MSR_CPU_STACKS;
@@ -142,6 +159,8 @@ static void add_stack(msr_cpu *c, int comm, const uint64_t *ip, uint16_t depth, 
       }
       msr_cpu_stack *st = &c->stacks[c->nstacks];
       st->n = 1;
+      memset(st->when, 0, sizeof st->when);
+      st->when[when] = 1;
       st->hash = h;
       st->comm = (int16_t)comm;
       st->depth = depth;
@@ -155,6 +174,7 @@ static void add_stack(msr_cpu *c, int comm, const uint64_t *ip, uint16_t depth, 
     if (st->hash == h && st->comm == comm && st->release == release && st->depth == depth &&
         !memcmp(st->ip, ip, depth * sizeof *ip)) {
       st->n++;
+      st->when[when]++;
       return;
     }
   }
@@ -197,7 +217,9 @@ static void on_sample(msr_cpu *c, const unsigned char *rec, size_t n) {
   c->comm_samples[comm]++;
   if (depth) c->kernel++;
   int kind = depth && c->faults ? msr_args_fault_kind(c->faults, tid, time, MSR_CPU_FAULT_WINDOW_NS) : -1;
-  add_stack(c, comm, chain, depth, elided, (uint8_t)(kind + 1));
+  if (!c->t0) c->t0 = time;
+  if (time > c->t_last) c->t_last = time;
+  add_stack(c, comm, chain, depth, elided, (uint8_t)(kind + 1), when_bucket(c, time));
 }
 
 /* Which program each process runs and which preloaded libraries it mapped, from the side-band
@@ -264,8 +286,12 @@ void msr_cpu_drain(msr_cpu *c) {
   size_t n = msr_ring_read(c->base, c->n, cpu_rec_time, &c->lost, &arena, &recs);
   for (size_t k = 0; k < n; k++) {
     const unsigned char *rec = arena + recs[k].off;
-    if (((const struct perf_event_header *)rec)->type == PERF_RECORD_SAMPLE) on_sample(c, rec, recs[k].len);
-    else on_side(c, rec, recs[k].len);
+    if (((const struct perf_event_header *)rec)->type == PERF_RECORD_SAMPLE) {
+      on_sample(c, rec, recs[k].len);
+    } else {
+      if (!c->t0) c->t0 = cpu_rec_time(rec, recs[k].len); /* the first exec, before any sample */
+      on_side(c, rec, recs[k].len);
+    }
   }
   free(arena);
   free(recs);
@@ -365,6 +391,8 @@ void msr_cpu_json(ms_json *j, const msr_cpu *c) {
   msj_u64(j, "kernel_samples", c->kernel);
   msj_u64(j, "lost_records", c->lost);
   msj_u64(j, "cut_stacks", c->cut);
+  msj_u64(j, "when_bucket_ns", c->when_ns);
+  msj_u64(j, "when_span_ns", c->t_last > c->t0 ? c->t_last - c->t0 : 0);
   /* Every distinct address once, named once. */
   size_t nip = 0;
   for (int k = 0; k < c->nstacks; k++) nip += c->stacks[k].depth;
@@ -421,9 +449,10 @@ void msr_cpu_json(ms_json *j, const msr_cpu *c) {
   msj_arr_begin(j, "preload");
   for (int i = 0; i < c->npreload; i++) msj_str(j, NULL, c->preload[i]);
   msj_arr_end(j);
-  /* [executable, samples, elided, [frame, ...] innermost first, release]; no frame: user mode;
-   * release: 0 unknown, else 1 + what released the address of the thread's last traced fault
-   * (none, munmap, madvise, brk) */
+  /* [executable, samples, elided, [frame, ...] innermost first, release, [bucket, samples, ...]];
+   * no frame: user mode; release: 0 unknown, else 1 + what released the address of the thread's
+   * last traced fault (none, munmap, madvise, brk); the last: its samples by bucket of
+   * when_bucket_ns from the run's first record, the buckets with none left out */
   msj_arr_begin(j, "stacks");
   for (int k = 0; k < c->nstacks; k++) {
     const msr_cpu_stack *st = &c->stacks[k];
@@ -438,6 +467,13 @@ void msr_cpu_json(ms_json *j, const msr_cpu *c) {
     }
     msj_arr_end(j);
     msj_u64(j, NULL, st->release);
+    msj_arr_begin(j, NULL);
+    for (int b = 0; b < MSR_CPU_WHEN; b++) {
+      if (!st->when[b]) continue;
+      msj_u64(j, NULL, (uint64_t)b);
+      msj_u64(j, NULL, st->when[b]);
+    }
+    msj_arr_end(j);
     msj_arr_end(j);
   }
   msj_arr_end(j);

@@ -152,3 +152,17 @@ def test_a_file_mapped_per_request_is_named_file_backed_not_fresh_memory(tmp_pat
         assert "file" in churn["title"] and "fresh memory" not in churn["mechanism"], churn
     total = sum(f["cost_share"] or 0 for f in found.values() if f.get("cost_ns") is not None)
     assert total <= 1.0, found
+
+
+@pytest.mark.parametrize("prog,args,fid,phase", [
+    ("plain-map_per_request", ["150"], "mmap-churn", "steady state"),        # a mapping per request, all run long
+    ("plain-fill_then_compute", ["512", "200000000"], "first-touch", "start-up"),   # the working set filled first
+])
+def test_the_phase_is_read_from_the_costs_own_sampled_times(tmp_path, prog, args, fid, phase):
+    doc = check(tmp_path, fixture(prog), *args)
+    f = findings_of(doc)[fid]
+    assert f["phase"] == phase, [e for e in f["evidence"] if "holds 80%" in e]
+    assert any(e.startswith(phase + ":") and "of its sampled time" in e for e in f["evidence"]), f["evidence"]
+    p = doc["cpu_profile"]
+    assert p["when_bucket_ns"] > 0 and 16 <= p["when_span_ns"] / p["when_bucket_ns"] <= 32
+    assert sum(p["when"]["page-faults"]) == p["counts"]["page-faults"]     # every sample has its time

@@ -364,8 +364,14 @@ class CellView:
             return faults
         return max(0.0, faults - self.maxrss_kb * 1024 / PAGE_BYTES)
 
-    def phase(self, *columns: str) -> phase_mod.Phase | None:
-        """When in the median run the events of these timeline columns arise (analysis/phase.py)."""
+    def phase(self, *keys: str) -> phase_mod.Phase | None:
+        """When in the run a cost arises (analysis/phase.py): from the explaining run's samples under
+        these keys (cpu_profile.when_key: "munmap", "page-faults:copy-on-write", "page-faults@none"),
+        else from the median run's timeline counts of the same calls or faults."""
+        found = phase_mod.of_samples(self.profile, keys, self.median_sample)
+        if found is not None or (self.profile is not None and self.profile.when_bucket_ns):
+            return found
+        columns = tuple(dict.fromkeys("page-faults-minor" if k.startswith(cpu_profile.FAULT) else k for k in keys))
         return phase_mod.of_events(self.median_sample, columns)
 
     @property

@@ -157,6 +157,12 @@ class Profile:
     fault_release: dict[str, int] = field(default_factory=dict)   # FAULT samples by RELEASES
     lost: int = 0
     why: str = ""
+    # When the samples were taken: per key (`when_key`), its samples in buckets of `when_bucket_ns`
+    # from the run's first record (ms-run's MSR_CPU_WHEN buckets), over `when_span_ns`; empty where
+    # the document has no times (an older ms-run).
+    when: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    when_bucket_ns: int = 0
+    when_span_ns: int = 0
 
     @property
     def kernel_samples(self) -> int:
@@ -181,7 +187,14 @@ class Profile:
                 "executables": [list(e) for e in self.executables], "by_executable": self.by_executable,
                 "preloads": {k: [list(e) for e in v] for k, v in self.preloads.items()},
                 "fault_release": dict(self.fault_release),
-                "lost_records": self.lost, "why": self.why}
+                "when": {k: list(v) for k, v in self.when.items()}, "when_bucket_ns": self.when_bucket_ns,
+                "when_span_ns": self.when_span_ns, "lost_records": self.lost, "why": self.why}
+
+
+def when_key(cls: str, detail: str | None = None, release: str | None = None) -> str:
+    """The key of a set of samples in Profile.when: a class (\"munmap\"), a fault kind
+    (\"page-faults:copy-on-write\") or the faults by what released their address (\"page-faults@munmap\")."""
+    return f"{cls}:{detail}" if detail else f"{cls}@{release}" if release else cls
 
 
 # Below this many samples a share's interval is wider than ±10 points at 50%: no cost is read
@@ -207,15 +220,30 @@ def read(doc: dict | None) -> Profile | None:
         other: Counter = Counter()
         by_exe: dict[str, Counter] = {}
         release: Counter = Counter()
+        when: dict[str, list[int]] = {}
+
+        def at(key: str, pairs: list) -> None:
+            row = when.setdefault(key, [])
+            for b, k in zip(pairs[::2], pairs[1::2]):
+                b = int(b)
+                if b >= len(row):
+                    row.extend([0] * (b + 1 - len(row)))
+                row[b] += int(k)
+
         for exe, n, _elided, idx, *rest in doc.get("stacks") or []:
             n = int(n)
             names = [frames[int(i)] for i in idx]
             cls, detail = classify(names)
             counts[cls] += n
+            pairs = rest[1] if len(rest) > 1 and isinstance(rest[1], list) else []
+            at(cls, pairs)
             if cls == FAULT:
                 kinds[detail] += n
                 r = int(rest[0]) if rest else 0
-                release[RELEASES[r] if 0 <= r < len(RELEASES) else "unknown"] += n
+                cause = RELEASES[r] if 0 <= r < len(RELEASES) else "unknown"
+                release[cause] += n
+                at(when_key(cls, detail), pairs)
+                at(when_key(cls, release=cause), pairs)
             elif cls == OTHER:
                 other[detail] += n
             name = exes[int(exe)][0] if 0 <= int(exe) < len(exes) else "?"
@@ -232,6 +260,8 @@ def read(doc: dict | None) -> Profile | None:
                        fault_kinds=dict(kinds), other_top=tuple(other.most_common(8)), executables=tuple(exes),
                        preloads=preloads, by_executable={k: dict(v) for k, v in by_exe.items()},
                        fault_release=dict(release),
+                       when={k: tuple(v) for k, v in when.items() if any(v)},
+                       when_bucket_ns=int(doc.get("when_bucket_ns") or 0), when_span_ns=int(doc.get("when_span_ns") or 0),
                        lost=int(doc.get("lost_records") or 0), why=why)
     except (TypeError, ValueError, IndexError, KeyError):
         return None

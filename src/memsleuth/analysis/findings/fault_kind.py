@@ -11,7 +11,7 @@ from __future__ import annotations
 from memsleuth.analysis.cost import confidence_from_share
 from memsleuth.analysis.findings.base import Finding
 from memsleuth.analysis.view import CellView
-from memsleuth.records.cpu_profile import UNNAMED_FAULT
+from memsleuth.records.cpu_profile import FAULT, UNNAMED_FAULT, when_key
 
 # Per kind: the title's words, the mechanism, and what to change.
 KINDS: dict[str, tuple[str, str, str]] = {
@@ -100,6 +100,7 @@ def check(view: CellView) -> list[Finding]:
         spent = faults * share
         if not share or not split.material(spent):
             continue
+        phase = view.phase(*(when_key(FAULT, k) for k in (unnamed if kind == "unknown" else (kind,))))
         others = ", ".join(f"{k} {s:.0%}" for k, s in sorted(kinds.items(), key=lambda kv: -kv[1]) if k != kind)
         found.append(Finding(
             id=kind.lower().replace(" ", "-").replace("_", "-") + "-faults",
@@ -111,8 +112,8 @@ def check(view: CellView) -> list[Finding]:
                        ""),
                       f"the page faults took {split.describe(faults)}; this kind's part of it is {split.describe(spent)}"
                       " (analysis/cost.py)",
-                      f"{sc.minflt:,.0f} page faults in the process tree"],
+                      f"{sc.minflt:,.0f} page faults in the process tree"] + ([phase.text] if phase else []),
             advice=advice, subject=view.label, confidence=confidence_from_share(split.share(spent)),
             numbers={"kind": kind, "share_of_faults": share, "faults": sc.minflt},
-            cost_ns=spent, cost_share=split.share(spent)))
+            cost_ns=spent, cost_share=split.share(spent), phase=phase.name if phase else None))
     return found

@@ -5,7 +5,8 @@ from __future__ import annotations
 from memsleuth.units import PAGE_BYTES
 from memsleuth.analysis.findings.base import Finding, mib
 from memsleuth.analysis.cost import confidence_from_share
-from memsleuth.analysis.view import HUGE_WORDS_SHARE, CellView
+from memsleuth.analysis.view import HUGE_WORDS_SHARE, ZERO_FILL, CellView
+from memsleuth.records.cpu_profile import FAULT, when_key
 
 # At least 1 MiB first-touched: below that the faults cost well under a millisecond.
 MIN_FAULT_BYTES = 1 << 20
@@ -71,7 +72,9 @@ def _process(view: CellView) -> list[Finding]:
     if rss and len(rss) >= 3:
         half = next((i for i, v in enumerate(rss) if v >= max(rss) / 2), 0)
         evidence.append(f"RSS reached half its peak at {times[half] / 1000:.2f} s of {times[-1] / 1000:.2f} s (timeline)")
-    phase = view.phase("page-faults-minor")
+    # first touches: faults on memory nothing gave back, a fresh mapping's among them
+    phase = view.phase(when_key(FAULT, release="none"), when_key(FAULT, release="mapped")) if trace is not None else \
+        view.phase(*(when_key(FAULT, k) for k in ZERO_FILL))
     if phase:
         evidence.append(phase.text)
     cost_share = split.share(spent)

@@ -7,6 +7,7 @@ from memsleuth.analysis.findings.base import Finding, kernel_share, mib
 from memsleuth.analysis import cost as cost_mod
 from memsleuth.analysis.cost import confidence_from_share
 from memsleuth.events import MECHANISM_FLOORS
+from memsleuth.records.cpu_profile import FAULT, when_key
 from memsleuth.analysis.view import CellView
 
 # glibc trims when the top chunk exceeds trim_threshold (128 KiB by default), so smaller moves
@@ -99,7 +100,7 @@ def _process(view: CellView) -> list[Finding]:
         advice = ("grow in larger steps: GLIBC_TUNABLES=glibc.malloc.top_pad=<bytes> for glibc's heap; a program "
                   "that calls sbrk itself should reserve its memory once")
     evidence.append(f"{sc.minflt:,.0f} page faults in the process = {mib(sc.minflt * PAGE_BYTES)}")
-    phase = view.phase("brk")
+    phase = view.phase("brk", when_key(FAULT, release="brk"))
     if phase:
         evidence.append(phase.text)
     return [Finding(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from memsleuth.analysis.findings.base import Finding, mib
 from memsleuth.analysis.cost import ADVICE_FAMILY, ADVICE_NAMES, confidence_from_share
 from memsleuth.events import MECHANISM_FLOORS
+from memsleuth.records.cpu_profile import FAULT, when_key
 from memsleuth.analysis.view import CellView
 from memsleuth.units import PAGE_BYTES
 
@@ -106,7 +107,7 @@ def check(view: CellView) -> list[Finding]:
         evidence.append(f"{faults:,.0f} page faults in the same span ({faults / calls:.2f} per call); if they are the "
                         f"purged pages touched again they add about {refault_ns / 1e6:,.0f} ms (whether they land in "
                         "the purged ranges is not measured)")
-    phase = view.phase("madvise") if sc.name == "process" else None
+    phase = view.phase("madvise", when_key(FAULT, release="madvise")) if sc.name == "process" else None
     if phase:
         evidence.append(phase.text)
     share = split.share(spent)

@@ -7,6 +7,7 @@ from memsleuth.analysis import cost as cost_mod
 from memsleuth.analysis.cost import REFAULT_SHARE, confidence_from_share
 from memsleuth.units import PAGE_BYTES
 from memsleuth.events import MECHANISM_FLOORS
+from memsleuth.records.cpu_profile import FAULT, when_key
 from memsleuth.analysis.view import HUGE_WORDS_SHARE, CellView
 
 # At least this many munmap calls per step (or per 1000 ops): each is a whole mapping torn down.
@@ -99,7 +100,7 @@ def _process(view: CellView) -> list[Finding]:
         evidence.append(f"most of the bytes unmapped are in blocks of {mib(block)} to {mib(2 * block)} (the calls' "
                         "size histogram)")
     kind = " of a file's mappings" if unmapped is not None and files else " of large blocks" if large else ""
-    phase = view.phase("mmap", "munmap")
+    phase = view.phase("mmap", "munmap", when_key(FAULT, release="munmap"))
     if phase:
         evidence.append(phase.text)
     evidence.append(kernel_share(sc))
