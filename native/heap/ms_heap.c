@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "ms_dump.h"
+#include "ms_own.h"
 
 /* A thread adds its counts into the process's every FLUSH_OPS calls, or when its live bytes moved
  * by FLUSH_BYTES since its last flush (so the process's live and peak are never further off than
@@ -145,7 +146,8 @@ typedef struct {
 
 static int64_t g_peak_snapshot_live;
 static struct {
-  int64_t live, rss_kb, anon_kb, t_us;
+  int64_t live, rss_kb, anon_kb, t_us, own_kb;
+  int own_ranges, own_complete;
   arenas_t arenas;
 } g_at_peak;
 
@@ -326,6 +328,12 @@ static void write_arenas(FILE *f, const arenas_t *a) {
   fputc(']', f);
 }
 
+/* "own_anon_kb": resident KiB of the anonymous mappings made outside the allocator (ms_own.h). */
+static void write_own(FILE *f, int64_t kb, int ranges, int complete) {
+  fprintf(f, "\"own_anon_kb\":%lld,\"own_ranges\":%d,\"own_complete\":%s,", (long long)kb, ranges,
+          complete ? "true" : "false");
+}
+
 static _Atomic int g_snapping;             /* a thread is taking a snapshot */
 static _Atomic int64_t g_snapshot_next_us; /* the earliest time of the next one */
 
@@ -344,8 +352,13 @@ static void maybe_snapshot(int64_t live, int64_t peak) {
   ms_dump_quiet(&old);
   read_memory(&rss_kb, &anon_kb);
   read_arenas(&arenas);
+  int own_ranges, own_complete;
+  int64_t own_kb = ms_own_resident_kb(&own_ranges, &own_complete);
   pthread_mutex_lock(&g_lock);
   g_peak_snapshot_live = live;
+  g_at_peak.own_kb = own_kb;
+  g_at_peak.own_ranges = own_ranges;
+  g_at_peak.own_complete = own_complete;
   for (int i = 0; i < g_nsites; i++) g_sites[i].peak_bytes = g_sites[i].live_bytes;
   g_at_peak.live = live;
   g_at_peak.t_us = t0;
@@ -698,6 +711,7 @@ static void on_fork_child(void) {
   for (uint32_t i = 0; i < FILTER_SLOTS / 64; i++) atomic_store(&g_filter_bits[i], 0);
   memset(g_filter_count, 0, sizeof g_filter_count);
   pthread_mutex_init(&g_lock, NULL);
+  ms_own_forked();
   clock_gettime(CLOCK_MONOTONIC, &g_t0);
   ms_dump_loud(&old);
 }
@@ -705,6 +719,7 @@ static void on_fork_child(void) {
 __attribute__((constructor)) static void heap_init(void) {
   clock_gettime(CLOCK_MONOTONIC, &g_t0);
   resolve();
+  ms_own_allocator((void *)real_malloc);
   probe_glibc();
   const char *out = getenv("MEMSLEUTH_HEAP_OUT");
   const char *mean = getenv("MEMSLEUTH_HEAP_SAMPLE");
@@ -738,6 +753,8 @@ static void write_report(void) {
   int64_t rss_kb, anon_kb;
   read_memory(&rss_kb, &anon_kb);
   read_arenas(&arenas);
+  int own_ranges, own_complete;
+  int64_t own_kb = ms_own_resident_kb(&own_ranges, &own_complete);
   Dl_info info;
   const char *object = real_malloc && dladdr((void *)real_malloc, &info) && info.dli_fname ? info.dli_fname : "";
   fprintf(f,
@@ -749,10 +766,12 @@ static void write_report(void) {
           (long long)atomic_load(&g_requested_total), (long long)g_dropped, (long long)now_us());
   ms_dump_json_str(f, object);
   fprintf(f, ",\"at_exit\":{\"rss_kb\":%lld,\"anon_kb\":%lld,", (long long)rss_kb, (long long)anon_kb);
+  write_own(f, own_kb, own_ranges, own_complete);
   write_arenas(f, &arenas);
   fprintf(f, "},\"at_peak\":{\"live_bytes\":%lld,\"t_us\":%lld,\"rss_kb\":%lld,\"anon_kb\":%lld,",
           (long long)g_at_peak.live, (long long)g_at_peak.t_us, (long long)g_at_peak.rss_kb,
           (long long)g_at_peak.anon_kb);
+  if (g_at_peak.t_us) write_own(f, g_at_peak.own_kb, g_at_peak.own_ranges, g_at_peak.own_complete);
   write_arenas(f, &g_at_peak.arenas);
   fputs("},", f);
   fputs("\"histogram\":[", f);

@@ -263,3 +263,15 @@ def test_mmap_churn_names_the_blocks_size_from_the_calls_not_its_size_class():
                 syscalls={"mmap": 100, "munmap": 100}, args=args)
     (f,) = mmap_churn.check(view(s))
     assert "blocks of about 40.0 MiB" in f.advice and "32.0 MiB (its" not in f.advice, f.advice
+
+
+def test_resident_memory_that_ramps_then_holds_does_not_grow_to_the_end():
+    from memsleuth.analysis.findings import rss_growth
+    # 3 s: 500 MiB filled in the first 1.2 s, then held (a working set), against the same 500 MiB
+    # added steadily to the end (a leak's shape).
+    ramp = [{"t_ms": t, "rss_kb": min(t, 1200) * 430 + 2000} for t in range(0, 3000, 10)]
+    steady = [{"t_ms": t, "rss_kb": t * 172 + 2000} for t in range(0, 3000, 10)]
+    assert rss_growth.check(view(process(wall_ms=3000, maxrss_kb=520_000, rows=ramp))) == []
+    found = rss_growth.check(view(process(wall_ms=3000, maxrss_kb=520_000, rows=steady)))
+    assert [f.id for f in found] == ["rss-growth"]
+    assert any("in the second half of that window" in e for e in found[0].evidence)

@@ -40,6 +40,24 @@ def test_overhead_fires_past_its_share_and_names_the_arenas():
     assert heap_overhead.check(view(doc(anon_exit_kb=70 * 1024))) == []
 
 
+def test_memory_the_program_mapped_outside_the_allocator_is_not_overhead():
+    # 1 GiB anonymous at exit against 1 MiB live: the program mapped and filled 1 GiB itself (mmap,
+    # kept by the accounting as its own mapping), which is no allocator's overhead.
+    own = doc(live=MIB, peak=MIB, anon_peak_kb=1025 * 1024, anon_exit_kb=1025 * 1024)
+    own["at_exit"].update(own_anon_kb=1024 * 1024, own_ranges=1, own_complete=True)
+    assert heap_overhead.check(view(own)) == []
+    # 100 MiB more than its own mapping and the live heap: that much is overhead, said with the mapping left out.
+    more = doc(live=MIB, peak=MIB, anon_peak_kb=1125 * 1024, anon_exit_kb=1125 * 1024)
+    more["at_exit"].update(own_anon_kb=1024 * 1024, own_ranges=1, own_complete=True)
+    f = heap_overhead.check(view(more))
+    assert f and f[0].numbers["unexplained_bytes"] == 100 * MIB
+    assert any("1024.0 MiB of the anonymous resident memory at exit is in 1 mapping made with mmap outside the "
+               "allocator" in e for e in f[0].evidence), f[0].evidence
+    assert "mmap pools" not in f[0].advice
+    # a document written before the accounting kept them: as before
+    assert heap_overhead.check(view(doc(live=MIB, peak=MIB, anon_exit_kb=1025 * 1024)))
+
+
 def test_overhead_after_the_frees_reads_the_peak_and_leaves_the_rest_to_retained():
     # Freed 80% by exit: the exit's extra is heap_retained's; at the peak 60 MiB anon held 50 MiB live.
     h = doc(live=10 * MIB, peak=50 * MIB, anon_peak_kb=60 * 1024, anon_exit_kb=58 * 1024)

@@ -13,7 +13,9 @@ The summary (stored as the run's "heap", docs/json-schema.md):
                                heap's) at its live peak (read when live had grown 10% past the last
                                reading and was within 10% of the peak then; a brief peak can pass
                                unread: near_peak) and at exit; at_peak carries the process's own
-                               peak_live_bytes, at_exit its live_bytes
+                               peak_live_bytes, at_exit its live_bytes; own_anon_kb, own_ranges,
+                               own_complete: the resident KiB of the anonymous mappings it made
+                               outside the allocator (ms_own.h), how many, all of them kept
   malloc_object                the object that served malloc (glibc's libc, or the preloaded allocator)
   processes_detail             per process, by pid: pid, live_bytes, peak_live_bytes, allocs, frees,
                                at_exit (as above)
@@ -77,6 +79,20 @@ class Snapshot:
     arena_rss_kb: float | None = None
     main_arena_kb: float | None = None
     arena_kb: tuple[float, ...] = ()
+    # Resident KiB of the private anonymous mappings made outside the allocator (the program's own
+    # mmap buffers, a runtime's heap, an interpreter's arenas: native/heap/ms_own.h), how many, and
+    # whether every one was kept (False: a lower bound); None where the accounting did not read them.
+    own_anon_kb: float | None = None
+    own_ranges: int | None = None
+    own_complete: bool = True
+
+    @property
+    def malloc_anon_kb(self) -> float | None:
+        """The anonymous resident memory that can be malloc's: all of it but the mappings made outside
+        the allocator."""
+        if self.anon_kb is None:
+            return None
+        return max(0.0, self.anon_kb - (self.own_anon_kb or 0.0))
 
     @classmethod
     def from_dict(cls, d) -> "Snapshot":
@@ -84,7 +100,9 @@ class Snapshot:
         arenas = d["arenas"] if isinstance(d["arenas"], int) and d["arenas"] >= 0 else None
         glibc = _present(d, "arena_rss_kb", "main_arena_kb") if arenas is not None else {}
         return cls(**{k: _number(v) for k, v in _present(d, "live_bytes", "peak_live_bytes").items()},
-                   **{k: _read(v) for k, v in _present(d, "rss_kb", "anon_kb").items()},
+                   **{k: _read(v) for k, v in _present(d, "rss_kb", "anon_kb", "own_anon_kb").items()},
+                   own_ranges=int(d["own_ranges"]) if isinstance(d.get("own_ranges"), int) else None,
+                   own_complete=d.get("own_complete") is not False,
                    **{k: (_read(v) if k == "main_arena_kb" else _number(v)) for k, v in glibc.items()},
                    arenas=arenas,
                    arena_kb=tuple(float(x) for x in d["arena_kb"] or () if _number(x) is not None)

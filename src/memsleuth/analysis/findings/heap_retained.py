@@ -41,13 +41,24 @@ def arena_evidence(snap: Snapshot, beyond: float, when: str) -> tuple[str | None
             f"{when}: each arena keeps the memory freed in it", f"; {arenas} glibc thread arenas hold {mib(arena)}")
 
 
+def own_words(snap: Snapshot, when: str) -> str | None:
+    """The evidence line on the mappings made outside the allocator, where they hold memory (heap_overhead.py
+    words its finding with it too)."""
+    if not snap.own_anon_kb:
+        return None
+    n = snap.own_ranges or 0
+    return (f"{mib(snap.own_anon_kb * 1024)} of the anonymous resident memory {when} is in {n:,} mapping"
+            f"{'s' if n != 1 else ''} made with mmap outside the allocator (the program's own, a runtime's or a "
+            f"library's; heap accounting){'' if snap.own_complete else ', at least'}: not malloc's, left out")
+
 def check(view: CellView) -> list[Finding]:
     h = view.heap
     if not h:
         return []
     peak, live = memory.main_live(h)       # the process whose memory the snapshots read
     at_peak, at_exit = h.at_peak, h.at_exit
-    anon_peak, anon_exit = (at_peak.anon_kb or -1) * 1024.0, (at_exit.anon_kb or -1) * 1024.0
+    # the anonymous memory that can be malloc's: the mappings made outside the allocator left out
+    anon_peak, anon_exit = (at_peak.malloc_anon_kb or -1) * 1024.0, (at_exit.malloc_anon_kb or -1) * 1024.0
     if peak <= 0 or anon_peak <= 0 or anon_exit <= 0:
         return []
     freed = peak - live
@@ -63,6 +74,8 @@ def check(view: CellView) -> list[Finding]:
                 "live heap"]
     line, arena_words = arena_evidence(at_exit, kept, "at exit")
     evidence += [line] if line else []
+    own = own_words(at_exit, "at exit")
+    evidence += [own] if own else []
     return [Finding(
         id="heap-retained", title=f"Freed memory kept resident: the live heap fell {mib(peak)} -> {mib(live)}, "
                                   f"anonymous memory stayed at {mib(anon_exit)}{arena_words}",

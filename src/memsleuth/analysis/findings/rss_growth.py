@@ -16,6 +16,9 @@ MIN_FACTOR = 1.5
 # of the growth: a heap that is freed and regrown (churn) is not a leak.
 RISING_SHARE = 0.8
 MAX_FALL_SHARE = 0.1
+# ...and still rising in the second half of that window by at least this share of the growth: a
+# program that fills its working set and then holds it (a ramp, then flat) does not grow to the end.
+LATE_SHARE = 0.25
 # Growth that goes on this long is more than a program building its working data.
 LONG_RUN_S = 10.0
 
@@ -40,6 +43,10 @@ def check(view: CellView) -> list[Finding]:
     biggest_fall = max(0, max((x - y for x, y in steps), default=0)) * 1024
     if rising < RISING_SHARE or biggest_fall > MAX_FALL_SHARE * growth:
         return []
+    mid = start + (len(rss) - start) // 2
+    late = (b - rss[mid]) * 1024
+    if late < LATE_SHARE * growth:
+        return []
     seconds = (times[-1] - times[start]) / 1000
     # From outside, a program that builds its data until it exits and a leak look the same: the
     # finding says so, and stays at low confidence unless the growth goes on for LONG_RUN_S.
@@ -52,7 +59,8 @@ def check(view: CellView) -> list[Finding]:
         evidence=[f"RSS of the process tree grew from {mib(a * 1024)} at {times[start] / 1000:.2f} s to "
                   f"{mib(b * 1024)} at the end ({times[-1] / 1000:.2f} s): {mib(growth / seconds)}/s",
                   f"it rose or held in {rising:.0%} of the {t.interval_ms} ms intervals (threshold {RISING_SHARE:.0%}); "
-                  f"the largest fall was {mib(biggest_fall)}"],
+                  f"the largest fall was {mib(biggest_fall)}; {mib(late)} of it ({late / growth:.0%}) in the second half "
+                  f"of that window, from {times[mid] / 1000:.2f} s (threshold {LATE_SHARE:.0%})"],
         advice="find what is allocated and never freed (valgrind --leak-check, heaptrack) or bound the cache; "
                "if the memory is meant to be kept, nothing to change",
         subject=view.label,
