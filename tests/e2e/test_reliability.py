@@ -506,3 +506,28 @@ def test_as_nobody_a_count_that_could_not_be_taken_is_never_read_as_zero(open_di
     doc = json.loads(js.read_text())
     found = [f["id"] for c in doc["cells"] for f in c["summary"]["findings"]] + [f["id"] for f in doc["findings"]]
     assert "zero-page-read" not in found, found
+
+
+# The findings that rest on what an unprivileged user cannot take: syscall counts and arguments
+# (the syscalls:* tracepoints) or named kernel chains (/proc/kallsyms).
+NEEDS_ROOT = {"mmap-churn", "madvise-storm", "madvise-calls", "heap-trim-churn", "mremap-churn", "lock-contention",
+              "zero-page-read", "copy-on-write-faults", "file-backed-faults", "huge-page-zero-fill-faults",
+              "unknown-faults"}
+
+
+@pytest.mark.parametrize("prog,args", [("plain-madvise_pool", []), ("plain-vector", []), ("plain-steps", []),
+                                       ("plain-calloc_read", []), ("plain-cow_fork", [])])
+def test_as_nobody_no_finding_rests_on_a_count_it_could_not_take(open_dir, prog, args):
+    """The non-root pass: programs whose root check names a syscall or fault-kind mechanism. As nobody
+    those counts are missing: their rules stay silent (the kernel's share may still be said, as kernel
+    time), never a mechanism read from a zero."""
+    tmp_path = open_dir / "nobody"
+    tmp_path.mkdir()
+    os.chown(tmp_path, 65534, 65534)
+    js = tmp_path / "n.json"
+    proc = _as_nobody("check", "--db", str(tmp_path / "n.db"), "--json", str(js), "--", fixture(prog), *args)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(js.read_text())
+    found = {f["id"]: f for c in doc["cells"] for f in c["summary"]["findings"]} | {f["id"]: f for f in doc["findings"]}
+    assert not NEEDS_ROOT & set(found), {k: found[k]["title"] for k in NEEDS_ROOT & set(found)}
+    assert "counters-unavailable" in found      # and it says what it could not take
