@@ -314,7 +314,11 @@ def run(store, pids: list[int], duration_s: float | None, argv: list[str]) -> tu
     print(f"memsleuth: attached to {', '.join(str(p) for p in pids)} ({visible(command[0][:200])}) "
           + (f"for {duration_s:g} s" if duration_s else "until Ctrl-C") + "; nothing is stopped or signalled",
           file=sys.stderr, flush=True)
-    sample, where, stopped_by = launcher.attach_window(pids, duration_s, fault_period(pids))
+    def ended(seconds: float) -> None:
+        print(f"memsleuth: the window ended after {seconds:.1f} s; naming its call sites and reading the "
+              "processes' memory", file=sys.stderr, flush=True)
+
+    sample, where, stopped_by = launcher.attach_window(pids, duration_s, fault_period(pids), ended)
     # Read at the end only where the pid still names the process that was attached to.
     after = {p: read_if_same(p, started[p], smaps) for p in pids}
     window = sample.wall_ns / 1e9

@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 
 from memsleuth.errors import stop_signal
@@ -286,12 +287,13 @@ def attach_argv(pids: list[int], out_path: str, sites_dir: str, duration_s: floa
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
-def attach_window(pids: list[int], duration_s: float | None,
-                  fault_period: int = 1000) -> tuple[Sample, dict, int | None]:
+def attach_window(pids: list[int], duration_s: float | None, fault_period: int = 1000,
+                  ended=None) -> tuple[Sample, dict, int | None]:
     """(the window as a Sample, its call sites, the signal that ended it or None) of running
     processes: ms-run --attach, and perf record (DWARF call graphs) beside it where perf is
     installed. Ctrl-C, SIGTERM or SIGHUP ends the window: both stop, and what they measured is kept.
-    It returns with STOP_SIGNALS blocked: the caller unblocks them once the window is stored."""
+    It returns with STOP_SIGNALS blocked: the caller unblocks them once the window is stored.
+    `ended(seconds)`: called when the window has been written, before its call sites are named."""
     from memsleuth.measure import where
     from memsleuth.records.sites import read_sampled
     with workdirs.workdir("attach") as tmp:
@@ -300,6 +302,12 @@ def attach_window(pids: list[int], duration_s: float | None,
         recorder = where.attach_recorder(pids, tmp, fault_period)
         proc = subprocess.Popen(attach_argv(pids, out, sites_dir, duration_s), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+        # perf is told to stop when the window ends, not after ms-run has written it: its own stop
+        # (draining its buffers, ~1 s of DWARF stacks) then overlaps ms-run's (analysis/attach cost).
+        timer = threading.Timer(duration_s, where.signal_recorder, (recorder,)) if duration_s and recorder else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         stopped_by = None
         try:
             _, err = proc.communicate()
@@ -323,6 +331,10 @@ def attach_window(pids: list[int], duration_s: float | None,
             where.stop_recorder(recorder, {})
             return (_failed(f"ms-run --attach failed (exit {proc.returncode}): {err.strip() or e}"),
                     {"unavailable": "the window was not measured"}, stopped_by)
+        if timer is not None:
+            timer.cancel()
+        if ended is not None:
+            ended(float(doc.get("wall_ns") or 0) / 1e9)
         counted = {**(doc.get("syscalls") or {}),
                    "page-faults": (doc.get("counters") or {}).get("page-faults-minor", 0)}
         found = where.stop_recorder(recorder, counted)

@@ -124,7 +124,7 @@ def record(command: list[str], env: dict[str, str], preload: str | None, counts:
             continue
         with workdirs.workdir("where") as tmp:
             data = os.path.join(tmp, "perf.data")
-            argv = [perf, "record", "-q", "--no-buildid-cache", "-o", data, f"--max-size={MAX_DATA}",
+            argv = [perf, "record", "-q", "--no-buildid-cache", "--no-buildid", "-o", data, f"--max-size={MAX_DATA}",
                     "--call-graph", f"dwarf,{STACK_BYTES}", "-c", str(period)]
             for e in events:
                 argv += ["-e", e]
@@ -158,7 +158,7 @@ def attach_recorder(pids: list[int], tmp: str, fault_period: int):
     if perf is None:
         return None
     data = os.path.join(tmp, "perf.data")
-    argv = [perf, "record", "-q", "--no-buildid-cache", "-o", data, f"--max-size={MAX_DATA}", "--call-graph",
+    argv = [perf, "record", "-q", "--no-buildid-cache", "--no-buildid", "-o", data, f"--max-size={MAX_DATA}", "--call-graph",
             f"dwarf,{STACK_BYTES}", "-p", ",".join(str(p) for p in pids),
             "-e", f"page-faults/period={max(1, int(fault_period))}/"]
     for s in SYSCALL_COLUMNS:
@@ -182,14 +182,23 @@ def _stop_with_parent() -> None:
         pass
 
 
+def signal_recorder(recorder) -> None:
+    """Tells perf to stop (it writes what it has and exits); stop_recorder waits for it."""
+    proc = recorder[0] if recorder else None
+    if proc is not None and proc.poll() is None:
+        try:
+            proc.send_signal(signal.SIGINT)
+        except OSError:
+            pass
+
+
 def stop_recorder(recorder, counts: dict[str, float]) -> dict | None:
     """The call sites perf recorded beside the window (`counts`: the window's, each event's period
     from them: at_rate), {"unavailable": why} when perf failed, None without perf or samples."""
     if recorder is None:
         return None
     proc, perf, data = recorder
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)   # perf writes what it has and exits
+    signal_recorder(recorder)
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:

@@ -10,6 +10,7 @@ the entry point down to the system call: `free -> _int_free -> systrim -> sbrk`)
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter
@@ -183,7 +184,7 @@ def name_perf_frames(samples, notes: list[str]) -> list[tuple[str, str, list[sym
     wanted: dict[str, set[int]] = {}
     for _, _, frames in samples:
         for k, (ip, _, dso) in enumerate(frames):
-            if dso.startswith("/") and not re.search(r"/perf-\d+\.map$", dso):
+            if dso.startswith("/") and not _PERF_MAP.search(dso):
                 wanted.setdefault(dso, set()).add(symbols.file_address(dso, ip) - (k > 0))
     chains, why = symbols.symbolize(wanted) if wanted else ({}, [])
     notes.extend(why)
@@ -192,7 +193,7 @@ def name_perf_frames(samples, notes: list[str]) -> list[tuple[str, str, list[sym
         named: list[symbols.Frame] = []
         for k, (ip, sym, dso) in enumerate(frames):
             fn = None if sym in ("[unknown]", "") else _clean(sym)
-            if re.search(r"/perf-\d+\.map$", dso):   # a runtime's compiled code, named by its perf map
+            if _PERF_MAP.search(dso):   # a runtime's compiled code, named by its perf map
                 lang = symbols.language_frame(sym)
                 named.append(symbols.Frame("[jit]", ip, *lang[1:], lang[0]) if lang else
                              symbols.Frame("[jit]", ip, sym, None))
@@ -210,10 +211,16 @@ def name_perf_frames(samples, notes: list[str]) -> list[tuple[str, str, list[sym
     return out
 
 
+_INTERNAL_PREFIX = re.compile(r"^(?:__GI___?|__libc_)+")
+_OFFSET = re.compile(r"\+0x[0-9a-f]+$")
+_PERF_MAP = re.compile(r"/perf-\d+\.map$")
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def _clean(sym: str) -> str:
-    sym = re.sub(r"^__GI___?", "", sym)
-    sym = re.sub(r"^__libc_", "", sym)
-    return re.sub(r"\+0x[0-9a-f]+$", "", sym)
+    """A function's name without glibc's internal prefixes (__GI_, __libc_) and perf's +0x offset:
+    pure, and asked for every frame of every sample, so remembered."""
+    return _OFFSET.sub("", _INTERNAL_PREFIX.sub("", sym, count=1))
 
 
 def language_notes(docs: list[dict], samples) -> list[str]:
@@ -242,9 +249,12 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
     # perf names the mapped file (the symlink's target); the user may have given either.
     alloc_names = {os.path.basename(allocator), os.path.basename(os.path.realpath(allocator))} if allocator else set()
 
+    @functools.lru_cache(maxsize=None)
+    def _is_allocator(path: str, function: str) -> bool:
+        return os.path.basename(path) in alloc_names or any(k in _clean(function) for k in ALLOCATOR_FRAMES)
+
     def is_allocator(f) -> bool:
-        return os.path.basename(f.path or "") in alloc_names or any(k in _clean(f.function or "")
-                                                                    for k in ALLOCATOR_FRAMES)
+        return _is_allocator(f.path or "", f.function or "")
 
     def is_runtime(path: str) -> bool:
         return bool(SYSTEM_DSOS.search(path or "[unknown]")) or os.path.basename(path or "") in alloc_names
