@@ -43,6 +43,11 @@ LIGHT_CALLS = 4000         # a syscall counted at most this often is recorded at
 STACK_BYTES = 8192         # user stack copied per sample for DWARF unwinding
 TIMEOUT_FACTOR = 20        # the perf run may take this many times the measured run (unwinding)
 MAX_DATA = "64M"           # perf record --max-size: bounds a syscall storm's stacks (8 KiB each)
+# Beside an attached window perf copies a stack in the watched process at every memory syscall:
+# an mmap storm (2,300 mappings a second) ran 25% slower in the window with 64 MiB, 19% with 16. 16 MiB
+# is about 2,000 stacks, plenty for the sites' shares (scaled to the window's counts, at_rate), and
+# bounds that cost to the window's first moments in a storm (bench/attach_overhead.py).
+ATTACH_MAX_DATA = "16M"
 EVENTS = {"page-faults": "page-faults", **{s: f"syscalls:sys_enter_{s}" for s in SYSCALL_COLUMNS}}
 
 
@@ -153,12 +158,13 @@ def record(command: list[str], env: dict[str, str], preload: str | None, counts:
 def attach_recorder(pids: list[int], tmp: str, fault_period: int):
     """perf record on running processes for the window (stopped by stop_recorder), or None
     without perf: the page faults one in `fault_period`, each memory syscall (perf records a
-    tracepoint at every call; MAX_DATA bounds a storm). Its own files stay in `tmp`."""
+    tracepoint at every call; ATTACH_MAX_DATA bounds a storm). Its own files stay in `tmp`."""
     perf = perf_path()
     if perf is None:
         return None
     data = os.path.join(tmp, "perf.data")
-    argv = [perf, "record", "-q", "--no-buildid-cache", "--no-buildid", "-o", data, f"--max-size={MAX_DATA}", "--call-graph",
+    argv = [perf, "record", "-q", "--no-buildid-cache", "--no-buildid", "-o", data, f"--max-size={ATTACH_MAX_DATA}",
+            "--call-graph",
             f"dwarf,{STACK_BYTES}", "-p", ",".join(str(p) for p in pids),
             "-e", f"page-faults/period={max(1, int(fault_period))}/"]
     for s in SYSCALL_COLUMNS:
