@@ -83,6 +83,15 @@ def distinct_outputs(args) -> None:
         seen[key] = flag
 
 
+class _Console(Console):
+    """rich's console, but a reader of stdout that leaves (`| head`) raises BrokenPipeError, which
+    the commands handle (the files asked for are still written, exit 0), not rich's SystemExit(1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, _on_stop)
@@ -92,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         i = argv.index("--")
         argv, command = argv[:i], argv[i + 1:]
-    console = Console(width=output_width(sys.stdout.isatty(), os.environ.get("COLUMNS")))
+    console = _Console(width=output_width(sys.stdout.isatty(), os.environ.get("COLUMNS")))
     try:
         args = build_parser(argv).parse_args(argv)
         if args.command is None:

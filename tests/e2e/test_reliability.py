@@ -531,3 +531,23 @@ def test_as_nobody_no_finding_rests_on_a_count_it_could_not_take(open_dir, prog,
     found = {f["id"]: f for c in doc["cells"] for f in c["summary"]["findings"]} | {f["id"]: f for f in doc["findings"]}
     assert not NEEDS_ROOT & set(found), {k: found[k]["title"] for k in NEEDS_ROOT & set(found)}
     assert "counters-unavailable" in found      # and it says what it could not take
+
+
+def test_a_reader_of_stdout_that_leaves_loses_no_file(tmp_path):
+    """`memsleuth show 1 --json f.json | head -2`: the reader leaves, the report's next write fails
+    (EPIPE); the JSON asked for is still written and the exit is 0 (rich's own handler exited 1 and
+    wrote nothing more)."""
+    import shutil
+    db = tmp_path / "c.db"
+    shutil.copy(ROOT / "tests" / "data" / "check-leak-request.db", db)
+    js = tmp_path / "f.json"
+    r, w = os.pipe()
+    os.close(r)           # the reader is gone before the first write
+    try:
+        proc = subprocess.run([sys.executable, "-m", "memsleuth", "show", "1", "--db", str(db), "--json", str(js)],
+                              stdout=w, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(js.read_text())["run"]["id"] == 1
+    assert "Traceback" not in proc.stderr

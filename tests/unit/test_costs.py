@@ -46,7 +46,7 @@ def consistent(f) -> None:
     words follow from its arguments; who makes the calls and the advice agree."""
     if f.cost_share is not None and f.id not in ("rss-growth", "rss-blowup", "kernel-gap"):
         assert 0 <= f.cost_share <= 1.0, f
-        assert f"{f.cost_share:.0%}" in f.title, f.title
+        assert cost.pct(f.cost_share) in f.title, f.title
     text = (f.title + " " + f.mechanism).lower()
     if "purg" in text:
         assert f.numbers.get("family") == "purge", f
@@ -201,7 +201,7 @@ def test_a_clean_run_gets_one_line_with_its_largest_part():
     assert findings.for_cell(v) == []
     line = analysis.quiet_line([v], [])
     assert line.startswith("No memory mechanism costs 5% of this run's CPU time")
-    assert "page-faults" in line and "= 0%" in line
+    assert "page-faults" in line and "= 0.2%" in line
 
 
 def test_a_material_part_no_rule_names_is_never_said_to_cost_under_the_floor():

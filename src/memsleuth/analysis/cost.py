@@ -150,8 +150,14 @@ class Split:
         share = self.share(ns)
         if self.profile is not None:
             lo, hi = self.interval(ns)
-            return f"{ms(ns)} ms = {share:.0%} of the CPU time (sampled, 95% CI {lo:.0%}-{hi:.0%})"
-        return f"{'up to ' if self.upper_bound else ''}{ms(ns)} ms = {share:.0%} of the CPU time (estimated from counts)"
+            return f"{ms(ns)} ms = {pct(share)} of the CPU time (sampled, 95% CI {lo:.0%}-{hi:.0%})"
+        return f"{'up to ' if self.upper_bound else ''}{ms(ns)} ms = {pct(share)} of the CPU time (estimated from counts)"
+
+
+def pct(share: float) -> str:
+    """A share as the findings write it: whole percents, one decimal below 10% (4.6% is not "5%", the
+    materiality threshold it did not reach)."""
+    return f"{share:.1%}" if share < 0.095 else f"{share:.0%}"
 
 
 def ms(ns: float) -> str:
