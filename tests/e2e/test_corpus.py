@@ -40,7 +40,7 @@ CASES = [
      "program", ["purg", "storm"]),
     ("the program's own break and MADV_MERGEABLE", ["plain-sbrk_merge"], "heap-trim-churn",
      ["program break", "down a page or two"], "program", ["purg"]),
-    ("1 MiB blocks mapped, touched once, unmapped", ["plain-mmap_once"], "mmap-churn",
+    ("1 MiB blocks mapped, rarely touched, unmapped", ["plain-mmap_once"], "mmap-churn",
      ["mmap", "the calls themselves"], "program", []),
     ("realloc one byte at a time to 64 MiB", ["plain-realloc_byte"], "mremap-churn", ["mremap"], "allocator", []),
     ("512 MiB of calloc only read", ["plain-calloc_read"], "zero-page-read", ["zero page"], None, ["first touch"]),

@@ -39,6 +39,12 @@ SYSCALL = ["do_syscall_64", "entry_SYSCALL_64_after_hwframe"]
     (["load_elf_binary", "bprm_execve", "do_execveat_common", "__x64_sys_execve", *SYSCALL],
      (cpu_profile.EXEC, None)),
     (["syscall_exit_to_user_mode", *SYSCALL], (cpu_profile.UNNAMED_SYSCALL, None)),
+    # 6.18: the dispatcher inlined mmap's wrappers; its body, directly under the entry, names it
+    (["arch_get_unmapped_area_topdown", "__get_unmapped_area", "do_mmap", "vm_mmap_pgoff", *SYSCALL],
+     ("mmap", None)),
+    (["perf_iterate_ctx", "perf_event_mmap", "__mmap_region", "do_mmap", "vm_mmap_pgoff", *SYSCALL], ("mmap", None)),
+    # the tracepoint at the entry, before the call is dispatched: which call it is, the chain does not say
+    (["perf_tp_event", "perf_syscall_enter", "syscall_trace_enter", *SYSCALL], (cpu_profile.UNNAMED_SYSCALL, None)),
     (["__do_softirq", "irq_exit_rcu", "sysvec_apic_timer_interrupt", "asm_sysvec_apic_timer_interrupt"],
      (OTHER, "__do_softirq")),
 ])

@@ -32,6 +32,13 @@ MEMORY_PATHS = (FAULT, EXIT, "mmap", "munmap", "madvise", "brk", "mremap", "mpro
 _SYSCALL = re.compile(r"^__(?:x64|ia32|x32|arm64|riscv|s390x|s390|se|do)_(?:compat_)?sys_(\w+)$")
 _SYSCALL_ENTRY = {"do_syscall_64", "entry_SYSCALL_64", "entry_SYSCALL_64_after_hwframe", "x64_sys_call",
                   "invoke_syscall", "el0_svc_common", "el0_svc", "do_el0_svc"}
+# A syscall whose wrapper frames the compiler folded into the dispatcher (6.x's x64_sys_call inlines
+# __x64_sys_mmap and ksys_mmap_pgoff: a sample in mmap reads vm_mmap_pgoff <- do_syscall_64): its
+# body, the outermost frame inside the entry, names it. Only bodies that one syscall alone calls
+# from the entry (vm_mmap_pgoff under a kernel's own vm_mmap is not directly under the entry).
+_SYSCALL_BODIES = {"ksys_mmap_pgoff": "mmap", "vm_mmap_pgoff": "mmap", "__vm_munmap": "munmap",
+                   "do_mprotect_pkey": "mprotect", "do_madvise": "madvise", "do_futex": "futex",
+                   "do_brk_flags": "brk"}
 _FAULT_ENTRY = {"asm_exc_page_fault", "exc_page_fault", "do_user_addr_fault", "handle_mm_fault",
                 "__handle_mm_fault", "do_page_fault", "do_mem_abort", "do_translation_fault", "el0_da",
                 "handle_page_fault", "__do_page_fault", "do_kern_addr_fault"}
@@ -112,6 +119,10 @@ def classify(frames: list[str]) -> tuple[str, str | None]:
                 return EXIT, None
             return call, None
     if names & _SYSCALL_ENTRY:
+        body = next((f for f in reversed(frames) if f not in _SYSCALL_ENTRY), None)
+        if body in _SYSCALL_BODIES and frames.index(body) + 1 < len(frames) \
+                and frames[frames.index(body) + 1] in _SYSCALL_ENTRY:
+            return _SYSCALL_BODIES[body], None
         return UNNAMED_SYSCALL, None
     if names & _FAULT_ENTRY:
         for kind, marks in FAULT_KINDS:
