@@ -314,11 +314,15 @@ def run(store, pids: list[int], duration_s: float | None, argv: list[str]) -> tu
     print(f"memsleuth: attached to {', '.join(str(p) for p in pids)} ({visible(command[0][:200])}) "
           + (f"for {duration_s:g} s" if duration_s else "until Ctrl-C") + "; nothing is stopped or signalled",
           file=sys.stderr, flush=True)
+    clock = {"start": time.monotonic()}
+
     def ended(seconds: float) -> None:
+        clock["ended"] = time.monotonic()
         print(f"memsleuth: the window ended after {seconds:.1f} s; naming its call sites and reading the "
               "processes' memory", file=sys.stderr, flush=True)
 
     sample, where, stopped_by = launcher.attach_window(pids, duration_s, fault_period(pids), ended)
+    named = time.monotonic()
     # Read at the end only where the pid still names the process that was attached to.
     after = {p: read_if_same(p, started[p], smaps) for p in pids}
     window = sample.wall_ns / 1e9
@@ -326,7 +330,12 @@ def run(store, pids: list[int], duration_s: float | None, argv: list[str]) -> tu
     if not sample.ok:        # nothing was measured: the window failed, and says why
         ended = {**ended, "ended_by": "failed", "why": sample.detail}
     glibc_arenas = {str(p): a for p in pids if (a := read_if_same(p, started[p], arenas)) is not None}
-    facts = {"attached": {"pids": pids, "duration_s": duration_s, "window_s": round(window, 3), **ended,
+    # where the command's time went (--verbose, the JSON's timings), as check's runs say it
+    ended_at = clock.get("ended", named)
+    timings = {"window (with the rate probe)": round(ended_at - clock["start"], 3),
+               "perf's stop and the call sites": round(named - ended_at, 3),
+               "memory maps and arenas": round(time.monotonic() - named, 3)}
+    facts = {"timings": timings, "attached": {"pids": pids, "duration_s": duration_s, "window_s": round(window, 3), **ended,
                           "smaps": {str(p): after[p] or before[p] for p in pids if after[p] or before[p]},
                           **({"arenas": glibc_arenas} if alloc.name == "glibc" else {}),
                           "cannot": "the live heap (allocations, live bytes, their sites): the accounting library "
