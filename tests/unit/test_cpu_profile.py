@@ -44,7 +44,7 @@ SYSCALL = ["do_syscall_64", "entry_SYSCALL_64_after_hwframe"]
      ("mmap", None)),
     (["perf_iterate_ctx", "perf_event_mmap", "__mmap_region", "do_mmap", "vm_mmap_pgoff", *SYSCALL], ("mmap", None)),
     # the tracepoint at the entry, before the call is dispatched: which call it is, the chain does not say
-    (["perf_tp_event", "perf_syscall_enter", "syscall_trace_enter", *SYSCALL], (cpu_profile.UNNAMED_SYSCALL, None)),
+    (["perf_tp_event", "perf_syscall_enter", "syscall_trace_enter", *SYSCALL], (cpu_profile.TRACING, None)),
     (["__do_softirq", "irq_exit_rcu", "sysvec_apic_timer_interrupt", "asm_sysvec_apic_timer_interrupt"],
      (OTHER, "__do_softirq")),
 ])

@@ -217,7 +217,8 @@ def sampled(sc, profile: cpu_profile.Profile, explained: dict[str, float], units
     sampled. Then the scope's own kernel time (rusage) is shared out in those proportions: a fault
     costs the same kind of work in both runs, not the same time (on a VM one run's faults took
     2.4x another's), and the explaining run's instrumentation adds work of its own, which the
-    per-event and per-second steps leave out. Parts: "page-faults" (faults outside a system call)
+    per-event and per-second steps leave out; its syscall tracepoints' own work at a call's entry
+    (cpu_profile.TRACING, the call not yet dispatched) is left out whole. Parts: "page-faults" (faults outside a system call)
     and each memory system call (events.SYSCALLS); the rest of the kernel time is `other_ns`."""
     cpu = (sc.user_ns or 0.0) + (sc.sys_ns or 0.0)
     period = float(profile.period_ns)
@@ -225,7 +226,7 @@ def sampled(sc, profile: cpu_profile.Profile, explained: dict[str, float], units
     wall_ratio = sc.wall_ns / explained["wall_ns"] if explained.get("wall_ns") else 1.0
     parts, behind, rest = {}, {}, 0.0
     for cls, k in profile.counts.items():
-        if cls == cpu_profile.USER:
+        if cls in (cpu_profile.USER, cpu_profile.TRACING):   # the explaining run's own tracing: not the program's
             continue
         name = "page-faults" if cls == cpu_profile.FAULT else cls
         if explained.get(name) and name in measured:

@@ -24,6 +24,12 @@ EXIT = "exit teardown"
 EXEC = "exec"
 OTHER = "other kernel"
 UNNAMED_SYSCALL = "other system calls"
+# The syscall tracepoints' own work at a call's entry or exit, before the call is dispatched or
+# after it returned (which call, the chain does not say): the explaining run's instrumentation
+# (each call's arguments and stack taken), not the program's. The measured runs only count calls.
+TRACING = "syscall tracing (memsleuth's own)"
+_TRACING = {"perf_syscall_enter", "perf_syscall_exit", "syscall_trace_enter", "syscall_exit_work",
+            "trace_sys_enter", "trace_sys_exit", "syscall_enter_from_user_mode_work"}
 # The paths that are memory work: what a report names even when small.
 MEMORY_PATHS = (FAULT, EXIT, "mmap", "munmap", "madvise", "brk", "mremap", "mprotect")
 
@@ -101,7 +107,7 @@ def _unnamed_handler(frames: list[str]) -> str | None:
 
 def classify(frames: list[str]) -> tuple[str, str | None]:
     """(class, detail) of one sample's kernel chain, innermost frame first: the class is USER,
-    EXIT, EXEC, a syscall's name, UNNAMED_SYSCALL, FAULT or OTHER; the detail is the fault's kind
+    EXIT, EXEC, a syscall's name, TRACING, UNNAMED_SYSCALL, FAULT or OTHER; the detail is the fault's kind
     (FAULT_KINDS, or UNRESOLVED_FAULT where the chain stops at the fault's entry) or, for OTHER,
     the innermost function."""
     if not frames:
@@ -118,6 +124,8 @@ def classify(frames: list[str]) -> tuple[str, str | None]:
             if call in ("exit", "exit_group"):
                 return EXIT, None
             return call, None
+    if names & _SYSCALL_ENTRY and names & _TRACING:
+        return TRACING, None
     if names & _SYSCALL_ENTRY:
         body = next((f for f in reversed(frames) if f not in _SYSCALL_ENTRY), None)
         if body in _SYSCALL_BODIES and frames.index(body) + 1 < len(frames) \
