@@ -20,7 +20,6 @@
 int msr_cpu_open(msr_cpu *c, const msr_targets *t, uint64_t period_ns, const char *preload) {
   memset(c, 0, sizeof *c);
   c->period_ns = period_ns;
-  c->when_ns = MSR_CPU_WHEN_NS;
   /* The preloaded libraries as the kernel names their mappings: resolved (a symlink's target). */
   for (const char *p = preload; p && *p && c->npreload < MSR_CPU_PRELOADS;) {
     size_t len = strcspn(p, ": ");
@@ -130,21 +129,6 @@ static uint64_t mix(uint64_t h, uint64_t v) {
   return h * 0x100000001b3ull;
 }
 
-/* The bucket of a sample's time, the buckets twice as wide (neighbours merged in every stack) until
- * it falls in one. */
-static int when_bucket(msr_cpu *c, uint64_t time) {
-  uint64_t at = time > c->t0 ? time - c->t0 : 0;
-  while (at / c->when_ns >= MSR_CPU_WHEN) {
-    for (int k = 0; k < c->nstacks; k++) {
-      uint32_t *w = c->stacks[k].when;
-      for (int b = 0; b < MSR_CPU_WHEN / 2; b++) w[b] = w[2 * b] + w[2 * b + 1];
-      memset(w + MSR_CPU_WHEN / 2, 0, MSR_CPU_WHEN / 2 * sizeof *w);
-    }
-    c->when_ns *= 2;
-  }
-  return (int)(at / c->when_ns);
-}
-
 static void add_stack(msr_cpu *c, int comm, const uint64_t *ip, uint16_t depth, uint8_t elided, uint8_t release,
                       int when) {
   uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)comm * 8 + release);
@@ -217,9 +201,8 @@ static void on_sample(msr_cpu *c, const unsigned char *rec, size_t n) {
   c->comm_samples[comm]++;
   if (depth) c->kernel++;
   int kind = depth && c->faults ? msr_args_fault_kind(c->faults, tid, time, MSR_CPU_FAULT_WINDOW_NS) : -1;
-  if (!c->t0) c->t0 = time;
-  if (time > c->t_last) c->t_last = time;
-  add_stack(c, comm, chain, depth, elided, (uint8_t)(kind + 1), when_bucket(c, time));
+  int when = msr_when_bucket(&c->when, time, c->stacks[0].when, c->nstacks, sizeof *c->stacks);
+  add_stack(c, comm, chain, depth, elided, (uint8_t)(kind + 1), when);
 }
 
 /* Which program each process runs and which preloaded libraries it mapped, from the side-band
@@ -289,7 +272,7 @@ void msr_cpu_drain(msr_cpu *c) {
     if (((const struct perf_event_header *)rec)->type == PERF_RECORD_SAMPLE) {
       on_sample(c, rec, recs[k].len);
     } else {
-      if (!c->t0) c->t0 = cpu_rec_time(rec, recs[k].len); /* the first exec, before any sample */
+      if (!c->when.t0) c->when.t0 = cpu_rec_time(rec, recs[k].len); /* the first exec, before any sample */
       on_side(c, rec, recs[k].len);
     }
   }
@@ -391,8 +374,8 @@ void msr_cpu_json(ms_json *j, const msr_cpu *c) {
   msj_u64(j, "kernel_samples", c->kernel);
   msj_u64(j, "lost_records", c->lost);
   msj_u64(j, "cut_stacks", c->cut);
-  msj_u64(j, "when_bucket_ns", c->when_ns);
-  msj_u64(j, "when_span_ns", c->t_last > c->t0 ? c->t_last - c->t0 : 0);
+  msj_u64(j, "when_bucket_ns", c->when.width ? c->when.width : MSR_WHEN_NS);
+  msj_u64(j, "when_span_ns", msr_when_span(&c->when));
   /* Every distinct address once, named once. */
   size_t nip = 0;
   for (int k = 0; k < c->nstacks; k++) nip += c->stacks[k].depth;
@@ -468,7 +451,7 @@ void msr_cpu_json(ms_json *j, const msr_cpu *c) {
     msj_arr_end(j);
     msj_u64(j, NULL, st->release);
     msj_arr_begin(j, NULL);
-    for (int b = 0; b < MSR_CPU_WHEN; b++) {
+    for (int b = 0; b < MSR_WHEN; b++) {
       if (!st->when[b]) continue;
       msj_u64(j, NULL, (uint64_t)b);
       msj_u64(j, NULL, st->when[b]);

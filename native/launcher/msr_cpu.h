@@ -18,6 +18,7 @@
 #include "ms_json.h"
 #include "msr_args.h"
 #include "msr_ring.h"
+#include "msr_when.h"
 
 #define MSR_CPU_FRAMES 32                    /* kernel frames kept: all of a chain, or its innermost and outermost 16 */
 #define MSR_CPU_STACKS 4096                  /* distinct (executable, chain) pairs kept; the rest are counted as cut */
@@ -25,22 +26,17 @@
 #define MSR_CPU_PIDS 8192                    /* processes whose executable is tracked */
 #define MSR_CPU_PRELOADS 8                   /* preloaded libraries whose mapping is checked in every process */
 #define MSR_CPU_FAULT_WINDOW_NS 100000000ull /* 100 ms: a few sampled huge-page faults apart */
-/* When each stack's samples were taken: MSR_CPU_WHEN buckets of equal width from the first record,
- * the width doubling (neighbours merged) whenever the run outgrows them, so the run always fills
- * between half and all of them whatever its length. */
-#define MSR_CPU_WHEN 32
-#define MSR_CPU_WHEN_NS 1000000ull /* the first width: 1 ms */
 
 typedef struct {
   uint64_t n;
   uint64_t hash;
   int16_t comm;
   uint16_t depth;
-  uint8_t elided;              /* the chain was deeper than MSR_CPU_FRAMES: its middle is left out */
-  uint8_t release;             /* 0, or 1 + what released the address of the thread's last traced fault
+  uint8_t elided;          /* the chain was deeper than MSR_CPU_FRAMES: its middle is left out */
+  uint8_t release;         /* 0, or 1 + what released the address of the thread's last traced fault
                     * (MSR_REL_*) when it was at most MSR_CPU_FAULT_WINDOW_NS before: a sample
                     * taken in a fault handler is then that fault's time */
-  uint32_t when[MSR_CPU_WHEN]; /* its samples by bucket of time */
+  uint32_t when[MSR_WHEN]; /* its samples by bucket of time (msr_when.h) */
   uint64_t ip[MSR_CPU_FRAMES];
 } msr_cpu_stack;
 
@@ -69,8 +65,7 @@ typedef struct {
   char *preload[MSR_CPU_PRELOADS]; /* the preloaded libraries, resolved */
   int npreload;
   const msr_args *faults; /* the traced faults, drained before these samples (or NULL) */
-  uint64_t t0, t_last;    /* the first record's time, the last sample's (the kernel's clock) */
-  uint64_t when_ns;       /* the width of a bucket of `when` now */
+  msr_when when;          /* the stacks' buckets of time */
 } msr_cpu;
 
 /* Opens the sampler on `pid` (not yet exec'd: enable_on_exec), one sample per `period_ns` of CPU

@@ -53,6 +53,7 @@ static void parse_spec(msr_sites *s, const char *spec) {
         s->period[s->nev] = s->period[s->nev - 1];
         s->kernel_of[s->nev - 1] = s->nev;
         s->nev++;
+        s->timed = 1;
       }
     }
     p += len + (p[len] != 0);
@@ -233,7 +234,8 @@ static uint64_t mix(uint64_t h, uint64_t v) {
   return h * 0x100000001b3ull;
 }
 
-static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip, uint16_t depth, uint64_t weight) {
+static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip, uint16_t depth, uint64_t weight,
+                      int when) {
   uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)proc * 16 + ev);
   for (int k = 0; k < depth; k++) h = mix(h, ip[k]);
   size_t nslot = 2 * MSR_SITES_STACKS;
@@ -246,6 +248,7 @@ static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip
       }
       msr_site_stack *st = &s->stacks[s->nstacks];
       *st = (msr_site_stack){.n = weight, .hash = h, .proc = proc, .ev = ev, .depth = depth};
+      st->when[when] = (uint32_t)weight;
       memcpy(st->ip, ip, depth * sizeof *ip);
       s->slot[i] = s->nstacks++;
       return;
@@ -254,6 +257,7 @@ static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip
     if (st->hash == h && st->proc == proc && st->ev == ev && st->depth == depth &&
         !memcmp(st->ip, ip, depth * sizeof *ip)) {
       st->n += weight;
+      st->when[when] += (uint32_t)weight;
       return;
     }
   }
@@ -262,11 +266,12 @@ static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip
 /* { header, u64 id, u32 pid, tid, u64 time, [u64 period: rate mode], u64 nr, u64 ips[nr] } */
 static void on_sample(msr_sites *s, const unsigned char *rec, size_t n) {
   size_t hs = sizeof(struct perf_event_header), at = hs + 24;
-  uint64_t id, nr, weight = 1;
+  uint64_t id, nr, weight = 1, time;
   uint32_t pid;
   if (n < at + 8 + (s->freq ? 8 : 0)) return;
   memcpy(&id, rec + hs, 8);
   memcpy(&pid, rec + hs + 8, 4);
+  memcpy(&time, rec + hs + 16, 8);
   if (s->freq) { /* each sample stands for the events of its period */
     memcpy(&weight, rec + at, 8);
     at += 8;
@@ -297,7 +302,10 @@ static void on_sample(msr_sites *s, const unsigned char *rec, size_t n) {
   }
   s->samples++;
   p->samples++;
-  if (depth || cpu) add_stack(s, (int32_t)(p - s->procs), (uint8_t)ev, chain, depth, weight);
+  if (depth || cpu) {
+    int when = msr_when_bucket(&s->when, time, s->stacks[0].when, s->nstacks, sizeof *s->stacks);
+    add_stack(s, (int32_t)(p - s->procs), (uint8_t)ev, chain, depth, weight, when);
+  }
 }
 
 /* Each process's program and executable mappings, from the side-band records. */
@@ -368,6 +376,7 @@ void msr_sites_drain(msr_sites *s) {
   size_t n = msr_ring_read(s->base, s->n, sites_rec_time, &s->lost, &arena, &recs);
   for (size_t k = 0; k < n; k++) {
     const unsigned char *rec = arena + recs[k].off;
+    if (!s->when.t0) s->when.t0 = sites_rec_time(rec, recs[k].len); /* the first exec, before any sample */
     if (((const struct perf_event_header *)rec)->type == PERF_RECORD_SAMPLE) on_sample(s, rec, recs[k].len);
     else on_side(s, rec, recs[k].len);
   }
@@ -388,6 +397,10 @@ static void write_doc(msr_sites *s, int32_t pi) {
   msj_str(&j, "comm", p->comm);
   msj_u64(&j, "samples", p->samples);
   msj_str(&j, "sampled_by", "kernel");
+  if (s->timed) {
+    msj_u64(&j, "when_bucket_ns", s->when.width ? s->when.width : MSR_WHEN_NS);
+    msj_u64(&j, "when_span_ns", msr_when_span(&s->when));
+  }
   msj_arr_begin(&j, "events");
   for (int e = 0; e < s->nev; e++) {
     msj_obj_begin(&j, NULL);
@@ -408,6 +421,15 @@ static void write_doc(msr_sites *s, int32_t pi) {
     msj_arr_begin(&j, NULL);
     for (int f = 0; f < st->depth; f++) msj_u64(&j, NULL, st->ip[f]);
     msj_arr_end(&j);
+    if (s->timed) { /* [bucket, samples, ...], the empty buckets left out */
+      msj_arr_begin(&j, NULL);
+      for (int b = 0; b < MSR_WHEN; b++) {
+        if (!st->when[b]) continue;
+        msj_u64(&j, NULL, (uint64_t)b);
+        msj_u64(&j, NULL, st->when[b]);
+      }
+      msj_arr_end(&j);
+    }
     msj_arr_end(&j);
   }
   msj_arr_end(&j);

@@ -22,6 +22,7 @@
 #include "ms_json.h"
 #include "msr_args.h"
 #include "msr_ring.h"
+#include "msr_when.h"
 
 #define MSR_SITES_EVENTS 8     /* page-faults and the memory system calls */
 #define MSR_SITES_FRAMES 48    /* as libmssites keeps */
@@ -47,6 +48,7 @@ typedef struct {
   int32_t proc;
   uint8_t ev;
   uint16_t depth;
+  uint32_t when[MSR_WHEN]; /* its samples by bucket of time (msr_when.h; written for cpu-clock only) */
   uint64_t ip[MSR_SITES_FRAMES];
 } msr_site_stack;
 
@@ -80,6 +82,8 @@ typedef struct {
   int npaths, cappaths;
   int written;
   const char *prefix; /* the documents: PREFIX-PID.json ("sites" unless set) */
+  int timed;          /* cpu-clock is sampled: the documents say when (a stack's fourth member) */
+  msr_when when;
 } msr_sites;
 
 /* Opens the sampling on the targets (a command not yet exec'd, or running threads). `spec`:

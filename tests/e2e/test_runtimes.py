@@ -178,6 +178,8 @@ def test_a_go_service_whose_collector_traces_a_large_live_heap(tmp_path):
     f = assert_a_collector_finding(doc, "the Go runtime", ref)
     assert "GOGC" in f["advice"] and "runtime." in " ".join(f["evidence"])
     assert f["title"].startswith("the Go runtime's garbage collector") and f["confidence"] == "high"
+    # a service collecting all along: the collector's own samples are spread over the run
+    assert f["phase"] == "steady state", [e for e in f["evidence"] if "holds 80%" in e]
 
 
 def test_a_python_job_runner_whose_cyclic_collector_traverses_its_table(tmp_path):

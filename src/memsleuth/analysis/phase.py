@@ -126,13 +126,19 @@ def of_samples(profile, keys: tuple[str, ...], sample=None) -> Phase | None:
     if not rows:
         return None
     n = max(len(r) for r in rows)
-    counts = [sum(r[b] for r in rows if b < len(r)) for b in range(n)]
-    if sum(counts) < MIN_SAMPLES:
+    return of_buckets([sum(r[b] for r in rows if b < len(r)) for b in range(n)], profile.when_bucket_ns,
+                      profile.when_span_ns, sample)
+
+
+def of_buckets(counts: list[int], bucket_ns: int, span_ns: int, sample=None) -> Phase | None:
+    """The phase of samples counted in buckets of `bucket_ns` from the run's start, over `span_ns`
+    (ms-run's msr_when.h); `sample`: a run of the program whose resident memory tells a teardown."""
+    if not bucket_ns or not span_ns or sum(counts) < MIN_SAMPLES:
         return None
-    run_ms = profile.when_span_ns / 1e6
+    run_ms = span_ns / 1e6
     if run_ms < MIN_SPAN_MS:
         return None
-    width = profile.when_bucket_ns / 1e6
+    width = bucket_ns / 1e6
     times, cum = [0.0], [0.0]
     for b, k in enumerate(counts):
         times.append(min((b + 1) * width, run_ms))

@@ -36,6 +36,7 @@ class Collector:
     total: int                   # all the CPU samples
     functions: tuple[tuple[str, int], ...]    # per sample its collector frame nearest the sampled code, the most first
     executables: tuple[tuple[str, int], ...]  # the executables whose threads ran it
+    when: tuple[int, ...] = ()   # its user-mode samples by bucket of time (CpuStacks.when_bucket_ns)
 
     @property
     def share(self) -> float:
@@ -68,6 +69,7 @@ def collectors(stacks: CpuStacks | None) -> list[Collector]:
     kernel: Counter = Counter()
     fns: dict[str, Counter] = {}
     exes: dict[str, Counter] = {}
+    when: dict[str, list[int]] = {}
     by_name = {}
     for st in stacks.stacks:
         found = _collector_of(st.functions)
@@ -81,8 +83,13 @@ def collectors(stacks: CpuStacks | None) -> list[Collector]:
         user[rt.name] += st.samples
         fns.setdefault(rt.name, Counter())[fn] += st.samples
         exes.setdefault(rt.name, Counter())[st.executable] += st.samples
+        row = when.setdefault(rt.name, [])
+        row.extend([0] * (len(st.when) - len(row)))
+        for b, k in enumerate(st.when):
+            row[b] += k
     out = [Collector(by_name[name], user[name], kernel[name], stacks.samples,
-                     tuple(fns.get(name, Counter()).most_common(5)), tuple(exes.get(name, Counter()).most_common(3)))
+                     tuple(fns.get(name, Counter()).most_common(5)), tuple(exes.get(name, Counter()).most_common(3)),
+                     tuple(when.get(name, ())))
            for name in by_name]
     return sorted(out, key=lambda c: -c.samples)
 

@@ -27,6 +27,7 @@ class UserStack:
     in_kernel: bool             # the sample was taken in the kernel (the chain is where it was entered)
     samples: int
     functions: tuple[str, ...]  # innermost first; a frame without a symbol is '[object]'
+    when: tuple[int, ...] = ()  # its samples by bucket of CpuStacks.when_bucket_ns (empty: not kept)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class CpuStacks:
     stacks: tuple[UserStack, ...]
     cut: int = 0                # samples in stacks not kept (MAX_STACKS, or ms-run's own table)
     why: str = ""               # why there are none, or what could not be named
+    when_bucket_ns: int = 0     # the stacks' buckets of time from the run's first record (msr_when.h)
+    when_span_ns: int = 0
 
     @property
     def usable(self) -> bool:
@@ -47,7 +50,8 @@ class CpuStacks:
         index = {n: i for i, n in enumerate(names)}
         return {"period_ns": self.period_ns, "samples": self.samples, "kernel": self.kernel, "cut": self.cut,
                 "why": self.why, "functions": names,
-                "stacks": [[s.executable, int(s.in_kernel), s.samples, [index[f] for f in s.functions]]
+                "when_bucket_ns": self.when_bucket_ns, "when_span_ns": self.when_span_ns,
+                "stacks": [[s.executable, int(s.in_kernel), s.samples, [index[f] for f in s.functions], list(s.when)]
                            for s in self.stacks]}
 
     @classmethod
@@ -57,11 +61,13 @@ class CpuStacks:
             return None
         try:
             names = [str(n) for n in d["functions"]]
-            stacks = tuple(UserStack(str(exe), bool(k), int(n), tuple(names[int(i)] for i in idx))
-                           for exe, k, n, idx in d.get("stacks") or [])
+            stacks = tuple(UserStack(str(exe), bool(k), int(n), tuple(names[int(i)] for i in idx),
+                                     tuple(int(x) for x in (when[0] if when else ())))
+                           for exe, k, n, idx, *when in d.get("stacks") or [])
             return cls(period_ns=int(d.get("period_ns") or 0), samples=int(d.get("samples") or 0),
                        kernel=int(d.get("kernel") or 0), stacks=stacks, cut=int(d.get("cut") or 0),
-                       why=str(d.get("why") or ""))
+                       why=str(d.get("why") or ""), when_bucket_ns=int(d.get("when_bucket_ns") or 0),
+                       when_span_ns=int(d.get("when_span_ns") or 0))
         except (TypeError, ValueError, IndexError):
             return None
 
@@ -87,23 +93,32 @@ def read(folder: str, summary: dict | None, period_ns: int) -> CpuStacks:
         return CpuStacks(period_ns, 0, 0, (), why=why)
     from memsleuth.records import symbols     # the naming's imports only where a run is read
     notes: list[str] = []
-    named = symbols.resolve(docs, lambda d: [a for st in d["stacks"] if len(st) == 3 for a in st[2]], notes=notes)
+    named = symbols.resolve(docs, lambda d: [a for st in d["stacks"] if len(st) in (3, 4) for a in st[2]],
+                            notes=notes)
     counts: Counter = Counter()
+    when: dict[tuple, list[int]] = {}
     total = kernel = 0
     for d_i, d in enumerate(docs):
         events = [e.get("name") if isinstance(e, dict) else None for e in d.get("events") or []]
         exe = str(d.get("comm") or "?")
         for st in d["stacks"]:
-            if len(st) != 3 or not isinstance(st[0], int) or not 0 <= st[0] < len(events):
+            if len(st) not in (3, 4) or not isinstance(st[0], int) or not 0 <= st[0] < len(events):
                 continue
             n = int(st[1])
             in_kernel = events[st[0]] == KERNEL_EVENT
             functions = [_name(f) for a in st[2] for f in named.get((d_i, a), ())]
-            counts[(exe, in_kernel, _kept(functions))] += n
+            key = (exe, in_kernel, _kept(functions))
+            counts[key] += n
+            row = when.setdefault(key, [])
+            pairs = st[3] if len(st) == 4 and isinstance(st[3], list) else []
+            for b, k in zip(pairs[::2], pairs[1::2]):
+                row.extend([0] * (int(b) + 1 - len(row)))
+                row[int(b)] += int(k)
             total += n
             kernel += n if in_kernel else 0
     kept = counts.most_common(MAX_STACKS)
     cut = total - sum(n for _, n in kept) + int(summary.get("cut_stacks") or 0)
-    stacks = tuple(UserStack(exe, k, n, fns) for (exe, k, fns), n in kept)
+    stacks = tuple(UserStack(exe, k, n, fns, tuple(when.get((exe, k, fns), ()))) for (exe, k, fns), n in kept)
     return CpuStacks(period_ns, total + int(summary.get("cut_stacks") or 0), kernel, stacks, cut=cut,
-                     why="; ".join(notes))
+                     why="; ".join(notes), when_bucket_ns=int(docs[0].get("when_bucket_ns") or 0),
+                     when_span_ns=max(int(d.get("when_span_ns") or 0) for d in docs))

@@ -7,6 +7,7 @@ the runtime's own (how often it collects, how much it scans), never an allocator
 is the runtime's memory."""
 from __future__ import annotations
 
+from memsleuth.analysis import phase as phase_mod
 from memsleuth.analysis.cost import MATERIAL_SHARE, MIN_COST_NS, confidence_from_share, ms
 from memsleuth.analysis.findings.base import Finding
 from memsleuth.analysis.user_time import collectors
@@ -34,6 +35,10 @@ def check(view: CellView) -> list[Finding]:
                             "from the collector (its page faults and calls): the kernel's account, not counted here")
         if c.executables:
             evidence.append("in the processes of " + ", ".join(f"{exe} ({k:,} samples)" for exe, k in c.executables))
+        s = view.cpu_stacks
+        phase = phase_mod.of_buckets(list(c.when), s.when_bucket_ns, s.when_span_ns, view.median_sample)
+        if phase:
+            evidence.append(phase.text)
         found.append(Finding(
             id="garbage-collection",
             title=f"{rt.name}'s garbage collector: {headline}",
@@ -44,5 +49,5 @@ def check(view: CellView) -> list[Finding]:
             confidence=confidence_from_share(c.share), who="runtime",
             numbers={"runtime": rt.name, "samples": c.samples, "kernel_samples": c.kernel_samples,
                      "total_samples": c.total, "share": c.share, "ci_low": lo, "ci_high": hi},
-            cost_ns=spent, cost_share=c.share))
+            cost_ns=spent, cost_share=c.share, phase=phase.name if phase else None))
     return found
