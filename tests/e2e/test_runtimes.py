@@ -192,10 +192,25 @@ def test_a_python_job_runner_whose_cyclic_collector_traverses_its_table(tmp_path
     assert "gc.freeze()" in f["advice"]
 
 
-@pytest.mark.parametrize("runtime", ["go", "node", "python"])
+def _java_clean(tmp_path) -> list[str]:
+    javac, java = shutil.which("javac"), shutil.which("java")
+    if javac is None or java is None:
+        pytest.skip("no JDK (default-jdk-headless)")
+    subprocess.run([javac, "-d", str(tmp_path), str(HERE / "Clean.java")], check=True, timeout=300)
+    return [java, "-cp", str(tmp_path), "Clean"]
+
+
+def _cxx_clean(tmp_path) -> list[str]:
+    exe = tmp_path / "clean"
+    subprocess.run(["g++", "-O2", "-o", str(exe), str(HERE / "clean.cc")], check=True, timeout=300)
+    return [str(exe)]
+
+
+@pytest.mark.parametrize("runtime", ["go", "node", "python", "java", "c++"])
 def test_clean_programs_in_each_runtime_get_no_finding_above_low(tmp_path, runtime):
     cmd = {"go": lambda: [go_build(tmp_path, "clean.go")], "node": lambda: [node(), str(HERE / "clean.js")],
-           "python": lambda: [sys.executable, "-c", "print(sum(i * i % 7 for i in range(3 * 10**6)))"]}[runtime]()
+           "python": lambda: [sys.executable, "-c", "print(sum(i * i % 7 for i in range(3 * 10**6)))"],
+           "java": lambda: _java_clean(tmp_path), "c++": lambda: _cxx_clean(tmp_path)}[runtime]()
     doc = check(tmp_path, *cmd)
     loud = [(f["id"], f["confidence"], f["title"]) for f in findings_of(doc).values() if f["confidence"] != "low"]
     assert not loud, loud

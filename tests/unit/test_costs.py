@@ -275,3 +275,7 @@ def test_resident_memory_that_ramps_then_holds_does_not_grow_to_the_end():
     found = rss_growth.check(view(process(wall_ms=3000, maxrss_kb=520_000, rows=steady)))
     assert [f.id for f in found] == ["rss-growth"]
     assert any("in the second half of that window" in e for e in found[0].evidence)
+
+
+def test_a_share_is_never_rounded_onto_a_threshold_it_did_not_reach():
+    assert [cost.pct(s) for s in (0.0003, 0.046, 0.0949, 0.095, 0.31)] == ["under 0.1%", "4.6%", "9.5%", "10%", "31%"]

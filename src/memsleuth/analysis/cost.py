@@ -157,6 +157,8 @@ class Split:
 def pct(share: float) -> str:
     """A share as the findings write it: whole percents, one decimal below 10% (4.6% is not "5%", the
     materiality threshold it did not reach)."""
+    if 0 < share < 0.0005:
+        return "under 0.1%"
     return f"{share:.1%}" if share < 0.095 else f"{share:.0%}"
 
 
