@@ -166,3 +166,18 @@ def test_the_phase_is_read_from_the_costs_own_sampled_times(tmp_path, prog, args
     p = doc["cpu_profile"]
     assert p["when_bucket_ns"] > 0 and 16 <= p["when_span_ns"] / p["when_bucket_ns"] <= 32
     assert sum(p["when"]["page-faults"]) == p["counts"]["page-faults"]     # every sample has its time
+
+
+def test_a_python_fork_pool_that_reads_its_parents_table_is_copy_on_write(tmp_path):
+    """A parent builds 1.5M tuples, then forked workers only read them (runtimes/forkscan.py):
+    reading a Python object writes its reference count, so the pages are copied. The finding says
+    copy-on-write at perf's share, with CPython's advice (gc.freeze before forking), not first touches."""
+    import sys
+    from pathlib import Path
+    cmd = [sys.executable, str(Path(__file__).resolve().parent / "runtimes" / "forkscan.py")]
+    doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
+    found = findings_of(doc)
+    cow = found["copy-on-write-faults"]
+    assert within_range(cow["cost_share"], [fault_kind_share(r, "copy-on-write") for r in refs]), (cow["title"], refs)
+    assert "gc.freeze()" in cow["advice"] and "threads" in cow["advice"]
+    assert list(found)[0] == "copy-on-write-faults", list(found)        # the largest, first
