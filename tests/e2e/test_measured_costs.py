@@ -181,3 +181,20 @@ def test_a_python_fork_pool_that_reads_its_parents_table_is_copy_on_write(tmp_pa
     assert within_range(cow["cost_share"], [fault_kind_share(r, "copy-on-write") for r in refs]), (cow["title"], refs)
     assert "gc.freeze()" in cow["advice"] and "threads" in cow["advice"]
     assert list(found)[0] == "copy-on-write-faults", list(found)        # the largest, first
+
+
+def test_a_sparse_table_asked_for_huge_pages_is_told_to_leave_them_off(tmp_path):
+    """A 256 MiB table mapped per job with MADV_HUGEPAGE, 2,000 slots written (plain-sparse_huge):
+    each write zeroes a whole 2 MiB page. The churn's words and advice name the huge pages (leave them
+    off), the advice never asks for them, and the cost is the kernel's share perf sees."""
+    from pathlib import Path
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not thp.exists() or "[never]" in thp.read_text():
+        pytest.skip("transparent huge pages are off on this machine")
+    cmd = [fixture("plain-sparse_huge")]
+    doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
+    found = findings_of(doc)
+    f = found["mmap-churn"]
+    assert "huge page" in f["mechanism"] and "MADV_NOHUGEPAGE" in f["advice"], (f["mechanism"], f["advice"])
+    assert not any("use huge pages" in x["advice"] for x in found.values()), [x["advice"] for x in found.values()]
+    assert within_range(f["cost_share"], [1.0 - r["user"] for r in refs]), (f["title"], refs)

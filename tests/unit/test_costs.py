@@ -279,3 +279,12 @@ def test_resident_memory_that_ramps_then_holds_does_not_grow_to_the_end():
 
 def test_a_share_is_never_rounded_onto_a_threshold_it_did_not_reach():
     assert [cost.pct(s) for s in (0.0003, 0.046, 0.0949, 0.095, 0.31)] == ["under 0.1%", "4.6%", "9.5%", "10%", "31%"]
+
+
+def test_advice_that_holds_whoever_makes_the_calls_stays_first():
+    from memsleuth.analysis.findings.base import Finding
+    f = Finding(id="mmap-churn", title="t", mechanism="m", evidence=[], advice="huge; reuse", confidence="high",
+                advice_first="huge")
+    assert f.with_advice("change the program") == "huge; change the program"
+    assert f.with_advice("huge; reuse") == "huge; reuse"
+    assert Finding(id="x", title="t", mechanism="m", evidence=[], advice="a", confidence="low").with_advice("b") == "b"

@@ -545,8 +545,9 @@ def attribute(cells: list[CellSummary]) -> None:
             who, line = got
             # a rule's own advice already fits a program's mechanism; a decision for the program replaces one for
             # the allocator
-            c.findings[i] = replace(f, who=who, advice=program_advice(f.calls) if who == "program" != f.who else f.advice,
-                                    evidence=[*f.evidence, line])
+            c.findings[i] = replace(f, who=who, evidence=[*f.evidence, line],
+                                    advice=f.with_advice(program_advice(f.calls)) if who == "program" != f.who
+                                    else f.advice)
 
 
 # The events whose call sites explain each finding: its system call, and the faults it causes.
@@ -644,7 +645,7 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
                       "(many runtimes and interpreters can use malloc instead of their own allocator)")
             if f.advice != program_advice(f.calls):
                 advice += f"; where it takes its memory from malloc: {f.advice}"
-        out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=advice,
+        out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=f.with_advice(advice),
                            numbers=numbers))
     return out
 

@@ -30,6 +30,15 @@ class Finding:
     cost_share: float | None = None
     cost_bytes: float | None = None
     phase: str | None = None
+    # Advice that holds whoever makes the calls (the huge pages a churn's re-faults zero): kept first
+    # when the culprit's advice replaces the rule's (analysis/summary.with_call_sites).
+    advice_first: str = ""
+
+    def with_advice(self, advice: str) -> str:
+        """`advice` with advice_first before it."""
+        if not self.advice_first or advice.startswith(self.advice_first):
+            return advice
+        return f"{self.advice_first}; {advice}"
 
     @property
     def weight(self) -> float:

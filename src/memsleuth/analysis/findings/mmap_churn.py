@@ -100,6 +100,9 @@ def _process(view: CellView) -> list[Finding]:
         evidence.append(f"most of the bytes unmapped are in blocks of {mib(block)} to {mib(2 * block)} (the calls' "
                         "size histogram)")
     kind = " of a file's mappings" if unmapped is not None and files else " of large blocks" if large else ""
+    # The re-faults zero whole huge pages: true whoever makes the calls, and worth more than reuse
+    # where the memory is touched sparsely (a table asked for huge pages, a few bytes per 2 MiB).
+    huge = unmapped is not None and not files and refaults and view.huge_fill_share() >= HUGE_WORDS_SHARE
     phase = view.phase("mmap", "munmap", when_key(FAULT, release="munmap"))
     if phase:
         evidence.append(phase.text)
@@ -108,14 +111,15 @@ def _process(view: CellView) -> list[Finding]:
     return [Finding(
         id="mmap-churn", title=f"mmap/munmap churn{kind}: {split.describe(spent)}",
         mechanism=mechanism, evidence=evidence, subject=view.label,
-        advice=(FILE_ADVICE if unmapped is not None and files else
+        advice=((HUGE_REFAULT_ADVICE + "; ") if huge else "") + (FILE_ADVICE if unmapped is not None and files else
                 HUGE_BLOCK_ADVICE.format(size=_blocks(block, unmapped / munmaps if unmapped else None))
                 if block and block >= 32 << 20
                 else ADVICE if large else SMALL_ADVICE),
         confidence=confidence_from_share(share, confirmed),
         numbers={"munmap": munmaps, "mmap": mmaps, "minflt": sc.minflt, "unmapped_bytes": unmapped,
                  "block_bytes": block},
-        calls="munmap", cost_ns=spent, cost_share=share, phase=phase.name if phase else None)]
+        calls="munmap", cost_ns=spent, cost_share=share, phase=phase.name if phase else None,
+        advice_first=HUGE_REFAULT_ADVICE if huge else "")]
 
 
 def _blocks(size_class: float, average: float | None) -> str:
@@ -126,6 +130,9 @@ def _blocks(size_class: float, average: float | None) -> str:
     return f"{mib(size_class)} to {mib(2 * size_class)}"
 
 
+HUGE_REFAULT_ADVICE = ("each re-fault zeroes a whole 2 MiB huge page: if the program writes the mapping sparsely (a few "
+                       "bytes per 2 MiB), leave huge pages off for it (no MADV_HUGEPAGE, or MADV_NOHUGEPAGE on that "
+                       "range) so that only the 4 KiB pages it writes are zeroed")
 FILE_ADVICE = ("map the file once and keep the mapping across uses (a mapping per request pays the calls and the "
                "faults every time); or read() what is needed into a buffer that is reused")
 SMALL_ADVICE = ("keep the mappings and reuse them (a pool) instead of mapping and unmapping per use; for memory "
