@@ -66,6 +66,23 @@ def test_overhead_after_the_frees_reads_the_peak_and_leaves_the_rest_to_retained
     assert r and r[0].numbers["kept_bytes"] == 48 * MIB
 
 
+def test_retained_needs_the_heap_to_stay_fallen_for_a_while():
+    # 50 MiB live at its peak, 10 MiB at exit, 58 MiB anonymous kept: the rule's counts hold in both.
+    base = dict(live=10 * MIB, peak=50 * MIB, anon_peak_kb=60 * 1024, anon_exit_kb=58 * 1024)
+    # A service after its burst: the heap fell at 1 s of a 4 s run and stayed down.
+    burst = doc(**base, timeline=[[0, 1 * MIB], [500, 50 * MIB], [1000, 10 * MIB], [4000, 10 * MIB]])
+    burst["duration_s"] = 4.0
+    f = heap_retained.check(view(burst))
+    assert f and any("stayed fallen" in e and "last 3.00 s of the 4.00 s run" in e for e in f[0].evidence), f
+    # Rounds that grow back to the peak (an interpreter collecting per round), falling for good only
+    # as the process ends: what was kept was reused, and nothing is held long after.
+    rounds = [[r * 1000 + 900, 50 * MIB] for r in range(4)] + [[3950, 10 * MIB]]
+    again = doc(**base, timeline=[[0, 1 * MIB], *[[t - 400, 5 * MIB] for t, _ in rounds[:4]], *rounds])
+    again["timeline"].sort()
+    again["duration_s"] = 4.0
+    assert heap_retained.check(view(again)) == []
+
+
 def test_retained_needs_the_memory_to_stay():
     # The heap freed 80% and anonymous memory fell with it (to 40% of the peak's): given back.
     assert heap_retained.check(view(doc(live=10 * MIB, peak=50 * MIB, anon_peak_kb=60 * 1024,

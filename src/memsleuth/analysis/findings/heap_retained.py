@@ -16,6 +16,23 @@ MIN_FREED_SHARE = 0.4
 MIN_KEPT_SHARE = 0.8
 # glibc's arena heaps hold "most" of what is kept: this share of it.
 ARENA_SHARE = 0.5
+# ... and, where the accounting's timeline says when, the live heap stayed fallen (under 1 -
+# MIN_FREED_SHARE of its peak, never back to REGROWN_SHARE of it) for at least this share of the
+# run at its end. A heap that grows back round after round reuses what was kept; one that falls
+# only as the process ends (its teardown frees everything) keeps nothing the process goes on paying for.
+LOW_SHARE = 0.2
+REGROWN_SHARE = 0.9
+
+
+def low_stretch(h: Heap, peak: float) -> tuple[float, float] | None:
+    """(seconds at the end of the run in which the main process's live heap stayed fallen, the run's
+    seconds); None where the accounting has no timeline to say it."""
+    t, run = h.timeline, h.duration_s
+    if len(t) < 2 or run <= 0 or peak <= 0:
+        return None
+    last_high = max((ms for ms, v in t if v >= REGROWN_SHARE * peak), default=t[0][0])
+    fallen = next((ms for ms, v in t if ms >= last_high and v <= (1 - MIN_FREED_SHARE) * peak), None)
+    return (max(0.0, run - fallen / 1000) if fallen is not None else 0.0), run
 
 
 def arenas_in(snap: Snapshot) -> tuple[int, float]:
@@ -66,12 +83,19 @@ def check(view: CellView) -> list[Finding]:
     if freed < MIN_FREED_SHARE * peak or freed < MEMORY_FLOOR_BYTES or anon_exit < MIN_KEPT_SHARE * anon_peak \
             or kept < MEMORY_FLOOR_BYTES:
         return []
+    stretch = low_stretch(h, peak)
+    if stretch is not None and stretch[0] < LOW_SHARE * stretch[1]:
+        return []
     arenas, arena = arenas_in(at_exit)
     evidence = [f"live heap {mib(peak)} at its peak, {mib(live)} at exit: {mib(freed)} freed ({freed / peak:.0%}; "
                 f"threshold {MIN_FREED_SHARE:.0%})",
                 f"anonymous resident memory {mib(anon_peak)} {peak_words(h)}, {mib(anon_exit)} at exit "
                 f"({anon_exit / anon_peak:.0%}; threshold {MIN_KEPT_SHARE:.0%}): {mib(kept)} resident beyond the "
                 "live heap"]
+    if stretch is not None:
+        evidence.append(f"the live heap stayed fallen (under {1 - MIN_FREED_SHARE:.0%} of its peak) for the last "
+                        f"{stretch[0]:.2f} s of the {stretch[1]:.2f} s run (threshold {LOW_SHARE:.0%} of it): memory the "
+                        "process held while it did not use it (heap accounting timeline)")
     line, arena_words = arena_evidence(at_exit, kept, "at exit")
     evidence += [line] if line else []
     own = own_words(at_exit, "at exit")
