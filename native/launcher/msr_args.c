@@ -265,6 +265,7 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
       uint64_t len = u64_at(raw, size, off[0]);
       a->bytes[i] += w * len;
       a->hist[i][bucket(len)] += w;
+      a->hist_bytes[i][bucket(len)] += w * len;
       release(a, (pid_t)pid, u64_at(raw, size, off[1]), len, MSR_REL_MUNMAP, 0);
       break;
     }
@@ -279,6 +280,7 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
       int advice = (int)(int64_t)u64_at(raw, size, off[1]);
       a->bytes[i] += w * len;
       a->hist[i][bucket(len)] += w;
+      a->hist_bytes[i][bucket(len)] += w * len;
       if (releases(advice)) release(a, (pid_t)pid, u64_at(raw, size, off[2]), len, MSR_REL_MADVISE, advice);
       if (advice >= 0 && advice < MSR_ADVICE) {
         a->madvise_calls[advice] += w;
@@ -290,6 +292,7 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
       uint64_t len = u64_at(raw, size, off[0]), flags = u64_at(raw, size, off[1]);
       a->bytes[i] += w * len;
       a->hist[i][bucket(len)] += w;
+      a->hist_bytes[i][bucket(len)] += w * len;
       if (flags & 0x20) {
         a->mmap_anon_calls += w;
         a->mmap_anon_bytes += w * len;
@@ -301,6 +304,7 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
       a->mremap_old_bytes += w * old_len;
       a->bytes[i] += w * new_len;
       a->hist[i][bucket(new_len)] += w;
+      a->hist_bytes[i][bucket(new_len)] += w * new_len;
       if (new_len > old_len) {
         a->mremap_grow_calls += w;
         a->mremap_grow_bytes += w * (new_len - old_len);
@@ -343,6 +347,7 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
         a->brk_up_moves++;
         a->brk_up_bytes += now - last;
         a->hist[i][bucket(now - last)]++;
+        a->hist_bytes[i][bucket(now - last)] += now - last;
       } else if (now < last) {
         a->brk_down_moves++;
         a->brk_down_bytes += last - now;
@@ -440,14 +445,15 @@ void msr_args_close(msr_args *a) {
   a->rel = NULL;
   a->recent = NULL;
 }
-static void hist_json(ms_json *j, const char *key, const uint64_t *h) {
-  /* [[bucket_low_bytes, count], ...] for the non-empty buckets */
+static void hist_json(ms_json *j, const char *key, const uint64_t *h, const uint64_t *bytes) {
+  /* [[bucket_low_bytes, count, bytes], ...] for the non-empty buckets */
   msj_arr_begin(j, key);
   for (int k = 0; k < MSR_HIST; k++) {
     if (!h[k]) continue;
     msj_arr_begin(j, NULL);
     msj_u64(j, NULL, 1ull << k);
     msj_u64(j, NULL, h[k]);
+    msj_u64(j, NULL, bytes[k]);
     msj_arr_end(j);
   }
   msj_arr_end(j);
@@ -463,13 +469,13 @@ void msr_args_json(ms_json *j, const msr_args *a) {
     switch (i) {
       case MSR_A_MUNMAP:
         msj_u64(j, "bytes", a->bytes[i]);
-        hist_json(j, "sizes", a->hist[i]);
+        hist_json(j, "sizes", a->hist[i], a->hist_bytes[i]);
         break;
       case MSR_A_MMAP:
         msj_u64(j, "bytes", a->bytes[i]);
         msj_u64(j, "anon_calls", a->mmap_anon_calls);
         msj_u64(j, "anon_bytes", a->mmap_anon_bytes);
-        hist_json(j, "sizes", a->hist[i]);
+        hist_json(j, "sizes", a->hist[i], a->hist_bytes[i]);
         break;
       case MSR_A_MADVISE:
         msj_u64(j, "bytes", a->bytes[i]);
@@ -484,14 +490,14 @@ void msr_args_json(ms_json *j, const msr_args *a) {
           msj_arr_end(j);
         }
         msj_obj_end(j);
-        hist_json(j, "sizes", a->hist[i]);
+        hist_json(j, "sizes", a->hist[i], a->hist_bytes[i]);
         break;
       case MSR_A_MREMAP:
         msj_u64(j, "old_bytes", a->mremap_old_bytes);
         msj_u64(j, "new_bytes", a->bytes[i]);
         msj_u64(j, "grow_calls", a->mremap_grow_calls);
         msj_u64(j, "grow_bytes", a->mremap_grow_bytes);
-        hist_json(j, "new_sizes", a->hist[i]);
+        hist_json(j, "new_sizes", a->hist[i], a->hist_bytes[i]);
         break;
       case MSR_A_BRK:
         msj_u64(j, "up_moves", a->brk_up_moves);

@@ -90,6 +90,7 @@ typedef struct {
   uint64_t calls[MSR_A_N];
   uint64_t bytes[MSR_A_N]; /* munmap/madvise/mmap: len; mremap: new_len */
   uint64_t hist[MSR_A_N][MSR_HIST];
+  uint64_t hist_bytes[MSR_A_N][MSR_HIST]; /* the bytes of the calls in each bucket of hist */
   uint64_t madvise_calls[MSR_ADVICE], madvise_bytes[MSR_ADVICE];
   uint64_t mmap_anon_calls, mmap_anon_bytes;
   uint64_t mremap_old_bytes, mremap_grow_calls, mremap_grow_bytes;

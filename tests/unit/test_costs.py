@@ -265,6 +265,19 @@ def test_mmap_churn_names_the_blocks_size_from_the_calls_not_its_size_class():
     assert "blocks of about 40.0 MiB" in f.advice and "32.0 MiB (its" not in f.advice, f.advice
 
 
+def test_the_blocks_size_is_its_size_classs_own_mean_beside_a_runtimes_small_unmaps():
+    """An interpreter's 50 MiB buffers beside its own 42 small unmaps and 39 of 2 MiB: the calls'
+    overall average (41 MiB) is not a block's size; the class's recorded bytes over its calls are."""
+    blocks = 50 << 20
+    sizes = [[32768, 42, 1_657_446], [2 << 20, 39, 81_948_672], [32 << 20, 200, 200 * blocks]]
+    total = sum(r[2] for r in sizes)
+    args = {"munmap": {"calls": 281, "bytes": total, "sizes": sizes}, "mmap": {"calls": 281, "bytes": total}}
+    s = process(wall_ms=6000, user_ms=600, sys_ms=5000, minflt=200 * blocks // 4096, maxrss_kb=60_000,
+                syscalls={"mmap": 281, "munmap": 281}, args=args)
+    (f,) = mmap_churn.check(view(s))
+    assert "blocks of about 50.0 MiB" in f.advice, f.advice
+
+
 def test_resident_memory_that_ramps_then_holds_does_not_grow_to_the_end():
     from memsleuth.analysis.findings import rss_growth
     # 3 s: 500 MiB filled in the first 1.2 s, then held (a working set), against the same 500 MiB

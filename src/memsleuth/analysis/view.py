@@ -462,8 +462,19 @@ class CellView:
         average would mix a runtime's many small mappings with its few large ones."""
         s = self.explain_sample
         args = s.syscall_args.of(syscall) if s else None
-        best = max(((lo * 1.5 * n, lo) for lo, n in args.sizes), default=None) if args else None
+        # by their recorded bytes, else each call at the middle of its class
+        best = max(((args.size_bytes.get(lo, lo * 1.5 * n), lo) for lo, n in args.sizes), default=None) \
+            if args else None
         return best[1] if best else None
+
+    def size_class_mean(self, syscall: str, size_class: float) -> float | None:
+        """The mean size of a call's calls in one size class (the bytes ms-run recorded for it over
+        their count); None where the run recorded no bytes per class."""
+        s = self.explain_sample
+        args = s.syscall_args.of(syscall) if s else None
+        n = dict(args.sizes).get(size_class) if args else None
+        b = args.size_bytes.get(size_class) if args else None
+        return b / n if n and b else None
 
     @property
     def median_sample(self) -> Sample | None:

@@ -20,6 +20,7 @@ class CallArgs:
     totals: dict[str, float] = field(default_factory=dict)
     every: int = 1
     sizes: tuple[tuple[float, float], ...] = ()               # (2^k bytes, calls)
+    size_bytes: dict[float, float] = field(default_factory=dict)  # 2^k -> the bytes of those calls, where recorded
     by_advice: dict[int, tuple[float, float]] = field(default_factory=dict)   # MADV_* -> (calls, bytes)
 
     @classmethod
@@ -32,7 +33,9 @@ class CallArgs:
             if _pair(v) and str(k).lstrip("-").isdigit():
                 advice[int(k)] = (float(v[0]), float(v[1]))
         every = int(d["every"]) if _number(d.get("every")) else 1
-        return cls(totals, max(every, 1), sizes, advice)
+        size_bytes = {float(r[0]): float(r[2]) for r in d["sizes"] if _pair(r) and len(r) > 2
+                      and _number(r[2]) is not None} if isinstance(d.get("sizes"), list) else {}
+        return cls(totals, max(every, 1), sizes, size_bytes=size_bytes, by_advice=advice)
 
     def total(self, key: str) -> float | None:
         return self.totals[key] if key in self.totals else None

@@ -112,7 +112,8 @@ def _process(view: CellView) -> list[Finding]:
         id="mmap-churn", title=f"mmap/munmap churn{kind}: {split.describe(spent)}",
         mechanism=mechanism, evidence=evidence, subject=view.label,
         advice=((HUGE_REFAULT_ADVICE + "; ") if huge else "") + (FILE_ADVICE if unmapped is not None and files else
-                HUGE_BLOCK_ADVICE.format(size=_blocks(block, unmapped / munmaps if unmapped else None))
+                HUGE_BLOCK_ADVICE.format(size=_blocks(block, view.size_class_mean("munmap", block)
+                                                    or (unmapped / munmaps if unmapped else None)))
                 if block and block >= 32 << 20
                 else ADVICE if large else SMALL_ADVICE),
         confidence=confidence_from_share(share, confirmed),
