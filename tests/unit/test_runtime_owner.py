@@ -110,3 +110,15 @@ def test_the_programs_own_build_stays_the_program():
         "maker_objects": [["(server)", 1.0]], "installed_objects": []}}})
     f = with_call_sites([_churn()], where)[0]
     assert f.who == "program" and "will not remove them" in f.advice
+
+
+def test_the_go_runtimes_subpackages_are_its_own_code():
+    """A Go map's growth faults in its memory from internal/runtime/maps, beside runtime.*: all the
+    runtime's (the pattern once stopped at `internal/runtime.` and left the maps to the program)."""
+    from memsleuth.analysis import runtimes
+    sites = [["runtime.(*spanInlineMarkBits).init (mgcmark_greenteagc.go:141)", 0.40],
+             ["runtime.memclrNoHeapPointers (memclr_amd64.s:93)", 0.28],
+             ["internal/runtime/maps.(*ctrlGroup).setEmpty (group.go:147)", 0.18], ["main.fill (main.go:9)", 0.14]]
+    rt, share = runtimes.runtime_of(sites)
+    assert rt.name == "the Go runtime" and share == pytest.approx(0.86)
+    assert runtimes.runtime_of([["myruntime.Alloc (a.go:3)", 0.9]]) is None

@@ -33,7 +33,8 @@ class Runtime:
 
 
 TABLE: tuple[Runtime, ...] = (
-    Runtime("the Go runtime", re.compile(r"^(runtime|runtime/debug|internal/runtime)\.|^runtime/"), True,
+    # its packages and their subpackages (runtime/debug, internal/runtime/maps: the map implementation)
+    Runtime("the Go runtime", re.compile(r"^(runtime|internal/runtime)(/[\w.-]+)*\."), True,
             release="GODEBUG=madvdontneed=0 makes it give pages back with MADV_FREE (the kernel takes them only "
                     "under memory pressure, so memory used again is not faulted in again); a program calling "
                     "debug.FreeOSMemory per job returns the whole heap each time: call it less often; GOMEMLIMIT "
