@@ -61,7 +61,9 @@ def check(view: CellView) -> list[Finding]:
                   f"it rose or held in {rising:.0%} of the {t.interval_ms} ms intervals (threshold {RISING_SHARE:.0%}); "
                   f"the largest fall was {mib(biggest_fall)}; {mib(late)} of it ({late / growth:.0%}) in the second half "
                   f"of that window, from {times[mid] / 1000:.2f} s (threshold {LATE_SHARE:.0%})"],
-        advice="find what is allocated and never freed (valgrind --leak-check, heaptrack) or bound the cache; "
+        advice="find what is allocated and never freed with the language's heap profiler (heaptrack or valgrind "
+               "--leak-check for C and C++, pprof's heap profile for Go, tracemalloc for Python, a heap dump for the "
+               "JVM, --heap-prof for Node.js) or bound the cache; "
                "if the memory is meant to be kept, nothing to change",
         subject=view.label,
         confidence=(confidence_from_margin(min(growth / MIN_GROWTH_BYTES, rising / RISING_SHARE * 1.5))
