@@ -122,3 +122,15 @@ def test_the_go_runtimes_subpackages_are_its_own_code():
     rt, share = runtimes.runtime_of(sites)
     assert rt.name == "the Go runtime" and share == pytest.approx(0.86)
     assert runtimes.runtime_of([["myruntime.Alloc (a.go:3)", 0.9]]) is None
+
+
+def test_futex_calls_from_node_s_own_workers_are_not_lock_contention():
+    """A single-threaded JavaScript cache: V8's parallel scavengers and libuv's pool park on futexes
+    (1,700 calls a second, 0.8% of the CPU time). JavaScript has no locks: no lock-contention finding."""
+    lock = Finding(id="lock-contention", title="Lock contention", mechanism="m", evidence=[], advice="a",
+                   confidence="medium", calls="futex", cost_ns=1e7, cost_share=0.008)
+    where = CallSites.from_dict({"events": {"futex": {"samples": 371, "user_sites": [], "makers": [
+        ["v8::internal::Scavenger::Process (node, no line information)", 0.40],
+        ["v8::base::OS::Allocate (node, no line information)", 0.16], ["uv_cond_wait (thread.c:793)", 0.09],
+        ["v8::platform::DefaultWorkerThreadsTaskRunner::WorkerThread::Run (node, no line information)", 0.20]]}}})
+    assert with_call_sites([lock], where) == []

@@ -17,7 +17,9 @@ class Runtime:
     own_memory: bool           # its heap is its own (mmap/madvise), not malloc's
     release: str               # what makes it give memory back less eagerly (purging, unmapping, trimming)
     churn: str                 # what makes it allocate and fault in fresh memory less often
-    contention_is_runtime: bool = False   # its futex calls are its scheduler parking threads, not user locks
+    # its futex calls are its own threads parking (a scheduler, a collector's workers, a thread pool
+    # waiting for work), not user locks
+    contention_is_runtime: bool = False
     # The release knob as environment `check --try` can measure (name, variables); None: a flag or
     # a change to the program, not an environment setting.
     try_release: tuple[str, tuple[tuple[str, str], ...]] | None = None
@@ -72,6 +74,9 @@ TABLE: tuple[Runtime, ...] = (
             churn="--max-semi-space-size=<MiB> (a larger young generation collects less often); reuse Buffers "
                   "across requests",
             objects=re.compile(r"\((node|nodejs|libnode\.so[\d.]*)[,)]"),
+            # its parallel scavengers, platform workers and libuv's pool wait for work on futexes;
+            # JavaScript itself has no locks
+            contention_is_runtime=True,
             gc=re.compile(r"(^|\s)v8::internal::(Scavenger\w*|ScavengerCollector|MarkCompactCollector|MinorMarkCompactCollector|"
                           r"MinorMarkSweepCollector|ConcurrentMarking|IncrementalMarking|Sweeper|\w*MarkingVisitor\w*|"
                           r"MarkingWorklists\w*|ArrayBufferSweeper|Heap::(CollectGarbage|PerformGarbageCollection|"
