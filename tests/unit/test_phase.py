@@ -91,3 +91,9 @@ def test_no_phase_from_too_few_samples_or_a_short_run():
     assert phase.of_samples(_profile([1] * (phase.MIN_SAMPLES - 1)), ("munmap",)) is None
     assert phase.of_samples(_profile([10] * 30, bucket_ms=5), ("munmap",)) is None     # 150 ms
     assert phase.of_samples(_profile([10] * 30), ("brk",)) is None                       # none of its samples
+
+
+def test_a_teardown_read_from_times_alone_says_where_it_is_not_what_it_is():
+    p = phase.of_samples(_profile([1] * 5 + [0] * 20 + [40] * 5), ("munmap",))
+    assert p.name == "teardown" and "all in the last 20% of the run" in p.text
+    assert "at every exit" not in p.text        # that needs memory falling through it (a run's RSS)

@@ -22,6 +22,7 @@ MIN_SAMPLES = 20
 MIN_SPAN_MS = 200
 STARTUP_SHARE = 0.2
 AT_START = 0.1
+STARTUP_END = 0.5      # a bulk that begins AT_START ends before this share of the run to be start-up
 TEARDOWN_SHARE = 0.2
 SPREAD_SHARE = 0.5
 # Teardown by memory: resident memory at the middle of the bulk at most this share of it at its
@@ -49,10 +50,12 @@ class Phase:
         span = f"{(self.end_ms - self.start_ms) / 1000:.2f} s of the {self.run_ms / 1000:.2f} s run " \
                f"({self.start_ms / 1000:.2f}-{self.end_ms / 1000:.2f} s) holds 80% of {of}"
         if self.name == "teardown":
-            fell = (f", after resident memory peaked, while it fell from {self.rss_peak_kb / 1024:,.0f} MiB to "
-                    f"{self.rss_end_kb / 1024:,.0f} MiB" if self.rss_peak_kb else ", at the end of the run")
-            return (f"teardown: {span}{fell}: a short program pays this at every exit; a long-running server pays "
-                    "it once")
+            if not self.rss_peak_kb:     # only where it is, not what it is: an exit, or a last stretch of work
+                return (f"teardown: {span}, all in the last {TEARDOWN_SHARE:.0%} of the run: paid once, as the "
+                        "program ends (its exit, or a last stretch of work)")
+            return (f"teardown: {span}, after resident memory peaked, while it fell from "
+                    f"{self.rss_peak_kb / 1024:,.0f} MiB to {self.rss_end_kb / 1024:,.0f} MiB: a short program pays this "
+                    "at every exit; a long-running server pays it once")
         if self.name == "start-up":
             return f"start-up: {span}: paid once per process, not per unit of work"
         if self.name == "mid-run":
@@ -79,7 +82,7 @@ def _decide(times: list[float], cum: list[float], run_ms: float, basis: str,
     lo, hi = _at(times, cum, BULK[0]), _at(times, cum, BULK[1])
     lo_f, hi_f = lo / run_ms, hi / run_ms
     peak = end_rss = 0.0
-    if hi_f <= STARTUP_SHARE or (lo_f <= AT_START and hi_f <= 0.5):
+    if hi_f <= STARTUP_SHARE or (lo_f <= AT_START and hi_f <= STARTUP_END):
         name = "start-up"
     elif lo_f >= 1 - TEARDOWN_SHARE:
         name = "teardown"
@@ -125,9 +128,13 @@ def of_samples(profile, keys: tuple[str, ...], sample=None) -> Phase | None:
     rows = [profile.when[k] for k in keys if k in profile.when]
     if not rows:
         return None
-    n = max(len(r) for r in rows)
-    return of_buckets([sum(r[b] for r in rows if b < len(r)) for b in range(n)], profile.when_bucket_ns,
-                      profile.when_span_ns, sample)
+    return of_buckets(sum_buckets(rows), profile.when_bucket_ns, profile.when_span_ns, sample)
+
+
+def sum_buckets(rows) -> list[int]:
+    """Rows of samples per bucket of time (of one run's buckets), added bucket by bucket."""
+    n = max((len(r) for r in rows), default=0)
+    return [sum(r[b] for r in rows if b < len(r)) for b in range(n)]
 
 
 def of_buckets(counts: list[int], bucket_ns: int, span_ns: int, sample=None) -> Phase | None:

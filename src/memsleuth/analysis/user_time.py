@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from memsleuth.analysis import runtimes
+from memsleuth.analysis import phase, runtimes
 from memsleuth.records.cpu_profile import wilson
 from memsleuth.records.cpu_stacks import CpuStacks
 
@@ -69,7 +69,7 @@ def collectors(stacks: CpuStacks | None) -> list[Collector]:
     kernel: Counter = Counter()
     fns: dict[str, Counter] = {}
     exes: dict[str, Counter] = {}
-    when: dict[str, list[int]] = {}
+    when: dict[str, list[tuple[int, ...]]] = {}
     by_name = {}
     for st in stacks.stacks:
         found = _collector_of(st.functions)
@@ -83,13 +83,10 @@ def collectors(stacks: CpuStacks | None) -> list[Collector]:
         user[rt.name] += st.samples
         fns.setdefault(rt.name, Counter())[fn] += st.samples
         exes.setdefault(rt.name, Counter())[st.executable] += st.samples
-        row = when.setdefault(rt.name, [])
-        row.extend([0] * (len(st.when) - len(row)))
-        for b, k in enumerate(st.when):
-            row[b] += k
+        when.setdefault(rt.name, []).append(st.when)
     out = [Collector(by_name[name], user[name], kernel[name], stacks.samples,
                      tuple(fns.get(name, Counter()).most_common(5)), tuple(exes.get(name, Counter()).most_common(3)),
-                     tuple(when.get(name, ())))
+                     tuple(phase.sum_buckets(when.get(name, ()))))
            for name in by_name]
     return sorted(out, key=lambda c: -c.samples)
 

@@ -18,6 +18,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from memsleuth.records import documents
+
 USER = "user"
 FAULT = "page-faults"
 EXIT = "exit teardown"
@@ -127,9 +129,9 @@ def classify(frames: list[str]) -> tuple[str, str | None]:
     if names & _SYSCALL_ENTRY and names & _TRACING:
         return TRACING, None
     if names & _SYSCALL_ENTRY:
+        # the outermost frame inside the entry (the chain ends at the entry's frames)
         body = next((f for f in reversed(frames) if f not in _SYSCALL_ENTRY), None)
-        if body in _SYSCALL_BODIES and frames.index(body) + 1 < len(frames) \
-                and frames[frames.index(body) + 1] in _SYSCALL_ENTRY:
+        if body in _SYSCALL_BODIES and frames[-1] in _SYSCALL_ENTRY:
             return _SYSCALL_BODIES[body], None
         return UNNAMED_SYSCALL, None
     if names & _FAULT_ENTRY:
@@ -177,7 +179,7 @@ class Profile:
     lost: int = 0
     why: str = ""
     # When the samples were taken: per key (`when_key`), its samples in buckets of `when_bucket_ns`
-    # from the run's first record (ms-run's MSR_CPU_WHEN buckets), over `when_span_ns`; empty where
+    # from the run's first record (ms-run's native/launcher/msr_when.h), over `when_span_ns`; empty where
     # the document has no times (an older ms-run).
     when: dict[str, tuple[int, ...]] = field(default_factory=dict)
     when_bucket_ns: int = 0
@@ -241,20 +243,15 @@ def read(doc: dict | None) -> Profile | None:
         release: Counter = Counter()
         when: dict[str, list[int]] = {}
 
-        def at(key: str, pairs: list) -> None:
-            row = when.setdefault(key, [])
-            for b, k in zip(pairs[::2], pairs[1::2]):
-                b = int(b)
-                if b >= len(row):
-                    row.extend([0] * (b + 1 - len(row)))
-                row[b] += int(k)
+        def at(key: str, pairs) -> None:
+            documents.add_buckets(when.setdefault(key, []), pairs)
 
         for exe, n, _elided, idx, *rest in doc.get("stacks") or []:
             n = int(n)
             names = [frames[int(i)] for i in idx]
             cls, detail = classify(names)
             counts[cls] += n
-            pairs = rest[1] if len(rest) > 1 and isinstance(rest[1], list) else []
+            pairs = rest[1] if len(rest) > 1 else []
             at(cls, pairs)
             if cls == FAULT:
                 kinds[detail] += n

@@ -109,11 +109,7 @@ def read(folder: str, summary: dict | None, period_ns: int) -> CpuStacks:
             functions = [_name(f) for a in st[2] for f in named.get((d_i, a), ())]
             key = (exe, in_kernel, _kept(functions))
             counts[key] += n
-            row = when.setdefault(key, [])
-            pairs = st[3] if len(st) == 4 and isinstance(st[3], list) else []
-            for b, k in zip(pairs[::2], pairs[1::2]):
-                row.extend([0] * (int(b) + 1 - len(row)))
-                row[int(b)] += int(k)
+            documents.add_buckets(when.setdefault(key, []), st[3] if len(st) == 4 else [])
             total += n
             kernel += n if in_kernel else 0
     kept = counts.most_common(MAX_STACKS)

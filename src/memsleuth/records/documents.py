@@ -13,6 +13,17 @@ def number(v) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def add_buckets(row: list[int], pairs) -> None:
+    """Adds a stack's samples by bucket of time, as ms-run writes them ([bucket, samples, ...], the
+    empty buckets left out: msr_when.h), into `row` (samples per bucket, grown as needed)."""
+    pairs = pairs if isinstance(pairs, list) else []
+    for b, k in zip(pairs[::2], pairs[1::2]):
+        b = int(b)
+        if b >= len(row):
+            row.extend([0] * (b + 1 - len(row)))
+        row[b] += int(k)
+
+
 def stack_documents(folder: str, prefix: str) -> list[dict]:
     """The per-process documents a sampler wrote in `folder` (PREFIX-PID.json, by name), each one
     that reads as JSON with a list of stacks; the others (cut short, not JSON) are left out."""

@@ -94,8 +94,8 @@ def check(view: CellView) -> list[Finding]:
                 "live heap"]
     if stretch is not None:
         evidence.append(f"the live heap stayed fallen (under {1 - MIN_FREED_SHARE:.0%} of its peak) for the last "
-                        f"{stretch[0]:.2f} s of the {stretch[1]:.2f} s run (threshold {LOW_SHARE:.0%} of it): memory the "
-                        "process held while it did not use it (heap accounting timeline)")
+                        f"{stretch[0]:.2f} s of the {stretch[1]:.2f} s run (threshold {LOW_SHARE:.0%} of it): that long the "
+                        "process held the memory beyond its live heap (heap accounting timeline)")
     line, arena_words = arena_evidence(at_exit, kept, "at exit")
     evidence += [line] if line else []
     own = own_words(at_exit, "at exit")
