@@ -1,16 +1,17 @@
 """What `memsleuth check` costs in each language people bring, beside the program alone, in one run.
 
-For C, C++, Python, JavaScript (Node.js), Java and Go (static), a program of about 1 s and about
-10 s (bench/langs: a buffer allocated, touched and dropped per step, so every check explains
-something): the wall time of `memsleuth check` over the program's own (interleaved rounds, paired
-ratios) against the budget 2T + 1 s, and where check's extra time went, measured in this process
-the way check spends it: the measured run, the explaining run (heap accounting, call sites, syscall
-arguments, CPU samples, as check asks for them) and, inside it, the symbolization; the rest is
-check's start-up, its analysis and its report. A language whose runtime or compiler is missing is
-left out with the reason. The symbols cache starts empty (the first round pays for naming the
-frames; the medians are of later rounds, as a user's second check is). The Python row uses the
-newest CPython 3.12+ found (its perf trampolines name Python functions), else the one running
-this bench.
+For C, C++, Python, JavaScript (Node.js), Java and Go (static), a program of about 1 s and about 10
+s (bench/langs: a buffer allocated, touched and dropped per step, so every check explains
+something). The programs do a fixed number of steps, calibrated here to those times alone, so a
+slower run under check shows as a longer run: the wall time of `memsleuth check` over the program's
+own (interleaved rounds, paired ratios) against the budget 2T + 1 s, and where check's extra time
+went, measured in this process the way check spends it: the measured run, the explaining run (heap
+accounting, call sites, syscall arguments, CPU samples, as check asks for them) and, inside it, the
+symbolization; the rest is check's start-up, its analysis and its report. A language whose runtime
+or compiler is missing is left out with the reason. The symbols cache starts empty (the first round
+pays for naming the frames; the medians are of later rounds, as a user's second check is). The
+Python row uses the newest CPython 3.12+ found (its perf trampolines name Python functions), else
+the one running this bench.
 
     MEMSLEUTH_TEST_FIXTURES=build/test python bench/check_cost_languages.py [--quick]
 
@@ -36,6 +37,21 @@ from memsleuth.measure.plan import Cell
 
 ROUNDS = 3
 HERE = Path(__file__).resolve().parent / "langs"
+
+
+def steps_for(argv: list[str], seconds: float) -> int:
+    """The step count that makes the program take about `seconds` alone: two short runs give its
+    start-up and its time per step."""
+    few = 4
+    while True:
+        t1 = min(wall([*argv, str(few)]) for _ in range(2))
+        if t1 >= 0.25 or few >= 4096:
+            break
+        few *= 2
+    t4 = min(wall([*argv, str(4 * few)]) for _ in range(2))
+    per_step = max((t4 - t1) / (3 * few), 1e-6)
+    start = max(t1 - few * per_step, 0.0)
+    return max(1, round((seconds - start) / per_step))
 
 
 def check_wall(argv: list[str], db: str) -> float:
@@ -130,8 +146,8 @@ def main() -> None:
             if isinstance(argv, str):
                 print(f"{lang:12} left out: {argv}", flush=True)
                 continue
-            for secs in ("1", "10")[:1 if quick else 2]:
-                cmd = [*argv, secs]
+            for secs in (1, 10)[:1 if quick else 2]:
+                cmd = [*argv, str(steps_for(argv, secs))]
                 got = interleave({"program": lambda a=cmd: wall(a), "check": lambda a=cmd: check_wall(a, db)}, ROUNDS)
                 t, c = statistics.median(got["program"]), statistics.median(got["check"])
                 budget = 2 * t + 1

@@ -1,4 +1,4 @@
-// About SECONDS of work: an 8 MiB array per request, touched page by page and dropped.
+// STEPS requests of fixed work: an 8 MiB array per request, touched page by page and dropped.
 public class Churn {
   static long handle(int n) {
     byte[] b = new byte[8 << 20];
@@ -7,9 +7,9 @@ public class Churn {
   }
 
   public static void main(String[] args) {
-    long end = System.nanoTime() + (long) (1e9 * Double.parseDouble(args.length > 0 ? args[0] : "1"));
+    long steps = Long.parseLong(args.length > 0 ? args[0] : "100");
     long total = 0;
-    for (int n = 0; System.nanoTime() < end; n++) total += handle(n & 1023);
+    for (int n = 0; n < steps; n++) total += handle(n & 1023);
     System.out.println(total);
   }
 }
