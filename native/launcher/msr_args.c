@@ -27,10 +27,14 @@ static const struct {
     [MSR_A_BRK] = {"syscalls/sys_exit_brk", {"ret", NULL}},
     [MSR_A_BRKQ] = {"syscalls/sys_enter_brk", {"brk", NULL}},
     [MSR_A_FAULT] = {"exceptions/page_fault_user", {"address", "error_code", NULL}},
+    [MSR_A_FAULTK] = {"exceptions/page_fault_kernel", {"address", "error_code", NULL}},
     [MSR_A_AREA] = {"mmap/vm_unmapped_area", {"addr", "length", NULL}},
 };
-static const char *const k_names[MSR_A_N] = {"munmap", "madvise",   "mmap",   "mremap",
-                                             "brk",    "brk_enter", "faults", "mapped_areas"};
+static const char *const k_names[MSR_A_N] = {"munmap",    "madvise", "mmap",          "mremap",      "brk",
+                                             "brk_enter", "faults",  "faults_kernel", "mapped_areas"};
+/* A user address (x86-64's and arm64's 47- and 48-bit user halves): a kernel fault on it is the
+ * program's memory faulted in by a system call. */
+#define MSR_USER_TOP (1ULL << 48)
 /* The advice that gives pages back (asm-generic/mman-common.h): DONTNEED, FREE, REMOVE, PAGEOUT,
  * DONTNEED_LOCKED. */
 static int releases(int advice) { return advice == 4 || advice == 8 || advice == 9 || advice == 21 || advice == 24; }
@@ -93,15 +97,17 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every) {
                         sizeof a->ev[i].why) == 0;
   /* Faults only when asked for (a period), with somewhere to look their addresses up. */
   if (!every || !every[MSR_A_FAULT]) {
-    ok[MSR_A_FAULT] = ok[MSR_A_AREA] = 0;
+    ok[MSR_A_FAULT] = ok[MSR_A_FAULTK] = ok[MSR_A_AREA] = 0;
     snprintf(a->ev[MSR_A_FAULT].why, sizeof a->ev[MSR_A_FAULT].why, "not asked for");
+    snprintf(a->ev[MSR_A_FAULTK].why, sizeof a->ev[MSR_A_FAULTK].why, "not asked for");
     snprintf(a->ev[MSR_A_AREA].why, sizeof a->ev[MSR_A_AREA].why, "not asked for");
   } else if (!(a->rel = calloc(MSR_REL_PIDS, sizeof *a->rel)) ||
              !(a->recent = calloc(MSR_LAST_FAULTS, sizeof *a->recent))) {
-    ok[MSR_A_FAULT] = ok[MSR_A_AREA] = 0;
+    ok[MSR_A_FAULT] = ok[MSR_A_FAULTK] = ok[MSR_A_AREA] = 0;
     snprintf(a->ev[MSR_A_FAULT].why, sizeof a->ev[MSR_A_FAULT].why, "out of memory");
   }
-  a->every[MSR_A_AREA] = a->every[MSR_A_MMAP]; /* the new mappings as often as mmap's own records */
+  a->every[MSR_A_AREA] = a->every[MSR_A_MMAP];    /* the new mappings as often as mmap's own records */
+  a->every[MSR_A_FAULTK] = a->every[MSR_A_FAULT]; /* the kernel's faults on user memory as the user's */
   for (int cpu = 0; cpu < ncpu; cpu++) {
     int out_fd = -1;
     for (int p = 0; p < t->n; p++)
@@ -273,6 +279,8 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
       release(a, (pid_t)pid, u64_at(raw, size, off[0]), u64_at(raw, size, off[1]), MSR_REL_MAPPED, 0);
       break;
     case MSR_A_FAULT:
+    case MSR_A_FAULTK:
+      if (i == MSR_A_FAULTK && u64_at(raw, size, off[0]) >= MSR_USER_TOP) break; /* the kernel's own memory */
       on_fault(a, (pid_t)pid, tid, time, u64_at(raw, size, off[0]), u64_at(raw, size, off[1]), w);
       break;
     case MSR_A_MADVISE: {
@@ -297,6 +305,10 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
         a->mmap_anon_calls += w;
         a->mmap_anon_bytes += w * len;
       } /* MAP_ANONYMOUS */
+      if (flags & 0x8000) {
+        a->mmap_populate_calls += w;
+        a->mmap_populate_bytes += w * len;
+      } /* MAP_POPULATE: the pages are faulted in inside the call */
       break;
     }
     case MSR_A_MREMAP: {
@@ -462,7 +474,9 @@ static void hist_json(ms_json *j, const char *key, const uint64_t *h, const uint
 void msr_args_json(ms_json *j, const msr_args *a) {
   msj_obj_begin(j, "syscall_args");
   for (int i = 0; i < MSR_A_N; i++) {
-    if (i == MSR_A_BRKQ || i == MSR_A_FAULT || i == MSR_A_AREA || (!a->ev[i].opened && !a->calls[i])) continue;
+    if (i == MSR_A_BRKQ || i == MSR_A_FAULT || i == MSR_A_FAULTK || i == MSR_A_AREA ||
+        (!a->ev[i].opened && !a->calls[i]))
+      continue;
     msj_obj_begin(j, k_names[i]);
     msj_u64(j, "calls", a->calls[i]);
     if (a->every[i] > 1) msj_u64(j, "every", a->every[i]);
@@ -475,6 +489,8 @@ void msr_args_json(ms_json *j, const msr_args *a) {
         msj_u64(j, "bytes", a->bytes[i]);
         msj_u64(j, "anon_calls", a->mmap_anon_calls);
         msj_u64(j, "anon_bytes", a->mmap_anon_bytes);
+        msj_u64(j, "populate_calls", a->mmap_populate_calls);
+        msj_u64(j, "populate_bytes", a->mmap_populate_bytes);
         hist_json(j, "sizes", a->hist[i], a->hist_bytes[i]);
         break;
       case MSR_A_MADVISE:
@@ -538,7 +554,8 @@ void msr_args_json(ms_json *j, const msr_args *a) {
   msj_u64(j, "lost_records", a->lost);
   msj_obj_begin(j, "unsupported");
   for (int i = 0; i < MSR_A_N; i++)
-    if (!a->ev[i].opened && !((i == MSR_A_FAULT || i == MSR_A_AREA) && !strcmp(a->ev[i].why, "not asked for")))
+    if (!a->ev[i].opened &&
+        !((i == MSR_A_FAULT || i == MSR_A_FAULTK || i == MSR_A_AREA) && !strcmp(a->ev[i].why, "not asked for")))
       msj_str(j, k_names[i], a->ev[i].why[0] ? a->ev[i].why : "did not open");
   msj_obj_end(j);
   msj_obj_end(j);

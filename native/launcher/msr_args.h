@@ -31,7 +31,8 @@ enum {
   MSR_A_BRK,
   MSR_A_BRKQ,
   MSR_A_FAULT,
-  MSR_A_AREA, /* mmap:vm_unmapped_area, the address a new mapping got (with faults only) */
+  MSR_A_FAULTK, /* the faults the kernel takes on user memory (a read() into a new buffer), as MSR_A_FAULT */
+  MSR_A_AREA,   /* mmap:vm_unmapped_area, the address a new mapping got (with faults only) */
   MSR_A_N
 };
 #define MSR_HIST 48 /* log2 size buckets: bucket k holds sizes in [2^k, 2^(k+1)) */
@@ -93,6 +94,7 @@ typedef struct {
   uint64_t hist_bytes[MSR_A_N][MSR_HIST]; /* the bytes of the calls in each bucket of hist */
   uint64_t madvise_calls[MSR_ADVICE], madvise_bytes[MSR_ADVICE];
   uint64_t mmap_anon_calls, mmap_anon_bytes;
+  uint64_t mmap_populate_calls, mmap_populate_bytes;
   uint64_t mremap_old_bytes, mremap_grow_calls, mremap_grow_bytes;
   uint64_t brk_up_moves, brk_up_bytes, brk_down_moves, brk_down_bytes;
   pid_t brk_pid[MSR_BRK_PIDS];

@@ -1,7 +1,8 @@
 """The independent reference for measured costs: `perf record -e cpu-clock -g` on the same
 command, each sample classified here on its own terms (not by memsleuth's cpu_profile): a
-`__x64_sys_NAME` frame is that system call, else `asm_exc_page_fault` a page fault, a sample with no
-kernel frame user mode, the rest other kernel work. Used by the e2e tests and bench/cost_vs_perf.py."""
+`asm_exc_page_fault` frame is a page fault (a system call's too), else a `__x64_sys_NAME` frame that
+system call (`kernel_clone`: clone), a sample with no kernel frame user mode, the rest other kernel
+work. Used by the e2e tests and bench/cost_vs_perf.py."""
 from __future__ import annotations
 
 import re
@@ -25,8 +26,10 @@ def perf_shares(data: Path, *cmd: str) -> dict[str, float]:
     def done(fr):
         kernel = [sym for addr, sym in fr if addr.startswith("ffff")]
         calls = [m.group(1) for sym in kernel if (m := re.match(r"__x64_sys_(\w+)$", sym))]
-        cls = (calls[-1] if calls else "page-faults" if "asm_exc_page_fault" in kernel else
-               "user" if not kernel else "other")
+        # a fault is a fault, also where a system call took it (read() copying into a new buffer);
+        # a fork whose wrapper the kernel inlined is named by its own frame
+        cls = ("page-faults" if "asm_exc_page_fault" in kernel else calls[-1] if calls else
+               "clone" if "kernel_clone" in kernel else "user" if not kernel else "other")
         counts[cls] += 1
         if cls == "page-faults":      # what the fault did, by perf's own frames (also counted under page-faults)
             names = set(kernel)

@@ -47,6 +47,8 @@ CASES = [
     ("seed 000's loop, unmodified", ["plain-steps"], "heap-trim-churn", ["moving down and up"], "allocator",
      ["purg"]),
     ("a big buffer first touched", ["plain-bigtouch", "256"], "first-touch", ["first"], None, []),
+    ("a buffer per request mapped with MAP_POPULATE", ["plain-populate", "200"], "mmap-churn",
+     ["MAP_POPULATE", "inside the call"], "program", []),
     ("an interpreter building 1 GiB of objects", [sys.executable, "-c", "x = [bytes(1000) for _ in range(10**6)]"],
      "first-touch", ["faulted in"], None, ["purg", "leak"]),
 ]

@@ -198,3 +198,38 @@ def test_a_sparse_table_asked_for_huge_pages_is_told_to_leave_them_off(tmp_path)
     assert "huge page" in f["mechanism"] and "MADV_NOHUGEPAGE" in f["advice"], (f["mechanism"], f["advice"])
     assert not any("use huge pages" in x["advice"] for x in found.values()), [x["advice"] for x in found.values()]
     assert within_range(f["cost_share"], [1.0 - r["user"] for r in refs]), (f["title"], refs)
+
+
+def test_a_guard_page_toggled_per_task_is_named_mprotect_and_the_programs(tmp_path):
+    cmd = [fixture("plain-guard_pages"), "300000"]
+    doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
+    found = findings_of(doc)
+    f = found["mprotect-calls"]
+    assert within_range(f["cost_share"], [r.get("mprotect", 0.0) for r in refs]), (f["title"], refs)
+    assert f["who"] == "program" and "guard page" in f["advice"], f
+    assert "kernel-time" not in found, list(found)
+
+
+def test_forking_a_large_parent_is_named_process_creation_at_perfs_share(tmp_path):
+    cmd = [fixture("plain-fork_big"), "512", "120"]
+    doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
+    found = findings_of(doc)
+    f = found["process-creation"]
+    assert within_range(f["cost_share"], [r.get("execve", 0.0) + r.get("clone", 0.0) for r in refs]), (f, refs)
+    assert "page tables" in f["mechanism"] and "posix_spawn" in f["advice"], f
+    assert f["cost_share"] >= max(x["cost_share"] or 0 for x in found.values()), found   # the largest, first
+    total = sum(x["cost_share"] or 0 for x in found.values() if x.get("cost_ns") is not None)
+    assert total <= 1.0, found
+
+
+def test_a_fresh_buffer_faulted_in_by_read_is_churn_of_the_allocators_mappings(tmp_path):
+    # The faults are taken inside read() (the kernel copying into pages never written): they are
+    # the fresh mapping's faults, traced by address like a program's own, not read's time.
+    cmd = [fixture("plain-read_fresh"), str(tmp_path), "100"]
+    doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
+    found = findings_of(doc)
+    f = found["mmap-churn"]
+    ref = [r.get("page-faults", 0.0) + r.get("munmap", 0.0) + r.get("mmap", 0.0) for r in refs]
+    assert within_range(f["cost_share"], ref), (f["title"], refs)
+    assert f["who"] == "allocator" and "faulted in again" in f["mechanism"], f
+    assert found.get("first-touch") is None or found["first-touch"]["confidence"] == "low", found

@@ -29,6 +29,15 @@ SYSCALL = ["do_syscall_64", "entry_SYSCALL_64_after_hwframe"]
     # a fault taken inside a system call (MADV_POPULATE, read's copy) is that call's time
     (["clear_page_erms", "do_anonymous_page", "handle_mm_fault", "faultin_page", "__get_user_pages",
       "madvise_populate", "do_madvise", "__x64_sys_madvise", "x64_sys_call", *SYSCALL], ("madvise", None)),
+    # a fault the CPU raised inside a system call (read() copying into pages never written) is a fault
+    (["clear_page_erms", "do_anonymous_page", "__handle_mm_fault", "handle_mm_fault", "do_user_addr_fault",
+      "exc_page_fault", "asm_exc_page_fault", "rep_movs_alternative", "_copy_to_iter", "filemap_read", "vfs_read",
+      "ksys_read", *SYSCALL], (FAULT, "small-page zero-fill")),
+    (["clear_page_erms", "do_anonymous_page", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault",
+      "_copy_to_user", "__x64_sys_read", "x64_sys_call", *SYSCALL], (FAULT, "small-page zero-fill")),
+    # fork copying the parent's page tables is the clone call's
+    (["copy_pte_range", "copy_page_range", "dup_mmap", "copy_process", "kernel_clone", "__x64_sys_clone",
+      "x64_sys_call", *SYSCALL], ("clone", None)),
     (["zap_pte_range", "unmap_page_range", "__vm_munmap", "__x64_sys_munmap", "x64_sys_call", *SYSCALL],
      ("munmap", None)),
     (["__arm64_sys_brk", "invoke_syscall", "el0_svc_common"], ("brk", None)),
@@ -312,3 +321,18 @@ def test_huge_page_zero_fill_is_first_touch_that_names_huge_pages_and_never_advi
     ft = found["first-touch"]
     assert any("huge page" in e for e in ft.evidence) and "MADV_NOHUGEPAGE" in ft.advice
     assert "use huge pages" not in ft.advice and not any(i.endswith("-faults") for i in found), list(found)
+
+
+def test_the_address_space_copied_by_fork_and_torn_down_by_exec_is_counted():
+    frames = ["copy_page_range", "dup_mmap", "kernel_clone", "__x64_sys_clone", "do_syscall_64",
+              "unmap_vmas", "exit_mmap", "__mmput", "exec_mmap", "bprm_execve", "__x64_sys_execve",
+              "load_elf_binary", "clear_page_erms"]
+    doc = {"samples": 400, "period_ns": 1000000, "frames": frames,
+           "executables": [["parent", 300, 1], ["true", 100, 120]],
+           "stacks": [[0, 150, 0, [0, 1, 2, 3, 4]],            # fork copying page tables
+                      [1, 100, 0, [5, 6, 7, 8, 9, 10, 4]],    # exec tearing the copy down
+                      [1, 30, 0, [11, 9, 10, 4]],             # exec loading the program
+                      [0, 120, 0, []]]}
+    p = cpu_profile.read(doc)
+    assert p.counts == {"clone": 150, cpu_profile.EXEC: 130, USER: 120}
+    assert p.address_space == {"copy": 150, "teardown in exec": 100}

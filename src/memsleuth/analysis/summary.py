@@ -479,6 +479,8 @@ PROGRAM_CHANGES = {
     "mremap": "reserve the final size, or grow by larger steps, instead of growing its buffers a little per step",
     "brk": "keep the memory it frees for reuse instead of moving the break back per cycle",
     "futex": "hold its locks for less time, or split them (per thread, per shard), so threads wait less",
+    "mprotect": "change protections once per region (a guard page set when a stack is made, kept while it is "
+                "reused) instead of per task or per object",
 }
 
 
@@ -554,7 +556,8 @@ def attribute(cells: list[CellSummary]) -> None:
 SITE_EVENTS = {"heap-trim-churn": ("brk", "page-faults"), "mmap-churn": ("munmap", "page-faults"),
                "mremap-churn": ("mremap", "page-faults"), "madvise-storm": ("madvise",),
                "lock-contention": ("futex",), "first-touch": ("page-faults",), "rss-growth": ("page-faults",),
-               "zero-page-read": ("page-faults",), "kernel-time": ("page-faults",), "madvise-calls": ("madvise",)}
+               "zero-page-read": ("page-faults",), "kernel-time": ("page-faults",), "madvise-calls": ("madvise",),
+               "mprotect-calls": ("mprotect",)}
 # Findings that hold anonymous resident memory against malloc's live bytes: memory a runtime maps
 # itself (a collected heap, a JIT's code, obmalloc's arenas) is not malloc's to explain, so where the
 # mapping calls' sites are a runtime's own code these findings do not speak (runtimes.runtime_of).

@@ -36,7 +36,7 @@ import subprocess
 
 from memsleuth.measure import native, workdirs
 from memsleuth.records.sites import at_rate, name_perf_frames, parse, summarise
-from memsleuth.events import SYSCALL_COLUMNS
+from memsleuth.events import SYSCALLS
 
 TARGET_SAMPLES = 400       # per event: enough for the top sites' shares to be stable to a few %
 LIGHT_CALLS = 4000         # a syscall counted at most this often is recorded at every call
@@ -48,7 +48,7 @@ MAX_DATA = "64M"           # perf record --max-size: bounds a syscall storm's st
 # is about 2,000 stacks, plenty for the sites' shares (scaled to the window's counts, at_rate), and
 # bounds that cost to the window's first moments in a storm (bench/attach_overhead.py).
 ATTACH_MAX_DATA = "16M"
-EVENTS = {"page-faults": "page-faults", **{s: f"syscalls:sys_enter_{s}" for s in SYSCALL_COLUMNS}}
+EVENTS = {"page-faults": "page-faults", **{s: f"syscalls:sys_enter_{s}" for s in SYSCALLS}}
 
 
 def perf_path() -> str | None:
@@ -83,7 +83,7 @@ def periods(counts: dict[str, float]) -> dict[str, int]:
     """{event: period} for the sampler: about TARGET_SAMPLES samples of each event the measured
     runs counted, whatever the program's length."""
     out = {}
-    for event in ("page-faults", *SYSCALL_COLUMNS):
+    for event in ("page-faults", *SYSCALLS):
         n = counts.get(event) or 0
         if n > 0:
             out[event] = max(1, int(n // TARGET_SAMPLES))
@@ -99,8 +99,8 @@ def plan_events(counts: dict[str, float]) -> list[tuple[list[str], int, int | No
     """perf runs to make: (event names, default period, page-fault period or None)."""
     faults = counts.get("page-faults") or 0
     fault_period = max(1, int(faults // TARGET_SAMPLES)) if faults else None
-    light = [s for s in SYSCALL_COLUMNS if 0 < (counts.get(s) or 0) <= LIGHT_CALLS]
-    heavy = [s for s in SYSCALL_COLUMNS if (counts.get(s) or 0) > LIGHT_CALLS]
+    light = [s for s in SYSCALLS if 0 < (counts.get(s) or 0) <= LIGHT_CALLS]
+    heavy = [s for s in SYSCALLS if (counts.get(s) or 0) > LIGHT_CALLS]
     runs = []
     if light or fault_period:
         runs.append((light, 1, fault_period))
@@ -167,7 +167,7 @@ def attach_recorder(pids: list[int], tmp: str, fault_period: int):
             "--call-graph",
             f"dwarf,{STACK_BYTES}", "-p", ",".join(str(p) for p in pids),
             "-e", f"page-faults/period={max(1, int(fault_period))}/"]
-    for s in SYSCALL_COLUMNS:
+    for s in SYSCALLS:
         argv += ["-e", EVENTS[s]]
     env = {**{k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}, **own_files(tmp)}
     try:   # its messages to a file: a pipe nobody reads while the window lasts could fill and stall it

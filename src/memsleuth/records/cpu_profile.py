@@ -32,6 +32,12 @@ UNNAMED_SYSCALL = "other system calls"
 TRACING = "syscall tracing (memsleuth's own)"
 _TRACING = {"perf_syscall_enter", "perf_syscall_exit", "syscall_trace_enter", "syscall_exit_work",
             "trace_sys_enter", "trace_sys_exit", "syscall_enter_from_user_mode_work"}
+# Starting a process: the fork-like calls (a thread's clone too: its chain shows no address-space
+# copy) and exec. Within them, and in exit, what the chain shows of the address space's own work:
+# fork copying the parent's page tables, exec or exit tearing an address space down.
+SPAWN = ("clone", "clone3", "fork", "vfork", EXEC)
+MM_COPY = frozenset({"dup_mmap", "copy_page_range"})
+MM_TEARDOWN = frozenset({"exit_mmap", "unmap_vmas"})
 # The paths that are memory work: what a report names even when small.
 MEMORY_PATHS = (FAULT, EXIT, "mmap", "munmap", "madvise", "brk", "mremap", "mprotect")
 
@@ -50,6 +56,10 @@ _SYSCALL_BODIES = {"ksys_mmap_pgoff": "mmap", "vm_mmap_pgoff": "mmap", "__vm_mun
 _FAULT_ENTRY = {"asm_exc_page_fault", "exc_page_fault", "do_user_addr_fault", "handle_mm_fault",
                 "__handle_mm_fault", "do_page_fault", "do_mem_abort", "do_translation_fault", "el0_da",
                 "handle_page_fault", "__do_page_fault", "do_kern_addr_fault"}
+# The exception entry of a fault (the CPU's own, not a kernel's call into the fault path as
+# get_user_pages makes it for MAP_POPULATE or MADV_POPULATE_WRITE, which stays the call's).
+_EXCEPTION_ENTRY = {"asm_exc_page_fault", "exc_page_fault", "do_user_addr_fault", "do_page_fault", "__do_page_fault",
+                    "do_mem_abort", "do_translation_fault", "el1_abort", "el0_da"}
 # The generic fault path that dispatches to a kind's handler: the handler is the frame it called.
 _DISPATCH = ("handle_pte_fault", "do_pte_missing", "__handle_mm_fault", "handle_mm_fault", "hugetlb_fault")
 # Functions of every fault named like a handler that are not one (accounting, reclaim's hooks).
@@ -117,6 +127,12 @@ def classify(frames: list[str]) -> tuple[str, str | None]:
     names = set(frames)
     if names & _EXIT:
         return EXIT, None
+    # A page fault taken inside a system call (read() copying into a buffer never written before,
+    # recv, a copy_to_user of any call): the fault's work, counted as a fault (the fault counters count
+    # it), its kind from the frames inside its entry, not the call's.
+    entry = max((i for i, f in enumerate(frames) if f in _EXCEPTION_ENTRY), default=None)
+    if entry is not None and any(_SYSCALL.match(f) or f in _SYSCALL_ENTRY for f in frames[entry + 1:]):
+        return _fault(frames[:entry + 1])
     for name in reversed(frames):             # the outermost syscall frame is the call made
         m = _SYSCALL.match(name)
         if m:
@@ -135,11 +151,17 @@ def classify(frames: list[str]) -> tuple[str, str | None]:
             return _SYSCALL_BODIES[body], None
         return UNNAMED_SYSCALL, None
     if names & _FAULT_ENTRY:
-        for kind, marks in FAULT_KINDS:
-            if names & marks:
-                return FAULT, kind
-        return FAULT, _unnamed_handler(frames) or UNRESOLVED_FAULT
+        return _fault(frames)
     return OTHER, frames[0]
+
+
+def _fault(frames: list[str]) -> tuple[str, str]:
+    """(FAULT, its kind) of a fault's chain, from its frames."""
+    names = set(frames)
+    for kind, marks in FAULT_KINDS:
+        if names & marks:
+            return FAULT, kind
+    return FAULT, _unnamed_handler(frames) or UNRESOLVED_FAULT
 
 
 def poisson(k: float, z: float = Z95) -> tuple[float, float]:
@@ -176,6 +198,9 @@ class Profile:
     preloads: dict[str, tuple[tuple[str, int, int, int], ...]] = field(default_factory=dict)
     by_executable: dict[str, dict[str, int]] = field(default_factory=dict)
     fault_release: dict[str, int] = field(default_factory=dict)   # FAULT samples by RELEASES
+    # Samples of SPAWN and EXIT whose chain shows the address space copied ("copy": MM_COPY) or torn
+    # down (MM_TEARDOWN: "teardown in exec", "teardown in exit", "teardown in fork").
+    address_space: dict[str, int] = field(default_factory=dict)
     lost: int = 0
     why: str = ""
     # When the samples were taken: per key (`when_key`), its samples in buckets of `when_bucket_ns`
@@ -207,7 +232,7 @@ class Profile:
                 "fault_kinds": dict(self.fault_kinds), "other_top": [list(t) for t in self.other_top],
                 "executables": [list(e) for e in self.executables], "by_executable": self.by_executable,
                 "preloads": {k: [list(e) for e in v] for k, v in self.preloads.items()},
-                "fault_release": dict(self.fault_release),
+                "fault_release": dict(self.fault_release), "address_space": dict(self.address_space),
                 "when": {k: list(v) for k, v in self.when.items()}, "when_bucket_ns": self.when_bucket_ns,
                 "when_span_ns": self.when_span_ns, "lost_records": self.lost, "why": self.why}
 
@@ -241,6 +266,7 @@ def read(doc: dict | None) -> Profile | None:
         other: Counter = Counter()
         by_exe: dict[str, Counter] = {}
         release: Counter = Counter()
+        space: Counter = Counter()
         when: dict[str, list[int]] = {}
 
         def at(key: str, pairs) -> None:
@@ -262,6 +288,12 @@ def read(doc: dict | None) -> Profile | None:
                 at(when_key(cls, release=cause), pairs)
             elif cls == OTHER:
                 other[detail] += n
+            elif cls in SPAWN or cls == EXIT:
+                seen = set(names)
+                if seen & MM_COPY:
+                    space["copy"] += n
+                elif seen & MM_TEARDOWN:
+                    space["teardown in " + ("exit" if cls == EXIT else "exec" if cls == EXEC else "fork")] += n
             name = exes[int(exe)][0] if 0 <= int(exe) < len(exes) else "?"
             by_exe.setdefault(name, Counter())[cls] += n
         total = int(doc.get("samples") or 0)
@@ -275,7 +307,7 @@ def read(doc: dict | None) -> Profile | None:
         return Profile(period_ns=int(doc.get("period_ns") or 0), samples=total, counts=dict(counts),
                        fault_kinds=dict(kinds), other_top=tuple(other.most_common(8)), executables=tuple(exes),
                        preloads=preloads, by_executable={k: dict(v) for k, v in by_exe.items()},
-                       fault_release=dict(release),
+                       fault_release=dict(release), address_space=dict(space),
                        when={k: tuple(v) for k, v in when.items() if any(v)},
                        when_bucket_ns=int(doc.get("when_bucket_ns") or 0), when_span_ns=int(doc.get("when_span_ns") or 0),
                        lost=int(doc.get("lost_records") or 0), why=why)

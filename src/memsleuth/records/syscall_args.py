@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from memsleuth.records.documents import number as _number
 
 # The totals each call may carry (bytes, and the break's and mremap's moves).
-TOTALS = ("calls", "bytes", "anon_calls", "anon_bytes", "old_bytes", "new_bytes", "grow_calls", "grow_bytes",
-          "up_moves", "up_bytes", "down_moves", "down_bytes")
+TOTALS = ("calls", "bytes", "anon_calls", "anon_bytes", "populate_calls", "populate_bytes", "old_bytes", "new_bytes",
+          "grow_calls", "grow_bytes", "up_moves", "up_bytes", "down_moves", "down_bytes")
 
 
 @dataclass(frozen=True)

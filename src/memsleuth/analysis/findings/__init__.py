@@ -31,8 +31,10 @@ from memsleuth.analysis.findings import (
     lock_contention,
     madvise_storm,
     mmap_churn,
+    mprotect_calls,
     mremap_churn,
     preload_missed,
+    process_creation,
     rss_blowup,
     rss_growth,
     unstable,
@@ -41,9 +43,10 @@ from memsleuth.analysis.findings import (
 
 # Mechanism rules first; kernel_time (where the kernel time went) only speaks when none of them
 # explains a cell (for_cell).
-CELL_RULES: tuple[CellRule, ...] = (preload_missed, madvise_storm, heap_trim, mmap_churn, mremap_churn, first_touch,
-                                    zero_page, fault_kind, garbage_collection, lock_contention, rss_blowup, rss_growth,
-                                    heap_overhead, heap_retained, heap_leak)
+CELL_RULES: tuple[CellRule, ...] = (preload_missed, madvise_storm, heap_trim, mmap_churn, mremap_churn,
+                                    mprotect_calls, first_touch, zero_page, fault_kind, garbage_collection,
+                                    lock_contention, process_creation, rss_blowup, rss_growth, heap_overhead,
+                                    heap_retained, heap_leak)
 FALLBACK_RULES: tuple[CellRule, ...] = (kernel_time,)
 PAIR_RULES: tuple[PairRule, ...] = (kernel_gap,)
 RUN_RULES: tuple[RunRule, ...] = (counters_unavailable, unstable)

@@ -30,6 +30,8 @@ MIN_MUNMAPS_TRACED = 2
 LARGE_BLOCK_BYTES = 64 << 10
 # Below this share of anonymous bytes among what mmap mapped, the mappings are files' (mmap's arguments).
 FILE_MAPPED_SHARE = 0.5
+# From this share of the bytes mapped asking MAP_POPULATE, the mappings are populated ones (mmap's arguments).
+POPULATED_SHARE = 0.5
 
 
 def _process(view: CellView) -> list[Finding]:
@@ -75,6 +77,14 @@ def _process(view: CellView) -> list[Finding]:
         what = "large blocks" if large else f"small mappings ({per / 1024:,.0f} KiB each on average)"
         mechanism = (f"{what} get a fresh mapping when allocated and are unmapped when freed: every cycle pays an "
                      "mmap and a munmap")
+        # MAP_POPULATE: the pages are faulted in inside mmap, so that time is the calls' own.
+        populated = view.args("mmap", "populate_bytes")
+        if not files and populated and mapped and populated >= POPULATED_SHARE * mapped:
+            evidence.append(f"mmap asked MAP_POPULATE for {mib(populated)} of the {mib(mapped)} it mapped "
+                            f"({view.args_source('mmap')})")
+            mechanism = (f"{what} are mapped with MAP_POPULATE and unmapped again: every cycle pays an mmap that "
+                         "faults in the whole block inside the call (zeroing every page, used or not) and a munmap "
+                         "that frees it")
         if files:
             mechanism = ("a file is mapped and unmapped again and again: every cycle pays an mmap and a munmap "
                          "(tearing down the pages it mapped), and the next mapping faults the file's pages in again; "

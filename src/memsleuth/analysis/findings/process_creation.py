@@ -1,0 +1,67 @@
+"""Starting processes that costs material time: fork (or clone) and exec, from the explaining run's
+sampled kernel chains (cpu_profile.SPAWN).
+
+Its words come from what the chains show: where fork's samples copy the parent's page tables
+(cpu_profile.MM_COPY) and exec's tear that copy down again (MM_TEARDOWN), the cost grows with the
+parent's mapped memory, not with the child's work, and the advice is a start that copies nothing
+(posix_spawn, vfork); otherwise it is the processes' number, and the advice is fewer of them.
+"""
+from __future__ import annotations
+
+from memsleuth.analysis import cost
+from memsleuth.analysis.cost import confidence_from_share
+from memsleuth.analysis.findings.base import Finding
+from memsleuth.analysis.view import CellView
+from memsleuth.records import cpu_profile
+
+# From this share of the process-creation samples in the address space's copy and teardown, the
+# parent's memory is what the starts cost.
+COPY_SHARE = 0.5
+
+
+def check(view: CellView) -> list[Finding]:
+    sc = view.process
+    p = view.profile
+    if sc is None or p is None or not p.usable:
+        return []
+    cpu_ns = (sc.user_ns or 0.0) + (sc.sys_ns or 0.0)
+    k = sum(p.counts.get(c, 0) for c in cpu_profile.SPAWN)
+    share = k / p.samples if p.samples else 0.0
+    spent = share * cpu_ns
+    if spent < cost.MIN_COST_NS or share < cost.MATERIAL_SHARE:
+        return []
+    lo, hi = p.interval(share)
+    head = f"{cost.ms(spent)} ms = {cost.pct(share)} of the CPU time (sampled, 95% CI {lo:.0%}-{hi:.0%})"
+    by_call = ", ".join(f"{c} {p.counts[c] / k:.0%}" for c in cpu_profile.SPAWN if p.counts.get(c))
+    # every exec the tree made but the command's own (ms-run's executables: name, samples, processes)
+    started = max(sum(n for _, _, n in p.executables) - 1, 0)
+    evidence = [f"starting processes took {head}: {by_call} of those samples (the explaining run's kernel chains)"]
+    if started:
+        most = sorted(p.executables, key=lambda e: -e[2])[:3]
+        evidence.append(f"{started:,} programs were exec'd beside the command: "
+                        + ", ".join(f"{name} ({n:,} process{'es' if n != 1 else ''})" for name, _, n in most))
+    space = p.address_space
+    copy = space.get("copy", 0) + space.get("teardown in exec", 0) + space.get("teardown in fork", 0)
+    if copy >= COPY_SHARE * k:
+        evidence.append(f"{copy / k:.0%} of them copy the parent's page tables (fork: dup_mmap, copy_page_range) or "
+                        "tear that copy down (exec: exit_mmap)")
+        mechanism = ("each fork copies the page tables of all the parent's mapped memory (and marks its private "
+                     "pages copy-on-write), and the child's exec then tears that copy down again: every process "
+                     "started costs in proportion to the parent's memory, not to the child's work")
+        advice = ("start the children without copying the parent: posix_spawn (or vfork, or clone with CLONE_VM), "
+                  "which share the parent's memory until the exec; or fork a small helper before the memory grows "
+                  "and start the children from it; where a child only computes, a thread instead of a process")
+    else:
+        mechanism = ("processes are started again and again: every fork or clone and exec pays the kernel's "
+                     "process creation and the new program's loading")
+        advice = ("start fewer processes: keep workers alive and hand them work, or do the child's work in the "
+                  "process itself")
+    phase = view.phase(*cpu_profile.SPAWN)
+    if phase:
+        evidence.append(phase.text)
+    return [Finding(
+        id="process-creation", title=f"Process creation (fork and exec): {head}",
+        mechanism=mechanism, evidence=evidence, advice=advice, subject=view.label,
+        confidence=confidence_from_share(share), numbers={"spawn_share": share, "started": started,
+                                                          "copy_share": copy / k},
+        cost_ns=spent, cost_share=share, phase=phase.name if phase else None)]
