@@ -103,6 +103,19 @@ def test_leak_needs_growth_to_the_end_and_names_the_sites_of_the_live_bytes():
     assert heap_leak.check(view(doc(live=40 * MIB, peak=100 * MIB, timeline=grow))) == []
 
 
+def test_a_heap_filled_by_the_first_job_and_held_is_not_growth_to_the_end():
+    # An interpreter whose object pool the first of six jobs grows and the others reuse (tclsh
+    # building and dropping a 1M-element list per job): readings are dense while the heap grows and
+    # sparse after, so fifths of the readings made the first job look like the whole run.
+    first_job = [[t * 18.0, (0.3 + t * 4.4) * MIB] for t in range(20)]
+    held = [[400.0 + t * 80, (77 if t % 2 else 88) * MIB] for t in range(20)]
+    assert heap_leak.check(view(doc(live=77 * MIB, peak=89 * MIB, timeline=first_job + held))) == []
+    # The same heap still growing through the second half is.
+    growing = first_job + [[400.0 + t * 80, (88 + t * 4) * MIB] for t in range(20)]
+    (f,) = heap_leak.check(view(doc(live=164 * MIB, peak=164 * MIB, timeline=growing)))
+    assert f.numbers["live_first_bytes"] < f.numbers["live_last_bytes"] / 2
+
+
 def test_composition_and_size_profile():
     h = doc(live=50 * MIB, anon_exit_kb=80 * 1024)
     rows = {what.split(" (")[0]: (p, e) for what, p, e in memory.composition(H(h))}

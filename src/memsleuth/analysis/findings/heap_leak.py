@@ -8,7 +8,7 @@ from memsleuth.events import MEMORY_FLOOR_BYTES
 from memsleuth.analysis.findings.base import Finding, mib
 from memsleuth.analysis.view import CellView
 
-# Growth: live bytes in the last fifth of the run at least this many times those of the first fifth.
+# Growth: live bytes in the last fifth of the run's time at least this many times those of the first fifth.
 MIN_GROWTH = 2.0
 # Still there: live at exit at least this share of the peak (a heap that grows then shrinks is not a leak).
 MIN_EXIT_SHARE = 0.8
@@ -19,12 +19,28 @@ SITE_SHARE = 0.05
 MAX_SITES = 3
 
 
-def _fifths(timeline: list) -> tuple[float, float]:
-    n = len(timeline)
-    k = max(1, n // 5)
-    first = sorted(v for _, v in timeline[:k])[k // 2]
-    last = sorted(v for _, v in timeline[-k:])[k // 2]
-    return first, last
+# Still growing: at least this share of the growth in the run's second half (live bytes from its
+# middle to its last fifth). A working set filled first and then held, or an interpreter's object
+# pool grown by its first job and reused by the others, is not growth to the end.
+SECOND_HALF_SHARE = 0.25
+
+
+def _at(timeline: list, lo: float, hi: float) -> float:
+    """The median live bytes read between times lo and hi (ms); where none was read there (readings
+    are taken as the heap grows, so a flat stretch has few), the last reading before lo."""
+    inside = sorted(v for t, v in timeline if lo <= t <= hi)
+    if inside:
+        return inside[len(inside) // 2]
+    before = [v for t, v in timeline if t < lo]
+    return before[-1] if before else timeline[0][1]
+
+
+def _fifths(timeline: list) -> tuple[float, float, float]:
+    """Live bytes in the run's first fifth, around its middle and in its last fifth, by time."""
+    t0, t1 = timeline[0][0], timeline[-1][0]
+    fifth = (t1 - t0) / 5
+    return (_at(timeline, t0, t0 + fifth), _at(timeline, t0 + 2 * fifth, t0 + 3 * fifth),
+            _at(timeline, t1 - fifth, t1))
 
 
 def check(view: CellView) -> list[Finding]:
@@ -35,8 +51,8 @@ def check(view: CellView) -> list[Finding]:
     live, peak = h.live_bytes, h.peak_live_bytes
     if len(tl) < MIN_POINTS or live < MEMORY_FLOOR_BYTES or peak <= 0 or live < MIN_EXIT_SHARE * peak:
         return []
-    first, last = _fifths(tl)
-    if last < MIN_GROWTH * max(first, 1.0):
+    first, middle, last = _fifths(tl)
+    if last < MIN_GROWTH * max(first, 1.0) or last - middle < SECOND_HALF_SHARE * (last - first):
         return []
     span = tl[-1][0] - tl[0][0]
     rate = (last - first) / (span / 1000) if span > 0 else 0.0
