@@ -336,3 +336,45 @@ def test_the_address_space_copied_by_fork_and_torn_down_by_exec_is_counted():
     p = cpu_profile.read(doc)
     assert p.counts == {"clone": 150, cpu_profile.EXEC: 130, USER: 120}
     assert p.address_space == {"copy": 150, "teardown in exec": 100}
+
+
+def _spawning(copy: bool, spawn: int = 300, user: int = 100):
+    """A parent that starts processes: `spawn` samples in fork and exec (their chains copying and
+    tearing down the parent's page tables where `copy`), `user` in user mode."""
+    from memsleuth.records.evidence import Sample
+    from memsleuth.analysis.view import CellView
+    fork = (["copy_pte_range", "copy_page_range", "dup_mmap"] if copy else ["alloc_pid"]) + \
+        ["copy_process", "kernel_clone", "__x64_sys_clone", "do_syscall_64"]
+    exe = (["unmap_vmas", "exit_mmap", "__mmput", "exec_mmap"] if copy else ["load_elf_binary"]) + \
+        ["bprm_execve", "__x64_sys_execve", "do_syscall_64"]
+    frames = sorted(set(fork + exe))
+    total = spawn + user
+    prof = {"period_ns": 1_000_000, "samples": total, "frames": frames,
+            "executables": [["parent", total - 50, 1], ["true", 50, 120]],
+            "stacks": [[0, spawn // 2, 0, [frames.index(f) for f in fork]],
+                       [1, spawn - spawn // 2, 0, [frames.index(f) for f in exe]], [0, user, 0, []]]}
+    doc = {"status": "ok", "wall_ns": 2 * 10**9, "user_ns": user * 10**6, "sys_ns": spawn * 10**6,
+           "minflt": 1000, "maxrss_kb": 600_000, "syscalls": {"mmap": 10, "munmap": 10, "madvise": 0, "brk": 5}}
+    return CellView("fork", "glibc", [Sample.from_msrun(doc)],
+                    explain=[Sample.from_msrun({**doc, "cpu_profile": prof})])
+
+
+def test_processes_started_from_a_large_parent_are_worded_from_the_page_table_copy():
+    from memsleuth.analysis.findings import process_creation
+    (f,) = process_creation.check(_spawning(copy=True))
+    assert f.id == "process-creation" and f.cost_share == pytest.approx(0.75)
+    assert "page tables" in f.mechanism and "posix_spawn" in f.advice
+    assert "120 programs were exec'd beside the command" in " ".join(f.evidence)
+    (g,) = process_creation.check(_spawning(copy=False))     # a small parent: the starts themselves
+    assert "page tables" not in g.mechanism and "fewer processes" in g.advice
+    assert process_creation.check(_spawning(copy=True, spawn=10, user=990)) == []     # 1%: not material
+
+
+def test_mprotect_toggled_per_task_is_its_own_finding_above_its_floor():
+    from memsleuth.analysis.findings import mprotect_calls
+    from test_costs import process, view
+    (f,) = mprotect_calls.check(view(process(user_ms=100, sys_ms=1300, syscalls={"mprotect": 800_000})))
+    assert f.id == "mprotect-calls" and f.calls == "mprotect" and 0.5 < f.cost_share <= 1.0
+    assert "800,000 mprotect calls" in f.evidence[0]
+    # a thread's guard page per thread created: set-up, whatever it costs
+    assert mprotect_calls.check(view(process(user_ms=100, sys_ms=1300, syscalls={"mprotect": 500}))) == []
