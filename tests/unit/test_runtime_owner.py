@@ -134,3 +134,12 @@ def test_futex_calls_from_node_s_own_workers_are_not_lock_contention():
         ["v8::base::OS::Allocate (node, no line information)", 0.16], ["uv_cond_wait (thread.c:793)", 0.09],
         ["v8::platform::DefaultWorkerThreadsTaskRunner::WorkerThread::Run (node, no line information)", 0.20]]}}})
     assert with_call_sites([lock], where) == []
+
+
+def test_cpythons_own_allocator_switch_is_advised_only_where_its_allocator_makes_the_calls():
+    from memsleuth.analysis import runtimes
+    cpython = next(rt for rt in runtimes.TABLE if rt.name == "CPython")
+    # f.read() of a 64 MiB file per request: the bytes object is malloc's, freed through cfree -> munmap
+    through_malloc = runtimes.advice_for(cpython, "mmap-churn", via_malloc=True)
+    assert "PYTHONMALLOC" not in through_malloc and "reuse one across steps" in through_malloc
+    assert "PYTHONMALLOC=malloc" in runtimes.advice_for(cpython, "mmap-churn")   # its arenas' own unmaps

@@ -32,6 +32,9 @@ class Runtime:
     gc: re.Pattern | None = None
     gc_advice: str = ""
     try_gc: tuple[str, tuple[tuple[str, str], ...]] | None = None
+    # Release advice that fits only where its own allocator makes the calls, not malloc's free
+    # (CPython's object allocator: its arenas; a 64 MiB bytes object is malloc's whatever PYTHONMALLOC says).
+    own_release: str = ""
 
 
 TABLE: tuple[Runtime, ...] = (
@@ -85,8 +88,8 @@ TABLE: tuple[Runtime, ...] = (
                       "promoted to the old one); allocate fewer short-lived objects per request",
             try_gc=("--max-semi-space-size=64", (("NODE_OPTIONS", "--max-semi-space-size=64"),))),
     Runtime("CPython", re.compile(r"^(_Py|Py[A-Z]|pymalloc|_PyObject|list_|dict_|array_|PyArray|npy_)"), False,
-            release="PYTHONMALLOC=malloc puts small objects on malloc too, where an allocator's options apply; "
-                    "large buffers (bytearray, array, bytes) come from malloc: reuse one across steps instead of "
+            own_release="PYTHONMALLOC=malloc puts small objects on malloc too, where an allocator's options apply",
+            release="large buffers (bytearray, array, bytes) come from malloc: reuse one across steps instead of "
                     "a new one per step",
             churn="reuse buffers across steps instead of creating a temporary per step",
             # the interpreter's own code where its static functions have no symbol (Debian's python3.x)
@@ -124,10 +127,11 @@ RELEASE_FINDINGS = ("madvise-storm", "mmap-churn", "heap-trim-churn")
 CHURN_FINDINGS = ("first-touch", "mremap-churn")
 
 
-def advice_for(rt: Runtime, finding: str) -> str | None:
-    """A runtime's own advice for a finding's mechanism, or None where it has none to give."""
+def advice_for(rt: Runtime, finding: str, via_malloc: bool = False) -> str | None:
+    """A runtime's own advice for a finding's mechanism, or None where it has none to give;
+    `via_malloc`: the call sites show the calls made through malloc's free, not its own allocator."""
     if finding in RELEASE_FINDINGS:
-        return rt.release
+        return "; ".join(a for a in ("" if via_malloc else rt.own_release, rt.release) if a)
     if finding in CHURN_FINDINGS:
         # a runtime with its own heap faults in again what it gave back (a heap that shrinks after each
         # collection and grows again): its release knob is advice for these faults too

@@ -594,7 +594,7 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
             continue    # the runtime's own heap: neither overhead of malloc's nor the allocator's to change
         events = tuple(dict.fromkeys((*((f.calls,) if f.calls else ()), *SITE_EVENTS.get(f.id, ()))))
         lines = [line for e in events for line in where_mod.lines_for(where, e)]
-        who, extra = f.who, []
+        who, extra, via_malloc = f.who, [], False
         e = where.events.get(f.calls or "")
         if e and e.internal_paths is not None and e.unwound_share >= where_mod.MIN_UNWOUND:
             through = e.through_allocator
@@ -602,6 +602,7 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
                 through = sum(share for path, share in e.internal_paths
                               if any(k in path for k in where_mod.ALLOCATOR_FRAMES))
             decided = "allocator" if through >= 0.8 else "program" if through <= 0.2 else None
+            via_malloc = decided == "allocator"
             if decided is not None:
                 share = through if decided == "allocator" else 1 - through
                 extra = [f"{share:.0%} of the sampled {f.calls} calls come "
@@ -629,7 +630,7 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
                 continue    # its scheduler parks idle threads on futexes: no lock is shown contended
             who, numbers = "runtime", {**f.numbers, "runtime": runtime.name}
             extra = [f"{share:.0%} of the sampled {what} come from {runtime.name}'s own code"]
-            own = runtimes.advice_for(runtime, f.id)
+            own = runtimes.advice_for(runtime, f.id, via_malloc)
             if own is not None:
                 advice = "; ".join([own, *runtimes.library_advice(made.makers or made.user_sites)])
                 if not runtime.own_memory and f.advice != program_advice(f.calls):   # its memory is malloc's: that side too
