@@ -233,3 +233,13 @@ def test_a_fresh_buffer_faulted_in_by_read_is_churn_of_the_allocators_mappings(t
     assert within_range(f["cost_share"], ref), (f["title"], refs)
     assert f["who"] == "allocator" and "faulted in again" in f["mechanism"], f
     assert found.get("first-touch") is None or found["first-touch"]["confidence"] == "low", found
+
+
+def test_shared_anonymous_memory_faulted_per_request_is_named_shared_memory_never_a_file(tmp_path):
+    cmd = [fixture("plain-shared_anon"), "40"]
+    doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
+    found = findings_of(doc)
+    f = found["shared-memory-faults"]
+    assert within_range(f["cost_share"], [r["page-faults"] for r in refs]), (f["title"], refs)
+    assert "file-backed-faults" not in found, list(found)
+    assert "MAP_PRIVATE" in f["advice"], f

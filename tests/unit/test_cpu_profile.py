@@ -23,8 +23,13 @@ SYSCALL = ["do_syscall_64", "entry_SYSCALL_64_after_hwframe"]
       "asm_exc_page_fault"], (FAULT, "huge-page zero-fill")),
     (["copy_mc_enhanced_fast_string", "wp_page_copy", "do_wp_page", "handle_mm_fault", "exc_page_fault",
       "asm_exc_page_fault"], (FAULT, "copy-on-write")),
+    # the path a file's pages and shared memory's share: told apart in read() (below)
     (["filemap_map_pages", "do_read_fault", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
+     (FAULT, cpu_profile.FILE_OR_SHARED)),
+    (["filemap_fault", "__do_fault", "do_read_fault", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
      (FAULT, "file-backed")),
+    (["clear_page_erms", "shmem_alloc_and_add_folio", "shmem_get_folio_gfp", "shmem_fault", "__do_fault",
+      "do_shared_fault", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"], (FAULT, "shared memory")),
     (["exc_page_fault", "asm_exc_page_fault"], (FAULT, cpu_profile.UNRESOLVED_FAULT)),
     # a fault taken inside a system call (MADV_POPULATE, read's copy) is that call's time
     (["clear_page_erms", "do_anonymous_page", "handle_mm_fault", "faultin_page", "__get_user_pages",
@@ -378,3 +383,20 @@ def test_mprotect_toggled_per_task_is_its_own_finding_above_its_floor():
     assert "800,000 mprotect calls" in f.evidence[0]
     # a thread's guard page per thread created: set-up, whatever it costs
     assert mprotect_calls.check(view(process(user_ms=100, sys_ms=1300, syscalls={"mprotect": 500}))) == []
+
+
+def test_the_common_path_of_file_and_shared_memory_faults_goes_to_the_kind_the_chains_name():
+    common = ["finish_fault", "do_fault", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]
+    shmem = ["shmem_fault", "__do_fault", "do_fault", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]
+    frames = sorted(set(common + shmem))
+
+    def profile(n_shmem):
+        stacks = [[0, 30, 0, [frames.index(f) for f in common], 1, [0, 30]]]
+        if n_shmem:
+            stacks.append([0, n_shmem, 0, [frames.index(f) for f in shmem], 1, [0, n_shmem]])
+        return cpu_profile.read({"samples": 30 + n_shmem, "period_ns": 10**6, "frames": frames, "stacks": stacks,
+                                 "when_bucket_ns": 10**6, "when_span_ns": 32 * 10**6})
+
+    p = profile(70)              # a MAP_SHARED|MAP_ANONYMOUS region: its common path is shared memory's too
+    assert p.fault_kinds == {"shared memory": 100} and sum(p.when[f"{FAULT}:shared memory"]) == 100
+    assert profile(0).fault_kinds == {"file-backed": 30}     # nothing names shared memory: a file's, as before

@@ -5,8 +5,8 @@ call chain) read and classified. Pure: it reads the stored document, runs nothin
 Each sample is classified by how the kernel was entered, from its chain's frames (innermost
 first): a fatal exit's teardown (do_exit), a system call by name (the `__x64_sys_NAME` frame, or
 its other architectures' spellings), a page fault (the fault entry) and, within it, what the fault
-did where the chain shows it (zero-fill of a small page, of a huge page, copy-on-write, a file's
-page, swap-in), other kernel work (interrupts, softirqs: named by their innermost function), or
+did where the chain shows it (zero-fill of a small page, of a huge page, copy-on-write, a page of
+shared memory, a file's page, swap-in), other kernel work (interrupts, softirqs: named by their innermost function), or
 user mode (no kernel frame). A share is samples over samples, with a 95% Wilson interval: the
 samples are taken at a fixed period of CPU time, so the share of samples estimates the share of
 CPU time.
@@ -66,6 +66,10 @@ _DISPATCH = ("handle_pte_fault", "do_pte_missing", "__handle_mm_fault", "handle_
 _NOT_HANDLERS = {"mm_account_fault", "lru_gen_enter_fault", "lru_gen_exit_fault", "handle_pte_fault",
                  "might_fault", "__might_fault"}
 _EXIT = {"do_exit", "do_group_exit"}
+# A fault on a file's or on shared memory's pages whose chain shows only their common path: shared out
+# between the two kinds in the proportions of the samples whose chain tells them apart (a file's
+# where none does: a mapping whose pages are all in the page cache is mapped around the fault).
+FILE_OR_SHARED = "file or shared memory"
 # What a fault did, from the frames below its entry; the first set that matches names it.
 FAULT_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     # NUMA balancing's hinting faults (the page was unmapped to see which node touches it) and the
@@ -84,8 +88,17 @@ FAULT_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
                                        "clear_huge_page", "folio_zero_user", "vmf_anon_prepare_huge"})),
     ("copy-on-write", frozenset({"do_wp_page", "wp_page_copy", "do_huge_pmd_wp_page", "do_cow_fault"})),
     ("swap-in", frozenset({"do_swap_page", "swap_readpage", "swap_read_folio"})),
-    ("file-backed", frozenset({"filemap_fault", "do_read_fault", "do_shared_fault", "filemap_map_pages",
-                               "shmem_fault", "__do_fault", "do_fault_around", "do_fault"})),
+    # Shared anonymous memory, a memfd, tmpfs, /dev/shm: shmem's pages (before file-backed, whose
+    # generic fault frames its chain also shows): allocated and zeroed, never read from a file.
+    ("shared memory", frozenset({"shmem_fault", "shmem_get_folio_gfp", "shmem_alloc_and_add_folio",
+                                 "shmem_alloc_folio", "shmem_get_folio", "shmem_getpage_gfp"})),
+    ("file-backed", frozenset({"filemap_fault", "filemap_read_folio", "page_cache_ra_unbounded",
+                               "page_cache_ra_order", "page_cache_sync_ra", "page_cache_async_ra",
+                               "do_sync_mmap_readahead", "do_async_mmap_readahead"})),
+    # The generic path of a fault on a shared or file mapping (mapping cached pages around it, installing
+    # the page, dirtying it): a file's or shared memory's alike. read() shares these out (FILE_OR_SHARED).
+    (FILE_OR_SHARED, frozenset({"do_read_fault", "do_shared_fault", "filemap_map_pages", "__do_fault",
+                                "do_fault_around", "do_fault", "finish_fault", "fault_dirty_shared_page"})),
     ("small-page zero-fill", frozenset({"do_anonymous_page", "alloc_anon_folio"})),
     # Waiting for the process's memory-map lock, held for writing by another thread's mmap, munmap
     # or mprotect (the fault takes it for reading before it can do anything): contention, not
@@ -237,6 +250,24 @@ class Profile:
                 "when_span_ns": self.when_span_ns, "lost_records": self.lost, "why": self.why}
 
 
+def _share_out_common_path(kinds: Counter, when: dict[str, list[int]]) -> None:
+    """The FILE_OR_SHARED samples given to the file-backed and shared-memory kinds in the proportions
+    of those the chains name (all to file-backed where neither is named); their times to the larger."""
+    common = kinds.pop(FILE_OR_SHARED, 0)
+    times = when.pop(when_key(FAULT, FILE_OR_SHARED), None)
+    if not common:
+        return
+    files, shared = kinds.get("file-backed", 0), kinds.get("shared memory", 0)
+    to_shared = round(common * shared / (files + shared)) if files + shared else 0
+    if to_shared:
+        kinds["shared memory"] += to_shared
+    if common - to_shared:
+        kinds["file-backed"] += common - to_shared
+    if times:
+        documents.add_buckets(when.setdefault(when_key(FAULT, "shared memory" if shared > files else "file-backed"),
+                                              []), [x for b, k in enumerate(times) for x in (b, k)])
+
+
 def when_key(cls: str, detail: str | None = None, release: str | None = None) -> str:
     """The key of a set of samples in Profile.when: a class (\"munmap\"), a fault kind
     (\"page-faults:copy-on-write\") or the faults by what released their address (\"page-faults@munmap\")."""
@@ -296,6 +327,7 @@ def read(doc: dict | None) -> Profile | None:
                     space["teardown in " + ("exit" if cls == EXIT else "exec" if cls == EXEC else "fork")] += n
             name = exes[int(exe)][0] if 0 <= int(exe) < len(exes) else "?"
             by_exe.setdefault(name, Counter())[cls] += n
+        _share_out_common_path(kinds, when)
         total = int(doc.get("samples") or 0)
         cut = int(doc.get("cut_stacks") or 0)
         if cut:

@@ -1,4 +1,4 @@
-"""Page faults of a kind no other rule words: copy-on-write, a mapped file's pages, swap-in, NUMA
+"""Page faults of a kind no other rule words: copy-on-write, shared memory, a mapped file's pages, swap-in, NUMA
 hinting, hugetlbfs, userfaultfd, and those of a kind memsleuth does not name, said as unknown (the
 zero-fill of fresh memory, small pages or huge, is first-touch's and the churn rules', which name huge
 pages where they are what was zeroed). The explaining run's CPU samples taken in the fault handler say what each fault
@@ -29,6 +29,15 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "cache (or the disk), and a file mapped and unmapped per use is faulted in again every time",
         "keep the file mapped across uses instead of mapping it per request; for a mapping read whole, "
         "MAP_POPULATE or madvise(MADV_WILLNEED); or read() it once into a buffer that is reused"),
+    "shared memory": (
+        "Shared-memory page faults: pages of shared memory are allocated and zeroed as they are first touched",
+        "shared memory (MAP_SHARED|MAP_ANONYMOUS, a memfd, tmpfs or /dev/shm) is backed by the kernel's shmem "
+        "pages, not by a file on disk: each first touch of a page allocates it, zeroes it and adds it to the shared "
+        "object, which costs more than a private page; a region mapped again, or its pages punched out "
+        "(fallocate PUNCH_HOLE, MADV_REMOVE), per use pays it all again",
+        "keep the shared region and reuse its pages instead of mapping a new one (or punching its pages out) per "
+        "use; where no other process needs to see it, private anonymous memory (MAP_PRIVATE) is cheaper to fault "
+        "in, and an allocator can keep it for reuse"),
     "swap-in": (
         "Swap-in faults: the process's own pages are read back from swap",
         "pages of the process were swapped out under memory pressure and each access faults them back in",
