@@ -343,7 +343,7 @@ def test_the_address_space_copied_by_fork_and_torn_down_by_exec_is_counted():
     assert p.address_space == {"copy": 150, "teardown in exec": 100}
 
 
-def _spawning(copy: bool, spawn: int = 300, user: int = 100):
+def _spawning(copy: bool, spawn: int = 300, user: int = 100, started: int = 120):
     """A parent that starts processes: `spawn` samples in fork and exec (their chains copying and
     tearing down the parent's page tables where `copy`), `user` in user mode."""
     from memsleuth.records.evidence import Sample
@@ -355,7 +355,7 @@ def _spawning(copy: bool, spawn: int = 300, user: int = 100):
     frames = sorted(set(fork + exe))
     total = spawn + user
     prof = {"period_ns": 1_000_000, "samples": total, "frames": frames,
-            "executables": [["parent", total - 50, 1], ["true", 50, 120]],
+            "executables": [["parent", total - 50, 1], ["true", 50, started]],
             "stacks": [[0, spawn // 2, 0, [frames.index(f) for f in fork]],
                        [1, spawn - spawn // 2, 0, [frames.index(f) for f in exe]], [0, user, 0, []]]}
     doc = {"status": "ok", "wall_ns": 2 * 10**9, "user_ns": user * 10**6, "sys_ns": spawn * 10**6,
@@ -373,6 +373,8 @@ def test_processes_started_from_a_large_parent_are_worded_from_the_page_table_co
     (g,) = process_creation.check(_spawning(copy=False))     # a small parent: the starts themselves
     assert "page tables" not in g.mechanism and "fewer processes" in g.advice
     assert process_creation.check(_spawning(copy=True, spawn=10, user=990)) == []     # 1%: not material
+    # a short program's own start (ms-run's fork and its exec, 12% of 120 ms): not processes started again and again
+    assert process_creation.check(_spawning(copy=True, spawn=15, user=105, started=0)) == []
 
 
 def test_mprotect_toggled_per_task_is_its_own_finding_above_its_floor():

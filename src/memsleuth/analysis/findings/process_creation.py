@@ -1,5 +1,6 @@
 """Starting processes that costs material time: fork (or clone) and exec, from the explaining run's
-sampled kernel chains (cpu_profile.SPAWN).
+sampled kernel chains (cpu_profile.SPAWN), where the tree exec'd at least MIN_STARTED programs
+beside the command (a program that forks workers without exec'ing is not counted here).
 
 Its words come from what the chains show: where fork's samples copy the parent's page tables
 (cpu_profile.MM_COPY) and exec's tear that copy down again (MM_TEARDOWN), the cost grows with the
@@ -17,6 +18,11 @@ from memsleuth.records import cpu_profile
 # From this share of the process-creation samples in the address space's copy and teardown, the
 # parent's memory is what the starts cost.
 COPY_SHARE = 0.5
+# At least this many programs exec'd beside the command, and their samples enough to say when they
+# ran (cpu_profile.MIN_SAMPLES), not all at start-up: the command's own start is one exec, and a
+# launcher (a pyenv shim is a bash script that runs a dozen programs) is a chain of them, paid once,
+# that can be a material share of a short run.
+MIN_STARTED = 10
 
 
 def check(view: CellView) -> list[Finding]:
@@ -28,18 +34,21 @@ def check(view: CellView) -> list[Finding]:
     k = sum(p.counts.get(c, 0) for c in cpu_profile.SPAWN)
     share = k / p.samples if p.samples else 0.0
     spent = share * cpu_ns
-    if spent < cost.MIN_COST_NS or share < cost.MATERIAL_SHARE:
+    # every exec the tree made but the command's own (ms-run's executables: name, samples, processes)
+    started = max(sum(n for _, _, n in p.executables) - 1, 0)
+    if spent < cost.MIN_COST_NS or share < cost.MATERIAL_SHARE or started < MIN_STARTED or \
+            k < cpu_profile.MIN_SAMPLES:
         return []
+    phase = view.phase(*cpu_profile.SPAWN)
+    if phase is not None and phase.name == "start-up":
+        return []       # a launcher's chain of execs (a pyenv shim runs a dozen programs), paid once
     lo, hi = p.interval(share)
     head = f"{cost.ms(spent)} ms = {cost.pct(share)} of the CPU time (sampled, 95% CI {lo:.0%}-{hi:.0%})"
     by_call = ", ".join(f"{c} {p.counts[c] / k:.0%}" for c in cpu_profile.SPAWN if p.counts.get(c))
-    # every exec the tree made but the command's own (ms-run's executables: name, samples, processes)
-    started = max(sum(n for _, _, n in p.executables) - 1, 0)
     evidence = [f"starting processes took {head}: {by_call} of those samples (the explaining run's kernel chains)"]
-    if started:
-        most = sorted(p.executables, key=lambda e: -e[2])[:3]
-        evidence.append(f"{started:,} programs were exec'd beside the command: "
-                        + ", ".join(f"{name} ({n:,} process{'es' if n != 1 else ''})" for name, _, n in most))
+    most = sorted(p.executables, key=lambda e: -e[2])[:3]
+    evidence.append(f"{started:,} programs were exec'd beside the command: "
+                    + ", ".join(f"{name} ({n:,} process{'es' if n != 1 else ''})" for name, _, n in most))
     space = p.address_space
     copy = space.get("copy", 0) + space.get("teardown in exec", 0) + space.get("teardown in fork", 0)
     if copy >= COPY_SHARE * k:
@@ -56,7 +65,6 @@ def check(view: CellView) -> list[Finding]:
                      "process creation and the new program's loading")
         advice = ("start fewer processes: keep workers alive and hand them work, or do the child's work in the "
                   "process itself")
-    phase = view.phase(*cpu_profile.SPAWN)
     if phase:
         evidence.append(phase.text)
     return [Finding(
