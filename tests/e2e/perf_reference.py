@@ -85,3 +85,26 @@ def perf_user_share(data: Path, entries: tuple[str, ...], *cmd: str, env: dict |
     if n <= 200:
         raise RuntimeError(f"perf took only {n} samples")
     return hit / n
+
+
+def perf_innermost_share(data: Path, pattern: str, *cmd: str) -> float:
+    """The share of perf's cpu-clock samples of the command whose sampled function (perf's own
+    symbol, without its version or suffix: `cfree@GLIBC_2.2.5`, `unlink_chunk.constprop.0`) matches
+    `pattern`, in user mode."""
+    rec = subprocess.run(["perf", "record", "-q", "--no-buildid-cache", "-e", "cpu-clock", "-F", "1000",
+                          "-o", str(data), "--", *cmd], capture_output=True, text=True, timeout=300)
+    if rec.returncode != 0:
+        raise RuntimeError(f"perf record failed: {rec.stderr.strip()[-300:]}")
+    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip,sym"], capture_output=True, text=True,
+                         timeout=300).stdout
+    n = hit = 0
+    for line in out.splitlines():
+        parts = line.split(None, 1)
+        if not parts:
+            continue
+        n += 1
+        name = re.split(r"[@.]", parts[1].strip(), maxsplit=1)[0] if len(parts) > 1 else ""
+        hit += not parts[0].startswith("ffff") and re.match(pattern, name) is not None
+    if n <= 200:
+        raise RuntimeError(f"perf took only {n} samples")
+    return hit / n

@@ -243,3 +243,17 @@ def test_shared_anonymous_memory_faulted_per_request_is_named_shared_memory_neve
     assert within_range(f["cost_share"], [r["page-faults"] for r in refs]), (f["title"], refs)
     assert "file-backed-faults" not in found, list(found)
     assert "MAP_PRIVATE" in f["advice"], f
+
+
+def test_time_in_malloc_and_free_is_the_allocators_at_perfs_share(tmp_path):
+    from perf_reference import perf_innermost_share
+    from memsleuth.analysis.user_time import ALLOCATOR_FRAMES
+    cmd = [fixture("plain-small_blocks"), "40"]
+    refs = [perf_innermost_share(tmp_path / "perf-before.data", ALLOCATOR_FRAMES.pattern, *cmd)]
+    doc = check(tmp_path, *cmd)
+    refs.append(perf_innermost_share(tmp_path / "perf-after.data", ALLOCATOR_FRAMES.pattern, *cmd))
+    found = findings_of(doc)
+    f = found["allocator-time"]
+    assert within_range(f["cost_share"], refs), (f["title"], refs)
+    assert f["who"] == "allocator" and "_int_free" in " ".join(f["evidence"]), f
+    assert "--try" in f["advice"], f

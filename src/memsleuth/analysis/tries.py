@@ -158,7 +158,8 @@ ALLOCATOR_SENSITIVE = {"heap-trim-churn": ("brk calls", "page faults"),
                        "lock-contention": ("futex calls",),
                        "rss-blowup": ("peak RSS", "time-averaged RSS"),
                        "heap-overhead": ("peak RSS", "time-averaged RSS"),
-                       "heap-retained": ("time-averaged RSS", "peak RSS")}
+                       "heap-retained": ("time-averaged RSS", "peak RSS"),
+                       "allocator-time": ("peak RSS",)}
 
 
 

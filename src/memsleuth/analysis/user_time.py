@@ -5,6 +5,9 @@
   records/cpu_profile.py, and the fault and system-call findings');
 - in user mode, a chain with a frame of a runtime's garbage collector (runtimes.TABLE's `gc`):
   that collector's;
+- in user mode, innermost in malloc, free and their internals (ALLOCATOR_FRAMES): the allocator's;
+- in user mode, innermost in memsleuth's own preloads (the explaining run's heap accounting and
+  call-site sampler): memsleuth's own, nobody's cost;
 - in user mode, any other chain: the program's and its libraries' own work, including the frames
   memsleuth could not name.
 
@@ -16,12 +19,13 @@ samples, so they never add up past the whole.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 
 from memsleuth.analysis import phase, runtimes
 from memsleuth.records.cpu_profile import wilson
-from memsleuth.records.cpu_stacks import CpuStacks
+from memsleuth.records.cpu_stacks import OWN, CpuStacks
 
 # Below this many samples in all, no share is read (as cpu_profile.MIN_SAMPLES).
 MIN_SAMPLES = 100
@@ -91,6 +95,67 @@ def collectors(stacks: CpuStacks | None) -> list[Collector]:
     return sorted(out, key=lambda c: -c.samples)
 
 
+# The allocator's own code, as a sample's innermost frame names it: malloc and free and their
+# internals in glibc, jemalloc (je_), mimalloc (mi_) and tcmalloc, and C++'s operator new and delete
+# (thin wrappers over malloc). A runtime's own allocator (CPython's obmalloc, Go's mallocgc) is not
+# malloc and is not here.
+ALLOCATOR_FRAMES = re.compile(
+    r"^(malloc|free|cfree|calloc|realloc|reallocarray|memalign|posix_memalign|aligned_alloc|valloc|pvalloc|"
+    r"__libc_(malloc|free|calloc|realloc|memalign)|_int_(malloc|free|realloc|memalign)|_int_free_\w+|"
+    r"malloc_consolidate|sysmalloc|unlink_chunk|tcache_\w+|_mid_memalign|arena_get2|"
+    r"operator (new|delete)(\[\])?\b.*|je_\w+|_rjem_\w+|_?mi_\w+|tc_\w+|tcmalloc::.*|TCMalloc\w*::.*)$")
+
+
+@dataclass(frozen=True)
+class AllocatorTime:
+    """The user-mode samples whose innermost frame is the allocator's own code."""
+    samples: int
+    total: int                   # the samples of the program (memsleuth's own left out)
+    functions: tuple[tuple[str, int], ...]   # the innermost allocator frames, the most first
+    callers: tuple[tuple[str, int], ...]     # the first frame outside the allocator, the most first
+    when: tuple[int, ...] = ()
+    wrapped: int = 0             # of `samples`, those in memsleuth's heap accounting around malloc and free
+
+    @property
+    def share(self) -> float:
+        return self.samples / self.total if self.total else 0.0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson(self.samples, self.total)
+
+
+def allocator_time(stacks: CpuStacks | None) -> AllocatorTime | None:
+    """The allocator's part of the samples (ALLOCATOR_FRAMES innermost, in user mode, outside any
+    collector's chain); the samples innermost in memsleuth's own preloads are no one's (left out of
+    the whole too). None with too few samples to read a share from."""
+    if stacks is None or stacks.samples < MIN_SAMPLES:
+        return None
+    own = hit = 0
+    fns: Counter = Counter()
+    callers: Counter = Counter()
+    when = []
+    wrapped = 0
+    for st in stacks.stacks:
+        inner = st.functions[0] if st.functions else ""
+        wrapper = inner.startswith(OWN) and ALLOCATOR_FRAMES.match(inner[len(OWN):]) is not None
+        if inner.startswith(OWN) and not (wrapper and not st.in_kernel):
+            own += st.samples
+            continue
+        if st.in_kernel or not (wrapper or ALLOCATOR_FRAMES.match(inner)) or _collector_of(st.functions) is not None:
+            continue
+        # memsleuth's heap accounting runs in malloc's and free's place in the explaining run (it reads
+        # each block's header before the allocator does): the allocator's calls, counted as theirs
+        wrapped += st.samples if wrapper else 0
+        hit += st.samples
+        fns[inner] += st.samples
+        caller = next((f for f in st.functions if not ALLOCATOR_FRAMES.match(f) and not f.startswith(OWN)), None)
+        callers[caller or "(no caller named)"] += st.samples
+        when.append(st.when)
+    return AllocatorTime(hit, stacks.samples - own, tuple(fns.most_common(5)), tuple(callers.most_common(3)),
+                         tuple(phase.sum_buckets(when)), wrapped)
+
+
 @dataclass(frozen=True)
 class Part:
     name: str           # "the kernel", "<runtime>'s garbage collector", "the program and its libraries"
@@ -115,7 +180,11 @@ def who_ran(stacks: CpuStacks | None) -> list[Part]:
             parts["the kernel"] += st.samples
             continue
         found = _collector_of(st.functions)
-        parts[f"{found[0].name}'s garbage collector" if found else "the program and its libraries"] += st.samples
+        inner = st.functions[0] if st.functions else ""
+        parts[f"{found[0].name}'s garbage collector" if found else
+              "memsleuth's own (heap accounting, call-site sampling)" if inner.startswith(OWN) else
+              "the allocator (malloc and free)" if ALLOCATOR_FRAMES.match(inner) else
+              "the program and its libraries"] += st.samples
     if stacks.cut:
         parts["not kept (too many distinct stacks)"] += stacks.cut
     n = stacks.samples

@@ -72,8 +72,15 @@ class CpuStacks:
             return None
 
 
+# A frame of memsleuth's own preloads (heap accounting, the call-site sampler) in the explaining run:
+# named so, so that no part of the program's time is theirs (libmsheap's malloc is not the allocator's).
+OWN = "[memsleuth's own] "
+OWN_OBJECTS = ("libmsheap.so", "libmssites.so")
+
+
 def _name(f) -> str:
-    return f.function if f.function else f"[{f.object}]"
+    name = f.function if f.function else f"[{f.object}]"
+    return OWN + name if f.object in OWN_OBJECTS else name
 
 
 def _kept(functions: list[str]) -> tuple[str, ...]:

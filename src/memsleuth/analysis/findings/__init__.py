@@ -18,6 +18,7 @@ from memsleuth.analysis.view import CellView
 from memsleuth.analysis import cost
 from memsleuth.units import PAGE_BYTES
 from memsleuth.analysis.findings import (
+    allocator_time,
     counters_unavailable,
     fault_kind,
     first_touch,
@@ -43,7 +44,7 @@ from memsleuth.analysis.findings import (
 
 # Mechanism rules first; kernel_time (where the kernel time went) only speaks when none of them
 # explains a cell (for_cell).
-CELL_RULES: tuple[CellRule, ...] = (preload_missed, madvise_storm, heap_trim, mmap_churn, mremap_churn,
+CELL_RULES: tuple[CellRule, ...] = (preload_missed, allocator_time, madvise_storm, heap_trim, mmap_churn, mremap_churn,
                                     mprotect_calls, first_touch, zero_page, fault_kind, garbage_collection,
                                     lock_contention, process_creation, rss_blowup, rss_growth, heap_overhead,
                                     heap_retained, heap_leak)
@@ -55,7 +56,7 @@ RUN_RULES: tuple[RunRule, ...] = (counters_unavailable, unstable)
 # Findings about the measurement, not a mechanism, and the mechanisms of user-mode time (which say
 # nothing of the kernel's): they do not silence kernel_time.
 NOT_MECHANISMS = ("unstable-measurement", "rss-growth", "heap-overhead", "heap-retained", "heap-leak",
-                  "preload-missed", "garbage-collection")
+                  "preload-missed", "garbage-collection", "allocator-time")
 
 
 # A leak goes first when the bytes it still holds at exit are at least this share of the memory the
