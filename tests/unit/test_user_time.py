@@ -127,3 +127,49 @@ def test_the_user_chains_are_a_stack_set_for_flame_graphs_and_pprof(analysis):
     gc = [fr for fr, _ in s.stacks if any(f[0] == "runtime.gcBgMarkWorker" for f in fr)]
     assert gc and all(f[3] == "runtime" for fr in gc for f in fr if f[0].startswith("runtime.gc"))
     assert all(fr[0][3] == "program" for fr, _ in s.stacks)        # the executable, outermost
+
+
+def _user_stacks(*stacks: tuple[int, tuple[str, ...]], kernel: int = 0) -> CpuStacks:
+    return CpuStacks(1_000_000, sum(n for n, _ in stacks) + kernel, kernel,
+                     tuple(UserStack("prog", False, n, fns) for n, fns in stacks))
+
+
+def test_each_allocators_own_code_is_a_part_and_memsleuths_own_wrapper_counts_for_malloc():
+    from memsleuth.records.cpu_stacks import OWN
+    s = _user_stacks((300, ("_int_malloc", "malloc", OWN + "malloc", "main")),   # glibc under the heap accounting
+                (100, (OWN + "free", "main")),                               # its wrapper: the allocator's call
+                (50, (OWN + "record_sample", OWN + "malloc", "main")),       # its own bookkeeping: nobody's
+                (200, ("runtime.nextFreeFast", "runtime.mallocgc", "runtime.newobject", "main.handle")),
+                (100, ("runtime.memmove", "main.copy")),                     # the runtime, not its allocator
+                (250, ("pymalloc_alloc", "_PyObject_Malloc", "PyDict_New")),
+                (100, ("main",)))
+    parts = {(p.runtime.name if p.runtime else "malloc"): p for p in user_time.allocator_time(s)}
+    assert parts["malloc"].samples == 400 and parts["malloc"].wrapped == 100
+    assert parts["malloc"].total == 1050                    # memsleuth's own 50 left out of the whole
+    assert parts["the Go runtime"].samples == 200 and parts["the Go runtime"].callers[0][0] == "main.handle"
+    assert parts["CPython"].samples == 250
+    names = {p.name: p.samples for p in user_time.who_ran(s)}
+    assert names["the allocator (malloc and free)"] == 400 and names["the Go runtime's own allocator"] == 200
+    assert sum(names.values()) == s.samples
+
+
+def test_allocator_time_is_worded_by_whose_allocator_and_tried_only_where_malloc_is():
+    from memsleuth.analysis.findings import allocator_time
+    from memsleuth.analysis.view import CellView
+    from memsleuth.records.evidence import Sample
+    doc = {"status": "ok", "wall_ns": 2 * 10**9, "user_ns": 19 * 10**8, "sys_ns": 10**8, "minflt": 1000}
+    s = _user_stacks((600, ("mallocgcTiny", "runtime.mallocgc", "main.handle")),
+                (500, ("runtime.mallocgcTiny", "runtime.mallocgc", "main.handle")),
+                (400, ("_int_free", "free", "main")), (1000, ("main.work",)))
+    explain = Sample.from_msrun(doc)
+    object.__setattr__(explain, "cpu_stacks", s)
+    found = {f.who: f for f in allocator_time.check(CellView("c", "glibc", [Sample.from_msrun(doc)],
+                                                               explain=[explain]))}
+    go, malloc = found["runtime"], found["allocator"]
+    assert "the Go runtime's own allocator" in go.title and "sync.Pool" in go.advice and "mimalloc" not in go.advice
+    assert "malloc and free" in malloc.title and "mimalloc" in malloc.advice
+    assert go.cost_share == pytest.approx(500 / 2500) and malloc.cost_share == pytest.approx(400 / 2500)
+    candidates = tries.for_findings([go, malloc], "glibc", ["mimalloc", "jemalloc"])
+    assert {t.allocator for t in candidates} == {"mimalloc", "jemalloc"}
+    assert all(t.finding == "allocator-time" for t in candidates)
+    assert tries.for_findings([go], "glibc", ["mimalloc"]) == []

@@ -35,6 +35,11 @@ class Runtime:
     # Release advice that fits only where its own allocator makes the calls, not malloc's free
     # (CPython's object allocator: its arenas; a 64 MiB bytes object is malloc's whatever PYTHONMALLOC says).
     own_release: str = ""
+    # Its own allocator (not malloc): a CPU sample whose innermost frames, the runtime's own, include
+    # one of these is its allocator's work (analysis/user_time.allocator_time); and what makes it
+    # allocate less.
+    alloc: re.Pattern | None = None
+    alloc_advice: str = ""
 
 
 TABLE: tuple[Runtime, ...] = (
@@ -54,7 +59,14 @@ TABLE: tuple[Runtime, ...] = (
             gc_advice="GOGC above 100 (or off, with GOMEMLIMIT as the bound) collects less often: each cycle scans the "
                       "whole live heap, so fewer cycles cost less, for more memory; fewer pointers in the live heap "
                       "(slices of values, not of pointers) make each scan cheaper",
-            try_gc=("GOGC=200", (("GOGC", "200"),))),
+            try_gc=("GOGC=200", (("GOGC", "200"),)),
+            alloc=re.compile(r"^runtime\.(mallocgc\w*|newobject|newarray|makeslice\w*|growslice|rawstring\w*|"
+                             r"rawbyteslice|rawruneslice|nextFreeFast|heapSetType\w*|\(\*mcache\)\.\w+|"
+                             r"\(\*mcentral\)\.\w+|\(\*mspan\)\.(writeHeapBits\w*|nextFreeIndex|initHeapBits|"
+                             r"refillAllocCache))$"),
+            alloc_advice="allocate less per request: preallocate slices and maps to their final size (make with a "
+                         "capacity), reuse objects across requests (sync.Pool), keep values rather than pointers in "
+                         "hot structures; every allocation is also work for the collector"),
     Runtime("the JVM", re.compile(r"^(JVM_|os::|G1|ParallelScavengeHeap|CollectedHeap|ZPage|Universe::|Java_)"), True,
             release="-Xms equal to -Xmx keeps the heap from being uncommitted after a collection and committed "
                     "(faulted in) again",
@@ -101,7 +113,14 @@ TABLE: tuple[Runtime, ...] = (
                           r"clear_unreachable_mask|invoke_gc_callback)$"),
             gc_advice="gc.freeze() after start-up moves the objects built so far out of the collector's reach; "
                       "gc.set_threshold() with a larger first threshold collects less often; fewer container "
-                      "objects (tuples of numbers in an array, not lists of objects) give it less to traverse"),
+                      "objects (tuples of numbers in an array, not lists of objects) give it less to traverse",
+            # obmalloc's entry points and the helpers the symbolizer names where they are inlined
+            alloc=re.compile(r"^(_?PyObject_(Malloc|Calloc|Realloc|Free)|_?PyMem_\w+|pymalloc_\w+|"
+                             r"allocate_from_new_pool|insert_to_usedpool|insert_to_freepool|arena_map_\w+|"
+                             r"address_in_range|has_own_state|_PyObject_GC_(New|NewVar|Alloc|Del|Link)\w*|gc_alloc|"
+                             r"new_arena)$"),
+            alloc_advice="create fewer objects per step: reuse containers, classes with __slots__, numbers in an "
+                         "array (array, numpy) rather than a list of objects"),
 )
 
 # Advice that fits only where a library's own frames make the calls (a word about numpy's out= is

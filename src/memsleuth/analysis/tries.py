@@ -224,7 +224,7 @@ def for_findings(found: list[Finding], allocator: str, installed: list[str], com
                     out[t.key] = out[t.key].merged(t) if t.key in out else t
             continue
         found_tries = list(TRIES.get(f.id, lambda *_: [])(f, allocator))
-        if f.id in ALLOCATOR_SENSITIVE:
+        if f.id in ALLOCATOR_SENSITIVE and not (f.id == "allocator-time" and f.who != "allocator"):
             found_tries += [Try(other, f.id, ALLOCATOR_SENSITIVE[f.id], allocator=other,
                                 primary="peak RSS" if f.id in MEMORY_FINDINGS else "time")
                             for other in OTHER_ALLOCATORS if other != allocator and other in installed]

@@ -108,7 +108,8 @@ ALLOCATOR_FRAMES = re.compile(
 
 @dataclass(frozen=True)
 class AllocatorTime:
-    """The user-mode samples whose innermost frame is the allocator's own code."""
+    """The user-mode samples in an allocator's own code: malloc's (`runtime` None), or a runtime's own."""
+    runtime: runtimes.Runtime | None
     samples: int
     total: int                   # the samples of the program (memsleuth's own left out)
     functions: tuple[tuple[str, int], ...]   # the innermost allocator frames, the most first
@@ -125,35 +126,62 @@ class AllocatorTime:
         return wilson(self.samples, self.total)
 
 
-def allocator_time(stacks: CpuStacks | None) -> AllocatorTime | None:
-    """The allocator's part of the samples (ALLOCATOR_FRAMES innermost, in user mode, outside any
-    collector's chain); the samples innermost in memsleuth's own preloads are no one's (left out of
-    the whole too). None with too few samples to read a share from."""
+def _runtime_allocator(functions: tuple[str, ...]) -> tuple[runtimes.Runtime, str] | None:
+    """The runtime whose own allocator ran the sample: its innermost frames are the runtime's own
+    code (`frames`) and one of them is its allocator's (`alloc`); and that frame."""
+    for rt in runtimes.TABLE:
+        if rt.alloc is None:
+            continue
+        for fn in functions:     # its own frames, innermost first, up to the first of its allocator's
+            if rt.alloc.search(fn):
+                return rt, fn
+            if not rt.frames.search(fn):
+                break
+    return None
+
+
+def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
+    """Each allocator's part of the samples, the largest first: malloc's (ALLOCATOR_FRAMES innermost)
+    and each runtime's own (_runtime_allocator), in user mode and outside any collector's chain. The
+    samples innermost in memsleuth's own preloads are no one's (left out of the whole too). Empty with
+    too few samples to read a share from."""
     if stacks is None or stacks.samples < MIN_SAMPLES:
-        return None
-    own = hit = 0
-    fns: Counter = Counter()
-    callers: Counter = Counter()
-    when = []
-    wrapped = 0
+        return []
+    own = 0
+    hits: Counter = Counter()
+    fns: dict[str, Counter] = {}
+    callers: dict[str, Counter] = {}
+    when: dict[str, list] = {}
+    wrapped: Counter = Counter()
+    by_name: dict[str, runtimes.Runtime | None] = {}
     for st in stacks.stacks:
         inner = st.functions[0] if st.functions else ""
         wrapper = inner.startswith(OWN) and ALLOCATOR_FRAMES.match(inner[len(OWN):]) is not None
         if inner.startswith(OWN) and not (wrapper and not st.in_kernel):
             own += st.samples
             continue
-        if st.in_kernel or not (wrapper or ALLOCATOR_FRAMES.match(inner)) or _collector_of(st.functions) is not None:
+        if st.in_kernel or _collector_of(st.functions) is not None:
             continue
+        if wrapper or ALLOCATOR_FRAMES.match(inner):
+            rt, fn, mine = None, inner, lambda f: bool(ALLOCATOR_FRAMES.match(f)) or f.startswith(OWN)
+        else:
+            found = _runtime_allocator(st.functions)
+            if found is None:
+                continue
+            (rt, fn), mine = found, (lambda r: lambda f: bool(r.frames.search(f) or r.alloc.search(f)))(found[0])
+        key = rt.name if rt else "malloc"
+        by_name[key] = rt
         # memsleuth's heap accounting runs in malloc's and free's place in the explaining run (it reads
         # each block's header before the allocator does): the allocator's calls, counted as theirs
-        wrapped += st.samples if wrapper else 0
-        hit += st.samples
-        fns[inner] += st.samples
-        caller = next((f for f in st.functions if not ALLOCATOR_FRAMES.match(f) and not f.startswith(OWN)), None)
-        callers[caller or "(no caller named)"] += st.samples
-        when.append(st.when)
-    return AllocatorTime(hit, stacks.samples - own, tuple(fns.most_common(5)), tuple(callers.most_common(3)),
-                         tuple(phase.sum_buckets(when)), wrapped)
+        wrapped[key] += st.samples if wrapper else 0
+        hits[key] += st.samples
+        fns.setdefault(key, Counter())[fn] += st.samples
+        caller = next((f for f in st.functions if not mine(f)), None)
+        callers.setdefault(key, Counter())[caller or "(no caller named)"] += st.samples
+        when.setdefault(key, []).append(st.when)
+    return [AllocatorTime(by_name[k], n, stacks.samples - own, tuple(fns[k].most_common(5)),
+                          tuple(callers[k].most_common(3)), tuple(phase.sum_buckets(when[k])), wrapped[k])
+            for k, n in hits.most_common()]
 
 
 @dataclass(frozen=True)
@@ -181,9 +209,12 @@ def who_ran(stacks: CpuStacks | None) -> list[Part]:
             continue
         found = _collector_of(st.functions)
         inner = st.functions[0] if st.functions else ""
+        wrapper = inner.startswith(OWN) and ALLOCATOR_FRAMES.match(inner[len(OWN):]) is not None
+        own_alloc = None if found or inner.startswith(OWN) else _runtime_allocator(st.functions)
         parts[f"{found[0].name}'s garbage collector" if found else
+              "the allocator (malloc and free)" if wrapper or ALLOCATOR_FRAMES.match(inner) else
               "memsleuth's own (heap accounting, call-site sampling)" if inner.startswith(OWN) else
-              "the allocator (malloc and free)" if ALLOCATOR_FRAMES.match(inner) else
+              f"{own_alloc[0].name}'s own allocator" if own_alloc else
               "the program and its libraries"] += st.samples
     if stacks.cut:
         parts["not kept (too many distinct stacks)"] += stacks.cut
