@@ -103,6 +103,9 @@ class Report:
     tables: list[Table]
     footer: list[str] = field(default_factory=list)
     findings: list = field(default_factory=list)   # memsleuth.findings.Finding, rendered as blocks
+    # the findings' subject not worth naming before each (check's one cell: its allocator's label, which
+    # a program's own mechanism, or a static Go binary's, would otherwise be headed by)
+    own_subject: str = ""
     quiet: str | None = None                       # no mechanism finding: the one line that says what was found
     answer: list[str] = field(default_factory=list)   # the answer in one to three lines, first after the title
     footer_alert: bool = False                     # the footer reports a problem (a regression): red, not neutral

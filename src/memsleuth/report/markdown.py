@@ -55,7 +55,8 @@ def render(report: Report) -> str:
         out += ["", escape(report.quiet)]
     if report.findings:
         for f in report.findings:
-            out += ["", f"### {escape(f.subject)}: {escape(f.title)} ({escape(f.confidence)} confidence)", "",
+            subject = f"{escape(f.subject)}: " if f.subject and f.subject != report.own_subject else ""
+            out += ["", f"### {subject}{escape(f.title)} ({escape(f.confidence)} confidence)", "",
                     f"**Mechanism:** {escape(f.mechanism)}", "", "**Evidence:**", ""]
             out += [f"- {escape(e)}" for e in f.evidence]
             if getattr(f, "call_sites", None):

@@ -103,8 +103,9 @@ def _draw(report: Report, console: Console) -> None:
         console.print(_assemble(("● ", "bold cyan"), report.quiet))
     if report.findings:
         for f in report.findings:
-            console.print(_assemble(("● ", "bold cyan"), (f.subject, "bold"), " — ", (f.title, "bold"),
-                                        (f"  ({f.confidence} confidence)", "dim")))
+            head = [(f.subject, "bold"), " — "] if f.subject and f.subject != report.own_subject else []
+            console.print(_assemble(("● ", "bold cyan"), *head, (f.title, "bold"),
+                                    (f"  ({f.confidence} confidence)", "dim")))
             console.print(_t(f"  mechanism: {f.mechanism}"))
             for e in f.evidence:
                 console.print(_t(f"    - {e}"))

@@ -88,7 +88,8 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
                       f"the changes it names against this program ({', '.join(a.untried)}) and says which help.")
     # Where every run failed, the evidence is what a failed run left: no line says nothing costs anything.
     quiet = None if a.failed and len(a.failed) >= len(measured) else a.quiet
-    return Report(f"memsleuth check — run {run.id}", header, tables, footer, a.findings, quiet=quiet,
+    return Report(f"memsleuth check — run {run.id}", header, tables, footer, a.findings, own_subject=cell.label,
+                  quiet=quiet,
                   answer=failures_answer(a.failed, measured) + findings_answer(a.findings, quiet, cell.label),
                   figures=[f for f in (comp, fig) if f] + flame_figures(run.cells),
                   command=memsleuth_command(run.argv), run=run, analysis=a)
