@@ -17,7 +17,7 @@ import pytest
 
 from conftest import needs_tracepoints
 from perf_reference import perf_user_share
-from test_measured_costs import check, findings_of, perf_shares, within
+from test_measured_costs import bracketed, check, findings_of, within, within_range
 
 HERE = Path(__file__).resolve().parent / "runtimes"
 pytestmark = [needs_tracepoints,
@@ -61,7 +61,7 @@ def sites_of(f: dict) -> str:
 
 
 def test_a_static_go_program_purging_its_heap_per_job(tmp_path, gcjob):
-    doc = check(tmp_path, gcjob)
+    doc, refs = bracketed(tmp_path, [gcjob], lambda: check(tmp_path, gcjob))
     # the faults are the job's own writes, named at the program's line (Go's DWARF, not "go.go:0")
     where = doc["cells"][0]["where"]
     faults = where["events"]["page-faults"]["user_sites"]
@@ -69,11 +69,10 @@ def test_a_static_go_program_purging_its_heap_per_job(tmp_path, gcjob):
     # the preload cannot load in a static executable: the kernel sampled it in the explaining run
     # itself (no perf record run of its own), and the report says how its stacks were unwound
     assert where["sampler"] == "kernel" and any("frame pointers" in n for n in where["notes"]), where
-    ref = perf_shares(tmp_path, gcjob)
     f = findings_of(doc)["madvise-storm"]
     assert f["who"] == "runtime" and f["numbers"]["runtime"] == "the Go runtime", (f["who"], f["evidence"])
     # every job after the first faults in again what FreeOSMemory purged: the calls and the faults
-    assert within(f["cost_share"], ref.get("madvise", 0) + ref["page-faults"]), (f["title"], ref)
+    assert within_range(f["cost_share"], [r.get("madvise", 0) + r["page-faults"] for r in refs]), (f["title"], refs)
     assert "GODEBUG=madvdontneed=0" in f["advice"]
     # a static binary with its own heap: no allocator and no glibc tunable can change it
     for x in findings_of(doc).values():
@@ -86,15 +85,15 @@ def test_a_node_handler_allocating_a_64_mib_buffer_per_request(tmp_path):
     before = perf_maps()
     work = tmp_path / "work"
     work.mkdir()
-    doc = check(tmp_path, *cmd, cwd=str(work))
+    doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd, cwd=str(work)))
     assert perf_maps() == before                       # the explaining run's perf maps are removed
     assert os.listdir(work) == []                      # and V8's logs (--perf-basic-prof writes them in the cwd)
     # the script's function where the calls start, V8's frame that made them beside it
     assert "handle (buffers.js:2) via " in sites_of(findings_of(doc)["mmap-churn"]), findings_of(doc)["mmap-churn"]
-    ref = perf_shares(tmp_path, *cmd)
     f = findings_of(doc)["mmap-churn"]
     assert f["who"] == "runtime" and f["numbers"]["runtime"] == "V8 (Node.js)", (f["who"], f["evidence"])
-    assert within(f["cost_share"], ref.get("munmap", 0) + ref.get("mmap", 0) + ref["page-faults"]), (f["title"], ref)
+    assert within_range(f["cost_share"], [r.get("munmap", 0) + r.get("mmap", 0) + r["page-faults"] for r in refs]), \
+        (f["title"], refs)
     # calloc maps each 64 MiB buffer: raising mmap_threshold cannot keep it (its ceiling is 32 MiB)
     assert "glibc.malloc.mmap_threshold=" not in f["advice"] and "mmap_max=0" in f["advice"], f["advice"]
     assert "mmap_threshold=32M" not in doc["_stdout"]
@@ -115,13 +114,15 @@ def test_numpy_temporaries_of_64_mib_per_step(tmp_path):
     except ImportError:
         pytest.skip("numpy is not installed (make setup installs it)")
     cmd = [sys.executable, str(HERE / "temporaries.py")]
-    doc = check(tmp_path, *cmd)
+    # a 0.7 s program whose cost is page faults: on a VM their cost moves from one run to the next, so
+    # the figure is held against perf before and after it (test_measured_costs.bracketed)
+    doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
     if sys.version_info < (3, 12):   # no perf trampolines: the report says why the sites are C code
         assert any("Python-level call sites need CPython 3.12" in n for n in doc["cells"][0]["where"]["notes"])
-    ref = perf_shares(tmp_path, *cmd)
     f = findings_of(doc)["mmap-churn"]
     assert f["who"] == "runtime" and f["numbers"]["runtime"] == "CPython", (f["who"], f["evidence"])
-    assert within(f["cost_share"], ref.get("munmap", 0) + ref.get("mmap", 0) + ref["page-faults"]), (f["title"], ref)
+    assert within_range(f["cost_share"], [r.get("munmap", 0) + r.get("mmap", 0) + r["page-faults"] for r in refs]), \
+        (f["title"], refs)
     assert "out=" in f["advice"]
 
 
@@ -130,8 +131,7 @@ def test_cpp_temporaries_of_64_mib_per_step(tmp_path):
         pytest.skip("no C++ compiler (g++)")
     prog = tmp_path / "temporaries"
     subprocess.run(["g++", "-O2", "-g", "-o", str(prog), str(HERE / "temporaries.cc")], check=True, timeout=120)
-    doc = check(tmp_path, str(prog))
-    ref = perf_shares(tmp_path, str(prog))
+    doc, refs = bracketed(tmp_path, [str(prog)], lambda: check(tmp_path, str(prog)))
     f = findings_of(doc)["mmap-churn"]
     assert f["who"] == "allocator", (f["who"], f["evidence"])        # operator new -> malloc maps, free unmaps
     # the program's own lines, with the inlined library frame that made the call beside each: the
@@ -139,7 +139,8 @@ def test_cpp_temporaries_of_64_mib_per_step(tmp_path):
     assert re.search(r"munmap calls come from .*main \(temporaries\.cc:16\) via std::", sites_of(f)), sites_of(f)
     faults = doc["cells"][0]["where"]["events"]["page-faults"]["user_sites"]
     assert re.match(r"scaled \(temporaries\.cc:8\) via std::__fill", faults[0][0]), faults
-    assert within(f["cost_share"], ref.get("munmap", 0) + ref.get("mmap", 0) + ref["page-faults"]), (f["title"], ref)
+    assert within_range(f["cost_share"], [r.get("munmap", 0) + r.get("mmap", 0) + r["page-faults"] for r in refs]), \
+        (f["title"], refs)
     assert "mmap_max=0" in f["advice"]
 
 
