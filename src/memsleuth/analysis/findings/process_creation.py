@@ -46,7 +46,9 @@ def check(view: CellView) -> list[Finding]:
     head = f"{cost.ms(spent)} ms = {cost.pct(share)} of the CPU time (sampled, 95% CI {lo:.0%}-{hi:.0%})"
     by_call = ", ".join(f"{c} {p.counts[c] / k:.0%}" for c in cpu_profile.SPAWN if p.counts.get(c))
     evidence = [f"starting processes took {head}: {by_call} of those samples (the explaining run's kernel chains)"]
-    most = sorted(p.executables, key=lambda e: -e[2])[:3]
+    # the programs started most often (the command itself, one process, only where nothing else repeats)
+    ranked = sorted(p.executables, key=lambda e: -e[2])
+    most = [e for e in ranked if e[2] > 1][:3] or ranked[:3]
     evidence.append(f"{started:,} programs were exec'd beside the command: "
                     + ", ".join(f"{name} ({n:,} process{'es' if n != 1 else ''})" for name, _, n in most))
     space = p.address_space
@@ -54,9 +56,9 @@ def check(view: CellView) -> list[Finding]:
     if copy >= COPY_SHARE * k:
         evidence.append(f"{copy / k:.0%} of them copy the parent's page tables (fork: dup_mmap, copy_page_range) or "
                         "tear that copy down (exec: exit_mmap)")
-        mechanism = ("each fork copies the page tables of all the parent's mapped memory (and marks its private "
-                     "pages copy-on-write), and the child's exec then tears that copy down again: every process "
-                     "started costs in proportion to the parent's memory, not to the child's work")
+        mechanism = ("each fork copies the page tables of the parent's private memory (and marks those pages "
+                     "copy-on-write), and the child's exec then tears that copy down again: every process started "
+                     "costs in proportion to the parent's resident memory, not to the child's work")
         advice = ("start the children without copying the parent: posix_spawn (or vfork, or clone with CLONE_VM), "
                   "which share the parent's memory until the exec; or fork a small helper before the memory grows "
                   "and start the children from it; where a child only computes, a thread instead of a process")
