@@ -31,16 +31,11 @@ from memsleuth.records.cpu_stacks import OWN, CpuStacks
 MIN_SAMPLES = 100
 
 
-@dataclass(frozen=True)
-class Collector:
-    """One runtime's garbage collector in the samples."""
-    runtime: runtimes.Runtime
-    samples: int                 # user-mode samples whose chain has a frame of its collector
-    kernel_samples: int          # kernel-mode samples entered from its collector's code
-    total: int                   # all the CPU samples
-    functions: tuple[tuple[str, int], ...]    # per sample its collector frame nearest the sampled code, the most first
-    executables: tuple[tuple[str, int], ...]  # the executables whose threads ran it
-    when: tuple[int, ...] = ()   # its user-mode samples by bucket of time (CpuStacks.when_bucket_ns)
+class _Part:
+    """A part of the samples: its `samples` over the `total` they are read against, and that share's
+    95% Wilson interval."""
+    samples: int
+    total: int
 
     @property
     def share(self) -> float:
@@ -49,6 +44,18 @@ class Collector:
     @property
     def interval(self) -> tuple[float, float]:
         return wilson(self.samples, self.total)
+
+
+@dataclass(frozen=True)
+class Collector(_Part):
+    """One runtime's garbage collector in the samples."""
+    runtime: runtimes.Runtime
+    samples: int                 # user-mode samples whose chain has a frame of its collector
+    kernel_samples: int          # kernel-mode samples entered from its collector's code
+    total: int                   # all the CPU samples
+    functions: tuple[tuple[str, int], ...]    # per sample its collector frame nearest the sampled code, the most first
+    executables: tuple[tuple[str, int], ...]  # the executables whose threads ran it
+    when: tuple[int, ...] = ()   # its user-mode samples by bucket of time (CpuStacks.when_bucket_ns)
 
     @property
     def kernel_share(self) -> float:
@@ -107,7 +114,7 @@ ALLOCATOR_FRAMES = re.compile(
 
 
 @dataclass(frozen=True)
-class AllocatorTime:
+class AllocatorTime(_Part):
     """The user-mode samples in an allocator's own code: malloc's (`runtime` None), or a runtime's own."""
     runtime: runtimes.Runtime | None
     samples: int
@@ -116,14 +123,6 @@ class AllocatorTime:
     callers: tuple[tuple[str, int], ...]     # the first frame outside the allocator, the most first
     when: tuple[int, ...] = ()
     wrapped: int = 0             # of `samples`, those in memsleuth's heap accounting around malloc and free
-
-    @property
-    def share(self) -> float:
-        return self.samples / self.total if self.total else 0.0
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        return wilson(self.samples, self.total)
 
 
 def _runtime_allocator(functions: tuple[str, ...]) -> tuple[runtimes.Runtime, str] | None:
