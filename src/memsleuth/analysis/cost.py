@@ -142,16 +142,27 @@ class Split:
         return self.share(ns) * lo / k, min(1.0, self.share(ns) * hi / k)
 
     def material(self, ns: float) -> bool:
-        return ns >= MIN_COST_NS and self.share(ns) >= MATERIAL_SHARE
+        return material(ns, self.share(ns))
 
     def describe(self, ns: float) -> str:
         """'310 ms = 12% of the CPU time (sampled, 95% CI 10-14%)', or '(estimated from counts)' (the
         headline every time finding carries)."""
         share = self.share(ns)
         if self.profile is not None:
-            lo, hi = self.interval(ns)
-            return f"{ms(ns)} ms = {pct(share)} of the CPU time (sampled, 95% CI {lo:.0%}-{hi:.0%})"
+            return sampled_headline(ns, share, self.interval(ns))
         return f"{'up to ' if self.upper_bound else ''}{ms(ns)} ms = {pct(share)} of the CPU time (estimated from counts)"
+
+
+def material(ns: float, share: float) -> bool:
+    """Whether a cost is material: at least MIN_COST_NS and MATERIAL_SHARE of the CPU time."""
+    return ns >= MIN_COST_NS and share >= MATERIAL_SHARE
+
+
+def sampled_headline(ns: float, share: float, interval: tuple[float, float]) -> str:
+    """'310 ms = 12% of the CPU time (sampled, 95% CI 10-14%)': a sampled cost as every time finding
+    heads it."""
+    lo, hi = interval
+    return f"{ms(ns)} ms = {pct(share)} of the CPU time (sampled, 95% CI {lo:.0%}-{hi:.0%})"
 
 
 def pct(share: float) -> str:

@@ -33,10 +33,9 @@ def check(view: CellView) -> list[Finding]:
     for part in user_time.allocator_time(cs):
         share = part.share
         spent = share * cpu_ns
-        if spent < cost.MIN_COST_NS or share < cost.MATERIAL_SHARE:
+        if not cost.material(spent, share):
             continue
-        lo, hi = part.interval
-        head = f"{cost.ms(spent)} ms = {cost.pct(share)} of the CPU time (sampled, 95% CI {lo:.0%}-{hi:.0%})"
+        head = cost.sampled_headline(spent, share, part.interval)
         rt = part.runtime
         whose = f"{rt.name}'s own allocator" if rt else "the allocator's own code"
         fns = ", ".join(f"{fn} {k / part.samples:.0%}" for fn, k in part.functions)

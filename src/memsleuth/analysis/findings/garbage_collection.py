@@ -8,7 +8,7 @@ is the runtime's memory."""
 from __future__ import annotations
 
 from memsleuth.analysis import phase as phase_mod
-from memsleuth.analysis.cost import MATERIAL_SHARE, MIN_COST_NS, confidence_from_share, ms
+from memsleuth.analysis.cost import confidence_from_share, material, sampled_headline
 from memsleuth.analysis.findings.base import Finding
 from memsleuth.analysis.user_time import collectors
 from memsleuth.analysis.view import CellView
@@ -22,11 +22,10 @@ def check(view: CellView) -> list[Finding]:
     found = []
     for c in collectors(view.cpu_stacks):
         spent = c.share * cpu_ns
-        if c.share < MATERIAL_SHARE or spent < MIN_COST_NS:
+        if not material(spent, c.share):
             continue
-        lo, hi = c.interval
         rt = c.runtime
-        headline = f"{ms(spent)} ms = {c.share:.0%} of the CPU time (sampled, 95% CI {lo:.0%}-{hi:.0%})"
+        headline = sampled_headline(spent, c.share, c.interval)
         evidence = [f"{c.samples:,} of the {c.total:,} CPU samples ran in {rt.name}'s collector, in user mode "
                     f"(a frame of it in the sample's call chain)",
                     "its frames nearest the sampled code, by samples: " + ", ".join(f"{fn} {k:,}" for fn, k in c.functions)]
@@ -48,6 +47,6 @@ def check(view: CellView) -> list[Finding]:
             evidence=evidence, advice=rt.gc_advice, subject=view.label,
             confidence=confidence_from_share(c.share), who="runtime",
             numbers={"runtime": rt.name, "samples": c.samples, "kernel_samples": c.kernel_samples,
-                     "total_samples": c.total, "share": c.share, "ci_low": lo, "ci_high": hi},
+                     "total_samples": c.total, "share": c.share, "ci_low": c.interval[0], "ci_high": c.interval[1]},
             cost_ns=spent, cost_share=c.share, phase=phase.name if phase else None))
     return found

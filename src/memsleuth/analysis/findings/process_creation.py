@@ -36,14 +36,12 @@ def check(view: CellView) -> list[Finding]:
     spent = share * cpu_ns
     # every exec the tree made but the command's own (ms-run's executables: name, samples, processes)
     started = max(sum(n for _, _, n in p.executables) - 1, 0)
-    if spent < cost.MIN_COST_NS or share < cost.MATERIAL_SHARE or started < MIN_STARTED or \
-            k < cpu_profile.MIN_SAMPLES:
+    if not cost.material(spent, share) or started < MIN_STARTED or k < cpu_profile.MIN_SAMPLES:
         return []
     phase = view.phase(*cpu_profile.SPAWN)
     if phase is not None and phase.name == "start-up":
         return []       # a launcher's chain of execs (a pyenv shim runs a dozen programs), paid once
-    lo, hi = p.interval(share)
-    head = f"{cost.ms(spent)} ms = {cost.pct(share)} of the CPU time (sampled, 95% CI {lo:.0%}-{hi:.0%})"
+    head = cost.sampled_headline(spent, share, p.interval(share))
     by_call = ", ".join(f"{c} {p.counts[c] / k:.0%}" for c in cpu_profile.SPAWN if p.counts.get(c))
     evidence = [f"starting processes took {head}: {by_call} of those samples (the explaining run's kernel chains)"]
     # the programs started most often (the command itself, one process, only where nothing else repeats)
