@@ -58,7 +58,7 @@ def check(view: CellView) -> list[Finding]:
             others = ", ".join(a for a in ("glibc", "mimalloc", "jemalloc", "tcmalloc") if a != view.allocator)
             title = f"Time in the allocator's own code (malloc and free): {head}"
             mechanism = MALLOC_MECHANISM
-            advice = (f"allocators differ most on this path: measure {others} on this program (`memsleuth check "
+            advice = (f"another allocator may spend less here: measure {others} on this program (`memsleuth check "
                       f"--try`, or `memsleuth compare`); or allocate less {where}: reuse objects, reserve "
                       "containers' sizes, free together what is allocated together (an arena or a pool)")
             numbers = {"share": share}

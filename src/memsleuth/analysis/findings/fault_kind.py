@@ -33,8 +33,8 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "Shared-memory page faults: pages of shared memory are allocated and zeroed as they are first touched",
         "shared memory (MAP_SHARED|MAP_ANONYMOUS, a memfd, tmpfs or /dev/shm) is backed by the kernel's shmem "
         "pages, not by a file on disk: each first touch of a page allocates it, zeroes it and adds it to the shared "
-        "object, which costs more than a private page; a region mapped again, or its pages punched out "
-        "(fallocate PUNCH_HOLE, MADV_REMOVE), per use pays it all again",
+        "object; a region mapped again, or its pages punched out (fallocate PUNCH_HOLE, MADV_REMOVE), per use "
+        "pays it all again",
         "keep the shared region and reuse its pages instead of mapping a new one (or punching its pages out) per "
         "use; where no other process needs to see it, private anonymous memory (MAP_PRIVATE) is cheaper to fault "
         "in, and an allocator can keep it for reuse"),
