@@ -11,15 +11,21 @@ from collections import Counter
 from pathlib import Path
 
 
-def perf_shares(data: Path, *cmd: str) -> dict[str, float]:
-    """Each class's share of perf's cpu-clock samples of the command (written to `data`)."""
-    rec = subprocess.run(["perf", "record", "-q", "--no-buildid-cache", "-e", "cpu-clock", "-F", "1000", "-g",
-                          "-o", str(data), "--", *cmd],
-                         capture_output=True, text=True, timeout=300)
+def _recorded(data: Path, cmd, fields: str, chains: bool = True, env: dict | None = None) -> str:
+    """`perf record -e cpu-clock -F 1000` (with call chains where `chains`) of the command into `data`,
+    and `perf script -F fields` of it."""
+    rec = subprocess.run(["perf", "record", "-q", "--no-buildid-cache", "-e", "cpu-clock", "-F", "1000",
+                          *(["-g"] if chains else []), "-o", str(data), "--", *cmd],
+                         capture_output=True, text=True, timeout=300, env=env)
     if rec.returncode != 0:
         raise RuntimeError(f"perf record failed: {rec.stderr.strip()[-300:]}")
-    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,ip,sym"], capture_output=True, text=True,
-                         timeout=300).stdout
+    return subprocess.run(["perf", "script", "-i", str(data), "-F", fields], capture_output=True, text=True,
+                          timeout=300).stdout
+
+
+def perf_shares(data: Path, *cmd: str) -> dict[str, float]:
+    """Each class's share of perf's cpu-clock samples of the command (written to `data`)."""
+    out = _recorded(data, cmd, "comm,ip,sym")
     counts: Counter = Counter()
     frames: list[tuple[str, str]] | None = None
 
@@ -66,12 +72,7 @@ def perf_user_share(data: Path, entries: tuple[str, ...], *cmd: str, env: dict |
     """The share of perf's cpu-clock samples of the command taken in user mode with one of `entries`
     (functions, by perf's own names) in the sample's call chain: a runtime collector's entry points,
     say (perf's frame-pointer chains, its own symbols)."""
-    rec = subprocess.run(["perf", "record", "-q", "--no-buildid-cache", "-e", "cpu-clock", "-F", "1000", "-g",
-                          "-o", str(data), "--", *cmd], capture_output=True, text=True, timeout=300, env=env)
-    if rec.returncode != 0:
-        raise RuntimeError(f"perf record failed: {rec.stderr.strip()[-300:]}")
-    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip,sym"], capture_output=True, text=True,
-                         timeout=300).stdout
+    out = _recorded(data, cmd, "ip,sym", env=env)
     n = hit = 0
     for block in out.split("\n\n"):
         frames = [line.split(None, 1) for line in block.splitlines() if line.strip()]
@@ -91,12 +92,7 @@ def perf_innermost_share(data: Path, pattern: str, *cmd: str) -> float:
     """The share of perf's cpu-clock samples of the command whose sampled function (perf's own
     symbol, without its version or suffix: `cfree@GLIBC_2.2.5`, `unlink_chunk.constprop.0`) matches
     `pattern`, in user mode."""
-    rec = subprocess.run(["perf", "record", "-q", "--no-buildid-cache", "-e", "cpu-clock", "-F", "1000",
-                          "-o", str(data), "--", *cmd], capture_output=True, text=True, timeout=300)
-    if rec.returncode != 0:
-        raise RuntimeError(f"perf record failed: {rec.stderr.strip()[-300:]}")
-    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip,sym"], capture_output=True, text=True,
-                         timeout=300).stdout
+    out = _recorded(data, cmd, "ip,sym", chains=False)
     n = hit = 0
     for line in out.splitlines():
         parts = line.split(None, 1)
