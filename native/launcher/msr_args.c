@@ -35,6 +35,13 @@ static const char *const k_names[MSR_A_N] = {"munmap",    "madvise", "mmap",    
 /* A user address (x86-64's and arm64's 47- and 48-bit user halves): a kernel fault on it is the
  * program's memory faulted in by a system call. */
 #define MSR_USER_TOP (1ULL << 48)
+/* A tracepoint record's common_flags (trace_flag_type, the same bits from 4.x to 6.x): taken in a
+ * hard interrupt, a soft interrupt or an NMI. A kernel fault there is no page faulted in for the
+ * program: it is a read that may fault and is fixed up, above all the sampler's own walk of the user
+ * stack (perf's callchain reads each frame pointer with __get_user, one fault on address 0 per sample
+ * whose chain ends in a null frame). Counted as the program's, it became the thread's latest fault, and
+ * the samples inside a long fault handler (a huge page zeroed) joined it as a first touch. */
+#define MSR_TRACE_IRQ_FLAGS (0x08 | 0x10 | 0x40)
 /* The advice that gives pages back (asm-generic/mman-common.h): DONTNEED, FREE, REMOVE, PAGEOUT,
  * DONTNEED_LOCKED. */
 static int releases(int advice) { return advice == 4 || advice == 8 || advice == 9 || advice == 21 || advice == 24; }
@@ -280,7 +287,9 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
       break;
     case MSR_A_FAULT:
     case MSR_A_FAULTK:
-      if (i == MSR_A_FAULTK && u64_at(raw, size, off[0]) >= MSR_USER_TOP) break; /* the kernel's own memory */
+      if (i == MSR_A_FAULTK &&
+          (u64_at(raw, size, off[0]) >= MSR_USER_TOP || (size > 2 && (raw[2] & MSR_TRACE_IRQ_FLAGS))))
+        break; /* the kernel's own memory, or a fault in interrupt context */
       on_fault(a, (pid_t)pid, tid, time, u64_at(raw, size, off[0]), u64_at(raw, size, off[1]), w);
       break;
     case MSR_A_MADVISE: {
