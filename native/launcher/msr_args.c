@@ -206,14 +206,19 @@ static void release(msr_args *a, pid_t pid, uint64_t start, uint64_t len, int ki
   if (kind == MSR_REL_MUNMAP) /* the faults of the mappings it gives back: churn if the process maps again */
     for (int k = 0; k < p->n; k++) {
       msr_range *r = &p->r[k];
-      if (r->kind == MSR_REL_MAPPED && r->faults && r->start < start + len && start < r->end) {
+      if (r->kind == MSR_REL_MAPPED && !r->gone && r->start < start + len && start < r->end) {
         p->pending += r->faults;
-        r->faults = 0;
+        p->pending_samples += r->samples;
+        r->faults = r->samples = 0;
+        r->gone = 1;
+        r->gone_at = p->mappings;
       }
     }
   if (kind == MSR_REL_MAPPED) { /* a new mapping after some were given back: they churned */
     a->mapped_churned += p->pending;
-    p->pending = 0;
+    a->mapped_churned_samples += p->pending_samples;
+    p->pending = p->pending_samples = 0;
+    p->mappings++;
   }
   msr_range *last = p->n ? &p->r[(p->next + MSR_REL_RANGES - 1) % MSR_REL_RANGES] : NULL;
   if (kind != MSR_REL_MAPPED && last && last->kind == kind && last->advice == advice && start <= last->end &&
@@ -222,7 +227,8 @@ static void release(msr_args *a, pid_t pid, uint64_t start, uint64_t len, int ki
     if (start + len > last->end) last->end = start + len;
     return;
   }
-  p->r[p->next] = (msr_range){start, start + len, (uint8_t)kind, (uint8_t)advice, 0};
+  p->r[p->next] = (msr_range){.start = start, .end = start + len, .kind = (uint8_t)kind, .advice = (uint8_t)advice};
+  if (kind == MSR_REL_MAPPED) p->r[p->next].seq = ++a->range_seq;
   p->next = (p->next + 1) % MSR_REL_RANGES;
   if (p->n < MSR_REL_RANGES) p->n++;
 }
@@ -230,7 +236,7 @@ static void release(msr_args *a, pid_t pid, uint64_t start, uint64_t len, int ki
 /* A sampled fault: the newest range of its process that holds its address says what gave the
  * memory back before; none, and it is a first touch. error_code bit 0: the page was present (a
  * protection fault), bit 1: a write. */
-int msr_args_fault_kind(const msr_args *a, uint32_t tid, uint64_t time, uint64_t window_ns) {
+int msr_args_join(msr_args *a, uint32_t tid, uint64_t time, uint64_t window_ns) {
   if (!a->recent) return -1;
   const msr_recent *r = &a->recent[tid % MSR_LAST_FAULTS];
   if (r->tid != tid) return -1;
@@ -238,19 +244,36 @@ int msr_args_fault_kind(const msr_args *a, uint32_t tid, uint64_t time, uint64_t
   for (int k = 0; k < MSR_RECENT; k++) /* the latest fault at or before `time` */
     if (r->time[k] && r->time[k] <= time && time - r->time[k] <= window_ns && (best < 0 || r->time[k] > r->time[best]))
       best = k;
-  return best < 0 ? -1 : r->kind[best];
+  if (best < 0) return -1;
+  if (r->kind[best] == MSR_REL_MAPPED) {
+    /* The sample may come after munmap gave the mapping back (the traced records are read first):
+     * then its churn is decided as the fault's was, by whether the process maps again. */
+    a->mapped_samples++;
+    msr_released *p = &a->rel[r->slot[best]];
+    msr_range *m = &p->r[r->at[best]];
+    if (m->seq == r->seq[best] && m->kind == MSR_REL_MAPPED) {
+      if (!m->gone) m->samples++;
+      else if (p->mappings > m->gone_at) a->mapped_churned_samples++;
+      else p->pending_samples++;
+    }
+  }
+  return r->kind[best];
 }
 
 static void on_fault(msr_args *a, pid_t pid, uint32_t tid, uint64_t time, uint64_t address, uint64_t error_code,
                      uint64_t w) {
-  int kind = MSR_REL_NONE, advice = 0;
+  int kind = MSR_REL_NONE, advice = 0, at = -1;
   msr_released *p = released_of(a, pid, 0);
   for (int k = 1; p && k <= p->n; k++) {
-    msr_range *r = &p->r[(p->next + MSR_REL_RANGES - k) % MSR_REL_RANGES];
+    int i = (p->next + MSR_REL_RANGES - k) % MSR_REL_RANGES;
+    msr_range *r = &p->r[i];
     if (address >= r->start && address < r->end) {
       kind = r->kind;
       advice = r->advice;
-      if (kind == MSR_REL_MAPPED) r->faults += w;
+      if (kind == MSR_REL_MAPPED) {
+        r->faults += w;
+        at = i;
+      }
       break;
     }
   }
@@ -261,6 +284,9 @@ static void on_fault(msr_args *a, pid_t pid, uint32_t tid, uint64_t time, uint64
     r->tid = tid;
     r->time[r->next] = time;
     r->kind[r->next] = (uint8_t)kind;
+    r->slot[r->next] = at >= 0 ? (uint8_t)(p - a->rel) : 0;
+    r->at[r->next] = at >= 0 ? (uint16_t)at : 0;
+    r->seq[r->next] = at >= 0 ? p->r[at].seq : 0;
     r->next = (r->next + 1) % MSR_RECENT;
   }
   if (kind == MSR_REL_MADVISE && advice < MSR_ADVICE) a->refault_advice[advice] += w;
@@ -541,6 +567,8 @@ void msr_args_json(ms_json *j, const msr_args *a) {
     msj_obj_begin(j, "faults");
     msj_u64(j, "every", a->every[MSR_A_FAULT]);
     msj_u64(j, "mapped_churned", a->mapped_churned);
+    msj_u64(j, "mapped_samples", a->mapped_samples);
+    msj_u64(j, "mapped_churned_samples", a->mapped_churned_samples);
     msj_obj_begin(j, "by_release");
     for (int k = 0; k < MSR_REL_N; k++) {
       msj_arr_begin(j, rel_names[k]);

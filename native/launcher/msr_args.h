@@ -52,6 +52,10 @@ typedef struct {
   int next;
   uint64_t time[MSR_RECENT];
   uint8_t kind[MSR_RECENT];
+  /* MSR_REL_MAPPED: the mapping it hit (its process's slot, its place in the ring, its number) */
+  uint8_t slot[MSR_RECENT];
+  uint16_t at[MSR_RECENT];
+  uint32_t seq[MSR_RECENT];
 } msr_recent;
 #define MSR_REL_RANGES 256
 /* MSR_REL_MAPPED is not a release: a mapping made during the run (its faults are first touches of
@@ -60,12 +64,18 @@ enum { MSR_REL_NONE, MSR_REL_MUNMAP, MSR_REL_MADVISE, MSR_REL_BRK, MSR_REL_MAPPE
 typedef struct {
   uint64_t start, end;
   uint8_t kind, advice;
-  uint64_t faults; /* MSR_REL_MAPPED: sampled faults in it so far */
+  uint8_t gone;     /* MSR_REL_MAPPED: munmap gave it back (at the process's mapping number gone_at) */
+  uint32_t seq;     /* MSR_REL_MAPPED: its number, unique in the run (a remembered fault names it) */
+  uint64_t faults;  /* MSR_REL_MAPPED: sampled faults in it so far */
+  uint64_t samples; /* MSR_REL_MAPPED: CPU samples taken in its faults so far */
+  uint64_t gone_at;
 } msr_range;
 typedef struct {
   pid_t pid;
-  int n, next;      /* ranges held, and the slot the next one goes to */
-  uint64_t pending; /* faults of mappings munmap gave back, churn once the process maps again */
+  int n, next;              /* ranges held, and the slot the next one goes to */
+  uint64_t pending;         /* faults of mappings munmap gave back, churn once the process maps again */
+  uint64_t pending_samples; /* and the CPU samples taken in those faults */
+  uint64_t mappings;        /* mappings made so far */
   msr_range r[MSR_REL_RANGES];
 } msr_released;
 
@@ -110,6 +120,11 @@ typedef struct {
   uint64_t fault_present[MSR_REL_N], fault_write[MSR_REL_N];
   uint64_t mapped_churned; /* faults in mappings made during the run that munmap gave back, the process
                             * mapping again after (a mapping given back at teardown is no churn) */
+  /* The CPU samples taken in faults of mappings made during the run, and of those the ones in mappings
+   * that churned (as mapped_churned): the churn's share by time, where the faults' count would weigh a
+   * library's many small first touches against a few huge pages zeroed (msr_args_join). */
+  uint64_t mapped_samples, mapped_churned_samples;
+  uint32_t range_seq;
   /* Each thread's recent traced faults (time, and what released the address): a CPU sample taken
    * inside a fault handler is the time of the latest of them before it (msr_cpu.c). */
   msr_recent *recent; /* MSR_LAST_FAULTS threads, by tid (with the ranges) */
@@ -121,9 +136,11 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every);
 int msr_args_sampled_index(const char *name);
 /* Reads every record the ring buffers hold now. */
 void msr_args_drain(msr_args *a);
-/* What released the address of thread `tid`'s last traced fault (MSR_REL_*), when that fault was
- * at most `window_ns` before `time`; -1 otherwise or when faults are not traced. */
-int msr_args_fault_kind(const msr_args *a, uint32_t tid, uint64_t time, uint64_t window_ns);
+/* A CPU sample taken in a fault handler of thread `tid` at `time`: what released the address of the
+ * thread's last traced fault (MSR_REL_*), when that fault was at most `window_ns` before; -1
+ * otherwise or when faults are not traced. A sample in a fault of a mapping made during the run is
+ * counted to that mapping (mapped_samples, mapped_churned_samples). */
+int msr_args_join(msr_args *a, uint32_t tid, uint64_t time, uint64_t window_ns);
 void msr_args_close(msr_args *a);
 /* "syscall_args": totals, the break's moves, size histograms, and what did not open. */
 void msr_args_json(ms_json *j, const msr_args *a);

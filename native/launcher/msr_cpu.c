@@ -200,7 +200,7 @@ static void on_sample(msr_cpu *c, const unsigned char *rec, size_t n) {
   c->samples++;
   c->comm_samples[comm]++;
   if (depth) c->kernel++;
-  int kind = depth && c->faults ? msr_args_fault_kind(c->faults, tid, time, MSR_CPU_FAULT_WINDOW_NS) : -1;
+  int kind = depth && c->faults ? msr_args_join(c->faults, tid, time, MSR_CPU_FAULT_WINDOW_NS) : -1;
   int when = msr_when_bucket(&c->when, time, c->stacks[0].when, c->nstacks, sizeof *c->stacks);
   add_stack(c, comm, chain, depth, elided, (uint8_t)(kind + 1), when);
 }

@@ -64,8 +64,8 @@ typedef struct {
   int npid;
   char *preload[MSR_CPU_PRELOADS]; /* the preloaded libraries, resolved */
   int npreload;
-  const msr_args *faults; /* the traced faults, drained before these samples (or NULL) */
-  msr_when when;          /* the stacks' buckets of time */
+  msr_args *faults; /* the traced faults, drained before these samples (or NULL) */
+  msr_when when;    /* the stacks' buckets of time */
 } msr_cpu;
 
 /* Opens the sampler on `pid` (not yet exec'd: enable_on_exec), one sample per `period_ns` of CPU

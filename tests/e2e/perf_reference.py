@@ -23,8 +23,10 @@ def _recorded(data: Path, cmd, fields: str, chains: bool = True, env: dict | Non
                           timeout=300).stdout
 
 
-def perf_shares(data: Path, *cmd: str) -> dict[str, float]:
-    """Each class's share of perf's cpu-clock samples of the command (written to `data`)."""
+def perf_shares(data: Path, *cmd: str, under: tuple[str, ...] = ()) -> dict[str, float]:
+    """Each class's share of perf's cpu-clock samples of the command (written to `data`); with
+    `under`, also "faults-under": the page faults taken with a user frame whose name holds one of
+    those strings (a fault's who: the loop that wrote the memory, by perf's own symbols)."""
     out = _recorded(data, cmd, "comm,ip,sym")
     counts: Counter = Counter()
     frames: list[tuple[str, str]] | None = None
@@ -37,6 +39,9 @@ def perf_shares(data: Path, *cmd: str) -> dict[str, float]:
         cls = ("page-faults" if "asm_exc_page_fault" in kernel else calls[-1] if calls else
                "clone" if "kernel_clone" in kernel else "user" if not kernel else "other")
         counts[cls] += 1
+        if cls == "page-faults" and under and any(u in sym for addr, sym in fr if not addr.startswith("ffff")
+                                                  for u in under):
+            counts["faults-under"] += 1
         if cls == "page-faults":      # what the fault did, by perf's own frames (also counted under page-faults)
             names = set(kernel)
             counts["faults:" + ("copy-on-write" if names & {"do_wp_page", "wp_page_copy"} else
@@ -54,7 +59,7 @@ def perf_shares(data: Path, *cmd: str) -> dict[str, float]:
         elif frames is not None:
             parts = line.split()
             frames.append((parts[0], parts[1] if len(parts) > 1 else "?"))
-    n = sum(v for k, v in counts.items() if not k.startswith("faults:"))
+    n = sum(v for k, v in counts.items() if not k.startswith("faults"))
     if n <= 200:
         raise RuntimeError(f"perf took only {n} samples")
     return {k: v / n for k, v in counts.items()}

@@ -114,19 +114,19 @@ def test_numpy_temporaries_of_64_mib_per_step(tmp_path):
     except ImportError:
         pytest.skip("numpy is not installed (make setup installs it)")
     cmd = [sys.executable, str(HERE / "temporaries.py")]
-    # a 0.7 s program whose cost is page faults: on a VM their cost moves from one run to the next, so
-    # the figure is held against perf before and after it (test_measured_costs.bracketed)
-    doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
+    # a 0.7 s program whose cost is page faults: on this VM their cost moves by a quarter from one run
+    # to the next (system time 0.35-0.73 s), so the figure is held against perf once before it and
+    # twice after (test_measured_costs.bracketed)
+    doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd), under=("multiply",), after=2)
     if sys.version_info < (3, 12):   # no perf trampolines: the report says why the sites are C code
         assert any("Python-level call sites need CPython 3.12" in n for n in doc["cells"][0]["where"]["notes"])
     f = findings_of(doc)["mmap-churn"]
     assert f["who"] == "runtime" and f["numbers"]["runtime"] == "CPython", (f["who"], f["evidence"])
-    # Never more than perf's share. Not held to 0.75x from below: in about one explaining run in four
-    # here, a stretch of the temporaries' huge-page faults is joined to a first touch ("none") while the
-    # fault trace's own counts stay 88% re-faults, and mmap-churn then claims 0.3-0.7x of perf's share
-    # (a known under-attribution of the time join, msr_args_fault_kind; left open on issue 42).
-    perf = [r.get("munmap", 0) + r.get("mmap", 0) + r["page-faults"] for r in refs]
-    assert 0.25 * min(perf) <= f["cost_share"] <= 1.33 * max(perf), (f["title"], refs)
+    # The churn is the temporaries' faults (those perf takes under numpy's multiply loop, which writes
+    # each new product), not `a`'s first touch (np.ones: a fifth of the faults' time here, as its huge
+    # pages are the run's first), and the calls
+    perf = [r.get("munmap", 0) + r.get("mmap", 0) + r.get("faults-under", 0) for r in refs]
+    assert within_range(f["cost_share"], perf), (f["title"], refs)
     assert "out=" in f["advice"]
 
 

@@ -301,3 +301,22 @@ def test_advice_that_holds_whoever_makes_the_calls_stays_first():
     assert f.with_advice("change the program") == "huge; change the program"
     assert f.with_advice("huge; reuse") == "huge; reuse"
     assert Finding(id="x", title="t", mechanism="m", evidence=[], advice="a", confidence="low").with_advice("b") == "b"
+
+
+def test_the_churned_share_of_fresh_mappings_is_weighed_by_time_where_the_samples_were_counted():
+    """A library's thousands of small first touches against a few huge pages zeroed per churned
+    mapping: by count, a fifth of the mappings' faults churned; by the CPU samples taken in them
+    (ms-run's mapped_samples), 95% of their time did. The causes weigh by time where the samples
+    were joined, by count where they were not."""
+    from memsleuth.analysis.view import FaultTrace
+    from memsleuth.records.syscall_args import FaultSamples
+    doc = {"every": 1, "mapped_churned": 2000, "mapped_samples": 400, "mapped_churned_samples": 380,
+           "by_release": {"none": [100, 0, 100], "munmap": [0, 0, 0], "mapped": [10_000, 0, 10_000]}}
+    trace = FaultTrace.of(FaultSamples.from_dict(doc))
+    by_time, how = trace.causes({"mapped": 390, "none": 10})
+    assert how == "time" and by_time["munmap"] == pytest.approx(0.975 * 0.95)
+    assert by_time["none"] == pytest.approx(0.025 + 0.975 * 0.05)
+    by_count, how = trace.causes(None)
+    assert how == "count" and by_count["munmap"] == pytest.approx(10_000 / 10_100 * 0.2)
+    older = FaultTrace.of(FaultSamples.from_dict({k: v for k, v in doc.items() if "samples" not in k}))
+    assert older.causes({"mapped": 390, "none": 10})[0]["munmap"] == pytest.approx(0.975 * 0.2)

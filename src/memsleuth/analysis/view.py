@@ -82,15 +82,21 @@ class FaultTrace:
     every: int
     by_release: dict[str, tuple[float, float, float]]
     mapped_churned: float = 0.0     # of the faults in mappings made during the run, those munmap gave back later
+    mapped_samples: float = 0.0     # the CPU samples taken in faults of those mappings
+    mapped_churned_samples: float = 0.0   # of them, those in mappings that churned
 
     @classmethod
     def of(cls, f: FaultSamples | None) -> "FaultTrace | None":
-        return cls(f.every, f.by_release, f.mapped_churned) if f is not None else None
+        return (cls(f.every, f.by_release, f.mapped_churned, f.mapped_samples, f.mapped_churned_samples)
+                if f is not None else None)
 
-    @property
-    def churned(self) -> float:
+    def churned(self, by_time: bool = False) -> float:
         """Of the faults in mappings made during the run, the share in mappings munmap gave back
-        later (mmap churn: a fresh mapping per use)."""
+        later (mmap churn: a fresh mapping per use); `by_time`: of the CPU samples taken in those
+        faults, where the run counted them (a library's thousands of small first touches then weigh
+        what they cost against a few huge pages zeroed per churned mapping, not their number)."""
+        if by_time and self.mapped_samples >= MIN_JOINED:
+            return min(1.0, self.mapped_churned_samples / self.mapped_samples)
         mapped = self.by_release["mapped"][0]
         return min(1.0, self.mapped_churned / mapped) if mapped else 0.0
 
@@ -107,7 +113,7 @@ class FaultTrace:
             total, how = self.total, "count"
             raw = {k: v[0] / total for k, v in self.by_release.items()}
         raw = {**dict.fromkeys(RELEASES, 0.0), **raw}
-        mapped, churn = raw["mapped"], self.churned
+        mapped, churn = raw["mapped"], self.churned(by_time=how == "time")
         return {"munmap": raw["munmap"] + mapped * churn, "madvise": raw["madvise"],
                 "brk": raw["brk"], "none": raw["none"] + mapped * (1 - churn)}, how
 

@@ -55,10 +55,13 @@ class FaultSamples:
     before it: by what gave the address back ("none": a first touch; "munmap", "madvise", "brk";
     "mapped": a mapping made during the run), each (faults, on a present page, writes of a missing
     page); each counts for `every` faults. `mapped_churned`: of the faults in mappings made during
-    the run, those in mappings munmap gave back later."""
+    the run, those in mappings munmap gave back later. `mapped_samples`, `mapped_churned_samples`:
+    the same by the CPU samples taken in those faults (by time; absent from older runs: 0)."""
     every: int
     by_release: dict[str, tuple[float, float, float]]
     mapped_churned: float = 0.0
+    mapped_samples: float = 0.0
+    mapped_churned_samples: float = 0.0
 
     @classmethod
     def from_dict(cls, d) -> "FaultSamples | None":
@@ -68,8 +71,10 @@ class FaultSamples:
         by.update({str(k): (float(v[0]), float(v[1]), float(v[2])) for k, v in d["by_release"].items()
                    if isinstance(v, (list, tuple)) and len(v) >= 3 and all(_number(x) is not None for x in v[:3])})
         every = int(d["every"]) if _number(d.get("every")) else 1
-        churned = _number(d.get("mapped_churned")) or 0.0
-        return cls(max(every, 1), by, churned) if sum(v[0] for v in by.values()) > 0 else None
+        churned, samples, churned_samples = (_number(d.get(k)) or 0.0 for k in
+                                             ("mapped_churned", "mapped_samples", "mapped_churned_samples"))
+        return (cls(max(every, 1), by, churned, samples, churned_samples)
+                if sum(v[0] for v in by.values()) > 0 else None)
 
 
 @dataclass(frozen=True)
