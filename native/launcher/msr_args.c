@@ -115,18 +115,25 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every) {
   }
   a->every[MSR_A_AREA] = a->every[MSR_A_MMAP];    /* the new mappings as often as mmap's own records */
   a->every[MSR_A_FAULTK] = a->every[MSR_A_FAULT]; /* the kernel's faults on user memory as the user's */
+  /* A storm sampled one call in P leaves most mappings unrecorded, and the faults of a fresh mapping
+   * that was not recorded read as first touches: with faults traced, the mappings and unmaps of at
+   * least MSR_BIG_RANGE are recorded at every call (a filter on the tracepoint), the smaller ones one
+   * in P, so that a thread mapping 8 MiB buffers beside one mapping 64 KiB in a loop is still churn. */
+  for (int i = 0; i < MSR_A_N; i++)
+    a->split[i] = (i == MSR_A_MUNMAP || i == MSR_A_AREA) && a->every[i] > 1 && ok[i] && ok[MSR_A_FAULT];
   for (int cpu = 0; cpu < ncpu; cpu++) {
     int out_fd = -1;
     for (int p = 0; p < t->n; p++)
-      for (int i = 0; i < MSR_A_N; i++) {
-        if (!ok[i]) continue;
+      for (int v = 0; v < 2 * MSR_A_N; v++) {
+        int i = v % MSR_A_N, big = v >= MSR_A_N; /* the big half of a split event */
+        if (!ok[i] || (big && !a->split[i])) continue;
         pid_t pid = t->pid[p];
         struct perf_event_attr attr;
         memset(&attr, 0, sizeof attr);
         attr.size = sizeof attr;
         attr.type = PERF_TYPE_TRACEPOINT;
         attr.config = (uint64_t)a->ev[i].id;
-        attr.sample_period = a->every[i]; /* no PERIOD in sample_type: the kernel honours it */
+        attr.sample_period = big ? 1 : a->every[i]; /* no PERIOD in sample_type: the kernel honours it */
         /* TIME: the per-CPU buffers are merged in time order, so that a process's break moves are
        * read in the order they happened even when it migrates between CPUs. */
         attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
@@ -138,6 +145,18 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every) {
         if (fd < 0) {
           if (errno != ENODEV && errno != EINVAL) snprintf(a->ev[i].why, sizeof a->ev[i].why, "%s", strerror(errno));
           continue; /* an offline CPU, or not permitted */
+        }
+        if (a->split[i]) {
+          char filter[64];
+          snprintf(filter, sizeof filter, "%s %s %llu", i == MSR_A_MUNMAP ? "len" : "length", big ? ">=" : "<",
+                   (unsigned long long)MSR_BIG_RANGE);
+          if (ioctl((int)fd, PERF_EVENT_IOC_SET_FILTER, filter) != 0) { /* no filters: one event, sampled */
+            if (big) {
+              close((int)fd);
+              continue;
+            }
+            a->split[i] = 0; /* the first CPU's small half comes before any big half */
+          }
         }
         if (out_fd < 0) {
           size_t len = (size_t)page * (1 + DATA_PAGES);
@@ -157,7 +176,7 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every) {
           continue;
         }
         if (msr_fd_push(&a->fds, &a->nfds, &a->capfds, (int)fd)) continue;
-        a->ev[i].opened++;
+        if (!big) a->ev[i].opened++;
       }
   }
   for (int i = 0; i < MSR_A_N; i++)
@@ -297,7 +316,8 @@ static void on_fault(msr_args *a, pid_t pid, uint32_t tid, uint64_t time, uint64
 static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t time, const unsigned char *raw,
                       uint32_t size) {
   const int *off = a->ev[i].off;
-  const uint64_t w = a->every[i]; /* the calls this record stands for */
+  uint64_t w = a->every[i]; /* the calls this record stands for */
+  if (a->split[i] && u64_at(raw, size, off[i == MSR_A_MUNMAP ? 0 : 1]) >= MSR_BIG_RANGE) w = 1; /* recorded each time */
   a->calls[i] += w;
   switch (i) {
     case MSR_A_MUNMAP: {

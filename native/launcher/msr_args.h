@@ -40,6 +40,10 @@ enum {
 #define MSR_BRK_PIDS 64
 
 #define MSR_MAX_CPUS 256
+/* With faults traced, the unmaps and new mappings of at least this many bytes are recorded at every
+ * call even in a sampled storm: faulting such a range in costs 256 faults or more, against ~0.7 us
+ * for the record. */
+#define MSR_BIG_RANGE (1ull << 20)
 
 /* Released ranges, per process: what munmap, a purging madvise and a shrinking break gave back,
  * newest first, so that a sampled fault says whether it touches again memory given back before
@@ -112,6 +116,7 @@ typedef struct {
   int brk_query[MSR_BRK_PIDS]; /* the next exit of this process's brk is a query */
   uint64_t lost;               /* records the kernel dropped (buffer full) */
   uint64_t every[MSR_A_N];     /* 0/1: every call; P: one call in P, counted P times */
+  int split[MSR_A_N];          /* munmap, mapped_areas: those of MSR_BIG_RANGE or more at every call */
   msr_released *rel;           /* MSR_REL_PIDS processes' released ranges (when faults are sampled) */
   /* Sampled faults (each counting every[MSR_A_FAULT]) by what released their address before them
    * (MSR_REL_NONE: nothing did, a first touch), and how: on a present page (a protection fault:

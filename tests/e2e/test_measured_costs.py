@@ -206,6 +206,25 @@ def test_a_sparse_table_asked_for_huge_pages_is_told_to_leave_them_off(tmp_path)
     assert joined.get("none", 0) <= 0.05 * sum(joined.values()), joined
 
 
+def test_churn_beside_a_storm_of_small_mappings_is_churn_not_first_touch(tmp_path):
+    """Workers map, write and unmap 8 MiB buffers while another thread maps and unmaps 64 KiB in a
+    loop (plain-busy_mapper). The storm makes the explaining run record one small call in P; the
+    large mappings and unmaps are still recorded at every call, so the workers' faults are in
+    fresh mappings that munmap gave back: mmap churn at perf's kernel share, and no first touch
+    (with every mapping sampled, 88% of them read as first touches and first-touch claimed 51%)."""
+    cmd = [fixture("plain-busy_mapper")]
+    doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
+    found = findings_of(doc)
+    assert "first-touch" not in found, {k: v["title"] for k, v in found.items()}
+    f = found["mmap-churn"]
+    args = doc["cells"][0]["samples"][-1]["syscall_args"]
+    assert args["munmap"].get("every", 1) > 1, args["munmap"]      # the storm was sampled
+    joined = doc["cpu_profile"]["fault_release"]
+    assert joined.get("none", 0) <= 0.05 * sum(joined.values()), joined
+    kernel = [1.0 - r.get("user", 0.0) for r in refs]
+    assert within_range(f["cost_share"], kernel), (f["title"], refs)
+
+
 def test_a_guard_page_toggled_per_task_is_named_mprotect_and_the_programs(tmp_path):
     cmd = [fixture("plain-guard_pages"), "300000"]
     doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
