@@ -143,3 +143,25 @@ def test_cpythons_own_allocator_switch_is_advised_only_where_its_allocator_makes
     through_malloc = runtimes.advice_for(cpython, "mmap-churn", via_malloc=True)
     assert "PYTHONMALLOC" not in through_malloc and "reuse one across steps" in through_malloc
     assert "PYTHONMALLOC=malloc" in runtimes.advice_for(cpython, "mmap-churn")   # its arenas' own unmaps
+
+
+# A multiprocessing pool's handler threads in CPython 3.11 (8 MB payloads through pipes): its futex
+# calls are the GIL's, as check's call sites gave them here.
+CPYTHON_FUTEX = {"events": {"futex": {
+    "samples": 348, "through_allocator": 0.0,
+    "user_sites": [["no frame of the program's own code (a runtime's own thread, the loader, or a stack that could "
+                    "not be unwound)", 1.0]],
+    "makers": [["PyCOND_TIMEDWAIT (condvar.h:73)", 0.46], ["drop_gil (ceval_gil.h:165)", 0.29],
+               ["take_gil (ceval_gil.h:310)", 0.19]],
+    "internal_paths": [["pthread_cond_signal -> futex_wake", 0.29]],
+    "maker_objects": [["(libpython3.11.so.1.0)", 1.0]]}}}
+
+
+def test_futex_calls_of_cpythons_own_locks_get_its_words_and_no_allocator_candidate():
+    lock = Finding(id="lock-contention", title="Lock contention: threads wait for each other in the kernel (futex)",
+                   mechanism="m", evidence=[], confidence="high", calls="futex", cost_ns=1.76e8, cost_share=0.047,
+                   advice="if the allocator's: an allocator with thread-local caches (mimalloc, jemalloc, tcmalloc)")
+    [f] = with_call_sites([lock], CallSites.from_dict(CPYTHON_FUTEX))
+    assert f.who == "runtime" and f.numbers["runtime"] == "CPython", (f.who, f.numbers)
+    assert "GIL" in f.advice and "mimalloc" not in f.advice and "allocator's side" not in f.advice, f.advice
+    assert tries.for_findings([f], "glibc", ["glibc", "mimalloc", "jemalloc"]) == []

@@ -20,6 +20,9 @@ class Runtime:
     # its futex calls are its own threads parking (a scheduler, a collector's workers, a thread pool
     # waiting for work), not user locks
     contention_is_runtime: bool = False
+    # Its own locks that are real contention (a global interpreter lock handed between threads): the
+    # advice for futex calls its own code makes, where no allocator or tunable applies.
+    contention: str = ""
     # The release knob as environment `check --try` can measure (name, variables); None: a flag or
     # a change to the program, not an environment setting.
     try_release: tuple[str, tuple[tuple[str, str], ...]] | None = None
@@ -101,6 +104,10 @@ TABLE: tuple[Runtime, ...] = (
             try_gc=("--max-semi-space-size=64", (("NODE_OPTIONS", "--max-semi-space-size=64"),))),
     Runtime("CPython", re.compile(r"^(_Py|Py[A-Z]|pymalloc|_PyObject|list_|dict_|array_|PyArray|npy_)"), False,
             own_release="PYTHONMALLOC=malloc puts small objects on malloc too, where an allocator's options apply",
+            contention="these are CPython's own locks: the GIL handed between its threads (one thread runs Python "
+                       "code at a time; take_gil and drop_gil wait and wake on futexes) and its threading locks and "
+                       "queues; fewer threads running Python code at once (the work in processes, or in native code "
+                       "that releases the GIL) hand it over less often; no allocator or allocator setting changes them",
             release="large buffers (bytearray, array, bytes) come from malloc: reuse one across steps instead of "
                     "a new one per step",
             churn="reuse buffers across steps instead of creating a temporary per step",
@@ -149,6 +156,8 @@ CHURN_FINDINGS = ("first-touch", "mremap-churn")
 def advice_for(rt: Runtime, finding: str, via_malloc: bool = False) -> str | None:
     """A runtime's own advice for a finding's mechanism, or None where it has none to give;
     `via_malloc`: the call sites show the calls made through malloc's free, not its own allocator."""
+    if finding == "lock-contention":
+        return rt.contention or None
     if finding in RELEASE_FINDINGS:
         return "; ".join(a for a in ("" if via_malloc else rt.own_release, rt.release) if a)
     if finding in CHURN_FINDINGS:

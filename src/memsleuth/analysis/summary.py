@@ -633,7 +633,8 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
             own = runtimes.advice_for(runtime, f.id, via_malloc)
             if own is not None:
                 advice = "; ".join([own, *runtimes.library_advice(made.makers or made.user_sites)])
-                if not runtime.own_memory and f.advice != program_advice(f.calls):   # its memory is malloc's: that side too
+                if not runtime.own_memory and f.advice != program_advice(f.calls) and f.id != "lock-contention":
+                    # its memory is malloc's: that side too (not its own locks')
                     advice += f"; on the allocator's side: {f.advice}" if e else f"; {f.advice}"
             elif advice == program_advice(f.calls):
                 advice = f.advice   # the rule's own words: the runtime, not the program's code, makes the calls

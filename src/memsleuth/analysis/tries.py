@@ -212,6 +212,8 @@ def for_findings(found: list[Finding], allocator: str, installed: list[str], com
                 t = Try(name, f.id, ("peak RSS",), env=dict(env))
                 out[t.key] = out[t.key].merged(t) if t.key in out else t
             continue
+        if rt is not None and f.id == "lock-contention":
+            continue        # the runtime's own locks (CPython's GIL): no allocator or tunable reaches them
         if rt is not None and rt.own_memory:
             # A runtime's own heap: neither another allocator nor glibc's tunables reach it; its own
             # release knob, where it is an environment setting, does.
