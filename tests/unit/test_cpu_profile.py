@@ -57,6 +57,14 @@ SYSCALL = ["do_syscall_64", "entry_SYSCALL_64_after_hwframe"]
     (["arch_get_unmapped_area_topdown", "__get_unmapped_area", "do_mmap", "vm_mmap_pgoff", *SYSCALL],
      ("mmap", None)),
     (["perf_iterate_ctx", "perf_event_mmap", "__mmap_region", "do_mmap", "vm_mmap_pgoff", *SYSCALL], ("mmap", None)),
+    # and write's and read's (a pipe carrying a pool's payloads, 6.18: ksys_write <- do_syscall_64)
+    (["_copy_from_iter", "copy_page_from_iter", "anon_pipe_write", "vfs_write", "ksys_write", *SYSCALL],
+     ("write", None)),
+    (["_copy_to_iter", "anon_pipe_read", "vfs_read", "ksys_read", *SYSCALL], ("read", None)),
+    (["tcp_sendmsg", "sock_sendmsg", "__sys_sendto", *SYSCALL], ("sendto", None)),
+    (["do_poll", "do_sys_poll", *SYSCALL], ("poll", None)),
+    # a body below another frame is not the call's own (vfs_write called by a kernel's own path)
+    (["vfs_write", "ksys_write", "some_helper", *SYSCALL], (cpu_profile.UNNAMED_SYSCALL, None)),
     # the tracepoint at the entry, before the call is dispatched: which call it is, the chain does not say
     (["perf_tp_event", "perf_syscall_enter", "syscall_trace_enter", *SYSCALL], (cpu_profile.TRACING, None)),
     (["__do_softirq", "irq_exit_rcu", "sysvec_apic_timer_interrupt", "asm_sysvec_apic_timer_interrupt"],

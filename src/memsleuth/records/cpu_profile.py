@@ -52,7 +52,11 @@ _SYSCALL_ENTRY = {"do_syscall_64", "entry_SYSCALL_64", "entry_SYSCALL_64_after_h
 # from the entry (vm_mmap_pgoff under a kernel's own vm_mmap is not directly under the entry).
 _SYSCALL_BODIES = {"ksys_mmap_pgoff": "mmap", "vm_mmap_pgoff": "mmap", "__vm_munmap": "munmap",
                    "do_mprotect_pkey": "mprotect", "do_madvise": "madvise", "do_futex": "futex",
-                   "do_brk_flags": "brk"}
+                   "do_brk_flags": "brk", "do_sys_openat2": "openat", "ksys_fadvise64_64": "fadvise64",
+                   "do_epoll_wait": "epoll_wait", "do_pipe2": "pipe2"}
+# Any other body the kernel names as a syscall's own: ksys_write, ksys_read, __sys_sendto, do_sys_poll
+# (6.x's dispatcher calls them straight from do_syscall_64 where __x64_sys_write was inlined away).
+_SYSCALL_BODY = re.compile(r"^(?:ksys|__sys|do_sys)_(\w+)$")
 _FAULT_ENTRY = {"asm_exc_page_fault", "exc_page_fault", "do_user_addr_fault", "handle_mm_fault",
                 "__handle_mm_fault", "do_page_fault", "do_mem_abort", "do_translation_fault", "el0_da",
                 "handle_page_fault", "__do_page_fault", "do_kern_addr_fault"}
@@ -160,8 +164,11 @@ def classify(frames: list[str]) -> tuple[str, str | None]:
     if names & _SYSCALL_ENTRY:
         # the outermost frame inside the entry (the chain ends at the entry's frames)
         body = next((f for f in reversed(frames) if f not in _SYSCALL_ENTRY), None)
-        if body in _SYSCALL_BODIES and frames[-1] in _SYSCALL_ENTRY:
-            return _SYSCALL_BODIES[body], None
+        if body is not None and frames[-1] in _SYSCALL_ENTRY:
+            if body in _SYSCALL_BODIES:
+                return _SYSCALL_BODIES[body], None
+            if (m := _SYSCALL_BODY.match(body)) is not None:
+                return m.group(1), None
         return UNNAMED_SYSCALL, None
     if names & _FAULT_ENTRY:
         return _fault(frames)
