@@ -320,3 +320,18 @@ def test_the_churned_share_of_fresh_mappings_is_weighed_by_time_where_the_sample
     assert how == "count" and by_count["munmap"] == pytest.approx(10_000 / 10_100 * 0.2)
     older = FaultTrace.of(FaultSamples.from_dict({k: v for k, v in doc.items() if "samples" not in k}))
     assert older.causes({"mapped": 390, "none": 10})[0]["munmap"] == pytest.approx(0.975 * 0.2)
+
+
+def test_arguments_from_a_run_whose_count_differs_far_from_the_measured_one_say_both_counts():
+    """A Go program's scavenger: 724 madvise calls in the measured run, 6,153 in the slower explaining
+    run whose arguments word the finding. Each number is said with its run; a count near the
+    measured one adds nothing."""
+    def storm(recorded: int):
+        args = {"madvise": {"calls": recorded, "bytes": 12 << 30,
+                            "by_advice": {"4": [recorded, 12 << 30]}}}
+        s = process(wall_ms=2000, user_ms=900, sys_ms=900, minflt=200_000, syscalls={"madvise": 724}, args=args)
+        return madvise_storm.check(view(s))
+    [f] = storm(6153)
+    assert any("the explaining run made 6,153 of these calls, the measured run 724" in e for e in f.evidence), f.evidence
+    [g] = storm(800)
+    assert not any("explaining run made" in e for e in g.evidence), g.evidence

@@ -153,6 +153,9 @@ RELEASED_BY = {"munmap": "munmap (or in fresh mappings munmap gave back later)",
                "brk": "the program break moving down"}
 # At least this many CPU samples in fault handlers joined to a traced fault weigh the causes by time.
 MIN_JOINED = 30
+# The explaining run's count of a call this many times the measured runs' (or a fraction as small)
+# is said beside the arguments it gave (CellView.args_source).
+ARGS_RUNS_APART = 2.0
 
 
 @dataclass
@@ -187,7 +190,14 @@ class CellView:
         from the kernel', with 'estimated from one call in P' when the explaining run sampled them."""
         every = max((a.every for s in self.explain + self.samples if (a := s.syscall_args.of(syscall)) is not None),
                     default=1)
-        return "the calls' arguments, from the kernel" + (f"; estimated from one call in {every:,}" if every > 1 else "")
+        text = "the calls' arguments, from the kernel" + (f"; estimated from one call in {every:,}" if every > 1 else "")
+        # The arguments are the explaining run's: where its count of the call is far from the measured
+        # runs' (a runtime's background work paced by time, a program whose calls follow its timing), the
+        # words' numbers and the cost's are of different runs, and the evidence says so.
+        recorded, measured = self.args(syscall, "calls"), self.process.syscalls.get(syscall) if self.process else None
+        if recorded and measured and not 1 / ARGS_RUNS_APART <= recorded / measured <= ARGS_RUNS_APART:
+            text += f"; the explaining run made {recorded:,.0f} of these calls, the measured run {measured:,.0f}"
+        return text
 
     def describes(self, sc: Scope, syscall: str) -> bool:
         """Whether the recorded arguments describe the scope's calls: the scope made at least
