@@ -197,6 +197,22 @@ def test_a_python_job_runner_whose_cyclic_collector_traverses_its_table(tmp_path
     assert "gc.freeze()" in f["advice"]
 
 
+# V8's: where its collections start on the main thread and its parallel and concurrent jobs run on the
+# platform's workers (perf's names for node 18's symbols).
+V8_GC_ENTRIES = ("v8::internal::Heap::CollectGarbage", "v8::internal::ScavengerCollector::JobTask::Run",
+                 "v8::internal::ConcurrentMarking::JobTaskMajor::Run",
+                 "v8::internal::ConcurrentMarking::JobTaskMinor::Run")
+
+
+def test_a_node_request_loop_whose_scavenger_runs_every_few_requests(tmp_path):
+    cmd = [node(), str(HERE / "gcnode.js")]
+    doc = check(tmp_path, *cmd)
+    ref = perf_user_share(tmp_path / "perf.data", V8_GC_ENTRIES, *cmd)
+    assert ref > 0.15, ref
+    f = assert_a_collector_finding(doc, "V8 (Node.js)", ref)
+    assert "--max-semi-space-size" in f["advice"], f["advice"]
+
+
 def _java_clean(tmp_path) -> list[str]:
     javac, java = shutil.which("javac"), shutil.which("java")
     if javac is None or java is None:
