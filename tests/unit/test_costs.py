@@ -335,3 +335,17 @@ def test_arguments_from_a_run_whose_count_differs_far_from_the_measured_one_say_
     assert any("the explaining run made 6,153 of these calls, the measured run 724" in e for e in f.evidence), f.evidence
     [g] = storm(800)
     assert not any("explaining run made" in e for e in g.evidence), g.evidence
+
+
+def test_a_clean_answer_names_the_system_call_that_holds_the_kernel_time_instead():
+    """A program reading a file in the page cache through one buffer: read() holds 99% of the samples
+    (6.18 names it by ksys_read). The clean line says so; a memory path or user time never is."""
+    from types import SimpleNamespace
+    v = view(process(wall_ms=1500, user_ms=1, sys_ms=1500, minflt=300))
+    v.__dict__["profile"] = SimpleNamespace(samples=3041, counts={"read": 3017, "page-faults": 6, "user": 5})
+    assert findings._elsewhere(v) == ("; the explaining run's samples put 99% of the CPU time in the read system "
+                                      "call, which is not a memory mechanism")
+    v.__dict__["profile"] = SimpleNamespace(samples=3041, counts={"munmap": 3017, "user": 24})
+    assert findings._elsewhere(v) == ""
+    v.__dict__["profile"] = SimpleNamespace(samples=3041, counts={"read": 100, "user": 2941})
+    assert findings._elsewhere(v) == ""

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from memsleuth.analysis.findings.base import CellRule, Finding, PairRule, RunRule
 from memsleuth.analysis.view import CellView
+from memsleuth.records import cpu_profile
 from memsleuth.analysis import cost
 from memsleuth.units import PAGE_BYTES
 from memsleuth.analysis.findings import (
@@ -109,7 +110,28 @@ def quiet_line(view: CellView) -> str | None:
              if sum(parts.values()) <= sc.sys_ns else
              f"rusage counted {cost.ms(sc.sys_ns)} ms of kernel time in all, less than the counts' estimate: it "
              "counts system time in scheduler ticks")
-    return head + f": the largest counted part is {top}, about {split.describe(parts[top])}; {total}."
+    return head + f": the largest counted part is {top}, about {split.describe(parts[top])}; {total}" + \
+        _elsewhere(view) + "."
+
+
+# Sampled classes that are no named system call outside the memory paths.
+_NOT_A_CALL = (cpu_profile.USER, cpu_profile.OTHER, cpu_profile.UNNAMED_SYSCALL, cpu_profile.TRACING,
+               *cpu_profile.MEMORY_PATHS)
+
+
+def _elsewhere(view: CellView) -> str:
+    """Where the explaining run's kernel samples went instead, when a system call that is no memory
+    mechanism holds a material share of them all (a program reading files: read() copying from the
+    page cache): named, so a clean memory answer does not leave the kernel time unexplained."""
+    p = view.profile
+    if p is None or not p.samples:
+        return ""
+    calls = {k: v for k, v in p.counts.items() if k not in _NOT_A_CALL}
+    top = max(calls, key=calls.get, default=None)
+    if top is None or calls[top] < cost.MATERIAL_SHARE * p.samples:
+        return ""
+    return (f"; the explaining run's samples put {calls[top] / p.samples:.0%} of the CPU time in the {top} system "
+            "call, which is not a memory mechanism")
 
 
 def for_pair(slower: CellView, faster: CellView) -> list[Finding]:
