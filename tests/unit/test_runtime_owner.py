@@ -9,7 +9,7 @@ import pytest
 from memsleuth.analysis import tries
 from memsleuth.analysis.findings.base import Finding
 from memsleuth.analysis.summary import with_call_sites
-from memsleuth.records.sites import CallSites
+from memsleuth.records.sites import LOST, CallSites
 
 
 # ---- whose memory: the mapping calls' sites decide (analysis/summary.mapped_by) ----
@@ -165,3 +165,28 @@ def test_futex_calls_of_cpythons_own_locks_get_its_words_and_no_allocator_candid
     assert f.who == "runtime" and f.numbers["runtime"] == "CPython", (f.who, f.numbers)
     assert "GIL" in f.advice and "mimalloc" not in f.advice and "allocator's side" not in f.advice, f.advice
     assert tries.for_findings([f], "glibc", ["glibc", "mimalloc", "jemalloc"]) == []
+
+
+# `java -Xmx256m Direct`: a 48 MiB ByteBuffer.allocateDirect per request, freed by its Cleaner thread
+# (Unsafe_FreeMemory0 -> free -> munmap; no stack reaches Java's frames), as check's sites gave them here.
+JVM_DIRECT_MUNMAP = {"events": {"munmap": {
+    "samples": 116, "through_allocator": 0.97, "user_sites": [[LOST, 1.0]],
+    "makers": [["Unsafe_FreeMemory0 (libjvm.so, no line information)", 0.84],
+               ["long*) (libjvm.so, no line information)", 0.10]],
+    "internal_paths": [["cfree -> munmap", 0.84],
+                       ["pthread_getattr_np -> realloc -> malloc -> tcache_init -> arena_get2 -> _int_new_arena -> "
+                        "alloc_new_heap -> munmap", 0.10]],
+    "maker_objects": [["(libjvm.so)", 0.97], ["(libjli.so)", 0.01]]}}}
+
+
+def test_blocks_a_runtime_frees_through_malloc_are_mallocs_not_its_heaps():
+    churn = Finding(id="mmap-churn", title="mmap/munmap churn of large blocks", mechanism="m", evidence=[],
+                    advice="GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=<more than the block "
+                           "size>; or an allocator that caches large blocks",
+                    confidence="high", calls="munmap", cost_ns=2.4e9, cost_share=0.85)
+    [f] = with_call_sites([churn], CallSites.from_dict(JVM_DIRECT_MUNMAP))
+    assert f.who == "runtime" and f.numbers["runtime"] == "the JVM", (f.who, f.numbers)
+    assert "direct ByteBuffers" in f.advice and "-Xms" not in f.advice, f.advice
+    assert "on the allocator's side: GLIBC_TUNABLES" in f.advice, f.advice
+    names = [t.name for t in tries.for_findings([f], "glibc", ["glibc", "mimalloc", "jemalloc"])]
+    assert "mimalloc" in names and not any("Xms" in n for n in names), names

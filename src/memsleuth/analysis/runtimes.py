@@ -35,6 +35,10 @@ class Runtime:
     gc: re.Pattern | None = None
     gc_advice: str = ""
     try_gc: tuple[str, tuple[tuple[str, str], ...]] | None = None
+    # A runtime with its own heap whose code also calls malloc (native buffers): what that memory is,
+    # and the change, where the sites show its calls made through malloc's free (its heap's knobs do
+    # not reach malloc's blocks).
+    malloc_memory: str = ""
     # Release advice that fits only where its own allocator makes the calls, not malloc's free
     # (CPython's object allocator: its arenas; a 64 MiB bytes object is malloc's whatever PYTHONMALLOC says).
     own_release: str = ""
@@ -76,6 +80,10 @@ TABLE: tuple[Runtime, ...] = (
             churn="-XX:+AlwaysPreTouch faults the whole heap once at start instead of as it grows; a larger young "
                   "generation (-Xmn) collects less often",
             contention_is_runtime=True, objects=re.compile(r"\((libjvm\.so|libjli\.so)[,)]"),
+            malloc_memory="these blocks are malloc's, not the Java heap's: direct ByteBuffers (allocateDirect) and "
+                          "the JVM's other native memory come from malloc and go back through free, so the heap's "
+                          "sizing does not reach them; keep and reuse direct buffers (a pool) instead of allocating "
+                          "one per request",
             # _JAVA_OPTIONS is read after the command line's options, so it holds whatever they say
             # {max_heap}: the command's -Xmx, else the JVM's default (tries.max_heap)
             try_release=("-Xms as -Xmx", (("_JAVA_OPTIONS", "-Xms{max_heap}"),)),
@@ -159,6 +167,8 @@ def advice_for(rt: Runtime, finding: str, via_malloc: bool = False) -> str | Non
     if finding == "lock-contention":
         return rt.contention or None
     if finding in RELEASE_FINDINGS:
+        if via_malloc and rt.own_memory:     # malloc's blocks, not its heap's: its heap's knobs do not apply
+            return rt.malloc_memory or None
         return "; ".join(a for a in ("" if via_malloc else rt.own_release, rt.release) if a)
     if finding in CHURN_FINDINGS:
         # a runtime with its own heap faults in again what it gave back (a heap that shrinks after each

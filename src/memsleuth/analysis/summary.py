@@ -596,13 +596,17 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
         lines = [line for e in events for line in where_mod.lines_for(where, e)]
         who, extra, via_malloc = f.who, [], False
         e = where.events.get(f.calls or "")
-        if e and e.internal_paths is not None and e.unwound_share >= where_mod.MIN_UNWOUND:
+        through = None
+        if e and e.internal_paths is not None:
             through = e.through_allocator
             if through is None:  # stored before the share was recorded: read it from the top paths
                 through = sum(share for path, share in e.internal_paths
                               if any(k in path for k in where_mod.ALLOCATOR_FRAMES))
+            # whether a runtime's calls go through malloc's free needs no frame of the program's own
+            # code (a JVM's Cleaner thread frees direct buffers: its stacks never reach Java's)
+            via_malloc = through >= 0.8
+        if e and through is not None and e.unwound_share >= where_mod.MIN_UNWOUND:
             decided = "allocator" if through >= 0.8 else "program" if through <= 0.2 else None
-            via_malloc = decided == "allocator"
             if decided is not None:
                 share = through if decided == "allocator" else 1 - through
                 extra = [f"{share:.0%} of the sampled {f.calls} calls come "
@@ -628,12 +632,15 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
             runtime, share = rt
             if f.id == "lock-contention" and runtime.contention_is_runtime:
                 continue    # its scheduler parks idle threads on futexes: no lock is shown contended
-            who, numbers = "runtime", {**f.numbers, "runtime": runtime.name}
+            # its code's calls through malloc's free: malloc's blocks, which the allocator's side reaches too
+            mallocs = via_malloc and runtime.own_memory and f.id in runtimes.RELEASE_FINDINGS
+            who, numbers = "runtime", {**f.numbers, "runtime": runtime.name, **({"via_malloc": 1} if mallocs else {})}
             extra = [f"{share:.0%} of the sampled {what} come from {runtime.name}'s own code"]
             own = runtimes.advice_for(runtime, f.id, via_malloc)
             if own is not None:
                 advice = "; ".join([own, *runtimes.library_advice(made.makers or made.user_sites)])
-                if not runtime.own_memory and f.advice != program_advice(f.calls) and f.id != "lock-contention":
+                if (not runtime.own_memory or mallocs) and f.advice != program_advice(f.calls) and \
+                        f.id != "lock-contention":
                     # its memory is malloc's: that side too (not its own locks')
                     advice += f"; on the allocator's side: {f.advice}" if e else f"; {f.advice}"
             elif advice == program_advice(f.calls):

@@ -214,7 +214,7 @@ def for_findings(found: list[Finding], allocator: str, installed: list[str], com
             continue
         if rt is not None and f.id == "lock-contention":
             continue        # the runtime's own locks (CPython's GIL): no allocator or tunable reaches them
-        if rt is not None and rt.own_memory:
+        if rt is not None and rt.own_memory and not f.numbers.get("via_malloc"):
             # A runtime's own heap: neither another allocator nor glibc's tunables reach it; its own
             # release knob, where it is an environment setting, does.
             # (a heap that shrinks and grows again faults in what it gave back: churn findings too)
