@@ -44,7 +44,13 @@ def perf_shares(data: Path, *cmd: str, under: tuple[str, ...] = ()) -> dict[str,
             counts["faults-under"] += 1
         if cls == "page-faults":      # what the fault did, by perf's own frames (also counted under page-faults)
             names = set(kernel)
-            counts["faults:" + ("copy-on-write" if names & {"do_wp_page", "wp_page_copy"} else
+            # a private file mapping's first write: do_cow_fault, or (inlined into do_fault) the copy or
+            # the page allocated for it called straight from do_fault
+            inner = kernel[kernel.index("do_fault") - 1] if "do_fault" in kernel[1:] else ""
+            counts["faults:" + ("private-copy" if "do_cow_fault" in names or inner.startswith("copy_") or
+                                inner.startswith(("vma_alloc_folio", "folio_prealloc", "anon_vma_prepare",
+                                                  "__anon_vma_prepare")) else
+                                "copy-on-write" if names & {"do_wp_page", "wp_page_copy"} else
                                 "file-backed" if any(n.startswith("filemap_") or n in ("do_read_fault", "__do_fault",
                                                                                         "do_fault") for n in names) else
                                 "zero-fill" if "do_anonymous_page" in names else "other")] += 1

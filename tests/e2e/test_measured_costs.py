@@ -225,6 +225,22 @@ def test_churn_beside_a_storm_of_small_mappings_is_churn_not_first_touch(tmp_pat
     assert within_range(f["cost_share"], kernel), (f["title"], refs)
 
 
+def test_writes_to_a_private_file_mapping_are_named_its_copies_not_fresh_memory(tmp_path):
+    """A 64 MiB file mapped MAP_PRIVATE per job and every page patched (plain-private_write): each first
+    write copies the file's page. 6.18 inlines do_cow_fault, so the copy is read from do_fault's own
+    callees; the faults are named the private mapping's copies, never fresh memory or fork's
+    copy-on-write, at perf's share of the copying faults."""
+    data = tmp_path / "data.bin"
+    data.write_bytes(bytes(range(256)) * (64 << 12))
+    cmd = [fixture("plain-private_write"), str(data), "24"]
+    doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
+    found = findings_of(doc)
+    f = found["private-file-copy-faults"]
+    assert "MAP_PRIVATE" in f["mechanism"] and "read() the file once" in f["advice"], f
+    assert not {"first-touch", "copy-on-write-faults"} & set(found), list(found)
+    assert within_range(f["cost_share"], [fault_kind_share(r, "private-copy") for r in refs]), (f["title"], refs)
+
+
 def test_a_guard_page_toggled_per_task_is_named_mprotect_and_the_programs(tmp_path):
     cmd = [fixture("plain-guard_pages"), "300000"]
     doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))

@@ -186,6 +186,9 @@ FAULT_CHAINS = {"copy-on-write": ["copy_mc_enhanced_fast_string", "wp_page_copy"
                                          "asm_exc_page_fault"],
                 "file-backed": ["filemap_map_pages", "do_read_fault", "handle_mm_fault", "exc_page_fault",
                                 "asm_exc_page_fault"],
+                # a write to a MAP_PRIVATE file mapping on 6.18: do_cow_fault inlined, its copy under do_fault
+                "private file copy": ["copy_mc_enhanced_fast_string", "do_fault", "__handle_mm_fault",
+                                      "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
                 "huge-page zero-fill": ["clear_page_erms", "folio_zero_user", "do_huge_pmd_anonymous_page",
                                         "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
                 "NUMA hinting": ["migrate_misplaced_folio", "do_numa_page", "handle_pte_fault", "__handle_mm_fault",
@@ -254,6 +257,7 @@ def test_a_zero_fill_profile_keeps_first_touch_and_names_no_other_kind():
 
 
 @pytest.mark.parametrize("kind,fid,words", [
+    ("private file copy", "private-file-copy-faults", "read() the file once"),
     ("NUMA hinting", "numa-hinting-faults", "numa_balancing"),
     ("hugetlbfs", "hugetlbfs-faults", "MAP_POPULATE"),
     ("mmap_lock wait", "mmap-lock-wait-faults", "mmap_threshold"),
@@ -410,3 +414,20 @@ def test_the_common_path_of_file_and_shared_memory_faults_goes_to_the_kind_the_c
     p = profile(70)              # a MAP_SHARED|MAP_ANONYMOUS region: its common path is shared memory's too
     assert p.fault_kinds == {"shared memory": 100} and sum(p.when[f"{FAULT}:shared memory"]) == 100
     assert profile(0).fault_kinds == {"file-backed": 30}     # nothing names shared memory: a file's, as before
+
+
+@pytest.mark.parametrize("frames,kind", [
+    # 6.18 inlines do_cow_fault into do_fault: the copy, or the private page allocated for it, is its work
+    (["copy_mc_enhanced_fast_string", "do_fault", "__handle_mm_fault"], "private file copy"),
+    (["get_page_from_freelist", "__alloc_frozen_pages_noprof", "alloc_pages_mpol", "vma_alloc_folio_noprof",
+      "do_fault", "__handle_mm_fault"], "private file copy"),
+    # older kernels name it
+    (["copy_user_highpage", "do_cow_fault", "do_fault", "__handle_mm_fault"], "private file copy"),
+    # reading the file's page for it, or a read fault: a file's
+    (["filemap_get_entry", "__filemap_get_folio", "filemap_fault", "__do_fault", "do_fault"], "file-backed"),
+    # memory pressure inside it stays memory pressure
+    (["try_to_free_pages", "__alloc_pages_direct_reclaim", "alloc_pages_mpol", "vma_alloc_folio_noprof",
+      "do_fault"], "direct reclaim or compaction"),
+])
+def test_a_private_file_mappings_copy_is_its_own_kind(frames, kind):
+    assert classify([*frames, "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]) == (FAULT, kind)

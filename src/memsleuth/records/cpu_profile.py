@@ -74,6 +74,14 @@ _EXIT = {"do_exit", "do_group_exit"}
 # between the two kinds in the proportions of the samples whose chain tells them apart (a file's
 # where none does: a mapping whose pages are all in the page cache is mapped around the fault).
 FILE_OR_SHARED = "file or shared memory"
+# The first write to a page of a private file mapping copies the file's page (do_cow_fault). 6.x
+# inlines do_cow_fault into do_fault: its work, directly under do_fault, is the copy or the private
+# page it allocates and charges (a read fault or a shared one allocates no page of its own there).
+PRIVATE_FILE_COPY = "private file copy"
+_COW_FAULT_WORK = frozenset({"copy_mc_enhanced_fast_string", "copy_mc_to_kernel", "copy_mc_user_highpage",
+                             "copy_user_highpage", "copy_page", "copy_mc_fragile", "vma_alloc_folio_noprof",
+                             "vma_alloc_folio", "folio_prealloc", "alloc_pages_mpol", "alloc_pages_mpol_noprof",
+                             "__anon_vma_prepare", "anon_vma_prepare", "__mem_cgroup_charge", "mem_cgroup_charge"})
 # What a fault did, from the frames below its entry; the first set that matches names it.
 FAULT_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     # NUMA balancing's hinting faults (the page was unmapped to see which node touches it) and the
@@ -90,7 +98,9 @@ FAULT_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     ("userfaultfd", frozenset({"handle_userfault"})),
     ("huge-page zero-fill", frozenset({"do_huge_pmd_anonymous_page", "__do_huge_pmd_anonymous_page",
                                        "clear_huge_page", "folio_zero_user", "vmf_anon_prepare_huge"})),
-    ("copy-on-write", frozenset({"do_wp_page", "wp_page_copy", "do_huge_pmd_wp_page", "do_cow_fault"})),
+    # A write to a private file mapping (MAP_PRIVATE): the file's page copied into a private one.
+    (PRIVATE_FILE_COPY, frozenset({"do_cow_fault"})),
+    ("copy-on-write", frozenset({"do_wp_page", "wp_page_copy", "do_huge_pmd_wp_page"})),
     ("swap-in", frozenset({"do_swap_page", "swap_readpage", "swap_read_folio"})),
     # Shared anonymous memory, a memfd, tmpfs, /dev/shm: shmem's pages (before file-backed, whose
     # generic fault frames its chain also shows): allocated and zeroed, never read from a file.
@@ -178,8 +188,10 @@ def classify(frames: list[str]) -> tuple[str, str | None]:
 def _fault(frames: list[str]) -> tuple[str, str]:
     """(FAULT, its kind) of a fault's chain, from its frames."""
     names = set(frames)
+    at = frames.index("do_fault") if "do_fault" in names else 0
+    inlined_cow = bool(at) and frames[at - 1] in _COW_FAULT_WORK
     for kind, marks in FAULT_KINDS:
-        if names & marks:
+        if names & marks or (kind == PRIVATE_FILE_COPY and inlined_cow):
             return FAULT, kind
     return FAULT, _unnamed_handler(frames) or UNRESOLVED_FAULT
 

@@ -1,11 +1,12 @@
-"""Page faults of a kind no other rule words: copy-on-write, shared memory, a mapped file's pages, swap-in, NUMA
-hinting, hugetlbfs, userfaultfd, and those of a kind memsleuth does not name, said as unknown (the
-zero-fill of fresh memory, small pages or huge, is first-touch's and the churn rules', which name huge
-pages where they are what was zeroed). The explaining run's CPU samples taken in the fault handler say what each fault
-did (records/cpu_profile.FAULT_KINDS, from the kernel's call chain); the page-fault time is shared
-out among the kinds in the proportions of the samples whose chain shows it. The first-touch and
-churn rules claim only the small-page zero-fill part (view.zero_fill_share), so no fault's time is
-claimed twice, and a fault that copied a page or read a file is never called fresh memory."""
+"""Page faults of a kind no other rule words: copy-on-write, a private file mapping's copies, shared
+memory, a mapped file's pages, swap-in, NUMA hinting, hugetlbfs, userfaultfd, and those of a kind
+memsleuth does not name, said as unknown (the zero-fill of fresh memory, small pages or huge, is
+first-touch's and the churn rules', which name huge pages where they are what was zeroed). The
+explaining run's CPU samples taken in the fault handler say what each fault did
+(records/cpu_profile.FAULT_KINDS, from the kernel's call chain); the page-fault time is shared out among
+the kinds in the proportions of the samples whose chain shows it. The first-touch and churn rules claim
+only the small-page zero-fill part (view.zero_fill_share), so no fault's time is claimed twice, and a
+fault that copied a page or read a file is never called fresh memory."""
 from __future__ import annotations
 
 from memsleuth.analysis.cost import confidence_from_share
@@ -23,6 +24,14 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "build the shared data before forking and do not write it in the workers (CPython: gc.freeze() before "
         "fork keeps the collector from touching it); fork the workers earlier, before the data grows; or use "
         "threads, which share without copying"),
+    "private file copy": (
+        "Private file-mapping faults: each page of a privately mapped file is copied when first written",
+        "a file mapped MAP_PRIVATE and written: the first write to each page faults, and the kernel reads the "
+        "file's page (from the page cache) and copies it into a page of the process's own before the write goes "
+        "on; a private mapping made per use copies every written page again each time",
+        "to change a copy of the data, read() the file once into a buffer of your own and reuse it (copying what a "
+        "use needs from it); keep a private mapping across uses where its changed pages can be kept; map it "
+        "MAP_SHARED where the writes are meant for the file"),
     "file-backed": (
         "File-backed page faults: a mapped file's pages are faulted in",
         "a mapped file is not read until its pages are touched: each first access faults a page in from the page "
