@@ -28,13 +28,15 @@ static const struct {
     [MSR_A_BRKQ] = {"syscalls/sys_enter_brk", {"brk", NULL}},
     [MSR_A_FAULT] = {"exceptions/page_fault_user", {"address", "error_code", NULL}},
     [MSR_A_FAULTK] = {"exceptions/page_fault_kernel", {"address", "error_code", NULL}},
-    [MSR_A_AREA] = {"mmap/vm_unmapped_area", {"addr", "length", NULL}},
+    [MSR_A_AREA] = {"mmap/vm_unmapped_area", {"addr", "length", "flags", NULL}},
 };
 static const char *const k_names[MSR_A_N] = {"munmap",    "madvise", "mmap",          "mremap",      "brk",
                                              "brk_enter", "faults",  "faults_kernel", "mapped_areas"};
 /* A user address (x86-64's and arm64's 47- and 48-bit user halves): a kernel fault on it is the
  * program's memory faulted in by a system call. */
 #define MSR_USER_TOP (1ULL << 48)
+/* vm_unmapped_area's info->flags: the search goes down from the top (VM_UNMAPPED_AREA_TOPDOWN) */
+#define MSR_AREA_TOPDOWN 1
 /* A tracepoint record's common_flags (trace_flag_type, the same bits from 4.x to 6.x): taken in a
  * hard interrupt, a soft interrupt or an NMI. A kernel fault there is no page faulted in for the
  * program: it is a read that may fault and is fixed up, above all the sampler's own walk of the user
@@ -120,7 +122,8 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every) {
    * least MSR_BIG_RANGE are recorded at every call (a filter on the tracepoint), the smaller ones one
    * in P, so that a thread mapping 8 MiB buffers beside one mapping 64 KiB in a loop is still churn. */
   for (int i = 0; i < MSR_A_N; i++)
-    a->split[i] = (i == MSR_A_MUNMAP || i == MSR_A_AREA) && a->every[i] > 1 && ok[i] && ok[MSR_A_FAULT];
+    a->split[i] =
+        (i == MSR_A_MUNMAP || i == MSR_A_AREA || i == MSR_A_MMAP) && a->every[i] > 1 && ok[i] && ok[MSR_A_FAULT];
   for (int cpu = 0; cpu < ncpu; cpu++) {
     int out_fd = -1;
     for (int p = 0; p < t->n; p++)
@@ -148,7 +151,7 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every) {
         }
         if (a->split[i]) {
           char filter[64];
-          snprintf(filter, sizeof filter, "%s %s %llu", i == MSR_A_MUNMAP ? "len" : "length", big ? ">=" : "<",
+          snprintf(filter, sizeof filter, "%s %s %llu", i == MSR_A_AREA ? "length" : "len", big ? ">=" : "<",
                    (unsigned long long)MSR_BIG_RANGE);
           if (ioctl((int)fd, PERF_EVENT_IOC_SET_FILTER, filter) != 0) { /* no filters: one event, sampled */
             if (big) {
@@ -219,18 +222,27 @@ static msr_released *released_of(msr_args *a, pid_t pid, int create) {
   return free_slot;
 }
 
-static void release(msr_args *a, pid_t pid, uint64_t start, uint64_t len, int kind, int advice) {
+static void release(msr_args *a, pid_t pid, uint64_t time, uint64_t start, uint64_t len, int kind, int advice) {
   msr_released *p = len ? released_of(a, pid, 1) : NULL;
   if (!p) return;
   if (kind == MSR_REL_MUNMAP) /* the faults of the mappings it gives back: churn if the process maps again */
     for (int k = 0; k < p->n; k++) {
       msr_range *r = &p->r[k];
-      if (r->kind == MSR_REL_MAPPED && !r->gone && r->start < start + len && start < r->end) {
+      if (r->kind == MSR_REL_MAPPED && r->start < start + len && start < r->end) {
+        if (!r->faults && !r->samples && (start > r->start || start + len < r->end)) {
+          /* a part of a mapping nothing touched yet: an allocator trimming its reservation to an alignment
+           * (jemalloc, Go) keeps the rest, whose faults are first touches, and the range is what is left */
+          if (start <= r->start) r->start = start + len;
+          else if (start + len >= r->end) r->end = start;
+          continue;
+        }
         p->pending += r->faults;
         p->pending_samples += r->samples;
         r->faults = r->samples = 0;
-        r->gone = 1;
+        r->gone = 1; /* a part given back (an allocator trimming its reservation to an alignment) leaves the
+                      * rest mapped: its later faults count again, and go at the next munmap of it */
         r->gone_at = p->mappings;
+        r->gone_time = time;
       }
     }
   if (kind == MSR_REL_MAPPED) { /* a new mapping after some were given back: they churned */
@@ -265,13 +277,13 @@ int msr_args_join(msr_args *a, uint32_t tid, uint64_t time, uint64_t window_ns) 
       best = k;
   if (best < 0) return -1;
   if (r->kind[best] == MSR_REL_MAPPED) {
-    /* The sample may come after munmap gave the mapping back (the traced records are read first):
-     * then its churn is decided as the fault's was, by whether the process maps again. */
+    /* The sample may be read after munmap gave the mapping back (the traced records are read first):
+     * a sample from before that munmap is decided as the fault's was, by whether the process maps again. */
     a->mapped_samples++;
     msr_released *p = &a->rel[r->slot[best]];
     msr_range *m = &p->r[r->at[best]];
     if (m->seq == r->seq[best] && m->kind == MSR_REL_MAPPED) {
-      if (!m->gone) m->samples++;
+      if (!m->gone || time > m->gone_time) m->samples++;
       else if (p->mappings > m->gone_at) a->mapped_churned_samples++;
       else p->pending_samples++;
     }
@@ -317,7 +329,7 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
                       uint32_t size) {
   const int *off = a->ev[i].off;
   uint64_t w = a->every[i]; /* the calls this record stands for */
-  if (a->split[i] && u64_at(raw, size, off[i == MSR_A_MUNMAP ? 0 : 1]) >= MSR_BIG_RANGE) w = 1; /* recorded each time */
+  if (a->split[i] && u64_at(raw, size, off[i == MSR_A_AREA ? 1 : 0]) >= MSR_BIG_RANGE) w = 1; /* recorded each time */
   a->calls[i] += w;
   switch (i) {
     case MSR_A_MUNMAP: {
@@ -325,12 +337,28 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
       a->bytes[i] += w * len;
       a->hist[i][bucket(len)] += w;
       a->hist_bytes[i][bucket(len)] += w * len;
-      release(a, (pid_t)pid, u64_at(raw, size, off[1]), len, MSR_REL_MUNMAP, 0);
+      release(a, (pid_t)pid, time, u64_at(raw, size, off[1]), len, MSR_REL_MUNMAP, 0);
       break;
     }
-    case MSR_A_AREA: /* a new mapping's place (the search's length: the mapping, and any alignment pad) */
-      release(a, (pid_t)pid, u64_at(raw, size, off[0]), u64_at(raw, size, off[1]), MSR_REL_MAPPED, 0);
+    case MSR_A_AREA: { /* a new mapping's place (the search's length: the mapping, and any alignment pad) */
+      uint64_t start = u64_at(raw, size, off[0]), length = u64_at(raw, size, off[1]);
+      msr_last_mmap *m = &a->last_mmap[tid % MSR_LAST_FAULTS];
+      /* A search padded for a huge-page alignment (__thp_get_unmapped_area: the length asked for plus one
+       * alignment): the mapping alone, where this thread's mmap just before says its length; the pad
+       * would cover a neighbour's memory, whose trimming munmap would then read as this mapping's churn.
+       * The mapping is at the first aligned address inside, or (top-down, the search already aligned)
+       * one alignment up, next to the mapping above it (6.8 on). */
+      if (m->tid == tid && m->len && length > m->len && time - m->time < MSR_MMAP_AREA_NS) {
+        uint64_t pad = length - m->len, aligned = (start + pad - 1) & ~(pad - 1);
+        if (!(pad & (pad - 1))) {
+          start = aligned == start && (u64_at(raw, size, off[2]) & MSR_AREA_TOPDOWN) ? start + pad : aligned;
+          length = m->len;
+        }
+      }
+      m->len = 0;
+      release(a, (pid_t)pid, time, start, length, MSR_REL_MAPPED, 0);
       break;
+    }
     case MSR_A_FAULT:
     case MSR_A_FAULTK:
       if (i == MSR_A_FAULTK &&
@@ -344,7 +372,7 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
       a->bytes[i] += w * len;
       a->hist[i][bucket(len)] += w;
       a->hist_bytes[i][bucket(len)] += w * len;
-      if (releases(advice)) release(a, (pid_t)pid, u64_at(raw, size, off[2]), len, MSR_REL_MADVISE, advice);
+      if (releases(advice)) release(a, (pid_t)pid, time, u64_at(raw, size, off[2]), len, MSR_REL_MADVISE, advice);
       if (advice >= 0 && advice < MSR_ADVICE) {
         a->madvise_calls[advice] += w;
         a->madvise_bytes[advice] += w * len;
@@ -353,6 +381,10 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
     }
     case MSR_A_MMAP: {
       uint64_t len = u64_at(raw, size, off[0]), flags = u64_at(raw, size, off[1]);
+      if (a->rel) { /* its length, for the place the kernel finds for it next (MSR_A_AREA) */
+        msr_last_mmap *m = &a->last_mmap[tid % MSR_LAST_FAULTS];
+        *m = (msr_last_mmap){.tid = tid, .len = (len + 4095) & ~4095ull, .time = time};
+      }
       a->bytes[i] += w * len;
       a->hist[i][bucket(len)] += w;
       a->hist_bytes[i][bucket(len)] += w * len;
@@ -418,7 +450,7 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
       } else if (now < last) {
         a->brk_down_moves++;
         a->brk_down_bytes += last - now;
-        release(a, (pid_t)pid, now, last - now, MSR_REL_BRK, 0);
+        release(a, (pid_t)pid, time, now, last - now, MSR_REL_BRK, 0);
       }
       a->brk_last[slot] = now;
       break;

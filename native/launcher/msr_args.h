@@ -61,6 +61,12 @@ typedef struct {
   uint16_t at[MSR_RECENT];
   uint32_t seq[MSR_RECENT];
 } msr_recent;
+/* A thread's last mmap: its length, for the place the kernel finds for it (mmap:vm_unmapped_area) */
+typedef struct {
+  uint32_t tid;
+  uint64_t len, time;
+} msr_last_mmap;
+#define MSR_MMAP_AREA_NS 10000000ull /* the place is found within the call: 10 ms of slack */
 #define MSR_REL_RANGES 256
 /* MSR_REL_MAPPED is not a release: a mapping made during the run (its faults are first touches of
  * it; those of a mapping that munmap later gives back are counted as churned). */
@@ -68,11 +74,12 @@ enum { MSR_REL_NONE, MSR_REL_MUNMAP, MSR_REL_MADVISE, MSR_REL_BRK, MSR_REL_MAPPE
 typedef struct {
   uint64_t start, end;
   uint8_t kind, advice;
-  uint8_t gone;     /* MSR_REL_MAPPED: munmap gave it back (at the process's mapping number gone_at) */
+  uint8_t gone;     /* MSR_REL_MAPPED: munmap gave it (or a part) back, last at gone_time, when the process had
+                     * made gone_at mappings */
   uint32_t seq;     /* MSR_REL_MAPPED: its number, unique in the run (a remembered fault names it) */
   uint64_t faults;  /* MSR_REL_MAPPED: sampled faults in it so far */
   uint64_t samples; /* MSR_REL_MAPPED: CPU samples taken in its faults so far */
-  uint64_t gone_at;
+  uint64_t gone_at, gone_time;
 } msr_range;
 typedef struct {
   pid_t pid;
@@ -116,7 +123,7 @@ typedef struct {
   int brk_query[MSR_BRK_PIDS]; /* the next exit of this process's brk is a query */
   uint64_t lost;               /* records the kernel dropped (buffer full) */
   uint64_t every[MSR_A_N];     /* 0/1: every call; P: one call in P, counted P times */
-  int split[MSR_A_N];          /* munmap, mapped_areas: those of MSR_BIG_RANGE or more at every call */
+  int split[MSR_A_N];          /* munmap, mmap, mapped_areas: those of MSR_BIG_RANGE or more at every call */
   msr_released *rel;           /* MSR_REL_PIDS processes' released ranges (when faults are sampled) */
   /* Sampled faults (each counting every[MSR_A_FAULT]) by what released their address before them
    * (MSR_REL_NONE: nothing did, a first touch), and how: on a present page (a protection fault:
@@ -133,6 +140,7 @@ typedef struct {
   /* Each thread's recent traced faults (time, and what released the address): a CPU sample taken
    * inside a fault handler is the time of the latest of them before it (msr_cpu.c). */
   msr_recent *recent; /* MSR_LAST_FAULTS threads, by tid (with the ranges) */
+  msr_last_mmap last_mmap[MSR_LAST_FAULTS];
 } msr_args;
 
 /* Opens the events on `pid` (not yet exec'd: enable_on_exec). Returns how many opened. */
