@@ -239,8 +239,8 @@ static void release(msr_args *a, pid_t pid, uint64_t time, uint64_t start, uint6
         p->pending += r->faults;
         p->pending_samples += r->samples;
         r->faults = r->samples = 0;
-        r->gone = 1; /* a part given back (an allocator trimming its reservation to an alignment) leaves the
-                      * rest mapped: its later faults count again, and go at the next munmap of it */
+        /* a part given back (an allocator trimming its reservation to an alignment) leaves the rest
+         * mapped: its later faults count again, and go at the next munmap of it */
         r->gone_at = p->mappings;
         r->gone_time = time;
       }
@@ -283,7 +283,7 @@ int msr_args_join(msr_args *a, uint32_t tid, uint64_t time, uint64_t window_ns) 
     msr_released *p = &a->rel[r->slot[best]];
     msr_range *m = &p->r[r->at[best]];
     if (m->seq == r->seq[best] && m->kind == MSR_REL_MAPPED) {
-      if (!m->gone || time > m->gone_time) m->samples++;
+      if (!m->gone_time || time > m->gone_time) m->samples++;
       else if (p->mappings > m->gone_at) a->mapped_churned_samples++;
       else p->pending_samples++;
     }

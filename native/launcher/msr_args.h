@@ -74,11 +74,11 @@ enum { MSR_REL_NONE, MSR_REL_MUNMAP, MSR_REL_MADVISE, MSR_REL_BRK, MSR_REL_MAPPE
 typedef struct {
   uint64_t start, end;
   uint8_t kind, advice;
-  uint8_t gone;     /* MSR_REL_MAPPED: munmap gave it (or a part) back, last at gone_time, when the process had
-                     * made gone_at mappings */
   uint32_t seq;     /* MSR_REL_MAPPED: its number, unique in the run (a remembered fault names it) */
   uint64_t faults;  /* MSR_REL_MAPPED: sampled faults in it so far */
   uint64_t samples; /* MSR_REL_MAPPED: CPU samples taken in its faults so far */
+  /* MSR_REL_MAPPED: munmap last gave it (or a part) back at gone_time (0: never), when the process had
+   * made gone_at mappings */
   uint64_t gone_at, gone_time;
 } msr_range;
 typedef struct {

@@ -564,6 +564,11 @@ SITE_EVENTS = {"heap-trim-churn": ("brk", "page-faults"), "mmap-churn": ("munmap
 MALLOC_MEMORY_FINDINGS = ("heap-overhead",)
 
 
+# At least this share of a call's sampled paths through malloc/free: the allocator makes the calls; at most
+# THROUGH_PROGRAM: the program's code makes them straight.
+THROUGH_ALLOCATOR, THROUGH_PROGRAM = 0.8, 0.2
+
+
 def mapped_by(where: CallSites | None):
     """(the runtime, its share) whose own code made the sampled mmap calls; None where no runtime did
     (or they were not sampled)."""
@@ -604,9 +609,9 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
                               if any(k in path for k in where_mod.ALLOCATOR_FRAMES))
             # whether a runtime's calls go through malloc's free needs no frame of the program's own
             # code (a JVM's Cleaner thread frees direct buffers: its stacks never reach Java's)
-            via_malloc = through >= 0.8
+            via_malloc = through >= THROUGH_ALLOCATOR
         if e and through is not None and e.unwound_share >= where_mod.MIN_UNWOUND:
-            decided = "allocator" if through >= 0.8 else "program" if through <= 0.2 else None
+            decided = "allocator" if through >= THROUGH_ALLOCATOR else "program" if through <= THROUGH_PROGRAM else None
             if decided is not None:
                 share = through if decided == "allocator" else 1 - through
                 extra = [f"{share:.0%} of the sampled {f.calls} calls come "

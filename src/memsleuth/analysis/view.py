@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from statistics import median
 
 from typing import Callable
@@ -87,8 +87,7 @@ class FaultTrace:
 
     @classmethod
     def of(cls, f: FaultSamples | None) -> "FaultTrace | None":
-        return (cls(f.every, f.by_release, f.mapped_churned, f.mapped_samples, f.mapped_churned_samples)
-                if f is not None else None)
+        return cls(**{k.name: getattr(f, k.name) for k in fields(f)}) if f is not None else None
 
     def churned(self, by_time: bool = False) -> float:
         """Of the faults in mappings made during the run, the share in mappings munmap gave back
