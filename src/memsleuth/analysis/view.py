@@ -193,9 +193,11 @@ class CellView:
         # The arguments are the explaining run's: where its count of the call is far from the measured
         # runs' (a runtime's background work paced by time, a program whose calls follow its timing), the
         # words' numbers and the cost's are of different runs, and the evidence says so.
-        recorded, measured = self.args(syscall, "calls"), self.process.syscalls.get(syscall) if self.process else None
+        sc = self.process
+        recorded, measured = self.args(syscall, "calls"), sc.syscalls.get(syscall) if sc else None
         if recorded and measured and not 1 / ARGS_RUNS_APART <= recorded / measured <= ARGS_RUNS_APART:
-            text += f"; the explaining run made {recorded:,.0f} of these calls, the measured run {measured:,.0f}"
+            runs = "the measured run" if len(self.samples) == 1 else "the measured runs (median)"
+            text += f"; the explaining run made {recorded:,.0f} of these calls, {runs} {measured:,.0f}"
         return text
 
     def describes(self, sc: Scope, syscall: str) -> bool:

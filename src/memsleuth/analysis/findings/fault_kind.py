@@ -27,8 +27,8 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "private file copy": (
         "Private file-mapping faults: each page of a privately mapped file is copied when first written",
         "a file mapped MAP_PRIVATE and written: the first write to each page faults, and the kernel reads the "
-        "file's page (from the page cache) and copies it into a page of the process's own before the write goes "
-        "on; a private mapping made per use copies every written page again each time",
+        "file's page (from the page cache, or the disk first) and copies it into a page of the process's own "
+        "before the write goes on; a private mapping made per use copies every written page again each time",
         "to change a copy of the data, read() the file once into a buffer of your own and reuse it (copying what a "
         "use needs from it); keep a private mapping across uses where its changed pages can be kept; map it "
         "MAP_SHARED where the writes are meant for the file"),
