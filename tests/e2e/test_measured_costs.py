@@ -44,6 +44,18 @@ def within_range(got: float, references: list[float]) -> bool:
     return 0.75 * min(references) <= got <= 1.33 * max(references)
 
 
+def within_kernel(doc: dict, finding: dict, refs: list[dict], part) -> bool:
+    """A kernel mechanism's cost held as a share of the kernel's time, against perf's `part` (a function
+    of one reference) as a share of its run's kernel samples, within 0.75-1.33x of the references' range.
+    On this VM one run's page faults cost up to twice another's (system time 0.33-0.65 s of the same
+    0.7 s program), so the kernel's share of a run moves from run to run, perf's runs' too; which part of
+    that time is the mechanism's does not (0.80-0.84 of it for NumPy's temporaries over six runs). The
+    run's kernel share is its rusage (the base every cost is split from, analysis/cost.py)."""
+    kernel = doc["cells"][0]["summary"]["evidence"]["sys_share"]
+    got = finding["cost_share"] / kernel
+    return within_range(got, [part(r) / (1.0 - r.get("user", 0.0)) for r in refs])
+
+
 def test_three_mechanisms_sharing_the_same_faults_never_claim_them_twice(tmp_path):
     """A string doubled to 42 MiB per request and freed (plain-string_grow): mremap growth, the munmap
     of each freed buffer and first touches share the page faults. Each fault is claimed once, so the
@@ -134,7 +146,7 @@ def test_copy_on_write_after_fork_is_named_and_costed_as_perf_sees_it(tmp_path):
     ref = refs[-1]
     found = findings_of(doc)
     cow = found["copy-on-write-faults"]
-    assert within_range(cow["cost_share"], [fault_kind_share(r, "copy-on-write") for r in refs]), (cow["title"], refs)
+    assert within_kernel(doc, cow, refs, lambda r: fault_kind_share(r, "copy-on-write")), (cow["title"], refs)
     assert "fork" in cow["mechanism"] and "threads" in cow["advice"]
     ft = found.get("first-touch")
     assert ft is None or ft["cost_share"] <= 1.33 * fault_kind_share(ref, "zero-fill") + 0.02, (ft["title"], ref)
@@ -145,7 +157,7 @@ def test_a_file_mapped_per_request_is_named_file_backed_not_fresh_memory(tmp_pat
     doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
     found = findings_of(doc)
     fb = found["file-backed-faults"]
-    assert within_range(fb["cost_share"], [fault_kind_share(r, "file-backed") for r in refs]), (fb["title"], refs)
+    assert within_kernel(doc, fb, refs, lambda r: fault_kind_share(r, "file-backed")), (fb["title"], refs)
     assert "first-touch" not in found and "zero-page-read" not in found, list(found)
     churn = found.get("mmap-churn")
     if churn is not None:        # the calls' own cost, worded as a file's mappings, never as memory given back
@@ -180,7 +192,7 @@ def test_a_python_fork_pool_that_reads_its_parents_table_is_copy_on_write(tmp_pa
     doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
     found = findings_of(doc)
     cow = found["copy-on-write-faults"]
-    assert within_range(cow["cost_share"], [fault_kind_share(r, "copy-on-write") for r in refs]), (cow["title"], refs)
+    assert within_kernel(doc, cow, refs, lambda r: fault_kind_share(r, "copy-on-write")), (cow["title"], refs)
     assert "gc.freeze()" in cow["advice"] and "threads" in cow["advice"]
     assert list(found)[0] == "copy-on-write-faults", list(found)        # the largest, first
 
@@ -199,8 +211,7 @@ def test_a_sparse_table_asked_for_huge_pages_is_told_to_leave_them_off(tmp_path)
     f = found["mmap-churn"]
     assert "huge page" in f["mechanism"] and "MADV_NOHUGEPAGE" in f["advice"], (f["mechanism"], f["advice"])
     assert not any("use huge pages" in x["advice"] for x in found.values()), [x["advice"] for x in found.values()]
-    kernel = [1.0 - r.get("user", 0.0) for r in refs]
-    assert within_range(f["cost_share"], kernel), (f["title"], refs)
+    assert within_kernel(doc, f, refs, lambda r: 1.0 - r.get("user", 0.0)), (f["title"], refs)
     # Every job's faults are in its fresh mapping: the samples taken in them join those faults, never
     # a first touch. (They joined 'none' in stretches while the sampler's own walk of the user stack,
     # a kernel fault on address 0 in interrupt context, was traced as the thread's latest fault.)
@@ -223,8 +234,7 @@ def test_churn_beside_a_storm_of_small_mappings_is_churn_not_first_touch(tmp_pat
     assert args["munmap"].get("every", 1) > 1, args["munmap"]      # the storm was sampled
     joined = doc["cpu_profile"]["fault_release"]
     assert joined.get("none", 0) <= 0.05 * sum(joined.values()), joined
-    kernel = [1.0 - r.get("user", 0.0) for r in refs]
-    assert within_range(f["cost_share"], kernel), (f["title"], refs)
+    assert within_kernel(doc, f, refs, lambda r: 1.0 - r.get("user", 0.0)), (f["title"], refs)
 
 
 def test_writes_to_a_private_file_mapping_are_named_its_copies_not_fresh_memory(tmp_path):
@@ -240,7 +250,7 @@ def test_writes_to_a_private_file_mapping_are_named_its_copies_not_fresh_memory(
     f = found["private-file-copy-faults"]
     assert "MAP_PRIVATE" in f["mechanism"] and "read() the file once" in f["advice"], f
     assert not {"first-touch", "copy-on-write-faults"} & set(found), list(found)
-    assert within_range(f["cost_share"], [fault_kind_share(r, "private-copy") for r in refs]), (f["title"], refs)
+    assert within_kernel(doc, f, refs, lambda r: fault_kind_share(r, "private-copy")), (f["title"], refs)
 
 
 def test_an_arena_trimming_its_reservations_keeps_fresh_memory_not_churn(tmp_path):
@@ -253,7 +263,7 @@ def test_an_arena_trimming_its_reservations_keeps_fresh_memory_not_churn(tmp_pat
     found = findings_of(doc)
     assert "mmap-churn" not in found, found["mmap-churn"]["title"]
     f = found["first-touch"]
-    assert within_range(f["cost_share"], [r["page-faults"] for r in refs]), (f["title"], refs)
+    assert within_kernel(doc, f, refs, lambda r: r["page-faults"]), (f["title"], refs)
 
 
 def test_a_guard_page_toggled_per_task_is_named_mprotect_and_the_programs(tmp_path):
@@ -261,7 +271,7 @@ def test_a_guard_page_toggled_per_task_is_named_mprotect_and_the_programs(tmp_pa
     doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
     found = findings_of(doc)
     f = found["mprotect-calls"]
-    assert within_range(f["cost_share"], [r.get("mprotect", 0.0) for r in refs]), (f["title"], refs)
+    assert within_kernel(doc, f, refs, lambda r: r.get("mprotect", 0.0)), (f["title"], refs)
     assert f["who"] == "program" and "guard page" in f["advice"], f
     assert "kernel-time" not in found, list(found)
 
@@ -271,7 +281,7 @@ def test_forking_a_large_parent_is_named_process_creation_at_perfs_share(tmp_pat
     doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
     found = findings_of(doc)
     f = found["process-creation"]
-    assert within_range(f["cost_share"], [r.get("execve", 0.0) + r.get("clone", 0.0) for r in refs]), (f, refs)
+    assert within_kernel(doc, f, refs, lambda r: r.get("execve", 0.0) + r.get("clone", 0.0)), (f, refs)
     assert "page tables" in f["mechanism"] and "posix_spawn" in f["advice"], f
     assert f["cost_share"] >= max(x["cost_share"] or 0 for x in found.values()), found   # the largest, first
     total = sum(x["cost_share"] or 0 for x in found.values() if x.get("cost_ns") is not None)
@@ -285,8 +295,8 @@ def test_a_fresh_buffer_faulted_in_by_read_is_churn_of_the_allocators_mappings(t
     doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
     found = findings_of(doc)
     f = found["mmap-churn"]
-    ref = [r.get("page-faults", 0.0) + r.get("munmap", 0.0) + r.get("mmap", 0.0) for r in refs]
-    assert within_range(f["cost_share"], ref), (f["title"], refs)
+    assert within_kernel(doc, f, refs, lambda r: r.get("page-faults", 0.0) + r.get("munmap", 0.0) + r.get("mmap", 0.0)), \
+        (f["title"], refs)
     assert f["who"] == "allocator" and "faulted in again" in f["mechanism"], f
     assert found.get("first-touch") is None or found["first-touch"]["confidence"] == "low", found
 
@@ -296,7 +306,7 @@ def test_shared_anonymous_memory_faulted_per_request_is_named_shared_memory_neve
     doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
     found = findings_of(doc)
     f = found["shared-memory-faults"]
-    assert within_range(f["cost_share"], [r["page-faults"] for r in refs]), (f["title"], refs)
+    assert within_kernel(doc, f, refs, lambda r: r["page-faults"]), (f["title"], refs)
     assert "file-backed-faults" not in found, list(found)
     assert "MAP_PRIVATE" in f["advice"], f
 
