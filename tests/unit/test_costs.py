@@ -300,6 +300,9 @@ def test_advice_that_holds_whoever_makes_the_calls_stays_first():
                 advice_first="huge")
     assert f.with_advice("change the program") == "huge; change the program"
     assert f.with_advice("huge; reuse") == "huge; reuse"
+    # a runtime's own advice quoting the rule's after it: the first advice is said once, first
+    assert f.with_advice("out= arguments; on the allocator's side: huge; reuse") == \
+        "huge; out= arguments; on the allocator's side: reuse"
     assert Finding(id="x", title="t", mechanism="m", evidence=[], advice="a", confidence="low").with_advice("b") == "b"
 
 

@@ -35,10 +35,12 @@ class Finding:
     advice_first: str = ""
 
     def with_advice(self, advice: str) -> str:
-        """`advice` with advice_first before it."""
+        """`advice` with advice_first before it, said once (a runtime's advice quotes the rule's, which
+        begins with it, after its own)."""
         if not self.advice_first or advice.startswith(self.advice_first):
             return advice
-        return f"{self.advice_first}; {advice}"
+        rest = advice.replace(f"{self.advice_first}; ", "").replace(self.advice_first, "")
+        return f"{self.advice_first}; {rest}" if rest else self.advice_first
 
     @property
     def weight(self) -> float:
