@@ -188,6 +188,24 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every) {
   return a->nfds;
 }
 
+int msr_args_hold(int *fds) {
+  int n = 0;
+  for (int i = 0; i < MSR_A_N; i++) {
+    int off[4];
+    long id;
+    char why[128];
+    if (read_format(k_args[i].tracepoint, k_args[i].fields, off, &id, why, sizeof why)) continue;
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_TRACEPOINT;
+    attr.config = (uint64_t)id;
+    long fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd >= 0) fds[n++] = (int)fd;
+  }
+  return n;
+}
+
 static uint64_t u64_at(const unsigned char *raw, uint32_t size, int off) {
   uint64_t v = 0;
   if (off >= 0 && (uint32_t)off + 8 <= size) memcpy(&v, raw + off, 8);

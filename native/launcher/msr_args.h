@@ -145,6 +145,10 @@ typedef struct {
 
 /* Opens the events on `pid` (not yet exec'd: enable_on_exec). Returns how many opened. */
 int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every);
+/* Keeps every tracepoint msr_args_open reads registered (one counting event each on the calling
+ * process) so that an explaining run's closes are cheap (ms-run --hold-events --syscall-args): fds
+ * opened into `fds` (at most MSR_A_N), their number returned. */
+int msr_args_hold(int *fds);
 /* The index of a syscall that may be sampled (munmap, madvise, mmap, mremap), or -1. */
 int msr_args_sampled_index(const char *name);
 /* Reads every record the ring buffers hold now. */

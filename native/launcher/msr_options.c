@@ -218,7 +218,9 @@ static const msr_opt OPTIONS[] = {
      .section = ATTACH, .set = set_duration},
     {.name = "events", .help = "print which events exist and which open here, then exit",
      .section = MODES, .set = set_mode, .mode = MSR_EVENTS},
-    {.name = "hold-events", .help = "keep the syscall tracepoints registered until stdin closes",
+    {.name = "hold-events",
+     .help = "keep the syscall tracepoints registered until stdin closes (with\n"
+             "--syscall-args: the fault and mapping tracepoints too)",
      .section = MODES, .set = set_mode, .mode = MSR_HOLD_EVENTS},
     {.name = "preload-check",
      .help = "run the command only up to its first instruction, with --preload and\n"

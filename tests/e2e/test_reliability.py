@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from memsleuth.measure import allocators
-from conftest import ROOT, fixture, memsleuth
+from conftest import ROOT, fixture, memsleuth, needs_tracepoints
 
 QUICK = ["--param", "iterations=2000", "--param", "ws=20", "--reps", "2"]
 IS_ROOT = os.geteuid() == 0
@@ -489,6 +489,28 @@ def test_the_tracepoint_holder_is_let_go_without_waiting_for_its_closes(tmp_path
     gate.touch()
     reaper.join(timeout=60)
     assert h.proc.returncode == 0
+
+
+@needs_tracepoints
+def test_the_explaining_runs_holder_keeps_their_fault_and_mapping_tracepoints_registered():
+    """Around the explaining runs the holder also holds the tracepoints they record arguments and
+    faults from (an event each, on itself), so that closing them at a run's end costs no grace period;
+    the measured runs' holder leaves the page-fault tracepoints alone (registered, they add work to
+    every fault)."""
+    from memsleuth.measure import native, runner
+    events = json.loads(subprocess.run([str(native.ms_run()), "--events"], capture_output=True, text=True,
+                                       check=True).stdout)["tracefs"]
+
+    def held(h: runner.TracepointHolder) -> int:
+        fds = Path(f"/proc/{h.proc.pid}/fd")
+        return sum(1 for fd in fds.iterdir() if os.readlink(fd) == "anon_inode:[perf_event]")
+
+    names = ("syscalls/sys_enter_munmap", "syscalls/sys_enter_madvise", "syscalls/sys_enter_mmap",
+             "syscalls/sys_enter_mremap", "syscalls/sys_exit_brk", "syscalls/sys_enter_brk",
+             "exceptions/page_fault_user", "exceptions/page_fault_kernel", "mmap/vm_unmapped_area")
+    there = sum(1 for n in names if (Path(events) / n / "id").exists())
+    with runner.TracepointHolder() as plain, runner.TracepointHolder(args=True) as explaining:
+        assert held(explaining) - held(plain) == there > 0, (held(explaining), held(plain), there)
 
 
 def test_as_nobody_a_count_that_could_not_be_taken_is_never_read_as_zero(open_dir):

@@ -13,6 +13,7 @@ its result, and a timeout would only cost its limit again.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -83,12 +84,17 @@ class TracepointHolder:
     bench/overhead.py). With a holder alive, those closes are cheap.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, args: bool = False) -> None:
+        """args: the tracepoints an explaining run reads too (page faults, vm_unmapped_area, brk's
+        exit): held only around the explaining runs, since a registered page-fault tracepoint adds
+        work to every fault of the measured ones."""
         self.proc: subprocess.Popen | None = None
+        self.args = args
 
     def __enter__(self) -> "TracepointHolder":
         try:
-            self.proc = subprocess.Popen([str(native.ms_run()), "--hold-events"], stdin=subprocess.PIPE,
+            argv = [str(native.ms_run()), "--hold-events", *(["--syscall-args"] if self.args else [])]
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                          start_new_session=True)
             self.proc.stdout.readline()  # "ready": the events are open
@@ -362,55 +368,57 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                 args = bool(cell.where or (plan.syscall_args and wanted) or needs_arguments(samples[i]) or heap or sites)
                 todo.append((i, cell, args, sites, heap))
             progress.shrink(sum(a for _, _, a, _, _ in todo))
-            for i, cell, args, sites, heap in todo:
-                if args:
-                    what = ", ".join(w for w, on in (("syscall arguments", True), ("heap accounting", heap),
-                                                     ("call sites", sites)) if on)
-                    progress.now(f"{plan.label(i)}: {what} (one explaining run)")
-                    counts = site_counts(samples[i])
-                    every = args_every(counts)
-                    wanted_periods = where.periods(counts) if sites else {}
-                    # The sampler rides this run where the kernel allows it (where.sampler_usable).
-                    periods = wanted_periods if wanted_periods and where.sampler_usable() else None
-                    sample_us = cpu_sample_us(samples[i])
-                    explain = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
-                                                syscall_args=True, heap=heap, sites=periods, args_every=every,
-                                                cpu_sample_us=sample_us)
-                    if periods and not explain.ok:
-                        # The measured run succeeded: the sampler may be what failed this one.
-                        progress.now(f"{plan.label(i)}: {what} again, without the sampler ({explain.status})")
-                        explain = launcher.run_cell(cell, timeout_s=plan.timeout_s,
-                                                    mem_limit_bytes=plan.mem_limit_bytes, syscall_args=True, heap=heap,
-                                                    args_every=every, cpu_sample_us=sample_us)
-                        periods = None
-                    store.add_sample(cell_ids[i], EXPLAIN_ROUND, True, explain)
-                    clock.move("explaining runs", "symbolization", float(explain.raw.get("read_s") or 0.0))
-                    progress.advance()
-                    if sites and not wanted_periods:
-                        store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})     # nothing was counted
-                    elif sites:
-                        if periods and explain.where:
-                            found = explain.where
-                        elif not where.sampler_usable():
-                            least = ".".join(map(str, where.SAMPLER_KERNEL))
-                            found = {"unavailable": f"the in-program sampler needs Linux {least} or later (this "
-                                                    f"kernel: {os.uname().release})"}
-                        elif periods is None and wanted_periods:
-                            found = {"unavailable": "the explaining run failed with the in-program sampler and was made "
-                                                    "again without it"}
-                        else:
-                            found = {"unavailable": "the in-program sampler left no call sites"}
-                        if "unavailable" in found:
-                            progress.now(f"{plan.label(i)}: call sites under perf record ({found['unavailable']})")
-                            clock.start("perf record (call sites' fallback)")
-                            why = found["unavailable"]
-                            found = _call_sites_under_perf(cell, samples[i])
-                            # the report and the JSON say why a third run was made
-                            found.setdefault("notes", []).insert(0, f"under perf record, one more run: {why}")
-                            clock.start("explaining runs")
-                        store.set_where(cell_ids[i], found)
-                if not sites and plan.where:
-                    store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})
+            # the explaining runs' own tracepoints held too: their closes at each run's end are then cheap
+            with TracepointHolder(args=True) if any(a for _, _, a, _, _ in todo) else contextlib.nullcontext():
+                for i, cell, args, sites, heap in todo:
+                    if args:
+                        what = ", ".join(w for w, on in (("syscall arguments", True), ("heap accounting", heap),
+                                                         ("call sites", sites)) if on)
+                        progress.now(f"{plan.label(i)}: {what} (one explaining run)")
+                        counts = site_counts(samples[i])
+                        every = args_every(counts)
+                        wanted_periods = where.periods(counts) if sites else {}
+                        # The sampler rides this run where the kernel allows it (where.sampler_usable).
+                        periods = wanted_periods if wanted_periods and where.sampler_usable() else None
+                        sample_us = cpu_sample_us(samples[i])
+                        explain = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
+                                                    syscall_args=True, heap=heap, sites=periods, args_every=every,
+                                                    cpu_sample_us=sample_us)
+                        if periods and not explain.ok:
+                            # The measured run succeeded: the sampler may be what failed this one.
+                            progress.now(f"{plan.label(i)}: {what} again, without the sampler ({explain.status})")
+                            explain = launcher.run_cell(cell, timeout_s=plan.timeout_s,
+                                                        mem_limit_bytes=plan.mem_limit_bytes, syscall_args=True, heap=heap,
+                                                        args_every=every, cpu_sample_us=sample_us)
+                            periods = None
+                        store.add_sample(cell_ids[i], EXPLAIN_ROUND, True, explain)
+                        clock.move("explaining runs", "symbolization", float(explain.raw.get("read_s") or 0.0))
+                        progress.advance()
+                        if sites and not wanted_periods:
+                            store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})     # nothing was counted
+                        elif sites:
+                            if periods and explain.where:
+                                found = explain.where
+                            elif not where.sampler_usable():
+                                least = ".".join(map(str, where.SAMPLER_KERNEL))
+                                found = {"unavailable": f"the in-program sampler needs Linux {least} or later (this "
+                                                        f"kernel: {os.uname().release})"}
+                            elif periods is None and wanted_periods:
+                                found = {"unavailable": "the explaining run failed with the in-program sampler and was made "
+                                                        "again without it"}
+                            else:
+                                found = {"unavailable": "the in-program sampler left no call sites"}
+                            if "unavailable" in found:
+                                progress.now(f"{plan.label(i)}: call sites under perf record ({found['unavailable']})")
+                                clock.start("perf record (call sites' fallback)")
+                                why = found["unavailable"]
+                                found = _call_sites_under_perf(cell, samples[i])
+                                # the report and the JSON say why a third run was made
+                                found.setdefault("notes", []).insert(0, f"under perf record, one more run: {why}")
+                                clock.start("explaining runs")
+                            store.set_where(cell_ids[i], found)
+                    if not sites and plan.where:
+                        store.set_where(cell_ids[i], {"skipped": SKIPPED_WHY})
     except KeyboardInterrupt as e:
         store.finish_run(run_id, "interrupted", {"loadavg_1m_end": os.getloadavg()[0]}, {"timings": clock.done()})
         return Outcome(run_id, True, progress.done, stop_signal(e))
