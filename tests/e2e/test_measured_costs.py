@@ -323,3 +323,25 @@ def test_time_in_malloc_and_free_is_the_allocators_at_perfs_share(tmp_path):
     assert within_range(f["cost_share"], refs), (f["title"], refs)
     assert f["who"] == "allocator" and "_int_free" in " ".join(f["evidence"]), f
     assert "--try" in f["advice"], f
+
+
+def test_a_thread_per_task_is_named_thread_creation_never_lock_contention(tmp_path):
+    """20,000 short tasks, each on a new thread joined before the next (plain-thread_per_task): clone is
+    nearly all of the CPU time, and each join waits on a futex. The finding is thread creation, the
+    program's, with a pool as the change, at the kernel's share of the program run alone (its own
+    rusage: perf's cpu-clock takes a handful of samples here, each thread's count starting afresh);
+    the joins' futex calls are no lock contention."""
+    import os
+    import subprocess
+    cmd = [fixture("plain-thread_per_task")]
+    alone = []
+    for _ in range(2):
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        _, _, ru = os.wait4(proc.pid, 0)
+        alone.append(ru.ru_stime / (ru.ru_utime + ru.ru_stime))
+    doc = check(tmp_path, *cmd)
+    found = findings_of(doc)
+    f = found["thread-creation"]
+    assert f["who"] == "program" and "thread pool" in f["advice"], f
+    assert "lock-contention" not in found, found["lock-contention"]["title"]
+    assert 0.75 * min(alone) <= f["cost_share"] <= min(1.0, 1.33 * max(alone)), (f["title"], alone)

@@ -431,3 +431,38 @@ def test_the_common_path_of_file_and_shared_memory_faults_goes_to_the_kind_the_c
 ])
 def test_a_private_file_mappings_copy_is_its_own_kind(frames, kind):
     assert classify([*frames, "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]) == (FAULT, kind)
+
+
+def _threading(clone: int = 900, user: int = 100, processes: int = 1, exec_started: int = 0):
+    """A program that creates a thread per task: `clone` samples in clone3, `user` in user mode, a tree
+    of `processes` processes."""
+    from memsleuth.records.evidence import Sample
+    from memsleuth.analysis.view import CellView
+    frames = ["copy_process", "kernel_clone", "__x64_sys_clone3", "do_syscall_64"]
+    prof = {"period_ns": 1_000_000, "samples": clone + user, "frames": frames,
+            "executables": [["server", clone + user, processes], *([["true", 1, exec_started]] if exec_started else [])],
+            "stacks": [[0, clone, 0, [0, 1, 2, 3]], [0, user, 0, []]]}
+    doc = {"status": "ok", "wall_ns": 2 * 10**9, "user_ns": user * 10**6, "sys_ns": clone * 10**6,
+           "minflt": 1000, "maxrss_kb": 2_000, "syscalls": {"mmap": 10, "munmap": 10, "futex": 40_000}}
+    return CellView("threads", "glibc", [Sample.from_msrun(doc)],
+                    explain=[Sample.from_msrun({**doc, "cpu_profile": prof})])
+
+
+def test_a_thread_per_task_is_thread_creation_not_processes_or_nothing():
+    """40,000 threads created and joined (clone3 94% of the CPU time, one process): its own finding,
+    at the clones' share, with a pool as the change; a tree of many processes is process_creation's."""
+    from memsleuth.analysis.findings import process_creation, thread_creation
+    (f,) = thread_creation.check(_threading())
+    assert f.id == "thread-creation" and f.cost_share == pytest.approx(0.9) and f.who == "program"
+    assert "thread pool" in f.advice and "1 process:" in " ".join(f.evidence)
+    assert process_creation.check(_threading()) == []
+    assert thread_creation.check(_threading(clone=20, user=980)) == []                # 2%: not material
+    assert thread_creation.check(_threading(processes=40, exec_started=40)) == []     # processes, not threads
+
+
+def test_joining_threads_created_per_task_is_not_lock_contention():
+    """The futex calls of a thread per task (40,000 joins, 2% of the CPU time) wait for threads to end:
+    no lock-contention finding beside thread creation's."""
+    from memsleuth.analysis.findings import lock_contention
+    assert lock_contention.check(_threading()) == []
+    assert [f.id for f in lock_contention.check(_threading(clone=20, user=980))] == ["lock-contention"]

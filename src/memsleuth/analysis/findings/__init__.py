@@ -37,6 +37,7 @@ from memsleuth.analysis.findings import (
     mremap_churn,
     preload_missed,
     process_creation,
+    thread_creation,
     rss_blowup,
     rss_growth,
     unstable,
@@ -47,8 +48,8 @@ from memsleuth.analysis.findings import (
 # explains a cell (for_cell).
 CELL_RULES: tuple[CellRule, ...] = (preload_missed, allocator_time, madvise_storm, heap_trim, mmap_churn, mremap_churn,
                                     mprotect_calls, first_touch, zero_page, fault_kind, garbage_collection,
-                                    lock_contention, process_creation, rss_blowup, rss_growth, heap_overhead,
-                                    heap_retained, heap_leak)
+                                    lock_contention, process_creation, thread_creation, rss_blowup, rss_growth,
+                                    heap_overhead, heap_retained, heap_leak)
 FALLBACK_RULES: tuple[CellRule, ...] = (kernel_time,)
 PAIR_RULES: tuple[PairRule, ...] = (kernel_gap,)
 RUN_RULES: tuple[RunRule, ...] = (counters_unavailable, unstable)

@@ -3,6 +3,7 @@ context switches), typically one lock shared by all threads."""
 from __future__ import annotations
 
 from memsleuth.analysis.findings.base import Finding, confidence_from_margin
+from memsleuth.analysis.findings.thread_creation import threads_made
 from memsleuth.analysis.view import CellView
 
 # futex is only entered when a lock is contended (the uncontended path stays in user space):
@@ -30,6 +31,10 @@ def _process(view: CellView) -> list[Finding]:
     cpu = sc.user_ns + sc.sys_ns
     split = view.kernel_split(sc)
     spent = split.cost("futex")
+    if threads_made(view) is not None and not split.material(spent):
+        # a thread per task: joining one waits on a futex until it ends, a wait for a thread, not a lock;
+        # the calls cost little, and the creation is thread_creation's finding
+        return []
     evidence = [f"{futex:,.0f} futex calls = {per_s:,.0f} per second (threshold {FUTEX_PER_S:,.0f}); the calls "
                 f"themselves cost about {split.describe(spent)}, the time threads spend waiting is not CPU time and "
                 "is not measured",
