@@ -345,3 +345,16 @@ def test_a_thread_per_task_is_named_thread_creation_never_lock_contention(tmp_pa
     assert f["who"] == "program" and "thread pool" in f["advice"], f
     assert "lock-contention" not in found, found["lock-contention"]["title"]
     assert 0.75 * min(alone) <= f["cost_share"] <= min(1.0, 1.33 * max(alone)), (f["title"], alone)
+
+
+def test_memory_locked_per_job_is_named_locking_at_perfs_share(tmp_path):
+    """32 MiB mapped, locked, unlocked and unmapped per job (plain-lock_per_job): mlock faults in and pins
+    every page, and no counted call explains that time. It is named memory locking at perf's share of
+    mlock and munlock, beside whatever the munmaps get."""
+    cmd = [fixture("plain-lock_per_job")]
+    doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
+    found = findings_of(doc)
+    f = found["memory-locking"]
+    assert "pins" in f["mechanism"] and "locked pool" in f["advice"], f
+    assert within_kernel(doc, f, refs, lambda r: r.get("mlock", 0.0) + r.get("munlock", 0.0)), (f["title"], refs)
+    assert list(found)[0] == "memory-locking", list(found)        # the largest, first

@@ -32,6 +32,7 @@ from memsleuth.analysis.findings import (
     kernel_time,
     lock_contention,
     madvise_storm,
+    memory_calls,
     mmap_churn,
     mprotect_calls,
     mremap_churn,
@@ -48,7 +49,7 @@ from memsleuth.analysis.findings import (
 # explains a cell (for_cell).
 CELL_RULES: tuple[CellRule, ...] = (preload_missed, allocator_time, madvise_storm, heap_trim, mmap_churn, mremap_churn,
                                     mprotect_calls, first_touch, zero_page, fault_kind, garbage_collection,
-                                    lock_contention, process_creation, thread_creation, rss_blowup, rss_growth,
+                                    lock_contention, process_creation, thread_creation, memory_calls, rss_blowup, rss_growth,
                                     heap_overhead, heap_retained, heap_leak)
 FALLBACK_RULES: tuple[CellRule, ...] = (kernel_time,)
 PAIR_RULES: tuple[PairRule, ...] = (kernel_gap,)
