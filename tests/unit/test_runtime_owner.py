@@ -124,6 +124,18 @@ def test_the_go_runtimes_subpackages_are_its_own_code():
     assert runtimes.runtime_of([["myruntime.Alloc (a.go:3)", 0.9]]) is None
 
 
+def test_a_go_program_calling_the_syscall_package_makes_its_calls_itself():
+    """A Go program that maps and unmaps an index file with syscall.Mmap/Munmap: the calls reach the kernel
+    through internal/runtime/syscall's Syscall6, a wrapper, and are the program's (they read 'the Go
+    runtime's own code' and got its release advice); the runtime's own mmap is still the runtime's."""
+    from memsleuth.analysis import runtimes
+    assert runtimes.runtime_of([["internal/runtime/syscall/linux.Syscall6 (asm_linux_amd64.s:36)", 1.0]]) is None
+    assert runtimes.runtime_of([["syscall.Syscall6 (syscall_linux.go:95)", 0.6],
+                                ["golang.org/x/sys/unix.Mmap (syscall_linux.go:2300)", 0.4]]) is None
+    rt, share = runtimes.runtime_of([["runtime.sysMmap (mem_linux.go:30)", 0.9]])
+    assert rt.name == "the Go runtime" and share == pytest.approx(0.9)
+
+
 def test_futex_calls_from_node_s_own_workers_are_not_lock_contention():
     """A single-threaded JavaScript cache: V8's parallel scavengers and libuv's pool park on futexes
     (1,700 calls a second, 0.8% of the CPU time). JavaScript has no locks: no lock-contention finding."""

@@ -47,6 +47,9 @@ class Runtime:
     # allocate less.
     alloc: re.Pattern | None = None
     alloc_advice: str = ""
+    # Its system-call wrappers, which the program's own code calls (Go's syscall.Mmap reaches the
+    # kernel through internal/runtime/syscall): a call made there is the caller's, not the runtime's.
+    wrappers: re.Pattern | None = None
 
 
 TABLE: tuple[Runtime, ...] = (
@@ -67,6 +70,8 @@ TABLE: tuple[Runtime, ...] = (
                       "whole live heap, so fewer cycles cost less, for more memory; fewer pointers in the live heap "
                       "(slices of values, not of pointers) make each scan cheaper",
             try_gc=("GOGC=200", (("GOGC", "200"),)),
+            wrappers=re.compile(r"^(syscall|internal/runtime/syscall|runtime/internal/syscall|golang\.org/x/sys/unix)"
+                                r"(/[\w.-]+)*\."),
             alloc=re.compile(r"^runtime\.(mallocgc\w*|newobject|newarray|makeslice\w*|growslice|rawstring\w*|"
                              r"rawbyteslice|rawruneslice|nextFreeFast|heapSetType\w*|\(\*mcache\)\.\w+|"
                              r"\(\*mcentral\)\.\w+|\(\*mspan\)\.(writeHeapBits\w*|nextFreeIndex|initHeapBits|"
@@ -184,10 +189,12 @@ def function_of(site: str) -> str:
 
 def runtime_of(sites: list) -> tuple[Runtime, float] | None:
     """The runtime whose frames make at least MIN_SHARE of these call sites ([(site text, share)]), and
-    that share; None when no runtime does."""
+    that share; None when no runtime does. A call made in its system-call wrappers is the caller's."""
     for rt in TABLE:
-        share = sum(float(s) for text, s in sites if rt.frames.search(function_of(str(text)))
-                    or (rt.objects is not None and rt.objects.search(str(text))))
+        share = sum(float(s) for text, s in sites
+                    if not (rt.wrappers is not None and rt.wrappers.search(function_of(str(text))))
+                    and (rt.frames.search(function_of(str(text)))
+                         or (rt.objects is not None and rt.objects.search(str(text)))))
         if share >= MIN_SHARE:
             return rt, share
     return None
