@@ -213,6 +213,24 @@ def test_a_node_request_loop_whose_scavenger_runs_every_few_requests(tmp_path):
     assert "--max-semi-space-size" in f["advice"], f["advice"]
 
 
+# G1's: its parallel workers' loop (JDK 17's GangWorker, 21's WorkerThread) and its concurrent threads
+# (refinement, marking), by perf's names.
+JVM_GC_ENTRIES = ("GangWorker::loop", "WorkerThread::run", "ConcurrentGCThread::run")
+
+
+def test_a_jvm_cache_whose_collector_refines_and_scans_its_old_generation(tmp_path):
+    javac, java = shutil.which("javac"), shutil.which("java")
+    if javac is None or java is None:
+        pytest.skip("no JDK (default-jdk-headless)")
+    subprocess.run([javac, "-d", str(tmp_path), str(HERE / "GcCache.java")], check=True, timeout=300)
+    cmd = [java, "-cp", str(tmp_path), "GcCache"]
+    doc = check(tmp_path, *cmd)
+    ref = perf_user_share(tmp_path / "perf.data", JVM_GC_ENTRIES, *cmd)
+    assert ref > 0.3, ref
+    f = assert_a_collector_finding(doc, "the JVM", ref)
+    assert "G1" in " ".join(f["evidence"]), f["evidence"]
+
+
 def _java_clean(tmp_path) -> list[str]:
     javac, java = shutil.which("javac"), shutil.which("java")
     if javac is None or java is None:
