@@ -158,6 +158,29 @@ def material(ns: float, share: float) -> bool:
     return ns >= MIN_COST_NS and share >= MATERIAL_SHARE
 
 
+@dataclass(frozen=True)
+class SampledPart:
+    """Kernel paths' part of a scope's CPU time read from the explaining run's samples alone (paths
+    the measured runs do not count: clone, exec, mlock): the samples, their share, its ns, and the
+    headline every time finding carries."""
+    samples: int
+    share: float
+    ns: float
+    headline: str
+
+    @property
+    def material(self) -> bool:
+        return self.samples >= cpu_profile.MIN_SAMPLES and material(self.ns, self.share)
+
+
+def sampled_part(sc, profile: cpu_profile.Profile, classes) -> SampledPart:
+    """The part of `sc`'s CPU time (user + system) that the profile's samples in `classes` hold."""
+    k = sum(profile.counts.get(c, 0) for c in classes)
+    share = k / profile.samples if profile.samples else 0.0
+    ns = share * ((sc.user_ns or 0.0) + (sc.sys_ns or 0.0))
+    return SampledPart(k, share, ns, sampled_headline(ns, share, profile.interval(share)))
+
+
 def sampled_headline(ns: float, share: float, interval: tuple[float, float]) -> str:
     """'310 ms = 12% of the CPU time (sampled, 95% CI 10-14%)': a sampled cost as every time finding
     heads it."""

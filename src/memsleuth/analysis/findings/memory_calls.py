@@ -9,7 +9,6 @@ from memsleuth.analysis import cost
 from memsleuth.analysis.cost import confidence_from_share
 from memsleuth.analysis.findings.base import Finding
 from memsleuth.analysis.view import CellView
-from memsleuth.records import cpu_profile
 
 
 # family: (its system calls as the kernel chains name them, what they do, the change); its finding's id is
@@ -47,15 +46,12 @@ def check(view: CellView) -> list[Finding]:
     p = view.profile
     if sc is None or p is None or not p.usable or not p.samples:
         return []
-    cpu_ns = (sc.user_ns or 0.0) + (sc.sys_ns or 0.0)
     out = []
     for family, (calls, mechanism, advice) in FAMILIES.items():
-        k = sum(p.counts.get(c, 0) for c in calls)
-        share = k / p.samples
-        spent = share * cpu_ns
-        if k < cpu_profile.MIN_SAMPLES or not cost.material(spent, share):
+        part = cost.sampled_part(sc, p, calls)
+        if not part.material:
             continue
-        head = cost.sampled_headline(spent, share, p.interval(share))
+        k, share, head = part.samples, part.share, part.headline
         by_call = ", ".join(f"{c} {p.counts[c] / k:.0%}" for c in calls if p.counts.get(c))
         made = ", ".join(c for c in calls if p.counts.get(c))
         phase = view.phase(*calls)
@@ -67,5 +63,5 @@ def check(view: CellView) -> list[Finding]:
             id=family.replace(" ", "-").lower(), title=f"{family[0].upper()}{family[1:]} ({made}): {head}",
             mechanism=mechanism, evidence=evidence, advice=advice, subject=view.label,
             confidence=confidence_from_share(share), numbers={"family": family, "share": share},
-            cost_ns=spent, cost_share=share, phase=phase.name if phase else None))
+            cost_ns=part.ns, cost_share=share, phase=phase.name if phase else None))
     return out

@@ -30,18 +30,16 @@ def check(view: CellView) -> list[Finding]:
     p = view.profile
     if sc is None or p is None or not p.usable:
         return []
-    cpu_ns = (sc.user_ns or 0.0) + (sc.sys_ns or 0.0)
-    k = sum(p.counts.get(c, 0) for c in cpu_profile.SPAWN)
-    share = k / p.samples if p.samples else 0.0
-    spent = share * cpu_ns
+    part = cost.sampled_part(sc, p, cpu_profile.SPAWN)
+    k, share, spent = part.samples, part.share, part.ns
     # every exec the tree made but the command's own (ms-run's executables: name, samples, processes)
     started = max(sum(n for _, _, n in p.executables) - 1, 0)
-    if not cost.material(spent, share) or started < MIN_STARTED or k < cpu_profile.MIN_SAMPLES:
+    if not part.material or started < MIN_STARTED:
         return []
     phase = view.phase(*cpu_profile.SPAWN)
     if phase is not None and phase.name == "start-up":
         return []       # a launcher's chain of execs (a pyenv shim runs a dozen programs), paid once
-    head = cost.sampled_headline(spent, share, p.interval(share))
+    head = part.headline
     by_call = ", ".join(f"{c} {p.counts[c] / k:.0%}" for c in cpu_profile.SPAWN if p.counts.get(c))
     evidence = [f"starting processes took {head}: {by_call} of those samples (the explaining run's kernel chains)"]
     # the programs started most often (the command itself, one process, only where nothing else repeats)
