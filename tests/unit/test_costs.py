@@ -303,6 +303,8 @@ def test_advice_that_holds_whoever_makes_the_calls_stays_first():
     # a runtime's own advice quoting the rule's after it: the first advice is said once, first
     assert f.with_advice("out= arguments; on the allocator's side: huge; reuse") == \
         "huge; out= arguments; on the allocator's side: reuse"
+    # where the quote was the first advice alone, its label goes with it
+    assert f.with_advice("out= arguments; on the allocator's side: huge") == "huge; out= arguments"
     assert Finding(id="x", title="t", mechanism="m", evidence=[], advice="a", confidence="low").with_advice("b") == "b"
 
 

@@ -1,6 +1,8 @@
 """What a rule returns."""
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -40,6 +42,8 @@ class Finding:
         if not self.advice_first or advice.startswith(self.advice_first):
             return advice
         rest = advice.replace(f"{self.advice_first}; ", "").replace(self.advice_first, "")
+        # a quote that held nothing else leaves its label ("; on the allocator's side: "): dropped with it
+        rest = re.sub(r"(^|;\s*)[^;:]*:\s*$", "", rest).strip("; ")
         return f"{self.advice_first}; {rest}" if rest else self.advice_first
 
     @property

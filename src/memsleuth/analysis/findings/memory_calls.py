@@ -27,7 +27,8 @@ FAMILIES = {
         "write() and fsync it once"),
     "NUMA placement": (
         ("mbind", "set_mempolicy", "move_pages", "migrate_pages", "get_mempolicy"),
-        "memory placement across NUMA nodes: binding or moving pages copies them between nodes",
+        "memory placed across NUMA nodes again and again: each call walks or rewrites the policy of the range, and "
+        "those that move pages (move_pages, migrate_pages, mbind with MPOL_MF_MOVE) copy them between nodes",
         "place the memory once, where its thread runs (first touch on that node), instead of moving it"),
     "System V shared memory": (
         ("shmget", "shmat", "shmdt", "shmctl"),
