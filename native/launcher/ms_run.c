@@ -203,6 +203,7 @@ typedef struct {
   msr_reaper reaper;
   int timed_out, over_limit;
   uint64_t peak_rss_kb, peak_procs;
+  int64_t tasks0, tasks1; /* msr_machine_tasks at the start and the end */
   timeline tl;
   const ms_counters *ctr;  /* NULL without counters */
   const ms_counters *ctrs; /* attach: one set per thread found at the start, `nctr` of them */
@@ -510,6 +511,8 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   msj_u64(&j, "maxrss_kb", maxrss);
   msj_u64(&j, "peak_tree_rss_kb", r->peak_rss_kb);
   msj_u64(&j, "peak_procs", r->peak_procs);
+  if (r->tasks0 >= 0 && r->tasks1 >= r->tasks0) msj_i64(&j, "machine_tasks_created", r->tasks1 - r->tasks0);
+  else msj_null(&j, "machine_tasks_created");
   if (o->timeout_s > 0) msj_dbl(&j, "timeout_s", o->timeout_s);
   else msj_null(&j, "timeout_s");
   if (o->mem_limit_bytes) msj_u64(&j, "mem_limit_bytes", o->mem_limit_bytes);
@@ -772,6 +775,7 @@ static int attach_mode(const msr_options *o) {
   times_update(&w, &procs, 1);
   ms_snapshot s0, s1;
   memset(&s0, 0, sizeof s0);
+  r.tasks0 = msr_machine_tasks();
   uint64_t t0 = msr_now_ns();
   uint64_t deadline = o->duration_s > 0 ? t0 + (uint64_t)(o->duration_s * 1e9) : 0;
   while (!g_interrupted) {
@@ -797,6 +801,7 @@ static int attach_mode(const msr_options *o) {
     }
   }
   r.wall_ns = msr_now_ns() - t0;
+  r.tasks1 = msr_machine_tasks();
   if (r.ctr) read_counters(&r, &s1);
   else memset(&s1, 0, sizeof s1);
   if (r.args.enabled) msr_args_drain(&r.args);
@@ -900,6 +905,7 @@ static int run_mode(const msr_options *o) {
   memset(&s0, 0, sizeof s0);
   memset(&s1, 0, sizeof s1);
 
+  r.tasks0 = msr_machine_tasks();
   uint64_t t0 = msr_now_ns();
   (void)!write(go_pipe[1], "g", 1);
   close(go_pipe[1]);
@@ -907,6 +913,7 @@ static int run_mode(const msr_options *o) {
   close(exec_pipe[0]);
 
   supervise(o, &r, probe_pipe[0], t0);
+  r.tasks1 = msr_machine_tasks();
   if (!o->no_counters) ms_counters_read(&ctr, &s1);
   if (r.args.enabled) msr_args_drain(&r.args);
   if (r.cpu.enabled) msr_cpu_drain(&r.cpu);

@@ -70,6 +70,9 @@ void msr_comm(pid_t pid, char *out, size_t cap);
  * lives. msr_proc_file: "/proc/PID/NAME", or that thread's "/proc/PID/task/TID/NAME". */
 pid_t msr_live_task(pid_t pid);
 void msr_proc_file(pid_t pid, const char *name, char *path, size_t cap);
+/* Tasks (processes and threads) the whole machine has created since boot: /proc/stat's `processes`,
+ * or -1. The difference over a run bounds what its tree created, other users' included. */
+int64_t msr_machine_tasks(void);
 /* What wait4 told about the command (`main`) and about every other process of its tree. */
 typedef struct {
   pid_t main;

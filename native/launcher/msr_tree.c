@@ -29,6 +29,22 @@ static ssize_t read_small(const char *path, char *buf, size_t cap) {
   return n;
 }
 
+int64_t msr_machine_tasks(void) {
+  FILE *f = fopen("/proc/stat", "re");
+  if (!f) return -1;
+  char *line = NULL;
+  size_t cap = 0;
+  int64_t n = -1;
+  while (getline(&line, &cap, f) > 0) /* the `intr` line before it can be long */
+    if (!strncmp(line, "processes ", 10)) {
+      n = strtoll(line + 10, NULL, 10);
+      break;
+    }
+  free(line);
+  fclose(f);
+  return n;
+}
+
 /* ppid and state from a stat file (/proc/PID/stat, or a thread's); the command name may hold
  * spaces and parentheses, so the fields are read after the last ')'. */
 static int stat_at(const char *path, pid_t *ppid, char *state) {

@@ -407,6 +407,14 @@ class CellView:
                      _med_dict([s.syscalls for s in self.samples]))
 
     @property
+    def tasks_created_bound(self) -> float | None:
+        """The median over the measured runs of the processes and threads the machine created while
+        each ran: an upper bound of what the program's tree created (other users' count too); None
+        where a run did not read it."""
+        made = [s.machine_tasks_created for s in self.samples]
+        return _med(made) if made and None not in made else None
+
+    @property
     def scope(self) -> Scope | None:
         """Region main when every run has one (the region of interest), else the whole process."""
         return self.main or self.process

@@ -25,7 +25,7 @@ SAMPLE_DEFAULTS = {"status": "error", "detail": None, "exit_code": None, "signal
                    "stdout_tail": "", "stderr_tail": "", "leftover_processes": [], "user_only": [], "probe": [],
                    "syscall_args": None, "heap": None, "where": None, "cpu_profile": None, "cpu_stacks": None,
                    "result": None,
-                   "timeline": None, "rss_kb": None}
+                   "timeline": None, "rss_kb": None, "machine_tasks_created": None}
 
 
 class CounterReadings:
@@ -191,6 +191,9 @@ class Sample:
     where: dict | None = None        # call sites sampled in an explaining run (sites.py), if any
     cpu_profile: dict | None = None  # CPU time sampled with kernel chains in an explaining run (cpu_profile.py)
     cpu_stacks: CpuStacks | None = None   # the same CPU time's user chains, named (cpu_stacks.py)
+    # processes and threads the whole machine created during the run (/proc/stat): at least the
+    # tree's own, other users' included; None where /proc/stat was not read
+    machine_tasks_created: int | None = None
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -221,7 +224,8 @@ class Sample:
             result=result, heap=Heap.from_dict(d["heap"]),
             where=d["where"] if isinstance(d["where"], dict) else None,
             cpu_profile=d["cpu_profile"] if isinstance(d["cpu_profile"], dict) else None,
-            cpu_stacks=CpuStacks.from_dict(d["cpu_stacks"]), raw=doc,
+            cpu_stacks=CpuStacks.from_dict(d["cpu_stacks"]),
+            machine_tasks_created=_int_or_none(d["machine_tasks_created"]), raw=doc,
         )
 
     @property
@@ -285,6 +289,10 @@ class Sample:
 def _finite(v) -> bool:
     import math
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _int_or_none(v) -> int | None:
+    return int(v) if _finite(v) and v >= 0 else None
 
 
 def _region_or_none(line: dict) -> "Region | None":

@@ -18,6 +18,11 @@ FUTEX_PER_KOP = 0.5
 # whose threads share an uncontended lock makes none; 1000 per second is a queue.
 FUTEX_PER_S = 1000.0
 MIN_FUTEX = 1000
+# Joining a thread waits on a futex once, and the thread's exit wakes it from the kernel: a program
+# that makes a thread per task makes about one futex call per thread without any lock. Futex calls
+# up to this many per task created (processes and threads the machine made during the run, a bound
+# of the program's own) are the joins.
+JOIN_FUTEX_PER_TASK = 2.0
 
 
 def _process(view: CellView) -> list[Finding]:
@@ -31,9 +36,11 @@ def _process(view: CellView) -> list[Finding]:
     cpu = sc.user_ns + sc.sys_ns
     split = view.kernel_split(sc)
     spent = split.cost("futex")
-    if threads_made(view) is not None and not split.material(spent):
+    tasks = view.tasks_created_bound
+    if threads_made(view) is not None and (not split.material(spent)
+                                           or (tasks is not None and futex <= JOIN_FUTEX_PER_TASK * tasks)):
         # a thread per task: joining one waits on a futex until it ends, a wait for a thread, not a lock;
-        # the calls cost little, and the creation is thread_creation's finding
+        # the creation is thread_creation's finding
         return []
     evidence = [f"{futex:,.0f} futex calls = {per_s:,.0f} per second (threshold {FUTEX_PER_S:,.0f}); the calls "
                 f"themselves cost about {split.describe(spent)}, the time threads spend waiting is not CPU time and "
