@@ -2,7 +2,8 @@
 as `check` and `compare` run it (counters on, the RSS timeline every 10 ms, the tracepoint holder
 alive), interleaved, on three shapes of program: a CPU loop (no system calls), a fault-heavy one
 (maps 64 MiB, writes every page, unmaps it, again and again) and a syscall-heavy one (small
-madvise calls in a loop). Each line is the paired ratio of wall times, ms-run over alone, with its
+madvise calls in a loop), and two that create tasks (a thread per task, a process per task: fork,
+exit, wait). Each line is the paired ratio of wall times, ms-run over alone, with its
 95% CI; the target is <= 1.02 (issue 44). Also shown: the same without the holder, where every
 process pays the tracepoints' unregistration at exit.
 
@@ -12,6 +13,10 @@ are the syscall tracepoints: counting a call by name runs the kernel's tracepoin
 system call (about 100 ns each here, 30% of a 300 ns madvise; bench/syscall_distortion.py sets it
 beside strace), and closing the last event on a tracepoint waits out an RCU grace period, which the
 holder memsleuth keeps open during its runs avoids.
+
+The task-creating programs are also run with `--inherited-events`: an event inherited by each new
+thread or process is copied into it and summed back at its end, which a cgroup of the command's own
+(msr_cgroup.c, the default where root may make one) avoids.
 
 Run it with `make bench` (it builds ms-run) or `.venv/bin/python bench/msrun_overhead.py`.
 """
@@ -54,7 +59,24 @@ int main(void) {
   return 0;
 }
 """,
+    "thread per task": r"""
+#include <pthread.h>
+static void *task(void *arg) { return arg; }
+int main(void) {
+  for (int i = 0; i < 20000; i++) { pthread_t t; pthread_create(&t, 0, task, 0); pthread_join(t, 0); }
+  return 0;
 }
+""",
+    "process per task": r"""
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+  for (int i = 0; i < 5000; i++) { pid_t p = fork(); if (!p) _exit(0); waitpid(p, 0, 0); }
+  return 0;
+}
+""",
+}
+CREATE_TASKS = ("thread per task", "process per task")
 
 
 def build(folder: Path) -> dict[str, str]:
@@ -62,7 +84,7 @@ def build(folder: Path) -> dict[str, str]:
     for name, source in PROGRAMS.items():
         src, exe = folder / f"{name.replace(' ', '_')}.c", folder / name.replace(" ", "_")
         src.write_text(source)
-        subprocess.run(["cc", "-O1", "-o", str(exe), str(src)], check=True)
+        subprocess.run(["cc", "-O1", "-pthread", "-o", str(exe), str(src)], check=True)
         out[name] = str(exe)
     return out
 
@@ -77,9 +99,14 @@ def run() -> None:
         for name, exe in progs.items():
             def under() -> float:
                 return wall([ms_run, "--out", out, "--", exe])
+            variants = {"alone": lambda: wall([exe]), "ms-run": under}
+            if name in CREATE_TASKS:
+                variants["inherited"] = lambda: wall([ms_run, "--inherited-events", "--out", out, "--", exe])
             with Holder():
-                res = interleave({"alone": lambda: wall([exe]), "ms-run": under}, ROUNDS)
-            print(ratio_line(f"  {name:14s} ms-run / alone, holder alive", res["ms-run"], res["alone"]))
+                res = interleave(variants, ROUNDS)
+            print(ratio_line(f"  {name:16s} ms-run / alone, holder alive", res["ms-run"], res["alone"]))
+            if "inherited" in res:
+                print(ratio_line(f"  {name:16s} ms-run --inherited-events / alone", res["inherited"], res["alone"]))
         exe = progs["cpu loop"]
         res = interleave({"alone": lambda: wall([exe]),
                           "ms-run": lambda: wall([ms_run, "--out", out, "--", exe])}, max(3, ROUNDS // 2))

@@ -204,9 +204,11 @@ typedef struct {
   int timed_out, over_limit;
   uint64_t peak_rss_kb, peak_procs;
   int64_t tasks0, tasks1; /* msr_machine_tasks at the start and the end */
+  const char *events_by;  /* run mode with events: "cgroup" or "inherited" (open_counters) */
+  char events_why[256];   /* why not by cgroup */
   timeline tl;
   const ms_counters *ctr;  /* NULL without counters */
-  const ms_counters *ctrs; /* attach: one set per thread found at the start, `nctr` of them */
+  const ms_counters *ctrs; /* attach: one set per thread found at the start; a cgroup: one per CPU; `nctr` */
   int nctr;
   const pid_t *roots; /* attach: the processes measured (their trees are) */
   int nroots;
@@ -528,6 +530,10 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   } else {
     ms_json_counters(&j, ctr, s0, s1, 1);
   }
+  if (r->events_by) {
+    msj_str(&j, "events_by", r->events_by);
+    msj_str(&j, "events_by_why", r->events_why[0] ? r->events_why : NULL);
+  }
   if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args);
   if (o->cpu_sample_us) msr_cpu_json(&j, &r->cpu);
   if (o->outside_sites) msr_sites_json(&j, "outside_sites", &r->outside);
@@ -756,7 +762,7 @@ static int attach_mode(const msr_options *o) {
     r.ctrs = ctrs;
     r.nctr = nctr;
   }
-  msr_targets targets = {tids, ntid, 1};
+  msr_targets targets = {tids, ntid, 1, -1};
   if (o->syscall_args) msr_args_open(&r.args, &targets, o->args_every);
   if (o->cpu_sample_us) {
     msr_cpu_open(&r.cpu, &targets, o->cpu_sample_us * 1000u, NULL);
@@ -845,6 +851,82 @@ static int attach_mode(const msr_options *o) {
   return rc;
 }
 
+/* The counters as per-CPU events of the command's own cgroup (msr_cgroup.c): one set per CPU,
+ * `*sets`. Returns how many, or 0 with the reason in `why` (nothing left open). */
+static int cgroup_counters(const msr_cgroup *cg, ms_counters **sets, char *why, size_t cap) {
+  long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+  if (ncpu < 1 || ncpu > 4096) return 0;
+  /* about a dozen events per CPU: many CPUs need more descriptors than the usual soft limit */
+  struct rlimit rl;
+  if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  /* what a task's events open here: the cgroup's must open as many on every CPU */
+  static ms_counters task;
+  ms_counters_open(&task, getpid(), 0);
+  ms_counters_close(&task);
+  ms_counters *c = calloc((size_t)ncpu, sizeof *c);
+  int n = 0, ok = c != NULL;
+  if (!c) snprintf(why, cap, "out of memory");
+  for (long k = 0; ok && k < ncpu; k++) {
+    ms_counters_open_cgroup(&c[n], cg->fd, (int)k, 0);
+    if (c[n].ev[0].err == ENODEV) { /* an offline CPU */
+      ms_counters_close(&c[n]);
+      continue;
+    }
+    n++;
+    for (int i = 0; ok && i < c[n - 1].n; i++) {
+      const ms_event *e = &c[n - 1].ev[i];
+      if (e->fd >= 0 || task.ev[i].err) continue;
+      char reason[160];
+      snprintf(why, cap, "%s did not open for a cgroup on CPU %ld: %s", e->def->name, k,
+               ms_event_reason(e, reason, sizeof reason));
+      ok = 0;
+    }
+  }
+  if (ok && !n) snprintf(why, cap, "no CPU took a cgroup's events");
+  if (!ok || !n) {
+    for (int k = 0; k < n; k++) ms_counters_close(&c[k]);
+    free(c);
+    return 0;
+  }
+  *sets = c;
+  return n;
+}
+
+/* The command's events follow it through a cgroup of its own where one can be made and its events
+ * open (and the command moved into it), else through inheritance: `r->events_by`, and why not. */
+static void open_counters(const msr_options *o, run_result *r, msr_cgroup *cg, ms_counters *ctr, ms_counters **percpu) {
+  int any = !o->no_counters || o->syscall_args || o->cpu_sample_us || o->outside_sites;
+  if (!any) return;
+  r->events_by = "inherited";
+  if (o->inherited_events) snprintf(r->events_why, sizeof r->events_why, "--inherited-events");
+  else if (!msr_cgroup_make(cg, r->events_why, sizeof r->events_why)) {
+    int n = o->no_counters ? -1 : cgroup_counters(cg, percpu, r->events_why, sizeof r->events_why);
+    if (n && msr_cgroup_enter(cg, r->pid, r->events_why, sizeof r->events_why)) {
+      for (int k = 0; k < n; k++) ms_counters_close(&(*percpu)[k]);
+      n = 0;
+    }
+    if (n) {
+      r->events_by = "cgroup";
+      if (n > 0) {
+        r->ctr = &(*percpu)[0];
+        r->ctrs = *percpu;
+        r->nctr = n;
+      }
+      return;
+    }
+    free(*percpu);
+    *percpu = NULL;
+    msr_cgroup_remove(cg);
+  }
+  if (!o->no_counters) {
+    ms_counters_open(ctr, r->pid, MS_OPEN_INHERIT | MS_OPEN_ENABLE_ON_EXEC);
+    r->ctr = ctr;
+  }
+}
+
 static int run_mode(const msr_options *o) {
   int out_fd = open_output(o->stdout_path, "stdout");
   int err_fd = open_output(o->stderr_path, "stderr");
@@ -888,11 +970,12 @@ static int run_mode(const msr_options *o) {
 
   ms_counters ctr;
   memset(&ctr, 0, sizeof ctr);
-  if (!o->no_counters) {
-    ms_counters_open(&ctr, r.pid, MS_OPEN_INHERIT | MS_OPEN_ENABLE_ON_EXEC);
-    r.ctr = &ctr;
-  }
-  msr_targets command = {&r.pid, 1, 0};
+  msr_cgroup cg;
+  memset(&cg, 0, sizeof cg);
+  cg.fd = -1;
+  ms_counters *percpu = NULL;
+  open_counters(o, &r, &cg, &ctr, &percpu);
+  msr_targets command = {&r.pid, 1, 0, cg.fd};
   if (o->syscall_args) msr_args_open(&r.args, &command, o->args_every);
   if (o->cpu_sample_us) {
     msr_cpu_open(&r.cpu, &command, o->cpu_sample_us * 1000u, o->preload);
@@ -905,6 +988,7 @@ static int run_mode(const msr_options *o) {
   memset(&s0, 0, sizeof s0);
   memset(&s1, 0, sizeof s1);
 
+  for (int k = 0; k < r.nctr; k++) ms_counters_enable(&percpu[k]);
   r.tasks0 = msr_machine_tasks();
   uint64_t t0 = msr_now_ns();
   (void)!write(go_pipe[1], "g", 1);
@@ -914,7 +998,7 @@ static int run_mode(const msr_options *o) {
 
   supervise(o, &r, probe_pipe[0], t0);
   r.tasks1 = msr_machine_tasks();
-  if (!o->no_counters) ms_counters_read(&ctr, &s1);
+  if (r.ctr) read_counters(&r, &s1);
   if (r.args.enabled) msr_args_drain(&r.args);
   if (r.cpu.enabled) msr_cpu_drain(&r.cpu);
   if (r.outside.enabled) {
@@ -925,8 +1009,11 @@ static int run_mode(const msr_options *o) {
     msr_sites_drain(&r.ustacks);
     msr_sites_write(&r.ustacks);
   }
-  int rc = write_document(o, &r, &ctr, &s0, &s1, out_fd, err_fd);
+  int rc = write_document(o, &r, r.ctr ? r.ctr : &ctr, &s0, &s1, out_fd, err_fd);
   ms_counters_close(&ctr);
+  for (int k = 0; k < r.nctr; k++) ms_counters_close(&percpu[k]);
+  free(percpu);
+  msr_cgroup_remove(&cg);
   msr_args_close(&r.args);
   msr_cpu_close(&r.cpu);
   msr_sites_close(&r.outside);

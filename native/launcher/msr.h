@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 #include "msr_args.h"
+#include "msr_cgroup.h"
 #include "msr_cpu.h"
 #include "msr_sites.h"
 
@@ -24,6 +25,7 @@ typedef struct {
   uint64_t sample_ms;
   uint64_t max_points; /* the RSS timeline is thinned to at most this many points */
   int no_counters;
+  int inherited_events; /* --inherited-events: no cgroup of the command's own (msr_cgroup.c) */
   int note_cwds;    /* --note-cwds: the working directories the tree's processes ran in (what they may leave there) */
   int syscall_args; /* record munmap/madvise/mmap/mremap/brk arguments (msr_args.c) */
   uint64_t args_every[MSR_A_N]; /* --syscall-args-every NAME=P, by msr_args index (0: every call) */

@@ -126,11 +126,10 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every) {
         (i == MSR_A_MUNMAP || i == MSR_A_AREA || i == MSR_A_MMAP) && a->every[i] > 1 && ok[i] && ok[MSR_A_FAULT];
   for (int cpu = 0; cpu < ncpu; cpu++) {
     int out_fd = -1;
-    for (int p = 0; p < t->n; p++)
+    for (int p = 0; p < msr_target_n(t); p++)
       for (int v = 0; v < 2 * MSR_A_N; v++) {
         int i = v % MSR_A_N, big = v >= MSR_A_N; /* the big half of a split event */
         if (!ok[i] || (big && !a->split[i])) continue;
-        pid_t pid = t->pid[p];
         struct perf_event_attr attr;
         memset(&attr, 0, sizeof attr);
         attr.size = sizeof attr;
@@ -144,7 +143,7 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every) {
         attr.enable_on_exec = !t->attach;
         attr.inherit = 1;
         attr.wakeup_events = 1 << 30; /* ms-run polls; no wake-ups needed */
-        long fd = syscall(SYS_perf_event_open, &attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        long fd = msr_open_for(t, p, &attr, cpu);
         if (fd < 0) {
           if (errno != ENODEV && errno != EINVAL) snprintf(a->ev[i].why, sizeof a->ev[i].why, "%s", strerror(errno));
           continue; /* an offline CPU, or not permitted */

@@ -43,7 +43,7 @@ int msr_cpu_open(msr_cpu *c, const msr_targets *t, uint64_t period_ns, const cha
   long ncpu = sysconf(_SC_NPROCESSORS_CONF);
   if (ncpu > MSR_MAX_CPUS) ncpu = MSR_MAX_CPUS;
   for (int cpu = 0; cpu < ncpu; cpu++)
-    for (int p = 0; p < t->n; p++) {
+    for (int p = 0; p < msr_target_n(t); p++) {
       struct perf_event_attr attr;
       memset(&attr, 0, sizeof attr);
       attr.size = sizeof attr;
@@ -61,7 +61,7 @@ int msr_cpu_open(msr_cpu *c, const msr_targets *t, uint64_t period_ns, const cha
       attr.enable_on_exec = !t->attach;
       attr.inherit = 1;
       attr.wakeup_events = 1 << 30; /* ms-run polls; no wake-ups needed */
-      long fd = syscall(SYS_perf_event_open, &attr, t->pid[p], cpu, -1, PERF_FLAG_FD_CLOEXEC);
+      long fd = msr_open_for(t, p, &attr, cpu);
       if (fd < 0) {
         if (errno != ENODEV && errno != EINVAL && errno != ESRCH)
           snprintf(c->why, sizeof c->why, "cpu-clock sampling: %s", strerror(errno));

@@ -176,6 +176,10 @@ static const msr_opt OPTIONS[] = {
      .section = RUN, .set = set_u64, .field = AT(max_points), .lo = 16, .hi = 1u << 20},
     {.name = "no-counters", .help = "open no perf events (to measure the instrumentation's cost)",
      .section = RUN, .set = set_flag, .field = AT(no_counters)},
+    {.name = "inherited-events",
+     .help = "follow the tree with perf events copied into each of its tasks, not with per-CPU\n"
+             "events of a cgroup of the command's own (each new thread or process then costs more)",
+     .section = RUN, .set = set_flag, .field = AT(inherited_events)},
     {.name = "note-cwds",
      .help = "list the working directories the tree's processes ran in (\"cwds\"): where\n"
              "a runtime may have left its files",

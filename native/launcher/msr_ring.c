@@ -2,7 +2,18 @@
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+int msr_target_n(const msr_targets *t) { return t->cgroup_fd >= 0 ? 1 : t->n; }
+
+long msr_open_for(const msr_targets *t, int p, struct perf_event_attr *a, int cpu) {
+  if (t->cgroup_fd < 0) return syscall(SYS_perf_event_open, a, t->pid[p], cpu, -1, PERF_FLAG_FD_CLOEXEC);
+  a->inherit = 0;
+  a->enable_on_exec = 0;
+  a->disabled = 0;
+  return syscall(SYS_perf_event_open, a, t->cgroup_fd, cpu, -1, PERF_FLAG_FD_CLOEXEC | PERF_FLAG_PID_CGROUP);
+}
 
 int msr_fd_push(int **fds, int *n, int *cap, int fd) {
   if (*n == *cap) {

@@ -5,16 +5,26 @@
 #define MSR_RING_H
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/perf_event.h>
 #include <sys/types.h>
 
 /* What a per-CPU sampler opens its events on: the command ms-run starts (one pid, events enabled at
  * its exec), or the threads of running processes (attach: every thread, enabled at once). Either
- * way the events are inherited: threads and processes created later are followed. */
+ * way the events are inherited: threads and processes created later are followed. Where the
+ * command has a cgroup of its own (`cgroup_fd`, msr_cgroup.c), one event per CPU on the cgroup
+ * instead, live at once (the command waits to exec until ms-run is ready): nothing is copied into
+ * each new task. */
 typedef struct {
   const pid_t *pid;
   int n;
   int attach;
+  int cgroup_fd; /* -1: none */
 } msr_targets;
+
+/* How many opens a sampler makes per CPU: one per target, or one for the cgroup. */
+int msr_target_n(const msr_targets *t);
+/* perf_event_open of `a` for target `p` on `cpu`, or for the cgroup (its attributes adjusted). */
+long msr_open_for(const msr_targets *t, int p, struct perf_event_attr *a, int cpu);
 
 /* Appends `fd` to a list that grows; on failure closes it and returns -1. */
 int msr_fd_push(int **fds, int *n, int *cap, int fd);

@@ -20,10 +20,6 @@
 /* {pid, tid} {time} {identifier} at the end of a side-band record (sample_id_all) */
 #define TRAILER 24
 
-static long open_event(struct perf_event_attr *a, pid_t pid, int cpu) {
-  return syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-}
-
 static void base_attr(struct perf_event_attr *a, int attach) {
   memset(a, 0, sizeof *a);
   a->size = sizeof *a;
@@ -89,7 +85,7 @@ int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_
   parse_spec(s, spec);
   long ncpu = sysconf(_SC_NPROCESSORS_CONF);
   if (ncpu > MSR_MAX_CPUS) ncpu = MSR_MAX_CPUS;
-  size_t most = (size_t)(ncpu * s->nev * t->n + 1);
+  size_t most = (size_t)(ncpu * s->nev * msr_target_n(t) + 1);
   s->stacks = calloc(MSR_SITES_STACKS, sizeof *s->stacks);
   s->slot = malloc(2 * MSR_SITES_STACKS * sizeof *s->slot);
   s->ids = calloc(most, sizeof *s->ids);
@@ -102,7 +98,7 @@ int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_
   long page = sysconf(_SC_PAGESIZE);
   for (int cpu = 0; cpu < ncpu; cpu++) {
     int owner = -1; /* this CPU's buffer */
-    for (int p = 0; p < t->n; p++) {
+    for (int p = 0; p < msr_target_n(t); p++) {
       /* A dummy event carries the side-band records; the first of the CPU owns the buffer. */
       struct perf_event_attr a;
       base_attr(&a, t->attach);
@@ -112,7 +108,7 @@ int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_
       a.comm = 1;
       a.comm_exec = 1;
       a.task = 1;
-      long fd = open_event(&a, t->pid[p], cpu);
+      long fd = msr_open_for(t, p, &a, cpu);
       if (fd < 0) {
         if (errno != ENODEV && errno != EINVAL && errno != ESRCH)
           snprintf(s->why, sizeof s->why, "side-band events: %s", strerror(errno));
@@ -146,7 +142,7 @@ int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_
         } else {
           a.sample_period = s->period[e];
         }
-        long efd = open_event(&a, t->pid[p], cpu);
+        long efd = msr_open_for(t, p, &a, cpu);
         if (efd < 0) {
           if (errno != ESRCH) snprintf(s->ev_why[e], sizeof s->ev_why[e], "%s", strerror(errno));
           continue;

@@ -39,8 +39,15 @@ static const ms_event_def k_events[] = {
 };
 #define N_EVENTS ((int)(sizeof k_events / sizeof k_events[0]))
 
-static long perf_open(struct perf_event_attr *a, pid_t pid, int group_fd) {
-  return syscall(SYS_perf_event_open, a, pid, -1, group_fd, PERF_FLAG_FD_CLOEXEC);
+/* Where the events count: one task (and, inherited, its new ones), or a cgroup on one CPU. */
+typedef struct {
+  pid_t pid; /* the task, or the cgroup's directory fd */
+  int cpu;   /* -1 with a task */
+  unsigned long flags;
+} target;
+
+static long perf_open(struct perf_event_attr *a, const target *t, int group_fd) {
+  return syscall(SYS_perf_event_open, a, t->pid, t->cpu, group_fd, t->flags);
 }
 
 static int dir_has_events(const char *dir) {
@@ -108,7 +115,7 @@ static void fill_attr(struct perf_event_attr *a, const ms_event_def *d, uint64_t
   a->exclude_hv = 1;
 }
 
-static int open_all(ms_counters *c, pid_t pid, int flags, int grouped) {
+static int open_all(ms_counters *c, const target *t, int flags, int grouped) {
   int opened = 0;
   int leader_of_group[16];
   int slots_of_group[16];
@@ -148,13 +155,13 @@ static int open_all(ms_counters *c, pid_t pid, int flags, int grouped) {
     int lead = grouped ? leader_of_group[g] : -1;
     struct perf_event_attr a;
     fill_attr(&a, d, config, flags, lead < 0, grouped);
-    long fd = perf_open(&a, pid, lead < 0 ? -1 : c->ev[lead].fd);
+    long fd = perf_open(&a, t, lead < 0 ? -1 : c->ev[lead].fd);
     if (fd < 0 && (errno == EACCES || errno == EPERM) && d->kind != MS_KIND_SYSCALL) {
       /* perf_event_paranoid 2 lets a user count its own processes in user space only: page
        * faults taken by user code still count (a fault's registers are the user's), faults
        * inside system calls and kernel time do not. Better than nothing, and said so. */
       a.exclude_kernel = 1;
-      fd = perf_open(&a, pid, lead < 0 ? -1 : c->ev[lead].fd);
+      fd = perf_open(&a, t, lead < 0 ? -1 : c->ev[lead].fd);
       if (fd >= 0) e->user_only = 1;
     }
     if (fd < 0) {
@@ -180,11 +187,21 @@ static int open_all(ms_counters *c, pid_t pid, int flags, int grouped) {
   return opened;
 }
 
-int ms_counters_open(ms_counters *c, pid_t pid, int flags) {
-  int n = open_all(c, pid, flags, 1);
+static int open_target(ms_counters *c, const target *t, int flags) {
+  int n = open_all(c, t, flags, 1);
   if (n >= 0) return n;
   ms_counters_close(c);
-  return open_all(c, pid, flags, 0);
+  return open_all(c, t, flags, 0);
+}
+
+int ms_counters_open(ms_counters *c, pid_t pid, int flags) {
+  target t = {pid, -1, PERF_FLAG_FD_CLOEXEC};
+  return open_target(c, &t, flags);
+}
+
+int ms_counters_open_cgroup(ms_counters *c, int cgroup_fd, int cpu, int flags) {
+  target t = {cgroup_fd, cpu, PERF_FLAG_FD_CLOEXEC | PERF_FLAG_PID_CGROUP};
+  return open_target(c, &t, flags & ~(MS_OPEN_INHERIT | MS_OPEN_ENABLE_ON_EXEC));
 }
 
 void ms_counters_enable(ms_counters *c) {

@@ -46,6 +46,9 @@ enum { MS_OPEN_INHERIT = 1, MS_OPEN_ENABLE_ON_EXEC = 2, MS_OPEN_NO_HARDWARE = 4,
 
 /* Opens every event for `pid` (0 = the calling process). Returns the number that opened. */
 int ms_counters_open(ms_counters *c, pid_t pid, int flags);
+/* Opens every event for the tasks of a cgroup (its directory's fd) while they run on one CPU: no
+ * copy per task (inheritance), one set per CPU, summed by the caller. Returns the number that opened. */
+int ms_counters_open_cgroup(ms_counters *c, int cgroup_fd, int cpu, int flags);
 void ms_counters_enable(ms_counters *c);
 void ms_counters_close(ms_counters *c);
 /* Reads every open event; unopened ones read as zeros. Returns 0, or -1 if a read failed. */

@@ -34,6 +34,21 @@ def probe_events() -> dict:
         return {"error": str(e), "opened": [], "unsupported": {}}
 
 
+def events_by() -> tuple[str | None, str | None]:
+    """How ms-run's events follow a command here: ("cgroup" or "inherited", why not by cgroup), from
+    a run of `true` (None where it did not run)."""
+    import tempfile
+    try:
+        with tempfile.TemporaryDirectory(prefix="memsleuth-doctor-") as d:
+            out = os.path.join(d, "run.json")
+            subprocess.run([str(native.ms_run()), "--out", out, "--", "true"], capture_output=True, timeout=30)
+            with open(out, encoding="utf-8") as f:
+                doc = json.load(f)
+        return doc.get("events_by"), doc.get("events_by_why")
+    except (OSError, subprocess.SubprocessError, json.JSONDecodeError, UsageError):
+        return None, None
+
+
 def balloon_features() -> tuple[bool, set[int]]:
     """(a virtio balloon is present, its negotiated feature bits)."""
     base = Path("/sys/bus/virtio/devices")
@@ -86,6 +101,15 @@ def checks() -> list[Check]:
         why = unsupported.get("madvise", "tracefs not found")
         result.append(Check("tracefs (syscall counts)", "unavailable", f"{why}. mmap/munmap/madvise/brk/futex columns "
                             "read n/a; run as root so tracefs can be mounted and read.", False))
+
+    by, why = events_by()
+    if by == "cgroup":
+        result.append(Check("events follow the command by", "its own cgroup", "per-CPU perf events of a cgroup made "
+                            "for the command: a thread or process it creates costs what it costs alone", True))
+    elif by is not None:
+        result.append(Check("events follow the command by", "inheritance", f"{why or 'no cgroup'}: each perf event is "
+                            "copied into every thread and process the command creates, which then costs several "
+                            "microseconds more per event (run as root on cgroup v2 for a cgroup of its own)", False))
 
     thp = machine.thp_mode()
     meaning = {"always": "large anonymous regions may get 2 MiB pages: fewer, costlier faults; results differ from "

@@ -25,7 +25,8 @@ SAMPLE_DEFAULTS = {"status": "error", "detail": None, "exit_code": None, "signal
                    "stdout_tail": "", "stderr_tail": "", "leftover_processes": [], "user_only": [], "probe": [],
                    "syscall_args": None, "heap": None, "where": None, "cpu_profile": None, "cpu_stacks": None,
                    "result": None,
-                   "timeline": None, "rss_kb": None, "machine_tasks_created": None}
+                   "timeline": None, "rss_kb": None, "machine_tasks_created": None,
+                   "events_by": None}
 
 
 class CounterReadings:
@@ -194,6 +195,9 @@ class Sample:
     # processes and threads the whole machine created during the run (/proc/stat): at least the
     # tree's own, other users' included; None where /proc/stat was not read
     machine_tasks_created: int | None = None
+    # how ms-run's perf events followed the tree: "cgroup" (per-CPU events of the command's own
+    # cgroup) or "inherited" (a copy in each task, which makes creating one cost more); None: older
+    events_by: str | None = None
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -225,7 +229,8 @@ class Sample:
             where=d["where"] if isinstance(d["where"], dict) else None,
             cpu_profile=d["cpu_profile"] if isinstance(d["cpu_profile"], dict) else None,
             cpu_stacks=CpuStacks.from_dict(d["cpu_stacks"]),
-            machine_tasks_created=_int_or_none(d["machine_tasks_created"]), raw=doc,
+            machine_tasks_created=_int_or_none(d["machine_tasks_created"]),
+            events_by=d["events_by"] if d["events_by"] in ("cgroup", "inherited") else None, raw=doc,
         )
 
     @property
