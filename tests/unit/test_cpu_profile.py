@@ -434,19 +434,24 @@ def test_a_private_file_mappings_copy_is_its_own_kind(frames, kind):
 
 
 def _threading(clone: int = 900, user: int = 100, processes: int = 1, exec_started: int = 0, waits: int = 0,
-               futex: int = 40_000, tasks: int | None = None):
+               futex: int = 40_000, tasks: int | None = None, events_by: str | None = None, ends: int = 0,
+               teardown: int = 0):
     """A program that creates a thread per task: `clone` samples in clone3, `waits` in futex, `user` in
     user mode, a tree of `processes` processes; `futex` calls counted, `tasks` created on the machine."""
     from memsleuth.records.evidence import Sample
     from memsleuth.analysis.view import CellView
-    frames = ["copy_process", "kernel_clone", "__x64_sys_clone3", "do_syscall_64", "do_futex", "__x64_sys_futex"]
-    prof = {"period_ns": 1_000_000, "samples": clone + waits + user, "frames": frames,
-            "executables": [["server", clone + waits + user, processes],
+    frames = ["copy_process", "kernel_clone", "__x64_sys_clone3", "do_syscall_64", "do_futex", "__x64_sys_futex",
+              "do_exit", "__x64_sys_exit", "exit_mmap", "__x64_sys_exit_group", "do_group_exit"]
+    kernel = clone + waits + ends + teardown
+    prof = {"period_ns": 1_000_000, "samples": kernel + user, "frames": frames,
+            "executables": [["server", kernel + user, processes],
                             *([["true", 1, exec_started]] if exec_started else [])],
-            "stacks": [[0, clone, 0, [0, 1, 2, 3]], [0, user, 0, []], *([[0, waits, 0, [4, 5, 3]]] if waits else [])]}
-    doc = {"status": "ok", "wall_ns": 2 * 10**9, "user_ns": user * 10**6, "sys_ns": (clone + waits) * 10**6,
+            "stacks": [[0, clone, 0, [0, 1, 2, 3]], [0, user, 0, []], *([[0, waits, 0, [4, 5, 3]]] if waits else []),
+                       *([[0, ends, 0, [6, 7, 3]]] if ends else []),
+                       *([[0, teardown, 0, [8, 6, 10, 9, 3]]] if teardown else [])]}
+    doc = {"status": "ok", "wall_ns": 2 * 10**9, "user_ns": user * 10**6, "sys_ns": kernel * 10**6,
            "minflt": 1000, "maxrss_kb": 2_000, "syscalls": {"mmap": 10, "munmap": 10, "futex": futex},
-           "machine_tasks_created": tasks}
+           "machine_tasks_created": tasks, "events_by": events_by}
     return CellView("threads", "glibc", [Sample.from_msrun(doc)],
                     explain=[Sample.from_msrun({**doc, "cpu_profile": prof})])
 
@@ -461,6 +466,26 @@ def test_a_thread_per_task_is_thread_creation_not_processes_or_nothing():
     assert process_creation.check(_threading()) == []
     assert thread_creation.check(_threading(clone=20, user=980)) == []                # 2%: not material
     assert thread_creation.check(_threading(processes=40, exec_started=40)) == []     # processes, not threads
+
+
+def test_threads_ending_are_part_of_thread_creation_a_process_tearing_its_memory_down_is_not():
+    """Sampled on the command's cgroup, a thread per task shows its threads' ends (exit, no address space
+    torn down) beside the clones: both are the finding's cost; the process's own exit, which tears its
+    memory down, is not."""
+    from memsleuth.analysis.findings import thread_creation
+    (f,) = thread_creation.check(_threading(clone=500, ends=350, teardown=50, user=100))
+    assert f.cost_share == pytest.approx(0.85)
+    assert "the threads' ends (exit) 41%" in f.evidence[0] and "clone3 59%" in f.evidence[0], f.evidence[0]
+
+
+def test_thread_creation_says_memsleuths_events_cost_more_only_where_they_were_copied_into_each_thread():
+    """Inherited events (a copy in every new thread) make each clone cost more in the runs measured: said
+    where the runs' events were inherited or the document does not say, never on the command's cgroup."""
+    from memsleuth.analysis.findings import thread_creation
+    copied = "copied into every new thread"
+    for by, said in (("inherited", True), (None, True), ("cgroup", False)):
+        (f,) = thread_creation.check(_threading(events_by=by))
+        assert (copied in " ".join(f.evidence)) is said, (by, f.evidence)
 
 
 def test_joining_threads_created_per_task_is_not_lock_contention():

@@ -173,9 +173,10 @@ class SampledPart:
         return self.samples >= cpu_profile.MIN_SAMPLES and material(self.ns, self.share)
 
 
-def sampled_part(sc, profile: cpu_profile.Profile, classes) -> SampledPart:
-    """The part of `sc`'s CPU time (user + system) that the profile's samples in `classes` hold."""
-    k = sum(profile.counts.get(c, 0) for c in classes)
+def sampled_part(sc, profile: cpu_profile.Profile, classes, extra: int = 0) -> SampledPart:
+    """The part of `sc`'s CPU time (user + system) that the profile's samples in `classes` hold, with
+    `extra` samples a rule counts in it (a part of a class the chains tell apart)."""
+    k = sum(profile.counts.get(c, 0) for c in classes) + extra
     share = k / profile.samples if profile.samples else 0.0
     ns = share * ((sc.user_ns or 0.0) + (sc.sys_ns or 0.0))
     return SampledPart(k, share, ns, sampled_headline(ns, share, profile.interval(share)))
