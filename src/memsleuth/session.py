@@ -149,7 +149,7 @@ def result_code(run: StoredRun, fail_on_error: bool) -> int:
 
 
 def run_apps(store: Store, allocs, *, rounds: planning.Rounds, noise: float, env: dict, timeout_s, mem_limit,
-             reference: bool) -> tuple[list[StoredRun], bool, list[tuple[str, str]]]:
+             reference: bool, warmup: int = 1) -> tuple[list[StoredRun], bool, list[tuple[str, str]]]:
     """Runs every real application (measure/apps) that is installed, each an ordinary compare of its
     command with its own figure as the metric, one stored run each; returns (the finished runs,
     whether Ctrl-C stopped the suite, the applications skipped with why). Their inputs are made
@@ -173,7 +173,7 @@ def run_apps(store: Store, allocs, *, rounds: planning.Rounds, noise: float, env
             argv = app.command(folder)
             p = planning.command_plan(argv, allocs, rounds=rounds, timeout_s=timeout_s, mem_limit_bytes=mem_limit,
                                       env=env)
-            p = dataclasses.replace(p, name=app.name, metric=app.metric)
+            p = dataclasses.replace(p, name=app.name, metric=app.metric, warmup=warmup)
             if reference:
                 p = dataclasses.replace(p, reference=planning.reference_cell())
             spec = spec_for(p, noise=noise, env=env, command=argv, metric=app.metric.to_dict(),
@@ -189,7 +189,7 @@ def run_apps(store: Store, allocs, *, rounds: planning.Rounds, noise: float, env
 
 
 def run_suite(store: Store, allocs, *, rounds: planning.Rounds, noise: float, env: dict, timeout_s, mem_limit,
-              variants: list, variant_report: list, reference: bool):
+              variants: list, variant_report: list, reference: bool, warmup: int = 1):
     """Runs every suite workload; returns (the finished runs, whether Ctrl-C stopped the suite)."""
     runs: list[StoredRun] = []
     t0 = time.monotonic()
@@ -199,7 +199,7 @@ def run_suite(store: Store, allocs, *, rounds: planning.Rounds, noise: float, en
                                    mem_limit_bytes=mem_limit, env=env)
         # One group per workload: nothing is swept (a default sweep, like random-mixed's ws, is fixed
         # by the suite's parameters).
-        p = dataclasses.replace(p, swept=())
+        p = dataclasses.replace(p, swept=(), warmup=warmup)
         if variants:
             cells, _ = planning.with_variants(list(p.cells), variants)
             p = dataclasses.replace(p, cells=tuple(cells))

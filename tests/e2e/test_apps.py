@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_installed_application_runs_under_each_allocator_with_its_checked_figure(tmp_path):
     js = tmp_path / "apps.json"
     proc = memsleuth("compare", "--db", str(tmp_path / "a.db"), "--suite", "apps", "--alloc", "glibc,mimalloc",
-                     "--reps", "1", "--no-reference", "--json", str(js), timeout=900)
+                     "--reps", "1", "--warmup", "0", "--no-reference", "--json", str(js), timeout=900)
     installed = [a.name for a in apps.APPS if not a.missing()]
     if not installed:
         pytest.skip("none of the applications is installed here (make setup installs them as root)")
@@ -34,6 +34,7 @@ def test_every_installed_application_runs_under_each_allocator_with_its_checked_
         assert r["run"]["spec"]["metric"]["name"] == app.figure
         for c in r["cells"]:
             ok = [s for s in c["samples"] if s["status"] == "ok" and s["round"] >= 0]     # the measured runs
+            assert not [s for s in c["samples"] if s["warmup"] and s["status"] == "ok"], "--warmup 0 runs none"
             assert ok, (app.name, c["label"], [(s["status"], s["detail"]) for s in c["samples"]])
             assert all(s["result"]["metric"] > 0 for s in ok), (app.name, [s["result"] for s in ok])
     assert "Applications" in proc.stdout and "geometric" in proc.stdout

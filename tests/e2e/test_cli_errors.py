@@ -29,6 +29,8 @@ def _one_line_error(proc, needle: str) -> None:
     (["compare", "--param", "colour=red"], "unknown parameter 'colour'"),
     (["compare", "--param", "min-size=2000"], "must not exceed max-size"),
     (["compare", "--reps", "0"], "--reps must be at least 1"),
+    (["compare", "--warmup", "-1"], "--warmup must be 0 to 100"),
+    (["compare", "--warmup", "one"], "--warmup must be an integer"),
     (["compare", "--timeout", "-1"], "--timeout must be positive"),
     (["compare", "--mem-limit", "lots"], "bad size"),
     (["compare", "--mem-limit", "99999999999T"], "larger than"),

@@ -35,6 +35,9 @@ def add_arguments(c) -> None:
                         "as the cell's metric; higher is better unless :lower")
     c.add_argument("--reps", metavar="N", action=options.Once,
                    help="run exactly N interleaved rounds (default: adaptive, see --target-ci)")
+    c.add_argument("--warmup", metavar="N", action=options.Once,
+                   help="unmeasured runs of each cell before the rounds (default 1: caches, page cache and the "
+                        "allocator's first growth out of the figures; 0 for none)")
     c.add_argument("--target-ci", metavar="PCT", action=options.Once,
                    help=f"add rounds until each median's 95%% CI half-width is at most this "
                         f"(default {options.DEFAULT_TARGET_CI.replace('%', '%%')})")
@@ -71,6 +74,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
     env = options.env(args)
     timeout = options.timeout(args.timeout)
     mem_limit = options.mem_limit(args.mem_limit)
+    warmup = options.warmup(args.warmup)
     metric = planning.MetricSpec.parse(args.metric) if args.metric else None
     if args.suite:
         return _suite(args, command, console, noise, env, timeout, mem_limit)
@@ -92,6 +96,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
     else:
         p = planning.workload_plan(workload, allocs, args.param or [], rounds=rounds, timeout_s=timeout,
                                    mem_limit_bytes=mem_limit, env=env)
+    p = dataclasses.replace(p, warmup=warmup)
     if args.where:
         p = dataclasses.replace(p, syscall_args=True, where=True, heap=True)
     variants = _variants(args)
@@ -144,11 +149,12 @@ def _suite(args, command, console: Console, noise: float, env: dict, timeout, me
             raise UsageError("--variant is for the workload suite: the applications run as they are")
         from memsleuth.session import run_apps
         runs, interrupted, skipped = run_apps(store, allocs, rounds=rounds, noise=noise, env=env, timeout_s=timeout,
-                                              mem_limit=mem_limit, reference=not args.no_reference)
+                                              mem_limit=mem_limit, reference=not args.no_reference,
+                                              warmup=options.warmup(args.warmup))
     else:
         runs, interrupted = run_suite(store, allocs, rounds=rounds, noise=noise, env=env, timeout_s=timeout,
                                       mem_limit=mem_limit, variants=variants, variant_report=variant_report,
-                                      reference=not args.no_reference)
+                                      reference=not args.no_reference, warmup=options.warmup(args.warmup))
     if not runs:
         for name, why in skipped:
             console.print(f"{name}: {why}", markup=False, highlight=False)

@@ -189,6 +189,19 @@ def count(text: str, what: str) -> int:
     return v
 
 
+def warmup(text: str | None) -> int:
+    """--warmup: unmeasured runs of each cell before the rounds (default 1; 0 runs none)."""
+    if text is None:
+        return 1
+    try:
+        v = int(text)
+    except ValueError:
+        raise UsageError(f"--warmup must be an integer, got {text!r}") from None
+    if not 0 <= v <= 100:
+        raise UsageError(f"--warmup must be 0 to 100, got {text!r}")
+    return v
+
+
 def rounds(args) -> planning.Rounds:
     if args.reps is not None:
         if args.min_reps is not None or args.max_reps is not None or args.target_ci is not None:
