@@ -22,7 +22,7 @@ from memsleuth.records import documents
 
 USER = "user"
 FAULT = "page-faults"
-EXIT = "exit teardown"
+EXIT = "exit (a task's end)"
 EXEC = "exec"
 OTHER = "other kernel"
 UNNAMED_SYSCALL = "other system calls"

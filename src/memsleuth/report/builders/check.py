@@ -114,9 +114,9 @@ def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
     where = ("attached window (measured and sampled at once)" if a.attached else
              "explaining run (never a measured one)")
     notes = [f"{p.samples:,} samples of the process tree's CPU time, one per {p.period_ns / 1e6:g} ms of it, in the "
-             f"{where}, each classified by its kernel call chain: a page fault, a "
-             "system call by name, exit's teardown, other kernel work, or user mode. The findings share out the "
-             "measured runs' kernel time in the proportions these samples give each kind of entry, per event "
+             f"{where}, each classified by its kernel call chain: a page fault, a system call by name, a "
+             "thread's or process's exit, other kernel work, or user mode. The findings share out the measured runs' "
+             "kernel time in the proportions these samples give each kind of entry, per event "
              "counted in both runs (docs/findings.md, Cost)."]
     if a.explaining_cpu_apart is not None:
         sampled_ns, measured_ns = a.explaining_cpu_apart
