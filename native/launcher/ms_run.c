@@ -206,6 +206,7 @@ typedef struct {
   int64_t tasks0, tasks1; /* msr_machine_tasks at the start and the end */
   const char *events_by;  /* run mode with events: "cgroup" or "inherited" (open_counters) */
   char events_why[256];   /* why not by cgroup */
+  const char *cgroup;     /* the command's own cgroup (its tree is read from it), or NULL */
   timeline tl;
   const ms_counters *ctr;  /* NULL without counters */
   const ms_counters *ctrs; /* attach: one set per thread found at the start; a cgroup: one per CPU; `nctr` */
@@ -309,6 +310,7 @@ static void read_counters(const run_result *r, ms_snapshot *snap) {
 
 static void the_tree(const run_result *r, msr_procs *procs) {
   if (r->nroots) msr_tree_of(r->roots, r->nroots, 1, procs);
+  else if (r->cgroup) msr_tree_in_cgroup(r->cgroup, procs);
   else msr_descendants(procs);
 }
 
@@ -365,18 +367,35 @@ static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint
   }
 }
 
+static void on_child(int sig) { (void)sig; }
+
 /* Runs the command to its end (or its limits), sampling the tree; then ends whatever is left. */
 static void supervise(const msr_options *o, run_result *r, int probe_r, uint64_t t0) {
+  /* SIGCHLD is blocked but while waiting, where it ends the wait: the command's end is seen when it
+   * happens, not at the next tick (its wall time would read up to a tick long). */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_child;
+  sigaction(SIGCHLD, &sa, NULL);
+  sigset_t chld, before, waiting;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, &before);
+  waiting = before;
+  sigdelset(&waiting, SIGCHLD);
   uint64_t next_sample = t0;
   uint64_t deadline = o->timeout_s > 0 ? t0 + (uint64_t)(o->timeout_s * 1e9) : 0;
   struct pollfd pfd = {probe_r, POLLIN, 0};
   int pipe_open = 1;
   while (!msr_reap(&r->reaper)) {
     uint64_t t = msr_now_ns();
-    int wait_ms = next_sample > t ? (int)((next_sample - t) / 1000000u) : 0;
-    if (wait_ms > (int)o->sample_ms) wait_ms = (int)o->sample_ms;
+    /* Asleep until the next sample to the nanosecond: a wait in whole milliseconds, rounded down,
+     * spun through the last fraction of every tick (a tenth of a CPU at 10 ms). */
+    uint64_t wait_ns = next_sample > t ? next_sample - t : 0;
+    if (wait_ns > o->sample_ms * 1000000u) wait_ns = o->sample_ms * 1000000u;
+    struct timespec wait = {(time_t)(wait_ns / 1000000000u), (long)(wait_ns % 1000000000u)};
     /* The pipe is read as it fills, so a chatty probe never blocks the command. */
-    if (poll(&pfd, pipe_open ? 1 : 0, wait_ms) > 0 && (pfd.revents & (POLLIN | POLLHUP))) {
+    if (ppoll(&pfd, pipe_open ? 1 : 0, &wait, &waiting) > 0 && (pfd.revents & (POLLIN | POLLHUP))) {
       char tmp[65536];
       ssize_t n = read(probe_r, tmp, sizeof tmp);
       if (n > 0) sb_add(&r->lines, tmp, (size_t)n);
@@ -411,6 +430,7 @@ static void supervise(const msr_options *o, run_result *r, int probe_r, uint64_t
     }
   }
   msr_kill_tree(r->pid, &r->reaper);
+  sigprocmask(SIG_SETMASK, &before, NULL);
   /* Every writer of the pipe is gone now: read it to its end. */
   int fl = fcntl(probe_r, F_GETFL);
   fcntl(probe_r, F_SETFL, fl | O_NONBLOCK);
@@ -910,6 +930,7 @@ static void open_counters(const msr_options *o, run_result *r, msr_cgroup *cg, m
     }
     if (n) {
       r->events_by = "cgroup";
+      r->cgroup = cg->path;
       if (n > 0) {
         r->ctr = &(*percpu)[0];
         r->ctrs = *percpu;

@@ -58,6 +58,9 @@ typedef struct {
 
 /* The live descendants of this process (zombies excluded). Scans /proc. */
 void msr_descendants(msr_procs *out);
+/* The live processes of a cgroup and of the cgroups below it (the command's own: msr_cgroup.c), read
+ * from cgroup.procs: what msr_descendants finds without reading every process's stat. */
+void msr_tree_in_cgroup(const char *dir, msr_procs *out);
 /* The live descendants of `roots`, and the roots themselves when `with_roots` (attach). */
 void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out);
 /* Resident memory of those processes, summed (KiB): all of it, and the anonymous part. */

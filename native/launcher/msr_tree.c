@@ -101,6 +101,39 @@ void msr_descendants(msr_procs *out) {
   msr_tree_of(&self, 1, 0, out);
 }
 
+/* The pids listed in DIR/cgroup.procs and in its cgroups below (a nested ms-run makes its own). */
+static void cgroup_members(const char *dir, int depth, msr_procs *out) {
+  char path[8448];
+  snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+  FILE *f = fopen(path, "re");
+  if (f) {
+    long p;
+    while (out->n < MSR_MAX_PROCS && fscanf(f, "%ld", &p) == 1) out->pid[out->n++] = (pid_t)p;
+    fclose(f);
+  }
+  DIR *d = depth < 8 ? opendir(dir) : NULL;
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (e->d_type == DT_DIR && e->d_name[0] != '.') {
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      cgroup_members(path, depth + 1, out);
+    }
+  closedir(d);
+}
+
+void msr_tree_in_cgroup(const char *dir, msr_procs *out) {
+  msr_procs all;
+  all.n = 0;
+  cgroup_members(dir, 0, &all);
+  out->n = 0;
+  for (int i = 0; i < all.n; i++) {
+    pid_t ppid;
+    char state;
+    if (stat_of(all.pid[i], &ppid, &state) == 0 && alive(all.pid[i], state)) out->pid[out->n++] = all.pid[i];
+  }
+}
+
 void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out) {
   static pid_t pid[MSR_MAX_PROCS], ppid[MSR_MAX_PROCS];
   static char state[MSR_MAX_PROCS];
