@@ -882,10 +882,6 @@ static int cgroup_counters(const msr_cgroup *cg, ms_counters **sets, char *why, 
     rl.rlim_cur = rl.rlim_max;
     (void)setrlimit(RLIMIT_NOFILE, &rl);
   }
-  /* what a task's events open here: the cgroup's must open as many on every CPU */
-  static ms_counters task;
-  ms_counters_open(&task, getpid(), 0);
-  ms_counters_close(&task);
   ms_counters *c = calloc((size_t)ncpu, sizeof *c);
   int n = 0, ok = c != NULL;
   if (!c) snprintf(why, cap, "out of memory");
@@ -896,15 +892,21 @@ static int cgroup_counters(const msr_cgroup *cg, ms_counters **sets, char *why, 
       continue;
     }
     n++;
-    for (int i = 0; ok && i < c[n - 1].n; i++) {
-      const ms_event *e = &c[n - 1].ev[i];
+  }
+  /* What a task's events open here: the cgroup's must open as many on every CPU. Opened after the
+   * cgroup's, so that closing it unregisters no tracepoint (each waits out an RCU grace period). */
+  static ms_counters task;
+  ms_counters_open(&task, getpid(), 0);
+  ms_counters_close(&task);
+  for (int k = 0; ok && k < n; k++)
+    for (int i = 0; ok && i < c[k].n; i++) {
+      const ms_event *e = &c[k].ev[i];
       if (e->fd >= 0 || task.ev[i].err) continue;
       char reason[160];
-      snprintf(why, cap, "%s did not open for a cgroup on CPU %ld: %s", e->def->name, k,
+      snprintf(why, cap, "%s did not open for a cgroup on a CPU: %s", e->def->name,
                ms_event_reason(e, reason, sizeof reason));
       ok = 0;
     }
-  }
   if (ok && !n) snprintf(why, cap, "no CPU took a cgroup's events");
   if (!ok || !n) {
     for (int k = 0; k < n; k++) ms_counters_close(&c[k]);
