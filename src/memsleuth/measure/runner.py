@@ -146,8 +146,9 @@ def needs_cpu_profile(samples: list) -> bool:
 
 def cpu_sample_us(samples: list) -> int:
     """The explaining run's sampling period: about CPU_SAMPLES samples of the measured runs' median
-    CPU time, at 2 kHz at most (~1% of the run: a sample costs the kernel a few microseconds) and
-    at least every 4 ms."""
+    CPU time, at 2 kHz at most and at least every 4 ms. A sample is not free: on this project's VM
+    (a guest's timer) the kernel-chain sampler made a 1.5 s fault-heavy program 6% slower at 500 us,
+    10% with the user-chain sampler beside it, 3% for both at 2 ms (docs/findings.md)."""
     ok = [s for s in samples if s.ok]
     cpu_ns = sorted(s.user_ns + s.sys_ns for s in ok)[len(ok) // 2] if ok else 0
     return int(min(max(cpu_ns / CPU_SAMPLES / 1000, 500), 4000))
