@@ -70,6 +70,28 @@ static int perf_event_on_v2(void) {
   return on;
 }
 
+/* Removes the cgroups below the directory `dfd` (a nested ms-run's, or the command's own, left when
+ * it was killed): rmdir refuses one that still has processes. */
+static void remove_below(int dfd, int depth) {
+  int fd = depth < 8 ? dup(dfd) : -1;
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!d) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (e->d_type == DT_DIR && e->d_name[0] != '.') {
+      int sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (sub >= 0) {
+        remove_below(sub, depth + 1);
+        close(sub);
+      }
+      (void)unlinkat(dfd, e->d_name, AT_REMOVEDIR);
+    }
+  closedir(d);
+}
+
 /* The cgroups a memsleuth run left behind beside ours (its ms-run killed before it removed its
  * cgroup): the directory names the ms-run's pid; removed where that process no longer runs and
  * nothing is left in it (rmdir refuses a cgroup with processes). */
@@ -81,9 +103,12 @@ static void sweep(const char *parent) {
     if (strncmp(e->d_name, PREFIX, strlen(PREFIX))) continue;
     long pid = strtol(e->d_name + strlen(PREFIX), NULL, 10);
     if (pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno == EPERM)) continue;
-    char p[8192 + 256];
-    snprintf(p, sizeof p, "%s/%s", parent, e->d_name);
-    (void)rmdir(p);
+    int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (sub >= 0) {
+      remove_below(sub, 0);
+      close(sub);
+    }
+    (void)unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
   }
   closedir(d);
 }
@@ -133,7 +158,10 @@ int msr_cgroup_enter(const msr_cgroup *cg, pid_t pid, char *why, size_t cap) {
 }
 
 void msr_cgroup_remove(msr_cgroup *cg) {
-  if (cg->fd >= 0) close(cg->fd);
+  if (cg->fd >= 0) {
+    remove_below(cg->fd, 0);
+    close(cg->fd);
+  }
   cg->fd = -1;
   if (!cg->path[0]) return;
   /* The last task leaves the cgroup when it is reaped; a moment after that it can be removed. */

@@ -125,9 +125,9 @@ def test_counters_inherit_into_children():
     assert regions_of(doc), "the grandchild's probe lines reach ms-run through the inherited fd"
 
 
-def _cgroup_v2_parent() -> str | None:
-    """The cgroup v2 directory ms-run makes the command's cgroup in (beside this process's own), where
-    this machine lets it: root, a cgroup2 mount, the perf_event controller not on a v1 hierarchy."""
+def _cgroup_v2() -> tuple[str, str] | None:
+    """The cgroup2 mount and the directory ms-run makes the command's cgroup in (this process's own),
+    where this machine lets it: root, a cgroup2 mount, the perf_event controller not on a v1 hierarchy."""
     import os
     if os.geteuid() != 0:
         return None
@@ -140,20 +140,22 @@ def _cgroup_v2_parent() -> str | None:
         own = next((line.strip()[3:] for line in f if line.startswith("0::")), None)
     if mnt is None or own is None:
         return None
-    return mnt + (own if own != "/" else "")
+    return mnt, mnt + (own if own != "/" else "")
 
 
 def test_a_command_is_followed_through_a_cgroup_of_its_own_and_counted_as_when_inherited(tmp_path):
     """As root on cgroup v2, the command runs in memsleuth-run-PID (PID: ms-run's), its events one set
     per CPU on that cgroup: a thread per task (20,000 threads, each joined) counts the same calls and
     faults as with events inherited by each thread (--inherited-events), in a grandchild too; nothing
-    is left of the cgroup, and one a killed ms-run left (its pid no longer running) is removed."""
+    is left of the cgroup (nor of one the command made below it), and one a killed ms-run left (its
+    pid no longer running, a cgroup below it) is removed."""
     import os
-    parent = _cgroup_v2_parent()
-    if parent is None:
+    found = _cgroup_v2()
+    if found is None:
         pytest.skip("no cgroup v2 of this process's own that root may extend here")
+    mount, parent = found
     stale = os.path.join(parent, "memsleuth-run-4194303")    # above any pid_max: never a live process
-    os.makedirs(stale, exist_ok=True)
+    os.makedirs(os.path.join(stale, "below"), exist_ok=True)
     probe = tmp_path / "cg.txt"
     doc = ms_run("--", "sh", "-c", f"cat /proc/self/cgroup > {probe}; exec {fixture('plain-thread_per_task')}")
     assert doc["status"] == "ok" and doc["events_by"] == "cgroup" and doc["events_by_why"] is None, doc["events_by_why"]
@@ -163,6 +165,9 @@ def test_a_command_is_followed_through_a_cgroup_of_its_own_and_counted_as_when_i
     assert line.rsplit("/", 1)[-1].startswith("memsleuth-run-"), line
     assert not os.path.exists(os.path.join(parent, line.rsplit("/", 1)[-1])), "the command's cgroup is removed"
     assert not os.path.exists(stale), "a killed ms-run's cgroup is removed by the next"
+    made = ms_run("--", "sh", "-c", f"d={mount}$(sed -n 's/^0:://p' /proc/self/cgroup); mkdir $d/below && echo $d")
+    assert made["stdout_tail"].strip().startswith(os.path.join(parent, "memsleuth-run-")), made["stdout_tail"]
+    assert not os.path.exists(made["stdout_tail"].strip()), "a cgroup the command made below its own is removed too"
     for name in ("madvise", "futex"):      # a thread's stack given back at its end; each join
         assert 0.95 * inherited["syscalls"][name] <= doc["syscalls"][name] <= 1.05 * inherited["syscalls"][name], name
     assert doc["machine_tasks_created"] >= 20_000
@@ -174,7 +179,7 @@ def test_the_samplers_follow_the_command_through_its_cgroup():
     """The explaining run's samplers (CPU time by kernel path, the calls' arguments) on the command's
     cgroup: the CPU time of a thread per task is sampled (its threads' clones and exits named), the
     madvise calls each thread's end makes are recorded."""
-    if _cgroup_v2_parent() is None:
+    if _cgroup_v2() is None:
         pytest.skip("no cgroup v2 of this process's own that root may extend here")
     doc = ms_run("--cpu-sample-us", "500", "--syscall-args", "--", fixture("plain-thread_per_task"))
     assert doc["events_by"] == "cgroup"
