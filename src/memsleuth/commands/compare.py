@@ -77,7 +77,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
     warmup = options.warmup(args.warmup)
     metric = planning.MetricSpec.parse(args.metric) if args.metric else None
     if args.suite:
-        return _suite(args, command, console, noise, env, timeout, mem_limit)
+        return _suite(args, command, console, noise, env, timeout, mem_limit, warmup)
     if command:
         if args.workload:
             raise UsageError("give either a workload (--workload) or a command after --, not both")
@@ -119,7 +119,7 @@ def _variants(args) -> list[planning.EnvVariant]:
     return variants
 
 
-def _suite(args, command, console: Console, noise: float, env: dict, timeout, mem_limit) -> int:
+def _suite(args, command, console: Console, noise: float, env: dict, timeout, mem_limit, warmup: int) -> int:
     from memsleuth.records.store import Store
     import sys
     from memsleuth.errors import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK
@@ -150,11 +150,11 @@ def _suite(args, command, console: Console, noise: float, env: dict, timeout, me
         from memsleuth.session import run_apps
         runs, interrupted, skipped = run_apps(store, allocs, rounds=rounds, noise=noise, env=env, timeout_s=timeout,
                                               mem_limit=mem_limit, reference=not args.no_reference,
-                                              warmup=options.warmup(args.warmup))
+                                              warmup=warmup)
     else:
         runs, interrupted = run_suite(store, allocs, rounds=rounds, noise=noise, env=env, timeout_s=timeout,
                                       mem_limit=mem_limit, variants=variants, variant_report=variant_report,
-                                      reference=not args.no_reference, warmup=options.warmup(args.warmup))
+                                      reference=not args.no_reference, warmup=warmup)
     if not runs:
         for name, why in skipped:
             console.print(f"{name}: {why}", markup=False, highlight=False)
