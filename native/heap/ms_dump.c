@@ -24,8 +24,15 @@ void ms_dump_json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+FILE *ms_dump_fopen(const char *path, const char *mode, char *buf, size_t size) {
+  FILE *f = fopen(path, mode);
+  if (f) setvbuf(f, buf, _IOFBF, size);
+  return f;
+}
+
 void ms_dump_maps(FILE *f) {
-  FILE *m = fopen("/proc/self/maps", "re");
+  char buf[8192];
+  FILE *m = ms_dump_fopen("/proc/self/maps", "re", buf, sizeof buf);
   fputs(",\"maps\":[", f);
   if (m) {
     char line[1024];
@@ -47,11 +54,11 @@ void ms_dump_maps(FILE *f) {
   fputc(']', f);
 }
 
-FILE *ms_dump_open(const char *dir, const char *prefix, char *path, int pathlen) {
+FILE *ms_dump_open(const char *dir, const char *prefix, char *path, int pathlen, char *buf, size_t size) {
   char tmp[4400];
   snprintf(path, (size_t)pathlen, "%s/%s-%d.json", dir, prefix, (int)getpid());
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  return fopen(tmp, "we");
+  return ms_dump_fopen(tmp, "we", buf, size);
 }
 
 void ms_dump_close(FILE *f, const char *path) {

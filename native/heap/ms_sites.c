@@ -265,13 +265,15 @@ static void write_report(void) {
   for (int i = 0; i < g_nevents; i++)
     if (g_events[i].fd >= 0) ioctl(g_events[i].fd, PERF_EVENT_IOC_DISABLE, 0);
   char path[4200];
-  FILE *f = ms_dump_open(g_out, "sites", path, sizeof path);
+  static char buf[1 << 16]; /* once per process */
+  FILE *f = ms_dump_open(g_out, "sites", path, sizeof path, buf, sizeof buf);
   if (!f) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return;
   }
   char comm[64] = "";
-  FILE *c = fopen("/proc/self/comm", "re");
+  char cbuf[256];
+  FILE *c = ms_dump_fopen("/proc/self/comm", "re", cbuf, sizeof cbuf);
   if (c) {
     if (fgets(comm, sizeof comm, c)) comm[strcspn(comm, "\n")] = 0;
     fclose(c);

@@ -109,3 +109,24 @@ def test_a_vfork_child_that_ends_by_exit_leaves_the_parents_account_alone():
     truth = json.loads(out)
     assert [p["pid"] for p in h["processes_detail"]] == [truth["pid"]]
     assert h["allocs"] >= truth["allocs"] and h["frees"] >= 500
+
+
+def test_the_accounting_leaves_glibcs_state_as_the_program_alone_would(tmp_path):
+    """The explaining run's libraries must not change what they measure. Two ways they did: a 2 MiB
+    probe block freed at start raised glibc's mmap threshold (blocks up to 2 MiB came from the heap,
+    so mmap churn vanished from the explaining run), and the report's stdio buffer, a large block,
+    made glibc merge every fast-bin chunk the program had left (a Perl child that freed its hash
+    spent 4x as long in malloc_consolidate). The fixture prints how many of its 1 MiB blocks were
+    mmapped, and a library preloaded after them prints the fast bins' bytes after the reports."""
+    cmd = [fixture("fx-fastbins")]
+    left = fixture("libfx-fastbins_left.so")
+    alone = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "LD_PRELOAD": left}, timeout=60)
+    env = {**os.environ, "MEMSLEUTH_HEAP_OUT": str(tmp_path), "MEMSLEUTH_SITES": "page-faults=1000",
+           "MEMSLEUTH_SITES_OUT": str(tmp_path),
+           "LD_PRELOAD": ":".join([fixture("libmsheap.so"), fixture("libmssites.so"), left])}
+    accounted = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    assert alone.returncode == accounted.returncode == 0, accounted.stderr
+    assert alone.stdout.splitlines() == ["mapped 8", "fastbin bytes " + alone.stdout.split()[-1]]
+    assert int(alone.stdout.split()[-1]) > 100_000          # the program's own frees are still there
+    assert accounted.stdout == alone.stdout
+    assert {p.name.split("-")[0] for p in tmp_path.glob("*.json")} == {"heap", "sites"}   # both reports written
