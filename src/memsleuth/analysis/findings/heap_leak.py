@@ -1,11 +1,17 @@
 """Live heap that grows to the end (issue 21): the heap accounting's timeline of live bytes keeps
 rising and most of it is still live at exit. The allocation sites are those of the bytes still
 live at exit (sampled by bytes, heap.py), not of everything allocated: a buffer that is allocated
-often and freed is never named."""
+often and freed is never named.
+
+A leak beside transient peaks (a server that leaks a little per request and allocates a large
+buffer per request) never has most of its peak live at exit: there the heap's low points between
+peaks are read instead (its floor in each fifth of the run), and a floor that rises through the
+whole run and is still there at exit is the same finding."""
 from __future__ import annotations
 
 from memsleuth.events import MEMORY_FLOOR_BYTES
 from memsleuth.analysis.findings.base import Finding, mib
+from memsleuth.units import fmt_bytes
 from memsleuth.analysis.view import CellView
 
 # Growth: live bytes in the last fifth of the run's time at least this many times those of the first fifth.
@@ -35,6 +41,31 @@ def _at(timeline: list, lo: float, hi: float) -> float:
     return before[-1] if before else timeline[0][1]
 
 
+# The floor's growth (its last fifth's low point less its first's) that makes a finding: the
+# timeline's readings are exact where the heap turns (a large free flushes the thread's counts),
+# and a thread's counts are batched up to 256 KiB (ms_heap.c FLUSH_BYTES).
+MIN_FLOOR_GROWTH = 512 << 10
+# A fifth's floor may sit this far under the one before and still count as not falling.
+FLOOR_SLACK = 1 / 32
+
+
+def _floor(timeline: list, lo: float, hi: float) -> float:
+    """The lowest live bytes read between times lo and hi (ms); where none was read there, the last
+    reading before lo."""
+    inside = [v for t, v in timeline if lo <= t <= hi]
+    if inside:
+        return min(inside)
+    before = [v for t, v in timeline if t < lo]
+    return before[-1] if before else timeline[0][1]
+
+
+def floors(timeline: list) -> list[float]:
+    """The heap's low point in each fifth of the run, by time."""
+    t0, t1 = timeline[0][0], timeline[-1][0]
+    fifth = (t1 - t0) / 5
+    return [_floor(timeline, t0 + i * fifth, t0 + (i + 1) * fifth) for i in range(5)]
+
+
 def _fifths(timeline: list) -> tuple[float, float, float]:
     """Live bytes in the run's first fifth, around its middle and in its last fifth, by time."""
     t0, t1 = timeline[0][0], timeline[-1][0]
@@ -49,33 +80,75 @@ def check(view: CellView) -> list[Finding]:
         return []
     tl = h.timeline
     live, peak = h.live_bytes, h.peak_live_bytes
-    if len(tl) < MIN_POINTS or live < MEMORY_FLOOR_BYTES or peak <= 0 or live < MIN_EXIT_SHARE * peak:
+    if len(tl) < MIN_POINTS or peak <= 0:
         return []
-    first, middle, last = _fifths(tl)
-    if last < MIN_GROWTH * max(first, 1.0) or last - middle < SECOND_HALF_SHARE * (last - first):
+    span_s = (tl[-1][0] - tl[0][0]) / 1000
+    level = _by_level(tl, live, peak, span_s)
+    found = level or _by_floor(tl, live, span_s)
+    if found is None:
         return []
-    span = tl[-1][0] - tl[0][0]
-    rate = (last - first) / (span / 1000) if span > 0 else 0.0
+    first, last, rate, evidence = found
     sites = [s for s in h.sites if s.live_bytes >= SITE_SHARE * live]
     sites = sorted(sites, key=lambda s: -s.live_bytes)[:MAX_SITES]
-    evidence = [f"live heap {mib(first)} in the first fifth of the run, {mib(last)} in the last (threshold "
-                f"{MIN_GROWTH:g}x), about {mib(rate)} per second; {mib(live)} still live at exit = "
-                f"{live / peak:.0%} of the peak {mib(peak)} (threshold {MIN_EXIT_SHARE:.0%})"]
     sampled = h.sample_bytes or 0
     for s in sites:
-        evidence.append(f"about {mib(s.live_bytes)} of it (~{min(1.0, s.live_bytes / live):.0%}) allocated at "
-                        f"{s.site} and not freed (estimated from {s.samples:,.0f} allocations sampled one per "
-                        f"{mib(sampled)} allocated, on average)")
+        evidence.append(f"about {fmt_bytes(s.live_bytes)} of it (~{min(1.0, s.live_bytes / live):.0%}) allocated at "
+                        f"{s.site} and not freed (the bytes live at exit, counted exactly, split among the sites by "
+                        f"the allocations sampled one per {mib(sampled)} allocated on average)")
+    if not sites and sampled and not any(s.live_bytes > 0 for s in h.sites):
+        evidence.append(f"no allocation sampled (one per {mib(sampled)} allocated, on average) is still live at exit, "
+                        "so no site is named: the bytes left are too few for the sampling to have caught one; run "
+                        "check again with MEMSLEUTH_HEAP_SAMPLE set to fewer bytes (65536: one per 64 KiB) to sample "
+                        "more often")
     where = f" from {sites[0].site}" if sites else ""
+    what = "Live heap grows to the end" if level else "Live heap left behind between peaks grows to the end"
     return [Finding(
-        id="heap-leak", title=f"Live heap grows to the end: {mib(first)} -> {mib(last)}, {mib(live)} still live at "
+        id="heap-leak", title=f"{what}: {fmt_bytes(first)} -> {fmt_bytes(last)}, {fmt_bytes(live)} still live at "
                               f"exit{where}",
-        mechanism="the live heap grows for the whole run and is still live at exit: memory allocated and not freed, "
-                  "which is a leak, a structure that only grows, or data the program keeps until it ends",
+        mechanism=("the live heap grows for the whole run and is still live at exit" if level else
+                   "between the run's transient peaks the live heap falls back to a low point, and that low point "
+                   "rises for the whole run and is still live at exit") +
+                  ": memory allocated and not freed, which is a leak, a structure that only grows, or data the "
+                  "program keeps until it ends",
         evidence=evidence,
         advice="free what the named sites allocate once it is no longer needed, or bound the structure that holds it; "
                "no allocator setting changes live bytes",
         subject=view.label, confidence="high" if last >= 2 * MIN_GROWTH * max(first, 1.0) else "medium",
         numbers={"live_first_bytes": first, "live_last_bytes": last, "live_exit_bytes": live, "peak_live_bytes": peak,
-                 "bytes_per_s": rate, "sites": [s.site for s in sites]},
+                 "bytes_per_s": rate, "sites": [s.site for s in sites], "by": "level" if level else "floor"},
         who="program", cost_bytes=live, cost_share=None)]
+
+
+def _rate(first: float, last: float, span_s: float) -> float:
+    return (last - first) / span_s if span_s > 0 else 0.0
+
+
+def _by_level(tl: list, live: float, peak: float, span_s: float) -> tuple[float, float, float, list[str]] | None:
+    """(first, last, bytes a second, evidence) where the live heap itself grows to the end and most of its peak is live at exit."""
+    if live < MEMORY_FLOOR_BYTES or live < MIN_EXIT_SHARE * peak:
+        return None
+    first, middle, last = _fifths(tl)
+    if last < MIN_GROWTH * max(first, 1.0) or last - middle < SECOND_HALF_SHARE * (last - first):
+        return None
+    rate = _rate(first, last, span_s)
+    return first, last, rate, [f"live heap {mib(first)} in the first fifth of the run, {mib(last)} in the last "
+                               f"(threshold {MIN_GROWTH:g}x), about {fmt_bytes(rate)} per second; {mib(live)} still live at exit = {live / peak:.0%} of the peak "
+                         f"{mib(peak)} (threshold {MIN_EXIT_SHARE:.0%})"]
+
+
+def _by_floor(tl: list, live: float, span_s: float) -> tuple[float, float, float, list[str]] | None:
+    """(first, last, bytes a second, evidence) where the heap's low points rise through every fifth of the run by at
+    least MIN_FLOOR_GROWTH and MIN_GROWTH times, and the last of them is still live at exit."""
+    low = floors(tl)
+    first, middle, last = low[0], low[2], low[4]
+    if (last - first < MIN_FLOOR_GROWTH or last < MIN_GROWTH * max(first, 1.0)
+            or any(b < a * (1 - FLOOR_SLACK) for a, b in zip(low, low[1:]))
+            or last - middle < SECOND_HALF_SHARE * (last - first) or live < MIN_EXIT_SHARE * last):
+        return None
+    top = max(v for _, v in tl)
+    rate = _rate(first, last, span_s)
+    return first, last, rate, [
+        f"between peaks of up to {fmt_bytes(top)}, the live heap's low point rose in every fifth of the run: "
+        f"{', '.join(fmt_bytes(v) for v in low)} (threshold {MIN_GROWTH:g}x and {fmt_bytes(MIN_FLOOR_GROWTH)} from the "
+        f"first fifth to the last), about {fmt_bytes(rate)} per second; {fmt_bytes(live)} still live at exit, counted "
+        "exactly"]
