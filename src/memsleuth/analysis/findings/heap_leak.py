@@ -124,16 +124,18 @@ def _rate(first: float, last: float, span_s: float) -> float:
 
 
 def _by_level(tl: list, live: float, peak: float, span_s: float) -> tuple[float, float, float, list[str]] | None:
-    """(first, last, bytes a second, evidence) where the live heap itself grows to the end and most of its peak is live at exit."""
+    """(first, last, bytes a second, evidence) where the live heap itself grows to the end and most
+    of its peak is live at exit."""
     if live < MEMORY_FLOOR_BYTES or live < MIN_EXIT_SHARE * peak:
         return None
     first, middle, last = _fifths(tl)
     if last < MIN_GROWTH * max(first, 1.0) or last - middle < SECOND_HALF_SHARE * (last - first):
         return None
     rate = _rate(first, last, span_s)
-    return first, last, rate, [f"live heap {mib(first)} in the first fifth of the run, {mib(last)} in the last "
-                               f"(threshold {MIN_GROWTH:g}x), about {fmt_bytes(rate)} per second; {mib(live)} still live at exit = {live / peak:.0%} of the peak "
-                         f"{mib(peak)} (threshold {MIN_EXIT_SHARE:.0%})"]
+    return first, last, rate, [
+        f"live heap {mib(first)} in the first fifth of the run, {mib(last)} in the last (threshold {MIN_GROWTH:g}x), "
+        f"about {fmt_bytes(rate)} per second; {mib(live)} still live at exit = {live / peak:.0%} of the peak "
+        f"{mib(peak)} (threshold {MIN_EXIT_SHARE:.0%})"]
 
 
 def _by_floor(tl: list, live: float, span_s: float) -> tuple[float, float, float, list[str]] | None:
