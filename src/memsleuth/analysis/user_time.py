@@ -7,7 +7,7 @@
   that collector's;
 - in user mode, innermost in malloc, free and their internals (ALLOCATOR_FRAMES): the allocator's;
 - in user mode, innermost in memsleuth's own preloads (the explaining run's heap accounting and
-  call-site sampler): memsleuth's own, nobody's cost;
+  call-site sampler, its wrappers of malloc and free included): memsleuth's own, nobody's cost;
 - in user mode, any other chain: the program's and its libraries' own work, including the frames
   memsleuth could not name.
 
@@ -122,7 +122,7 @@ class AllocatorTime(_Part):
     functions: tuple[tuple[str, int], ...]   # the innermost allocator frames, the most first
     callers: tuple[tuple[str, int], ...]     # the first frame outside the allocator, the most first
     when: tuple[int, ...] = ()
-    wrapped: int = 0             # of `samples`, those in memsleuth's heap accounting around malloc and free
+    wrapped: int = 0             # samples in memsleuth's heap accounting around malloc and free, left out
 
 
 def _runtime_allocator(functions: tuple[str, ...]) -> tuple[runtimes.Runtime, str] | None:
@@ -142,8 +142,11 @@ def _runtime_allocator(functions: tuple[str, ...]) -> tuple[runtimes.Runtime, st
 def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
     """Each allocator's part of the samples, the largest first: malloc's (ALLOCATOR_FRAMES innermost)
     and each runtime's own (_runtime_allocator), in user mode and outside any collector's chain. The
-    samples innermost in memsleuth's own preloads are no one's (left out of the whole too). Empty with
-    too few samples to read a share from."""
+    samples innermost in memsleuth's own preloads are no one's (left out of the whole too), its heap
+    accounting's wrappers of malloc and free as well: counted as the allocator's, they made malloc's
+    share 10.5% of a sqlite3 run's CPU time, 15.7% of a Lua script's and 7.2% of a Perl one's, where
+    perf's innermost samples of the same programs alone read about 6.5%, 11.3% and 5.9%; left out,
+    6.6%, 12.7% and 5.8%. Empty with too few samples to read a share from."""
     if stacks is None or stacks.samples < MIN_SAMPLES:
         return []
     own = 0
@@ -155,13 +158,14 @@ def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
     by_name: dict[str, runtimes.Runtime | None] = {}
     for st in stacks.stacks:
         inner = st.functions[0] if st.functions else ""
-        wrapper = inner.startswith(OWN) and ALLOCATOR_FRAMES.match(inner[len(OWN):]) is not None
-        if inner.startswith(OWN) and not (wrapper and not st.in_kernel):
+        if inner.startswith(OWN):
             own += st.samples
+            if not st.in_kernel and ALLOCATOR_FRAMES.match(inner[len(OWN):]):
+                wrapped["malloc"] += st.samples
             continue
         if st.in_kernel or _collector_of(st.functions) is not None:
             continue
-        if wrapper or ALLOCATOR_FRAMES.match(inner):
+        if ALLOCATOR_FRAMES.match(inner):
             rt, fn, mine = None, inner, lambda f: bool(ALLOCATOR_FRAMES.match(f)) or f.startswith(OWN)
         else:
             found = _runtime_allocator(st.functions)
@@ -170,9 +174,6 @@ def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
             (rt, fn), mine = found, (lambda r: lambda f: bool(r.frames.search(f) or r.alloc.search(f)))(found[0])
         key = rt.name if rt else "malloc"
         by_name[key] = rt
-        # memsleuth's heap accounting runs in malloc's and free's place in the explaining run (it reads
-        # each block's header before the allocator does): the allocator's calls, counted as theirs
-        wrapped[key] += st.samples if wrapper else 0
         hits[key] += st.samples
         fns.setdefault(key, Counter())[fn] += st.samples
         caller = next((f for f in st.functions if not mine(f)), None)
@@ -208,10 +209,9 @@ def who_ran(stacks: CpuStacks | None) -> list[Part]:
             continue
         found = _collector_of(st.functions)
         inner = st.functions[0] if st.functions else ""
-        wrapper = inner.startswith(OWN) and ALLOCATOR_FRAMES.match(inner[len(OWN):]) is not None
         own_alloc = None if found or inner.startswith(OWN) else _runtime_allocator(st.functions)
         parts[f"{found[0].name}'s garbage collector" if found else
-              "the allocator (malloc and free)" if wrapper or ALLOCATOR_FRAMES.match(inner) else
+              "the allocator (malloc and free)" if ALLOCATOR_FRAMES.match(inner) else
               "memsleuth's own (heap accounting, call-site sampling)" if inner.startswith(OWN) else
               f"{own_alloc[0].name}'s own allocator" if own_alloc else
               "the program and its libraries"] += st.samples

@@ -48,8 +48,8 @@ def check(view: CellView) -> list[Finding]:
                     f"run's user call chains): {head}",
                     f"by function: {fns}"] + ([f"called from: {callers}"] if callers else [])
         if part.wrapped:
-            evidence.append(f"{part.wrapped:,} of those samples were in memsleuth's heap accounting, which runs around "
-                            "each malloc and free in the explaining run: counted as the allocator's calls")
+            evidence.append(f"{part.wrapped:,} more samples were in memsleuth's heap accounting, which runs around each "
+                            "malloc and free in the explaining run only: left out, as memsleuth's own")
         found = phase_mod.of_buckets(list(part.when), cs.when_bucket_ns, cs.when_span_ns) if cs is not None else None
         if found:
             evidence.append(found.text)
