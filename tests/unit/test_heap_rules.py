@@ -272,3 +272,20 @@ def test_live_bytes_at_exit_are_the_exact_total_split_by_the_samples():
     # Nothing sampled still live: the sites' live bytes stay 0.
     d["sites"][0]["live_bytes"] = 0
     assert all(x["live_bytes"] == 0 for x in heap.summarise([d])["sites"])
+
+
+def test_resident_growth_steps_aside_for_the_live_heap_that_grows_to_the_end():
+    # An awk script filling an associative array: RSS and the live heap grow together to the end.
+    # rss-growth ("this run does not show which": kept data or a leak) would contradict heap-leak,
+    # which shows it is live heap and where it was allocated.
+    from memsleuth.analysis import findings
+    from test_costs import timeline
+    grow = [[t * 100.0, (5 + t * 5) * MIB] for t in range(20)]
+    rows = [{"t_ms": t, "rss_kb": t * 50 + 2000} for t in range(0, 2000, 10)]
+    d = {"status": "ok", "wall_ns": 2 * 10 ** 9, "user_ns": 19 * 10 ** 8, "sys_ns": 10 ** 8, "minflt": 100,
+         "maxrss_kb": 102_000, "counters": {}, "syscalls": {}, "unsupported": {}, "probe": [],
+         "timeline": timeline(rows), "heap": doc(live=100 * MIB, peak=100 * MIB, timeline=grow)}
+    ids = [f.id for f in findings.for_cell(CellView("c", "glibc", [Sample.from_msrun(d)]))]
+    assert "heap-leak" in ids and "rss-growth" not in ids, ids
+    del d["heap"]           # without the heap accounting, resident growth is all there is to say
+    assert "rss-growth" in [f.id for f in findings.for_cell(CellView("c", "glibc", [Sample.from_msrun(d)]))]

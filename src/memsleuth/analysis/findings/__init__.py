@@ -82,9 +82,18 @@ def order(found: list[Finding], view: CellView) -> list[Finding]:
     return ordered
 
 
+# A finding that steps aside where another reads the same thing more exactly: resident memory that
+# grows to the end ("this run does not show which" of kept data or a leak it is) beside the heap
+# accounting's live heap growing to the end, with the sites that hold it (an awk script filling an
+# associative array got both, the first saying the run could not tell what the second told).
+SUPERSEDED_BY = {"rss-growth": "heap-leak"}
+
+
 def for_cell(view: CellView) -> list[Finding]:
     """The cell's findings, in order (order)."""
     found = [f for rule in CELL_RULES for f in rule.check(view)]
+    ids = {f.id for f in found}
+    found = [f for f in found if SUPERSEDED_BY.get(f.id) not in ids]
     if not any(f.id not in NOT_MECHANISMS for f in found):
         found += [f for rule in FALLBACK_RULES for f in rule.check(view)]
     return order(found, view)
