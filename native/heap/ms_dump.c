@@ -31,7 +31,7 @@ FILE *ms_dump_fopen(const char *path, const char *mode, char *buf, size_t size) 
 }
 
 void ms_dump_maps(FILE *f) {
-  char buf[8192];
+  static char buf[8192]; /* at the report, once per process: not on a thread's stack, which may be small */
   FILE *m = ms_dump_fopen("/proc/self/maps", "re", buf, sizeof buf);
   fputs(",\"maps\":[", f);
   if (m) {

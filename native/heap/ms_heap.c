@@ -290,13 +290,12 @@ static int64_t resident_kb(unsigned long lo, unsigned long hi) {
  * first word is its arena's address: the heaps of one arena are grouped by it. The word is read
  * with process_vm_readv, which fails (instead of faulting) if another thread unmaps the heap
  * meanwhile. The mappings come from /proc/self/maps, their resident sizes from mincore. */
-static void read_arenas(arenas_t *a) {
+static void read_arenas(arenas_t *a, char *buf, size_t size) {
   memset(a, 0, sizeof *a);
   a->count = is_glibc ? 0 : -1; /* -1: not glibc, where 64 MiB-aligned mappings are someone else's */
   a->main_kb = -1;
   if (!is_glibc) return;
-  char buf[8192];
-  FILE *f = ms_dump_fopen("/proc/self/maps", "re", buf, sizeof buf);
+  FILE *f = ms_dump_fopen("/proc/self/maps", "re", buf, size);
   if (!f) return;
   char line[512];
   while (fgets(line, sizeof line, f)) {
@@ -352,11 +351,12 @@ static void maybe_snapshot(int64_t live, int64_t peak) {
   int idle = 0;
   if (!atomic_compare_exchange_strong(&g_snapping, &idle, 1)) return;
   static arenas_t arenas; /* one snapshot at a time (g_snapping); static, not on a program's stack */
+  static char maps_buf[8192];
   int64_t rss_kb, anon_kb;
   sigset_t old;
   ms_dump_quiet(&old);
   read_memory(&rss_kb, &anon_kb);
-  read_arenas(&arenas);
+  read_arenas(&arenas, maps_buf, sizeof maps_buf);
   int own_ranges, own_complete;
   int64_t own_kb = ms_own_resident_kb(&own_ranges, &own_complete);
   pthread_mutex_lock(&g_lock);
@@ -755,10 +755,11 @@ static void write_report(void) {
     pthread_mutex_unlock(&g_lock);
     return;
   }
-  static arenas_t arenas; /* once per process */
+  static arenas_t arenas;     /* once per process */
+  static char maps_buf[8192]; /* not the one a snapshot in another thread may be reading with */
   int64_t rss_kb, anon_kb;
   read_memory(&rss_kb, &anon_kb);
-  read_arenas(&arenas);
+  read_arenas(&arenas, maps_buf, sizeof maps_buf);
   int own_ranges, own_complete;
   int64_t own_kb = ms_own_resident_kb(&own_ranges, &own_complete);
   Dl_info info;
