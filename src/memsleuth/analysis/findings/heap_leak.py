@@ -84,7 +84,8 @@ def check(view: CellView) -> list[Finding]:
         return []
     span_s = (tl[-1][0] - tl[0][0]) / 1000
     level = _by_level(tl, live, peak, span_s)
-    found = level or _by_floor(tl, live, span_s)
+    # the timeline is the main process's: its low points are held against its own bytes at exit
+    found = level or _by_floor(tl, h.main_live_bytes, span_s)
     if found is None:
         return []
     first, last, rate, evidence = found
