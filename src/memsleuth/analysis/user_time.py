@@ -146,7 +146,7 @@ def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
     accounting's wrappers of malloc and free as well: counted as the allocator's, they made malloc's
     share 10.5% of a sqlite3 run's CPU time, 15.7% of a Lua script's and 7.2% of a Perl one's, where
     perf's innermost samples of the same programs alone read about 6.5%, 11.3% and 5.9%; left out,
-    6.6%, 12.7% and 5.8%. Empty with too few samples to read a share from."""
+    check read 6.6%, 11.3% and 5.0% on the same programs. Empty with too few samples to read a share from."""
     if stacks is None or stacks.samples < MIN_SAMPLES:
         return []
     own = 0
