@@ -92,9 +92,14 @@ def test_program_pool_that_madvises_is_a_madvise_storm_with_its_advice(tmp_path)
     assert any("MADV_DONTNEED" in e for e in f["evidence"])
 
 
-def test_leak_is_rss_growth(tmp_path):
+def test_leak_is_the_live_heap_growing_not_only_resident_growth(tmp_path):
+    """1 MiB allocated every 4 ms and never freed: resident memory grows to the end, and the heap
+    accounting shows it is live heap, with its site; rss-growth ("this run does not show which")
+    steps aside for it (findings.SUPERSEDED_BY)."""
     doc = check(tmp_path, fixture("plain-leak"), "250")
-    assert "rss-growth" in found(doc)
+    f = found(doc)
+    assert "heap-leak" in f and "rss-growth" not in f, list(f)
+    assert f["heap-leak"]["numbers"]["sites"][0].startswith("main (leak.c:"), f["heap-leak"]["numbers"]
 
 
 def test_big_first_touch_is_named(tmp_path):
