@@ -101,7 +101,10 @@ def test_threads_created_during_the_window_are_counted(tmp_path, service):
     s = doc["cells"][0]["samples"][0]
     munmap = s["syscalls"]["munmap"]
     # each request's thread unmaps once: all but one or two of these calls came from threads created in the window
-    assert munmap > 25 * at["threads_at_start"] and 0.75 <= s["minflt"] / munmap / 2048 <= 1.33, (s["minflt"], munmap)
+    # (one fresh-clone run here read munmap 0 beside 517,851 faults from /proc, and passed in 9 runs
+    # after it: what the window said of its events is in the message, for the next time)
+    assert munmap > 25 * at["threads_at_start"] and 0.75 <= s["minflt"] / munmap / 2048 <= 1.33, \
+        (s["minflt"], munmap, s.get("unsupported"), sorted(s.get("counters") or {}), s.get("events_by"), at)
     f = findings(doc)["mmap-churn"]
     assert "handle_mapped (service.c:" in " ".join(f["call_sites"]), f["call_sites"]
     assert svc.poll() is None
