@@ -781,6 +781,11 @@ static int attach_mode(const msr_options *o) {
     r.ctr = &ctrs[0];
     r.ctrs = ctrs;
     r.nctr = nctr;
+  } else if (!o->no_counters && ctrs && ntid) {
+    /* No thread's counters opened: the last attempt's events, every one refused with its reason, so
+     * that the document lists them as unsupported instead of counting nothing as zero calls. */
+    r.ctr = &ctrs[0];
+    fprintf(stderr, "ms-run: no counter opened on the attached threads: the window's counts are not measured\n");
   }
   msr_targets targets = {tids, ntid, 1, -1};
   if (o->syscall_args) msr_args_open(&r.args, &targets, o->args_every);

@@ -17,6 +17,8 @@ import pytest
 
 from conftest import default_stop_signals, fixture, memsleuth, needs_tracepoints
 
+from memsleuth.measure import native
+
 pytestmark = [needs_tracepoints,
               pytest.mark.skipif(shutil.which("perf") is None, reason="perf (linux-perf) is not installed")]
 
@@ -330,3 +332,30 @@ def test_what_a_killed_memsleuth_left_in_tmp_is_removed_by_the_next(tmp_path, se
     assert memsleuth("check", "--db", str(tmp_path / "n.db"), "--no-where", "--", "true").returncode == 0
     assert glob.glob(pattern) == []
     assert svc.poll() is None
+
+
+def test_a_window_whose_counters_all_failed_says_why_instead_of_counting_zero(tmp_path):
+    """ms-run --attach where no thread's counters open (nobody, on root's process): the document
+    lists every counter as unsupported with the kernel's reason, and counts no call, where it used
+    to write empty counts that read as zero calls."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv (util-linux) to run ms-run as another user")
+    import tempfile
+    target = subprocess.Popen(["sleep", "30"])
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:      # one nobody can write in
+        os.chmod(folder, 0o777)
+        out = os.path.join(folder, "w.json")
+        try:
+            p = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", str(native.ms_run()),
+                                "--attach", str(target.pid), "--out", out, "--duration", "0.3"],
+                               capture_output=True, text=True, timeout=60, cwd="/")
+        finally:
+            target.kill()
+            target.wait()
+        assert p.returncode == 0 and "no counter opened" in p.stderr, p.stderr
+        with open(out) as f:
+            doc = json.load(f)
+    assert doc["syscalls"] == {} and "munmap" in doc["unsupported"], doc["unsupported"]
+    assert doc["unsupported"]["munmap"] and "Permission denied" in doc["unsupported"]["page-faults-minor"], \
+        doc["unsupported"]
