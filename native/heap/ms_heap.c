@@ -308,9 +308,18 @@ static void read_arenas(arenas_t *a, char *buf, size_t size) {
       a->main_kb = (a->main_kb < 0 ? 0 : a->main_kb) + resident_kb(lo, hi);
     } else if (fields == 6 && inode == 0 && (lo & ((1UL << 26) - 1)) == 0 && perms[0] == 'r' && perms[1] == 'w' &&
                hi - lo <= (1UL << 26) && !strchr(line, '[')) {
-      void *owner = NULL;
-      struct iovec mine = {&owner, sizeof owner}, theirs = {(void *)lo, sizeof owner};
-      if (process_vm_readv(getpid(), &mine, 1, &theirs, 1, 0) != (ssize_t)sizeof owner) owner = (void *)lo;
+      /* glibc's heap_info: {arena, previous heap, size, mprotect_size}. Only a mapping that starts
+       * with a plausible one is an arena's heap: any 64 MiB-aligned anonymous mapping was counted as
+       * one (a large block glibc mapped for the program can start there), and an arena_max=1 run once
+       * read a second arena of 16 MiB resident. */
+      uintptr_t hi_[4] = {0, 0, 0, 0};
+      struct iovec mine = {hi_, sizeof hi_}, theirs = {(void *)lo, sizeof hi_};
+      if (process_vm_readv(getpid(), &mine, 1, &theirs, 1, 0) != (ssize_t)sizeof hi_) continue;
+      uintptr_t ar = hi_[0], prev = hi_[1], hsize = hi_[2], hprot = hi_[3], max = 1UL << 26;
+      if (!ar || !hsize || hsize > max || hsize > hprot || hprot > max || (prev & (max - 1)) ||
+          (!prev && (ar < lo || ar >= lo + max)))
+        continue;
+      void *owner = (void *)ar;
       int k = 0;
       while (k < a->listed && a->owner[k] != owner) k++;
       if (k == a->listed) { /* a new arena (past MAX_ARENAS, each further heap counts as one) */
