@@ -287,5 +287,10 @@ def test_resident_growth_steps_aside_for_the_live_heap_that_grows_to_the_end():
          "timeline": timeline(rows), "heap": doc(live=100 * MIB, peak=100 * MIB, timeline=grow)}
     ids = [f.id for f in findings.for_cell(CellView("c", "glibc", [Sample.from_msrun(d)]))]
     assert "heap-leak" in ids and "rss-growth" not in ids, ids
+    # A live heap that grows to 20 MiB beside 100 MiB of resident growth explains a fifth of it: both stay.
+    d["heap"] = doc(live=20 * MIB, peak=20 * MIB, timeline=[[t * 100.0, (1 + t) * MIB] for t in range(20)])
+    ids = [f.id for f in findings.for_cell(CellView("c", "glibc", [Sample.from_msrun(d)]))]
+    assert "heap-leak" in ids and "rss-growth" in ids, ids
+    d["heap"] = doc(live=100 * MIB, peak=100 * MIB, timeline=grow)
     del d["heap"]           # without the heap accounting, resident growth is all there is to say
     assert "rss-growth" in [f.id for f in findings.for_cell(CellView("c", "glibc", [Sample.from_msrun(d)]))]

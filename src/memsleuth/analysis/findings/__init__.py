@@ -85,15 +85,23 @@ def order(found: list[Finding], view: CellView) -> list[Finding]:
 # A finding that steps aside where another reads the same thing more exactly: resident memory that
 # grows to the end ("this run does not show which" of kept data or a leak it is) beside the heap
 # accounting's live heap growing to the end, with the sites that hold it (an awk script filling an
-# associative array got both, the first saying the run could not tell what the second told).
+# associative array got both, the first saying the run could not tell what the second told). Only
+# where the other's bytes are at least COVERS_SHARE of its own: a 1 MiB leak does not explain
+# 500 MiB of resident growth, which then keeps its own finding.
 SUPERSEDED_BY = {"rss-growth": "heap-leak"}
+COVERS_SHARE = 0.5
+
+
+def _superseded(f: Finding, by_id: dict[str, Finding]) -> bool:
+    other = by_id.get(SUPERSEDED_BY.get(f.id, ""))
+    return other is not None and (other.cost_bytes or 0) >= COVERS_SHARE * (f.cost_bytes or 0)
 
 
 def for_cell(view: CellView) -> list[Finding]:
     """The cell's findings, in order (order)."""
     found = [f for rule in CELL_RULES for f in rule.check(view)]
-    ids = {f.id for f in found}
-    found = [f for f in found if SUPERSEDED_BY.get(f.id) not in ids]
+    by_id = {f.id: f for f in found}
+    found = [f for f in found if not _superseded(f, by_id)]
     if not any(f.id not in NOT_MECHANISMS for f in found):
         found += [f for rule in FALLBACK_RULES for f in rule.check(view)]
     return order(found, view)
