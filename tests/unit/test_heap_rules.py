@@ -244,6 +244,11 @@ def test_a_leak_beside_transient_peaks_is_read_from_the_heaps_low_points():
     assert f.numbers["by"] == "floor" and f.numbers["sites"] == ["session (srv.c:9)"]
     assert "between peaks" in f.title and "960.0 KiB still live at exit" in f.title
     assert f.numbers["live_first_bytes"] < 300 << 10 and f.numbers["live_last_bytes"] > 750 << 10
+    assert "whose heap the timeline follows" not in f.evidence[0]
+    # Several processes: the timeline is the main one's, and the evidence says whose bytes it holds.
+    several = {**doc(live=983_040, peak=41 * MIB, timeline=tl, sites=leak), "processes": 3}
+    (f,) = heap_leak.check(view(several))
+    assert "still live at exit in the process whose heap the timeline follows" in f.evidence[0], f.evidence[0]
     # The same leak where no sampled allocation was still live: found, no site named, and why.
     (f,) = heap_leak.check(view(doc(live=983_040, peak=41 * MIB, timeline=tl)))
     assert f.numbers["sites"] == [] and "MEMSLEUTH_HEAP_SAMPLE" in f.evidence[-1]

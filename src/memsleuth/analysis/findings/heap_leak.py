@@ -85,7 +85,7 @@ def check(view: CellView) -> list[Finding]:
     span_s = (tl[-1][0] - tl[0][0]) / 1000
     level = _by_level(tl, live, peak, span_s)
     # the timeline is the main process's: its low points are held against its own bytes at exit
-    found = level or _by_floor(tl, h.main_live_bytes, span_s)
+    found = level or _by_floor(tl, h.main_live_bytes, span_s, h.processes > 1)
     if found is None:
         return []
     first, last, rate, evidence = found
@@ -139,7 +139,7 @@ def _by_level(tl: list, live: float, peak: float, span_s: float) -> tuple[float,
         f"{mib(peak)} (threshold {MIN_EXIT_SHARE:.0%})"]
 
 
-def _by_floor(tl: list, live: float, span_s: float) -> tuple[float, float, float, list[str]] | None:
+def _by_floor(tl: list, live: float, span_s: float, several: bool) -> tuple[float, float, float, list[str]] | None:
     """(first, last, bytes a second, evidence) where the heap's low points rise through every fifth of the run by at
     least MIN_FLOOR_GROWTH and MIN_GROWTH times, and the last of them is still live at exit."""
     low = floors(tl)
@@ -153,5 +153,5 @@ def _by_floor(tl: list, live: float, span_s: float) -> tuple[float, float, float
     return first, last, rate, [
         f"between peaks of up to {fmt_bytes(top)}, the live heap's low point rose in every fifth of the run: "
         f"{', '.join(fmt_bytes(v) for v in low)} (threshold {MIN_GROWTH:g}x and {fmt_bytes(MIN_FLOOR_GROWTH)} from the "
-        f"first fifth to the last), about {fmt_bytes(rate)} per second; {fmt_bytes(live)} still live at exit, counted "
-        "exactly"]
+        f"first fifth to the last), about {fmt_bytes(rate)} per second; {fmt_bytes(live)} still live at exit"
+        f"{' in the process whose heap the timeline follows' if several else ''}, counted exactly"]
