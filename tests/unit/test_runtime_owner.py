@@ -202,3 +202,39 @@ def test_blocks_a_runtime_frees_through_malloc_are_mallocs_not_its_heaps():
     assert "on the allocator's side: GLIBC_TUNABLES" in f.advice, f.advice
     names = [t.name for t in tries.for_findings([f], "glibc", ["glibc", "mimalloc", "jemalloc"])]
     assert "mimalloc" in names and not any("Xms" in n for n in names), names
+
+
+# ---- the allocator makes the calls: the rule's words for that (findings.ALLOCATOR_MADE) ----
+
+def _mprotect(arenas: int | None) -> Finding:
+    numbers = {"mprotect": 138_787, "sys_share": 0.94}
+    if arenas is not None:
+        numbers.update(glibc_arenas=arenas, arena_bytes=544.1 * (1 << 20))
+    return Finding(id="mprotect-calls", title="Page protections changed again and again (mprotect): 3,834 ms = 85% of "
+                   "the CPU time", mechanism="m", evidence=["138,787 mprotect calls"],
+                   advice="change protections once per region, not per use: set a guard page when a stack or buffer "
+                          "is created", confidence="high", calls="mprotect", numbers=numbers, cost_share=0.85)
+
+
+# plain-arenas 16 32 500 on a 16-core machine: every sampled mprotect call inside malloc
+ARENA_GROWTH = {"events": {"mprotect": {
+    "samples": 395, "through_allocator": 1.0, "user_sites": [["work (arenas.c:15)", 1.0]],
+    "makers": [["work (arenas.c:15)", 1.0]],
+    "internal_paths": [["malloc -> _int_malloc -> sysmalloc -> grow_heap -> mprotect", 1.0]]}}}
+
+
+def test_mprotect_calls_glibc_makes_growing_its_thread_arenas_are_worded_and_advised_as_that():
+    (f,) = with_call_sites([_mprotect(16)], CallSites.from_dict(ARENA_GROWTH))
+    assert f.who == "allocator" and f.title.startswith("glibc's thread arenas grow a page at a time (mprotect): 3,834")
+    assert "guard page" not in f.advice and "glibc.malloc.arena_max=1" in f.advice
+    assert "16 glibc thread arenas holding up to 544.1 MiB resident (4.0 KiB for each call)" in " ".join(f.evidence)
+    cands = tries.for_findings([f], "glibc", list(tries.OTHER_ALLOCATORS), ["./server"], 24 << 30)
+    assert {"arena_max=1", "mimalloc"} <= {t.name for t in cands}, [t.name for t in cands]
+    # no arenas read (another malloc, or no heap accounting): the allocator's growth, no glibc words
+    (g,) = with_call_sites([_mprotect(None)], CallSites.from_dict(ARENA_GROWTH))
+    assert g.title.startswith("The allocator changes page protections") and "arena" not in g.mechanism + g.advice
+    # the program's own calls (a guard page per task): the rule's words stay
+    own = {"events": {"mprotect": {**ARENA_GROWTH["events"]["mprotect"], "through_allocator": 0.0,
+                                   "internal_paths": [["mprotect", 1.0]]}}}
+    (h,) = with_call_sites([_mprotect(16)], CallSites.from_dict(own))
+    assert h.title.startswith("Page protections changed") and "guard page" in h.advice

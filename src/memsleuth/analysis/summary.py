@@ -620,6 +620,8 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
                          + ("" if f.who in ("undetermined", decided) else
                             f": the call sites decide, over the counts across allocators (which said {f.who})")]
                 who = decided
+                if decided == "allocator" and f.id in findings.ALLOCATOR_MADE:
+                    f = findings.ALLOCATOR_MADE[f.id](f)
         # The stacks decided for the program: its own change. A rule that already named the program (a leak, its
         # own pool) keeps its advice, which fits its mechanism.
         advice = program_advice(f.calls) if who == "program" != f.who else f.advice

@@ -141,8 +141,19 @@ def _heap_overhead(f: Finding, allocator: str) -> list[Try]:
             _glibc("arena_max=2", f.id, ev, "glibc.malloc.arena_max=2", primary="peak RSS")]
 
 
+def _arena_growth(f: Finding, allocator: str) -> list[Try]:
+    """mprotect calls glibc makes growing its thread arenas (mprotect_calls.made_by_allocator): fewer
+    arenas, so that threads use the main one, which grows by brk."""
+    if allocator != "glibc" or f.who != "allocator" or not (f.numbers or {}).get("glibc_arenas"):
+        return []
+    ev = ("mprotect calls",)
+    return [_glibc("arena_max=1", f.id, ev, "glibc.malloc.arena_max=1"),
+            _glibc("arena_max=2", f.id, ev, "glibc.malloc.arena_max=2")]
+
+
 TRIES = {
     "heap-overhead": _heap_overhead,
+    "mprotect-calls": _arena_growth,
     "heap-retained": _heap_overhead,
     "heap-trim-churn": _heap_trim,
     "mmap-churn": _mmap_churn,
@@ -159,7 +170,11 @@ ALLOCATOR_SENSITIVE = {"heap-trim-churn": ("brk calls", "page faults"),
                        "rss-blowup": ("peak RSS", "time-averaged RSS"),
                        "heap-overhead": ("peak RSS", "time-averaged RSS"),
                        "heap-retained": ("time-averaged RSS", "peak RSS"),
-                       "allocator-time": ("peak RSS",)}
+                       "allocator-time": ("peak RSS",),
+                       "mprotect-calls": ("mprotect calls",)}
+# Of those, the findings another allocator can change only where the allocator makes their calls or
+# spends their time (the call sites said so: summary.with_call_sites).
+ALLOCATOR_MADE_ONLY = ("allocator-time", "mprotect-calls")
 
 
 
@@ -226,7 +241,7 @@ def for_findings(found: list[Finding], allocator: str, installed: list[str], com
                     out[t.key] = out[t.key].merged(t) if t.key in out else t
             continue
         found_tries = list(TRIES.get(f.id, lambda *_: [])(f, allocator))
-        if f.id in ALLOCATOR_SENSITIVE and not (f.id == "allocator-time" and f.who != "allocator"):
+        if f.id in ALLOCATOR_SENSITIVE and not (f.id in ALLOCATOR_MADE_ONLY and f.who != "allocator"):
             found_tries += [Try(other, f.id, ALLOCATOR_SENSITIVE[f.id], allocator=other,
                                 primary="peak RSS" if f.id in MEMORY_FINDINGS else "time")
                             for other in OTHER_ALLOCATORS if other != allocator and other in installed]

@@ -92,6 +92,11 @@ SUPERSEDED_BY = {"rss-growth": "heap-leak"}
 COVERS_SHARE = 0.5
 
 
+# A rule whose mechanism is another where the calls' sites say the allocator makes them (malloc/free
+# in the stacks): its words for that case (analysis/summary.with_call_sites).
+ALLOCATOR_MADE = {"mprotect-calls": mprotect_calls.made_by_allocator}
+
+
 def _superseded(f: Finding, by_id: dict[str, Finding]) -> bool:
     other = by_id.get(SUPERSEDED_BY.get(f.id, ""))
     return other is not None and (other.cost_bytes or 0) >= COVERS_SHARE * (f.cost_bytes or 0)
