@@ -8,13 +8,17 @@ the same wall time at every T while T is at most the CPUs:
 Interleaved in each round: the program alone, its measured run (ms-run: counters on the command's
 tasks, syscalls by name, the RSS timeline) and an explaining run as `check` makes one (the heap
 accounting in front of glibc, the call-site sampler, the CPU samplers, the memory syscalls'
-arguments): the program's wall time, for the two runs as ms-run measured it. Printed for each T: measured run / program and explaining
-run / measured run, paired, with 95% CIs. Whatever memsleuth's preloads share between threads
+arguments): the program's wall time, for the two runs as ms-run measured it. Printed for each T:
+measured run / program and explaining run / measured run, paired, with 95% CIs. Whatever memsleuth's preloads share between threads
 (libmsheap's totals and its table of sampled blocks, the samplers' buffers) shows as an
 explaining-run ratio that grows with T.
 
-The 2-core VM can only show T = 1 and 2; the lent 16-core machine shows the rest (docs/usage.md,
-"What check costs").
+The 2-core VM can only show T = 1 and 2; a 16-core machine shows the rest. Measured on a lent
+16-core VM (Intel Xeon, kernel 6.18, glibc 2.39; 2026-11-27, 4 rounds, BENCH_THREADS=1,4,16), the
+explaining run over the measured run: threads-stress 1.21x at 1 thread, 1.24x at 4, 1.18x at 16;
+server 1.19x at 1, 1.05x at 4 (16 threads did not finish in the time the run had). It does not grow
+with the threads. On this project's 2-vCPU VM (3 rounds): threads-stress 1.32x and 1.25x, server
+1.44x and 1.24x at 1 and 2 threads.
 
     .venv/bin/python bench/thread_scaling.py        (root for the syscall tracepoints)
 """
