@@ -9,9 +9,9 @@ Interleaved in each round: the program alone, its measured run (ms-run: counters
 tasks, syscalls by name, the RSS timeline) and an explaining run as `check` makes one (the heap
 accounting in front of glibc, the call-site sampler, the CPU samplers, the memory syscalls'
 arguments): the program's wall time, for the two runs as ms-run measured it. Printed for each T:
-measured run / program and explaining run / measured run, paired, with 95% CIs. Whatever memsleuth's preloads share between threads
-(libmsheap's totals and its table of sampled blocks, the samplers' buffers) shows as an
-explaining-run ratio that grows with T.
+measured run / program and explaining run / measured run, paired, with 95% CIs. Whatever
+memsleuth's preloads share between threads (libmsheap's totals and its table of sampled blocks,
+the samplers' buffers) shows as an explaining-run ratio that grows with T.
 
 The 2-core VM can only show T = 1 and 2; a 16-core machine shows the rest. Measured on a lent
 16-core VM (Intel Xeon, kernel 6.18, glibc 2.39; 2026-11-27, 4 rounds, BENCH_THREADS=1,4,16), the
