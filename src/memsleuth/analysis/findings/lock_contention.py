@@ -56,7 +56,8 @@ def _process(view: CellView) -> list[Finding]:
         evidence=evidence,
         advice="if the program's own lock: shorten what it guards, or give each thread its own (a per-thread pool, "
                "thread_local); if the allocator's: an allocator with thread-local caches (mimalloc, jemalloc, "
-               "tcmalloc), or glibc.malloc.arena_max raised",
+               "tcmalloc), or under glibc more arenas (glibc.malloc.arena_max) where the threads outnumber them (by default 8 "
+               "per core)",
         subject=view.label, confidence=confidence_from_margin(per_s / FUTEX_PER_S),
         numbers={"futex": futex, "futex_per_s": per_s}, calls="futex", cost_ns=spent, cost_share=split.share(spent))]
 
@@ -82,7 +83,8 @@ def check(view: CellView) -> list[Finding]:
                  + ([f"{sc.context_switches:,.0f} context switches = {csw:.2f} per 1000 ops"] if csw is not None else [])
                  + ([f"{share:.0%} of CPU time in the kernel"] if share is not None else []),
         advice="use an allocator with thread-local caches (mimalloc, jemalloc, tcmalloc); for glibc raise "
-               "glibc.malloc.arena_max, keep glibc.malloc.tcache_count up; in the program reuse per-thread buffers "
+               "glibc.malloc.arena_max where the threads outnumber its arenas (by default 8 per core), keep "
+               "glibc.malloc.tcache_count up; in the program reuse per-thread buffers "
                "(thread_local) instead of allocating in the hot loop",
         subject=view.label, confidence=confidence_from_margin(futex / FUTEX_PER_KOP),
         numbers={"futex_per_kop": futex, "csw_per_kop": csw}, calls="futex",
