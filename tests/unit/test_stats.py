@@ -195,3 +195,40 @@ def test_the_memory_table_calls_a_cell_the_fastest_only_where_that_was_resolved(
     assert not any(c.best_resolved for c in g.cells)
     words = [row[-1] for row in memory_table([g], []).rows]
     assert "the fastest" not in words and "the lowest median time (no winner resolved)" in words, words
+
+
+def _harness_run(own: dict[str, float], harness_ns: float = 7.0):
+    """A stored compare of a workload with a harness region: per allocator, its own ns/op (main minus
+    harness), each round within +-0.3 ns of it."""
+    from memsleuth.records.evidence import Sample
+    from memsleuth.records.model import AllocatorInfo, MachineInfo, RunSpec
+    from memsleuth.records.stored import StoredCell, StoredRun
+    ops = 10**7
+    stored = []
+    for i, (name, ns) in enumerate(own.items()):
+        samples = []
+        for r in range(6):
+            main = harness_ns + ns + 0.1 * ((r * 5 + i) % 7 - 3)
+            regions = [{"type": "region", "name": "main", "ops": ops, "wall_ns": int(main * ops)},
+                       {"type": "region", "name": "harness", "ops": ops, "wall_ns": int(harness_ns * ops)}]
+            samples.append((r, False, Sample.from_msrun({"status": "ok", "wall_ns": int(main * ops * 1.1),
+                                                         "user_ns": int(main * ops), "probe": regions,
+                                                         "maxrss_kb": 1000})))
+        stored.append(StoredCell(i + 1, i, AllocatorInfo(name), {}, {}, ["threads-stress"], samples))
+    return StoredRun(1, "t", "t", "complete", "compare", "threads-stress", ["memsleuth"], RunSpec(), MachineInfo(),
+                     "0", stored)
+
+
+def test_own_costs_are_compared_only_where_the_least_is_above_zero():
+    """16 threads of threads-stress on 16 cores: own costs 3.4, -0.2, -0.8 and -1.4 ns/op. The table
+    had called glibc's 3.4 "least" and mimalloc's 0.06x of it."""
+    from memsleuth.analysis.summary import analyse
+    from memsleuth.report.builders.compare import cost_table
+    (g,) = analyse(_harness_run({"glibc": 3.4, "mimalloc": -0.2, "jemalloc": -0.8, "tcmalloc": -1.4}))
+    assert all(c.own_ratio is None for c in g.cells)
+    t = cost_table([g], [])
+    assert [row[-1] for row in t.rows] == ["-"] * 4 and "no ratio is given" in " ".join(t.notes)
+    (g,) = analyse(_harness_run({"glibc": 32.2, "tcmalloc": 2.7}))     # one thread: every own cost above zero
+    by = {c.cell.allocator.name: c.own_ratio for c in g.cells}
+    assert by["tcmalloc"].median == 1.0 and 10 < by["glibc"].median < 13
+    assert "no ratio is given" not in " ".join(cost_table([g], []).notes)

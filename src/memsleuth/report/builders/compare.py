@@ -192,6 +192,9 @@ def cost_table(groups: list[Group], swept: list[str]) -> Table | None:
              "a no-op pool; own = main - harness per run, median with its 95% CI. Ratios of raw throughput include "
              "the harness and understate the allocators' own difference"
              + (f" (here the harness is {min(shares):.0%}-{max(shares):.0%} of an operation)." if shares else ".")]
+    if any(c.own_ns.median <= 0 for c in cells):
+        notes.append("An own cost at or below zero: the harness takes as long as the whole loop there, so the "
+                     "allocators' own costs are not told apart in that group and no ratio is given.")
     n = len(cols)
     return Table("Cost per operation", cols, rows, notes, align_right={n - 4, n - 3, n - 2})
 
