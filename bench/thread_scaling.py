@@ -21,6 +21,7 @@ with the threads. On this project's 2-vCPU VM (3 rounds): threads-stress 1.32x a
 1.44x and 1.24x at 1 and 2 threads.
 
     .venv/bin/python bench/thread_scaling.py        (root for the syscall tracepoints)
+    BENCH_THREADS=16 BENCH_WORKLOADS=server BENCH_ROUNDS=3 .venv/bin/python bench/thread_scaling.py
 """
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def run_wall(cell: Cell, **explaining) -> float:
 
 def main() -> None:
     print(f"{len(os.sched_getaffinity(0))} CPUs; {ROUNDS} interleaved rounds; wall times, paired ratios", flush=True)
-    for name, args in WORKLOADS.items():
+    chosen = os.environ.get("BENCH_WORKLOADS", ",".join(WORKLOADS)).split(",")
+    for name, args in ((n, a) for n, a in WORKLOADS.items() if n in chosen):
         for t in thread_counts():
             argv = [str(native.native_path(name)), *args, f"--threads={t}"]
             cell = Cell(allocators.glibc(), {}, tuple(argv))

@@ -84,3 +84,18 @@ def test_the_candidates_that_fit_the_budget_and_the_rounds_it_holds():
     assert kept == ["a", "b"] and left == ["c"] and rounds >= tries.MIN_ROUNDS
     assert tries.fit(cands, 10.0, 30.0, 20) == ([], cands, 0)
     assert tries.default_budget(0.5) == tries.BUDGET_MIN_S and tries.default_budget(10.0) == 200.0
+
+
+def test_a_change_for_a_time_finding_and_a_memory_one_is_judged_on_both_costs():
+    """Another allocator for glibc's thread arenas (tcmalloc tried here on plain-arenas 2 32 0: it addresses the memory
+    they keep (peak RSS) and their mprotect calls (time)). Time -42%, peak RSS the same: it helps,
+    where judged on peak RSS alone it was 'no effect'."""
+    from memsleuth.analysis.tries import BOTH
+    both = for_findings([finding("heap-retained"), finding("mprotect-calls", who="allocator")], "glibc", INSTALLED)
+    tc = next(t for t in both if t.name == "mimalloc")
+    assert tc.primary == BOTH and Try.from_dict(tc.to_dict()) == tc
+    same = count("peak RSS", 71e6, 70e6, "bytes")
+    j = tried.verdict(time_check(0.58, 0.50, 0.63), same, [], primary=BOTH)
+    assert j.verdict == tried.HELPS and j.cost.metric == "time (cpu)"
+    assert tried.verdict(time_check(1.0, 0.98, 1.02), same, [], primary=BOTH).verdict == tried.NO_EFFECT
+    assert tried.verdict(time_check(0.97, 0.90, 1.03), same, [], primary=BOTH).verdict == tried.UNRESOLVED

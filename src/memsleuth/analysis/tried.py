@@ -4,7 +4,8 @@ its findings name (analysis/tries.py), measured alternately in one session and r
 beyond their threshold and the runs' spread.
 
 A candidate is judged on the cost its finding is about: time for the time mechanisms (faults,
-system calls, locks), peak RSS for the memory ones (Try.primary). The finding's evidence counts
+system calls, locks), peak RSS for the memory ones (Try.primary), both for a change that addresses
+findings of each kind (either going down is the cost going down). The finding's evidence counts
 say what happened to the mechanism, and are quoted, but a count that fell while the cost did not
 (trim_threshold stops the break's moves, and the same pages are then mapped and faulted by mmap
 instead) is not a fix.
@@ -53,14 +54,16 @@ def verdict(time: gating.Check, rss: gating.Check | None, evidence: list[gating.
     """The verdict on the finding's cost. The evidence counts are quoted by the report, never used
     to judge: a count that fell while the cost did not is not a fix."""
     del evidence
-    cost = time if primary == "time" or rss is None else rss
-    down = cost.verdict == gating.IMPROVEMENT
+    costs = [c for c in ((time,) if primary == "time" else (rss,) if primary == "peak RSS" else (time, rss))
+             if c is not None] or [time]
+    down = [c for c in costs if c.verdict == gating.IMPROVEMENT]
     up = tuple(c for c in (time, rss) if c is not None and c.verdict == gating.REGRESSION)
     if down:
-        return Judgement(TRADE_OFF if up else HELPS, cost, up)
+        return Judgement(TRADE_OFF if up else HELPS, down[0], up)
     if up:
-        return Judgement(WORSE, cost, up)
-    return Judgement(NO_EFFECT if _inside(cost) else UNRESOLVED, cost)
+        return Judgement(WORSE, costs[0], up)
+    unsettled = [c for c in costs if not _inside(c)]
+    return Judgement(UNRESOLVED, unsettled[0]) if unsettled else Judgement(NO_EFFECT, costs[0])
 
 
 def _inside(c: gating.Check) -> bool:

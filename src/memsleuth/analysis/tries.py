@@ -23,6 +23,11 @@ GIB = 1 << 30
 MIB = 1 << 20
 
 
+# A change that addresses a time finding and a memory one (tcmalloc for thread arenas' mprotect calls and
+# for the memory they keep) is judged on both costs: it helps where either went down and neither up.
+BOTH = "time and peak RSS"
+
+
 @dataclass(frozen=True)
 class Try:
     name: str                                  # how reports name it: "trim_threshold=1G", "mimalloc"
@@ -31,7 +36,8 @@ class Try:
     tunables: tuple[str, ...] = ()             # GLIBC_TUNABLES entries, appended to the program's own
     env: dict[str, str] = field(default_factory=dict)   # other environment (allocator options)
     allocator: str | None = None               # another allocator instead of the one measured
-    primary: str = "time"                      # the cost the finding is about: "time" or "peak RSS"
+    # the cost the finding is about: "time" or "peak RSS"; BOTH for a change that addresses a finding of each
+    primary: str = "time"
     # Every finding it addresses with that finding's own evidence (one candidate can address two
     # findings: trim_threshold for heap-trim churn and for a madvise storm).
     addresses: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -45,7 +51,8 @@ class Try:
         addresses = self.addresses + tuple(a for a in other.addresses if a not in self.addresses)
         evidence = tuple(dict.fromkeys(m for _, ms in addresses for m in ms))
         finding = ", ".join(dict.fromkeys(f for f, _ in addresses))
-        return Try(self.name, finding, evidence, self.tunables, self.env, self.allocator, self.primary, addresses)
+        primary = self.primary if self.primary == other.primary else BOTH
+        return Try(self.name, finding, evidence, self.tunables, self.env, self.allocator, primary, addresses)
 
     @property
     def key(self) -> tuple:
