@@ -56,8 +56,8 @@ def _process(view: CellView) -> list[Finding]:
         evidence=evidence,
         advice="if the program's own lock: shorten what it guards, or give each thread its own (a per-thread pool, "
                "thread_local); if the allocator's: an allocator with thread-local caches (mimalloc, jemalloc, "
-               "tcmalloc), or under glibc more arenas (glibc.malloc.arena_max) where the threads outnumber them (by default 8 "
-               "per core)",
+               "tcmalloc), or under glibc more arenas (glibc.malloc.arena_max) where the threads outnumber them (by "
+               "default 8 per core)",
         subject=view.label, confidence=confidence_from_margin(per_s / FUTEX_PER_S),
         numbers={"futex": futex, "futex_per_s": per_s}, calls="futex", cost_ns=spent, cost_share=split.share(spent))]
 
