@@ -16,7 +16,7 @@ the samplers' buffers) shows as an explaining-run ratio that grows with T.
 The 2-core VM can only show T = 1 and 2; a 16-core machine shows the rest. Measured on a lent
 16-core VM (Intel Xeon, kernel 6.18, glibc 2.39; 2026-11-27, 4 rounds, BENCH_THREADS=1,4,16), the
 explaining run over the measured run: threads-stress 1.21x at 1 thread, 1.24x at 4, 1.18x at 16;
-server 1.19x at 1, 1.05x at 4 (16 threads did not finish in the time the run had). It does not grow
+server 1.19x at 1, 1.05x at 4, 1.08x at 16 (3 rounds). It does not grow
 with the threads. On this project's 2-vCPU VM (3 rounds): threads-stress 1.32x and 1.25x, server
 1.44x and 1.24x at 1 and 2 threads.
 

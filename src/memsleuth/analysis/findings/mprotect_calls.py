@@ -10,7 +10,10 @@ that is its thread arenas growing: each thread arena is a 64 MiB reservation tha
 usable with mprotect only as far as its blocks need (grow_heap), about one call per 4 KiB page of
 new heap (plain-arenas, 2 threads of 32 MiB: 17,351 calls, 5 with arena_max=1, 72 under mimalloc,
 9 under jemalloc; 16 threads on a 16-core machine: 85% of the CPU time, 27.6 us per call against
-4 us with 2 threads).
+4 us with 2 threads). Fewer arenas remove the calls but share the arenas' locks: `check --try` on
+that 16-thread run measured arena_max=1 at +748% CPU time and arena_max=2 at +199%, mimalloc at
+-90%, jemalloc -67%, tcmalloc -41% (with 2 threads here: arena_max=1 +12%, tcmalloc -42%); so the
+other allocators come first in the advice.
 """
 from __future__ import annotations
 
@@ -87,6 +90,6 @@ def made_by_allocator(f: Finding) -> Finding:
                   "(glibc.malloc.top_pad sets only a new arena heap's first size, not its growth); each call takes "
                   "the address-space lock for writing and splits or merges the arena's mapping. The main arena grows "
                   "by brk instead, with top_pad's margin",
-        advice="fewer arenas (GLIBC_TUNABLES=glibc.malloc.arena_max=1 or 2: threads then share the main arena, "
-               "which grows by brk, and wait for its lock), or an allocator that commits memory in larger steps "
-               "(mimalloc, jemalloc, tcmalloc)")
+        advice="an allocator that commits memory in larger steps (mimalloc, jemalloc, tcmalloc); fewer glibc arenas "
+               "(GLIBC_TUNABLES=glibc.malloc.arena_max=1 or 2) remove the calls too, but the threads then share the "
+               "arenas and wait for each other's locks, which with many threads can cost more than the calls")
