@@ -135,10 +135,12 @@ int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_
       for (int e = 0; e < s->nev; e++) {
         base_attr(&a, t->attach);
         if (config_of(s, e, &a)) continue;
-        if (freq) { /* a rate, not a period: the kernel adjusts the period, each sample says its own */
+        if (freq) {
+          /* A rate, not a period. Each sample counts once: the periods the kernel gives a tracepoint at
+           * a rate are not its events (a futex-bound 2-thread window: periods summing to 45M against
+           * 608k calls counted), so the reader scales the samples to the window's counts (at_rate). */
           a.freq = 1;
           a.sample_freq = freq;
-          a.sample_type |= PERF_SAMPLE_PERIOD;
         } else {
           a.sample_period = s->period[e];
         }
@@ -259,19 +261,15 @@ static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip
   }
 }
 
-/* { header, u64 id, u32 pid, tid, u64 time, [u64 period: rate mode], u64 nr, u64 ips[nr] } */
+/* { header, u64 id, u32 pid, tid, u64 time, u64 nr, u64 ips[nr] } */
 static void on_sample(msr_sites *s, const unsigned char *rec, size_t n) {
   size_t hs = sizeof(struct perf_event_header), at = hs + 24;
-  uint64_t id, nr, weight = 1, time;
+  uint64_t id, nr, time;
   uint32_t pid;
-  if (n < at + 8 + (s->freq ? 8 : 0)) return;
+  if (n < at + 8) return;
   memcpy(&id, rec + hs, 8);
   memcpy(&pid, rec + hs + 8, 4);
   memcpy(&time, rec + hs + 16, 8);
-  if (s->freq) { /* each sample stands for the events of its period */
-    memcpy(&weight, rec + at, 8);
-    at += 8;
-  }
   memcpy(&nr, rec + at, 8);
   const unsigned char *ips = rec + at + 8;
   if (at + 8 + nr * 8 > n) nr = (n - at - 8) / 8;
@@ -300,7 +298,7 @@ static void on_sample(msr_sites *s, const unsigned char *rec, size_t n) {
   p->samples++;
   if (depth || cpu) {
     int when = msr_when_bucket(&s->when, time, s->stacks[0].when, s->nstacks, sizeof *s->stacks);
-    add_stack(s, (int32_t)(p - s->procs), (uint8_t)ev, chain, depth, weight, when);
+    add_stack(s, (int32_t)(p - s->procs), (uint8_t)ev, chain, depth, 1, when);
   }
 }
 
@@ -401,7 +399,7 @@ static void write_doc(msr_sites *s, int32_t pi) {
   for (int e = 0; e < s->nev; e++) {
     msj_obj_begin(&j, NULL);
     msj_str(&j, "name", s->name[e]);
-    msj_u64(&j, "period", s->freq ? 1 : s->period[e]); /* rate mode: a stack's count is its events */
+    msj_u64(&j, "period", s->freq ? 1 : s->period[e]); /* rate mode: its samples, scaled by the reader */
     msj_bool(&j, "opened", s->opened[e]);
     if (!s->opened[e]) msj_str(&j, "why", s->ev_why[e][0] ? s->ev_why[e] : "not opened");
     msj_obj_end(&j);

@@ -359,3 +359,36 @@ def test_a_window_whose_counters_all_failed_says_why_instead_of_counting_zero(tm
     assert doc["syscalls"] == {} and "munmap" in doc["unsupported"], doc["unsupported"]
     assert doc["unsupported"]["munmap"] and "Permission denied" in doc["unsupported"]["page-faults-minor"], \
         doc["unsupported"]
+
+
+def test_without_perf_the_kernels_samples_are_counted_once_each(tmp_path):
+    """No perf installed: the window's call sites are ms-run's own kernel samples, taken at a rate.
+    The periods the kernel gives a tracepoint at a rate are not its events (a futex-bound server:
+    periods summing to 45M against 608k futex calls counted, shown as '45161122 sampled stacks'):
+    each sample counts once, and no event has more samples than the window counted."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name in ("llvm-symbolizer", "addr2line", "c++filt"):
+        if shutil.which(name):
+            os.symlink(shutil.which(name), tools / name)
+    target = subprocess.Popen([str(native.native_path("server")), "--iterations=400000000", "--threads=2"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        js = tmp_path / "a.json"
+        env = {**os.environ, "PATH": str(tools), "COLUMNS": "200"}
+        proc = subprocess.run([sys.executable, "-m", "memsleuth", "check", "--pid", str(target.pid), "--duration", "2",
+                               "--db", str(tmp_path / "a.db"), "--json", str(js)],
+                              capture_output=True, text=True, timeout=120, env=env)
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        target.kill()
+        target.wait()
+    doc = json.loads(js.read_text())
+    (cell,) = doc["cells"]
+    where, s = cell["where"], cell["samples"][0]
+    assert where.get("sampler") == "kernel", where
+    counted = {**s["syscalls"], "page-faults": s["minflt"] + s["majflt"]}
+    sampled = {name: e["samples"] for name, e in where["events"].items() if name in counted}
+    assert sampled.get("futex", 0) > 0 and s["syscalls"]["futex"] > 10_000, (sampled, s["syscalls"])
+    assert all(n <= counted[name] for name, n in sampled.items()), (sampled, counted)
