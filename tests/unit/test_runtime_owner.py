@@ -238,3 +238,16 @@ def test_mprotect_calls_glibc_makes_growing_its_thread_arenas_are_worded_and_adv
                                    "internal_paths": [["mprotect", 1.0]]}}}
     (h,) = with_call_sites([_mprotect(16)], CallSites.from_dict(own))
     assert h.title.startswith("Page protections changed") and "guard page" in h.advice
+
+
+def test_who_is_not_determined_says_what_would_settle_it():
+    """A 16-thread server attached to on 16 cores: its futex calls' sites shown, 39% of them through free
+    (the rest cut at glibc's lock wake): the words named --where, which check does not have."""
+    from memsleuth.report.wording import who_text
+    f = Finding(id="lock-contention", title="t", mechanism="m", evidence=[], advice="a", confidence="high",
+                calls="futex", call_sites=["futex calls come from (of 536 sampled stacks): wl_free (ms_wl.h:139) 65%"])
+    assert who_text(f).startswith("not determined: the sampled call sites above do not settle it; run `memsleuth "
+                                  "compare` under two allocators")
+    bare = who_text(Finding(id="lock-contention", title="t", mechanism="m", evidence=[], advice="a",
+                            confidence="high", calls="futex"))
+    assert "check without --no-where, compare with --where" in bare and "`--where`" not in bare

@@ -101,8 +101,13 @@ def who_text(f) -> str | None:
         return f"the allocator (it makes the {f.calls} calls: see the evidence)"
     if f.who == "runtime":
         return f"{f.numbers.get('runtime', 'the runtime')} (its own code makes the {f.calls} calls: see the call sites)"
-    return (f"not determined: run `memsleuth compare` under two allocators (the {f.calls} calls are the "
-            "program's if their count does not change), or look at the call sites (`--where`)")
+    compare = (f"run `memsleuth compare` under two allocators (the {f.calls} calls are the program's if their count "
+               "does not change)")
+    if getattr(f, "call_sites", None):
+        # the sites were sampled and shown, but split: neither most through malloc/free nor most straight from the
+        # program's code (analysis/summary.with_call_sites), or too few stacks unwound to its code
+        return f"not determined: the sampled call sites above do not settle it; {compare}"
+    return f"not determined: {compare}, or record the call sites (check without --no-where, compare with --where)"
 
 
 def variant_lines(run: StoredRun) -> list[str]:
