@@ -37,7 +37,7 @@ typedef struct {
   uint64_t iterations, ws, seed, min_size, max_size, threads, harness_only, warmup_ops, every, harness_ops;
 } params;
 
-typedef struct {
+typedef struct __attribute__((aligned(WL_ALIGN))) { /* each thread's on lines of its own (ms_wl.h) */
   const params *p;
   pthread_barrier_t *ready, *go; /* threads: warm up, wait for region main to start, run */
   uint64_t rng;
@@ -164,7 +164,8 @@ int main(int argc, char **argv) {
   uint64_t timer_ns = wl_timer_ns();
 
   ms_region_begin("setup");
-  worker *ws = calloc(p.threads, sizeof *ws);
+  worker *ws = aligned_alloc(WL_ALIGN, p.threads * sizeof *ws);
+  if (ws) memset(ws, 0, p.threads * sizeof *ws);
   for (unsigned t = 0; ws && t < p.threads; t++) {
     ws[t].p = &p;
     ws[t].idx = t;
