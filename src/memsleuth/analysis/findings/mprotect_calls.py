@@ -26,6 +26,7 @@ from memsleuth.analysis.view import CellView
 # Fewer calls than this are set-up whatever they cost: a thread's guard page (one call per thread
 # created), the loader's RELRO, a runtime making its heap accessible as it grows.
 MIN_CALLS = 1000
+TITLE = "Page protections changed again and again (mprotect)"
 
 
 def check(view: CellView) -> list[Finding]:
@@ -52,7 +53,7 @@ def check(view: CellView) -> list[Finding]:
         numbers.update(glibc_arenas=max(s.arenas or 0 for s in snaps),
                        arena_bytes=max((s.arena_rss_kb or 0.0) * 1024 for s in snaps))
     return [Finding(
-        id="mprotect-calls", title=f"Page protections changed again and again (mprotect): {split.describe(spent)}",
+        id="mprotect-calls", title=f"{TITLE}: {split.describe(spent)}",
         mechanism="each mprotect call takes the address-space lock for writing, splits the mapping at the range's "
                   "edges or merges it back, rewrites the range's page-table entries and flushes their TLB entries: "
                   "protections changed per task or per object (guard pages set and cleared, memory made read-only "
@@ -71,7 +72,7 @@ def made_by_allocator(f: Finding) -> Finding:
     under glibc with thread arenas (the heap accounting read them), its arenas growing a page at a
     time; otherwise the allocator's own growth and trimming, whichever allocator it is."""
     arenas, held = f.numbers.get("glibc_arenas") or 0, f.numbers.get("arena_bytes") or 0.0
-    cost = f.title.rsplit(": ", 1)[-1]
+    cost = f.title.removeprefix(f"{TITLE}: ")     # the cost as check() worded it
     if not arenas:
         return replace(
             f, title=f"The allocator changes page protections again and again (mprotect): {cost}",
