@@ -299,3 +299,16 @@ def test_resident_growth_steps_aside_for_the_live_heap_that_grows_to_the_end():
     d["heap"] = doc(live=100 * MIB, peak=100 * MIB, timeline=grow)
     del d["heap"]           # without the heap accounting, resident growth is all there is to say
     assert "rss-growth" in [f.id for f in findings.for_cell(CellView("c", "glibc", [Sample.from_msrun(d)]))]
+
+
+def test_a_fifth_spent_inside_one_peak_does_not_hide_the_leak():
+    """The fixture's first request touches its whole 24 MiB buffer; beside two busy loops it took
+    longer than a fifth of the run, and that fifth's low point was the peak itself: a leak read as
+    falling low points, none found (a loaded fresh-clone run)."""
+    tl = [[0.0, 24 * MIB], [70.0, 24 * MIB + (32 << 10)]]          # the first request, 70 ms
+    tl += [[70.0 + r * 6.0 + d, v] for r in range(1, 40)
+           for d, v in ((0.0, (r + 1) * (32 << 10) + 24 * MIB), (1.0, (r + 1) * (32 << 10)))]
+    low = heap_leak.floors(tl)
+    assert low == sorted(low) and low[0] < 200 << 10 and low[-1] > 900 << 10, [round(v / 1024) for v in low]
+    (f,) = heap_leak.check(view(doc(live=40 * (32 << 10), peak=25 * MIB, timeline=tl)))
+    assert f.numbers["by"] == "floor" and "fell to from each fifth of the run on rose: 64.0 KiB" in f.evidence[0]
