@@ -188,3 +188,30 @@ def test_a_libraries_advice_is_given_only_where_its_frames_make_the_calls():
     assert "out=" in " ".join(runtimes.library_advice(numpy_sites))
     assert runtimes.library_advice(bytearray_sites) == []
     assert "numpy" not in runtimes.by_name("CPython").release
+
+
+def test_answers_without_lines_are_cached_by_the_file_and_asked_again_for_another_file(tmp_path, monkeypatch):
+    """Debian's node has symbols and no debug information: its answers have no line, and before they
+    were never cached, so every check sent node's binary to llvm-symbolizer again (0.3 s each)."""
+    import shutil
+    import sys
+    from memsleuth.records import symbols
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(symbols.shutil, "which", lambda name: "/bin/true" if name == "llvm-symbolizer" else None)
+    asked = []
+
+    def fake(tool, wanted, deadline):
+        asked.append(list(wanted))
+        return {ref: [["v8::Function", None, None]] if ref[1] == 0x10 else [["main", "/src/m.c", 7]] for ref in wanted}
+    monkeypatch.setattr(symbols, "_llvm", fake)
+    binary = tmp_path / "node"
+    shutil.copy(sys.executable, binary)
+    found, _ = symbols.symbolize({str(binary): {0x10, 0x20}})
+    assert found[(str(binary), 0x10)] == [["v8::Function", None, None]] and len(asked) == 1
+    found, _ = symbols.symbolize({str(binary): {0x10, 0x20}})        # both from the cache now
+    assert found[(str(binary), 0x10)] == [["v8::Function", None, None]] and len(asked) == 1
+    # another file with the same build id (its unstripped build, say): the lines are shared, the rest asked again
+    other = tmp_path / "node-debug"
+    shutil.copy(sys.executable, other)
+    symbols.symbolize({str(other): {0x10, 0x20}})
+    assert asked[-1] == [(str(other), 0x10)], asked

@@ -19,7 +19,9 @@ run only), and its frames are named from it in the program's own language (`lang
 """
 from __future__ import annotations
 
+import atexit
 import bisect
+import functools
 import hashlib
 import json
 import os
@@ -27,8 +29,10 @@ import re
 import shutil
 import stat
 import struct
+import select
 import subprocess
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -81,6 +85,7 @@ def site_text(function: str | None, path: str, line: str | None, offset: int | N
     return f"{function} ({line})"
 
 
+@functools.lru_cache(maxsize=1 << 16)      # the same names come back in every stack (7,585 calls for one node check)
 def short_name(function: str) -> str:
     """A demangled C++ name without its parameter list and qualifiers ('f(int) const' -> 'f'); the
     name as it is when it has none."""
@@ -286,6 +291,22 @@ def _object_key(path: str) -> str | None:
     return "f-" + hashlib.sha1(f"{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()
 
 
+def _unlined_key(path: str) -> str | None:
+    """The cache of the answers without a line (an object with symbols and no debug information:
+    Debian's node, a JVM): keyed by the file itself and by whether debug information for its build
+    id is installed, so that the same build id found later with its lines is asked again. Without
+    it, node's binary went to llvm-symbolizer on every check (0.3 s each)."""
+    e = _elf_cached(path)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    bid = e.build_id if e and e.build_id else ""
+    debug = bool(bid) and os.path.exists(f"/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug")
+    ident = f"{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}\0{bid}\0{debug}"
+    return "n-" + hashlib.sha1(ident.encode()).hexdigest()
+
+
 def _cache_load(key: str) -> dict[str, list]:
     try:
         with open(os.path.join(cache_dir(), key + ".json"), encoding="utf-8") as f:
@@ -332,13 +353,79 @@ def _parse_blocks(lines: list[str]) -> list[Chain]:
     return out
 
 
+LLVM_ARGS = ("--inlines", "--demangle", "--functions=linkage", "--output-style=LLVM")
+
+
+class _LlvmSymbolizer:
+    """One llvm-symbolizer for the whole memsleuth process, asked again by each reader (call sites,
+    CPU stacks, the heap's sites): an object it has loaded stays loaded. Node's 100 MB binary took
+    about 0.1 s a load, three loads per check. Each answer ends with an empty line."""
+
+    def __init__(self, tool: str):
+        self.tool = tool
+        self.proc = subprocess.Popen([tool, *LLVM_ARGS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL)
+        self.lock = threading.Lock()
+
+    def ask(self, text: bytes, n: int, deadline: float) -> str:
+        """The answers to n queries, all of them or a TimeoutExpired (the process is then ended)."""
+        proc = self.proc
+        writer = threading.Thread(target=self._write, args=(text,), daemon=True)
+        writer.start()      # written beside the reading: neither pipe can fill while the other waits
+        got, blocks = bytearray(), 0
+        fd = proc.stdout.fileno()
+        while blocks < n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                self.close()
+                raise subprocess.TimeoutExpired(self.tool, 0)
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                self.close()
+                raise OSError("llvm-symbolizer ended")
+            blocks += (bytes(got[-1:]) + chunk).count(b"\n\n")
+            got += chunk
+        writer.join(timeout=1)
+        return got.decode("utf-8", "replace")
+
+    def _write(self, text: bytes) -> None:
+        try:
+            self.proc.stdin.write(text)
+            self.proc.stdin.flush()
+        except (OSError, ValueError):
+            pass
+
+    def close(self) -> None:
+        global _SYMBOLIZER
+        if _SYMBOLIZER is self:
+            _SYMBOLIZER = None
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.SubprocessError):
+            pass
+
+
+_SYMBOLIZER: _LlvmSymbolizer | None = None
+
+
+@atexit.register
+def _close_symbolizer() -> None:
+    if _SYMBOLIZER is not None:
+        _SYMBOLIZER.close()
+
+
 def _llvm(tool: str, wanted: list[tuple[str, int]], deadline: float) -> dict[tuple[str, int], Chain]:
+    global _SYMBOLIZER
     asked = [(p, a) for p, a in wanted if '"' not in p and "\n" not in p]   # a path it cannot quote stays unnamed
-    text = "".join(f'"{p}" {hex(a)}\n' for p, a in asked)
-    proc = subprocess.run([tool, "--inlines", "--demangle", "--functions=linkage", "--output-style=LLVM"],
-                          input=text, capture_output=True, text=True, errors="replace",
-                          timeout=max(0.5, deadline - time.monotonic()))
-    blocks = _parse_blocks(proc.stdout.split("\n"))
+    if not asked:
+        return {}
+    text = "".join(f'"{p}" {hex(a)}\n' for p, a in asked).encode("utf-8", "surrogateescape")
+    if _SYMBOLIZER is None or _SYMBOLIZER.tool != tool or _SYMBOLIZER.proc.poll() is not None:
+        _SYMBOLIZER = _LlvmSymbolizer(tool)
+    with _SYMBOLIZER.lock:
+        out = _SYMBOLIZER.ask(text, len(asked), deadline)
+    blocks = _parse_blocks(out.split("\n"))
     return {ref: blocks[i] for i, ref in enumerate(asked) if i < len(blocks)}
 
 
@@ -393,14 +480,18 @@ def symbolize(wanted: dict[str, set[int]], budget_s: float = SYMBOLIZE_S) -> tup
     deadline = time.monotonic() + budget_s
     found: dict[tuple[str, int], Chain] = {}
     todo: dict[str, list[int]] = {}
-    caches: dict[str, tuple[str, dict]] = {}
+    caches: dict[str, tuple[str, dict, str | None, dict]] = {}
     for path, addrs in wanted.items():
         key = _object_key(path)
         cached = _cache_load(key) if key else {}
+        unlined_key = _unlined_key(path) if key else None
+        unlined = _cache_load(unlined_key) if unlined_key else {}
         if key:
-            caches[path] = (key, cached)
+            caches[path] = (key, cached, unlined_key, unlined)
         for a in addrs:
             hit = cached.get(hex(a))
+            if hit is None:
+                hit = unlined.get(hex(a))
             if hit is not None:
                 found[(path, a)] = hit
             else:
@@ -427,12 +518,17 @@ def symbolize(wanted: dict[str, set[int]], budget_s: float = SYMBOLIZE_S) -> tup
         for path, addrs in todo.items():
             if path not in caches or not any((path, a) in got for a in addrs):
                 continue
-            key, cached = caches[path]
-            # Only what has a line is kept: the same build id may later come with its symbols or
-            # debug information (a stripped copy named first, its unstripped build after).
-            keep = {hex(a): got[(path, a)] for a in addrs if (path, a) in got and all(f[2] for f in got[(path, a)])}
+            key, cached, unlined_key, unlined = caches[path]
+            # What has a line is kept by build id; the rest by the file (_unlined_key): the same build id
+            # may later come with its symbols or debug information (a stripped copy named first, its
+            # unstripped build after).
+            answered = {hex(a): got[(path, a)] for a in addrs if (path, a) in got}
+            keep = {k: chain for k, chain in answered.items() if all(f[2] for f in chain)}
+            rest = {k: chain for k, chain in answered.items() if k not in keep}
             if keep:
                 _cache_store(key, {**cached, **keep})
+            if rest and unlined_key:
+                _cache_store(unlined_key, {**unlined, **rest})
     _demangle(found)    # names the symbolizer's demangler left mangled, cached ones included
     return found, notes
 
