@@ -316,7 +316,14 @@ def _cache_load(key: str) -> dict[str, list]:
         return {}
 
 
+# At most this many addresses per object's cache file, the newest kept: the CPU samples' addresses in
+# a runtime's binary differ from run to run, and the file is rewritten whole at each store.
+CACHE_ENTRIES = 20_000
+
+
 def _cache_store(key: str, frames: dict[str, list]) -> None:
+    if len(frames) > CACHE_ENTRIES:
+        frames = dict(list(frames.items())[-CACHE_ENTRIES:])
     try:
         os.makedirs(cache_dir(), 0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=cache_dir(), prefix=".tmp-")
