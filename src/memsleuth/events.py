@@ -33,6 +33,12 @@ MECHANISM_FLOORS = {"madvise": 10, "munmap": 100, "brk": 50, "mremap": 50}
 # skips its explaining runs and says so.
 FAULT_FLOOR = 8000
 FUTEX_FLOOR = 1000
+# Fewer mprotect calls are set-up whatever they cost (findings/mprotect_calls.py).
+MPROTECT_FLOOR = 1000
+# The count from which an event can be a finding of the whole process: its call sites are then
+# sampled fully (measure/where.periods), below it a few stacks only. mmap is not here: its sites say
+# who maps memory (a runtime's own heap) whatever its count.
+SITE_FLOORS = {"page-faults": FAULT_FLOOR, "futex": FUTEX_FLOOR, "mprotect": MPROTECT_FLOOR, **MECHANISM_FLOORS}
 # Below this peak resident memory, no memory finding speaks (findings/heap_*.py: what a process's
 # resident memory is made of matters from tens of MiB): `check` then skips the heap accounting.
 MEMORY_FLOOR_BYTES = 16 << 20

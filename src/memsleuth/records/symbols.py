@@ -328,7 +328,7 @@ def _cache_store(key: str, frames: dict[str, list]) -> None:
         os.makedirs(cache_dir(), 0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=cache_dir(), prefix=".tmp-")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"v": CACHE_VERSION, "frames": frames}, f)
+            f.write(json.dumps({"v": CACHE_VERSION, "frames": frames}))   # dumps: the C encoder, ~10x json.dump
         os.replace(tmp, os.path.join(cache_dir(), key + ".json"))
     except OSError:
         pass   # a cache that cannot be written only costs the next run the same work

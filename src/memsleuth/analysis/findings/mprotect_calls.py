@@ -22,10 +22,11 @@ from dataclasses import replace
 from memsleuth.analysis.cost import confidence_from_share
 from memsleuth.analysis.findings.base import Finding, kernel_share, mib, rate_per_s
 from memsleuth.analysis.view import CellView
+from memsleuth.events import MPROTECT_FLOOR
 
 # Fewer calls than this are set-up whatever they cost: a thread's guard page (one call per thread
 # created), the loader's RELRO, a runtime making its heap accessible as it grows.
-MIN_CALLS = 1000
+MIN_CALLS = MPROTECT_FLOOR
 TITLE = "Page protections changed again and again (mprotect)"
 
 
