@@ -503,6 +503,9 @@ def test_joins_that_cost_are_still_no_lock_contention_where_the_tasks_created_ex
     assert lock_contention.check(_threading(clone=820, waits=80, tasks=40_050)) == []
     (f,) = lock_contention.check(_threading(clone=820, waits=80, futex=400_000, tasks=40_050))
     assert f.id == "lock-contention" and f.cost_share == pytest.approx(0.08, abs=0.01)
+    # headed by its cost, as every finding is (the waiting itself is not CPU time)
+    assert f.title.startswith("Lock contention: threads wait for each other in the kernel (futex); the calls "
+                              "themselves ") and "% of the CPU time" in f.title, f.title
     # where the tasks were not read, a material futex cost stays a finding
     assert [f.id for f in lock_contention.check(_threading(clone=820, waits=80))] == ["lock-contention"]
 

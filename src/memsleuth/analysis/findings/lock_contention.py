@@ -25,6 +25,12 @@ MIN_FUTEX = 1000
 JOIN_FUTEX_PER_TASK = 2.0
 
 
+def title(cost: str) -> str:
+    """Headed by what the futex calls themselves cost, as every finding is by its cost; the waiting is
+    not CPU time, and not in it."""
+    return f"Lock contention: threads wait for each other in the kernel (futex); the calls themselves {cost}"
+
+
 def _process(view: CellView) -> list[Finding]:
     sc = view.process
     if sc is None or sc.syscalls.get("futex", 0) < MIN_FUTEX or not sc.wall_ns:
@@ -50,7 +56,7 @@ def _process(view: CellView) -> list[Finding]:
     if sc.context_switches is not None:
         evidence.append(f"{sc.context_switches:,.0f} context switches")
     return [Finding(
-        id="lock-contention", title="Lock contention: threads wait for each other in the kernel (futex)",
+        id="lock-contention", title=title(split.describe(spent)),
         mechanism="threads collide on a lock and enter the kernel (futex) to wait for it or to wake a waiter: an "
                   "uncontended lock never makes that call",
         evidence=evidence,
@@ -74,8 +80,9 @@ def check(view: CellView) -> list[Finding]:
     csw = sc.per_kop(sc.context_switches) if sc.context_switches is not None else None
     share = sc.sys_share
     split = view.kernel_split(sc)
+    spent = split.cost("futex")
     return [Finding(
-        id="lock-contention", title="Lock contention: threads wait for each other in the kernel (futex)",
+        id="lock-contention", title=title(split.describe(spent)),
         mechanism="threads collide on a lock and enter the kernel (futex) to wait for it or to wake a waiter: an "
                   "uncontended lock never makes that call",
         evidence=[f"{sc.syscalls['futex']:,.0f} futex calls in region main = {futex:.2f} per 1000 ops "
@@ -88,4 +95,4 @@ def check(view: CellView) -> list[Finding]:
                "(thread_local) instead of allocating in the hot loop",
         subject=view.label, confidence=confidence_from_margin(futex / FUTEX_PER_KOP),
         numbers={"futex_per_kop": futex, "csw_per_kop": csw}, calls="futex",
-        cost_ns=split.cost("futex"), cost_share=split.share(split.cost("futex")))]
+        cost_ns=spent, cost_share=split.share(spent))]
