@@ -312,3 +312,5 @@ def test_a_fifth_spent_inside_one_peak_does_not_hide_the_leak():
     assert low == sorted(low) and low[0] < 200 << 10 and low[-1] > 900 << 10, [round(v / 1024) for v in low]
     (f,) = heap_leak.check(view(doc(live=40 * (32 << 10), peak=25 * MIB, timeline=tl)))
     assert f.numbers["by"] == "floor" and "fell to from each fifth of the run on rose: 64.0 KiB" in f.evidence[0]
+    assert "{" not in f.evidence[0] and "per second; 1.2 MiB still live at exit, counted exactly" in f.evidence[0], \
+        f.evidence[0]

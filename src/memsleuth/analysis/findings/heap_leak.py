@@ -153,5 +153,5 @@ def _by_floor(tl: list, live: float, span_s: float, several: bool) -> tuple[floa
     return first, last, rate, [
         f"between peaks of up to {fmt_bytes(top)}, the lowest the live heap fell to from each fifth of the run on "
         f"rose: {', '.join(fmt_bytes(v) for v in low)} (threshold {MIN_GROWTH:g}x and {fmt_bytes(MIN_FLOOR_GROWTH)} "
-        "from the first fifth to the last), about {fmt_bytes(rate)} per second; {fmt_bytes(live)} still live at exit"
+        f"from the first fifth to the last), about {fmt_bytes(rate)} per second; {fmt_bytes(live)} still live at exit"
         f"{' in the process whose heap the timeline follows' if several else ''}, counted exactly"]
