@@ -77,10 +77,10 @@ def made_by_allocator(f: Finding) -> Finding:
     if not arenas:
         return replace(
             f, title=f"The allocator changes page protections again and again (mprotect): {cost}",
-            mechanism="the calls come through malloc and free: the allocator makes part of its memory usable (or "
-                      "unusable) with mprotect as its heap grows and shrinks, and each call takes the address-space "
-                      "lock for writing, splits or merges the mapping and rewrites its page-table entries",
-            advice="the allocator's options that make it grow its heap in larger steps, or another allocator "
+            mechanism="the calls come from inside malloc and free (their call sites): the allocator changes the "
+                      "protection of its own memory, and each call takes the address-space lock for writing, splits "
+                      "or merges the mapping and rewrites its page-table entries",
+            advice="the allocator's options for how it commits and protects its memory, or another allocator "
                    "(compare them with `memsleuth compare`)")
     per_call = f" ({held / f.numbers['mprotect'] / 1024:,.1f} KiB for each call)" if held else ""
     evidence = [*f.evidence, f"the heap accounting read {arenas} glibc thread arena{'s' if arenas != 1 else ''} "
