@@ -107,6 +107,14 @@ static inline void wl_lat_add(wl_lat *l, int op, uint64_t ns) {
  * threads of threads-stress on 16 cores: the harness 3.7x one thread's rate, not 16x). */
 #define WL_ALIGN 128
 
+/* n zeroed workers of `size` bytes each (a multiple of WL_ALIGN: their type is aligned), each on
+ * lines of its own; NULL when out of memory. */
+static inline void *wl_workers_alloc(size_t n, size_t size) {
+  void *p = aligned_alloc(WL_ALIGN, n * size);
+  if (p) memset(p, 0, n * size);
+  return p;
+}
+
 /* One worker thread's common state, first in each workload's worker (which it aligns). */
 typedef struct __attribute__((aligned(WL_ALIGN))) {
   unsigned idx;
@@ -414,8 +422,7 @@ static inline int wl_main(const wl_program *prog) {
   uint64_t timer_ns = wl_timer_ns();
 
   ms_region_begin("setup");
-  void *ws = aligned_alloc(WL_ALIGN, (size_t)n * prog->stride); /* stride: a multiple of WL_ALIGN */
-  if (ws) memset(ws, 0, (size_t)n * prog->stride);
+  void *ws = wl_workers_alloc(n, prog->stride);
   int bad = !ws || wl_threads_init(ws, prog->stride, n, c->seed, c->every, harness_ops ? prog->scratch_bytes : 64) ||
             (prog->setup && prog->setup(ws, prog->ctx));
   ms_region_end(0);

@@ -164,8 +164,7 @@ int main(int argc, char **argv) {
   uint64_t timer_ns = wl_timer_ns();
 
   ms_region_begin("setup");
-  worker *ws = aligned_alloc(WL_ALIGN, p.threads * sizeof *ws);
-  if (ws) memset(ws, 0, p.threads * sizeof *ws);
+  worker *ws = wl_workers_alloc(p.threads, sizeof *ws);
   for (unsigned t = 0; ws && t < p.threads; t++) {
     ws[t].p = &p;
     ws[t].idx = t;

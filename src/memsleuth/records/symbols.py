@@ -280,15 +280,21 @@ def cache_dir() -> str:
     return os.path.join(base, "memsleuth", "symbols")
 
 
-def _object_key(path: str) -> str | None:
-    e = _elf_cached(path)
-    if e and e.build_id:
-        return e.build_id
+def _file_identity(path: str) -> str | None:
+    """The file itself: its real path, size and modification time; None where it cannot be read."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return "f-" + hashlib.sha1(f"{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()
+    return f"{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}"
+
+
+def _object_key(path: str) -> str | None:
+    e = _elf_cached(path)
+    if e and e.build_id:
+        return e.build_id
+    ident = _file_identity(path)
+    return "f-" + hashlib.sha1(ident.encode()).hexdigest() if ident is not None else None
 
 
 def _unlined_key(path: str) -> str | None:
@@ -296,15 +302,13 @@ def _unlined_key(path: str) -> str | None:
     Debian's node, a JVM): keyed by the file itself and by whether debug information for its build
     id is installed, so that the same build id found later with its lines is asked again. Without
     it, node's binary went to llvm-symbolizer on every check (0.3 s each)."""
-    e = _elf_cached(path)
-    try:
-        st = os.stat(path)
-    except OSError:
+    ident = _file_identity(path)
+    if ident is None:
         return None
+    e = _elf_cached(path)
     bid = e.build_id if e and e.build_id else ""
     debug = bool(bid) and os.path.exists(f"/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug")
-    ident = f"{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}\0{bid}\0{debug}"
-    return "n-" + hashlib.sha1(ident.encode()).hexdigest()
+    return "n-" + hashlib.sha1(f"{ident}\0{bid}\0{debug}".encode()).hexdigest()
 
 
 def _cache_load(key: str) -> dict[str, list]:
