@@ -50,6 +50,9 @@ def perf_shares(data: Path, *cmd: str, under: tuple[str, ...] = ()) -> dict[str,
             counts["faults:" + ("private-copy" if "do_cow_fault" in names or inner.startswith("copy_") or
                                 inner.startswith(("vma_alloc_folio", "folio_prealloc", "anon_vma_prepare",
                                                   "__anon_vma_prepare")) else
+                                "shared-file-write" if any(n.endswith("_page_mkwrite") for n in names) or
+                                "finish_mkwrite_fault" in names or
+                                names >= {"do_wp_page", "fault_dirty_shared_page"} else
                                 "copy-on-write" if names & {"do_wp_page", "wp_page_copy"} else
                                 "file-backed" if any(n.startswith("filemap_") or n in ("do_read_fault", "__do_fault",
                                                                                         "do_fault") for n in names) else

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 
 import pytest
 
@@ -164,6 +165,24 @@ def test_a_file_mapped_per_request_is_named_file_backed_not_fresh_memory(tmp_pat
         assert "file" in churn["title"] and "fresh memory" not in churn["mechanism"], churn
     total = sum(f["cost_share"] or 0 for f in found.values() if f.get("cost_ns") is not None)
     assert total <= 1.0, found
+
+
+def test_a_mapped_file_written_and_synced_again_is_a_shared_file_write_not_copy_on_write(tmp_path):
+    """A store keeps a file mapped MAP_SHARED, writes a byte per page and msyncs, pass after pass: every
+    write after a writeback faults for the file system to dirty the page again (page_mkwrite, through
+    do_wp_page). The finding names that, at perf's share, never copy-on-write and its fork advice."""
+    fs = subprocess.run(["stat", "-f", "-c", "%T", str(tmp_path)], capture_output=True, text=True).stdout.strip()
+    if fs in ("tmpfs", "ramfs"):
+        pytest.skip(f"{tmp_path} is on {fs}: its pages are never written back, so no write faults again")
+    cmd = [fixture("plain-shared_file_write"), str(tmp_path / "store"), "12"]
+    doc, refs = bracketed(tmp_path, cmd, lambda: check(tmp_path, *cmd))
+    found = findings_of(doc)
+    sw = found["shared-file-write-faults"]
+    assert within_kernel(doc, sw, refs, lambda r: fault_kind_share(r, "shared-file-write")), (sw["title"], refs)
+    assert "msync" in sw["mechanism"] and "fork" not in sw["advice"], sw
+    cow = found.get("copy-on-write-faults")
+    assert cow is None or cow["cost_share"] < 0.25 * sw["cost_share"], (cow["title"], sw["title"])
+    assert "first-touch" not in found, list(found)
 
 
 @pytest.mark.parametrize("prog,args,fid,phase", [

@@ -189,6 +189,9 @@ FAULT_CHAINS = {"copy-on-write": ["copy_mc_enhanced_fast_string", "wp_page_copy"
                 # a write to a MAP_PRIVATE file mapping on 6.18: do_cow_fault inlined, its copy under do_fault
                 "private file copy": ["copy_mc_enhanced_fast_string", "do_fault", "__handle_mm_fault",
                                       "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
+                "shared file write": ["block_commit_write", "block_page_mkwrite", "ext4_page_mkwrite",
+                                      "do_page_mkwrite", "do_wp_page", "__handle_mm_fault", "handle_mm_fault",
+                                      "exc_page_fault", "asm_exc_page_fault"],
                 "huge-page zero-fill": ["clear_page_erms", "folio_zero_user", "do_huge_pmd_anonymous_page",
                                         "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
                 "NUMA hinting": ["migrate_misplaced_folio", "do_numa_page", "handle_pte_fault", "__handle_mm_fault",
@@ -258,6 +261,7 @@ def test_a_zero_fill_profile_keeps_first_touch_and_names_no_other_kind():
 
 @pytest.mark.parametrize("kind,fid,words", [
     ("private file copy", "private-file-copy-faults", "read() the file once"),
+    ("shared file write", "shared-file-write-faults", "sync less often"),
     ("NUMA hinting", "numa-hinting-faults", "numa_balancing"),
     ("hugetlbfs", "hugetlbfs-faults", "MAP_POPULATE"),
     ("mmap_lock wait", "mmap-lock-wait-faults", "mmap_threshold"),
@@ -535,3 +539,39 @@ def test_memory_locked_per_job_is_named_at_its_sampled_share():
     assert f.id == "memory-locking" and f.cost_share == pytest.approx(0.77)
     assert "mlock, munlock" in f.title and "pins" in f.mechanism and "locked pool" in f.advice
     assert memory_calls.check(_locking(lock=30, munmap=100, user=870)) == []       # 3%: not material
+
+
+@pytest.mark.parametrize("frames,kind", [
+    # 6.18's chains of a write to a clean page of a MAP_SHARED file (wp_page_shared inlined into do_wp_page)
+    (["__block_write_begin_int", "block_page_mkwrite", "ext4_page_mkwrite", "do_page_mkwrite", "do_wp_page",
+      "__handle_mm_fault"], "shared file write"),
+    (["block_dirty_folio", "fault_dirty_shared_page", "do_wp_page", "__handle_mm_fault"], "shared file write"),
+    (["pte_mkwrite", "finish_mkwrite_fault", "do_wp_page", "__handle_mm_fault"], "shared file write"),
+    (["xfs_ilock", "xfs_filemap_page_mkwrite", "do_page_mkwrite", "do_shared_fault", "do_fault"],
+     "shared file write"),
+    # a copy is copy-on-write; do_wp_page's own code is the path both share, shared out in read()
+    (["copy_mc_enhanced_fast_string", "wp_page_copy", "do_wp_page", "__handle_mm_fault"], "copy-on-write"),
+    (["vm_normal_page", "do_wp_page", "__handle_mm_fault"], cpu_profile.WRITE_PROTECT),
+    # the shared path's dirtying of a fresh fault on a file or shmem page stays theirs
+    (["block_dirty_folio", "fault_dirty_shared_page", "do_shared_fault", "do_fault"], cpu_profile.FILE_OR_SHARED),
+])
+def test_a_write_that_dirties_a_shared_file_page_is_not_copy_on_write(frames, kind):
+    assert classify([*frames, "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]) == (FAULT, kind)
+
+
+def test_the_write_protect_path_goes_to_the_kind_the_chains_name():
+    tail = ["__handle_mm_fault", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]
+    common = ["do_wp_page", *tail]
+    mkwrite = ["ext4_page_mkwrite", "do_page_mkwrite", "do_wp_page", *tail]
+    frames = sorted(set(common + mkwrite))
+
+    def profile(n_named):
+        stacks = [[0, 20, 0, [frames.index(f) for f in common], 1, [0, 20]]]
+        if n_named:
+            stacks.append([0, n_named, 0, [frames.index(f) for f in mkwrite], 1, [0, n_named]])
+        return cpu_profile.read({"samples": 20 + n_named, "period_ns": 10**6, "frames": frames, "stacks": stacks,
+                                 "when_bucket_ns": 10**6, "when_span_ns": 32 * 10**6})
+
+    p = profile(80)
+    assert p.fault_kinds == {"shared file write": 100} and sum(p.when[f"{FAULT}:shared file write"]) == 100
+    assert profile(0).fault_kinds == {"copy-on-write": 20}        # nothing names a file's: a copy's, as before

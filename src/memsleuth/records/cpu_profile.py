@@ -78,6 +78,14 @@ FILE_OR_SHARED = "file or shared memory"
 # inlines do_cow_fault into do_fault: its work, directly under do_fault, is the copy or the private
 # page it allocates and charges (a read fault or a shared one allocates no page of its own there).
 PRIVATE_FILE_COPY = "private file copy"
+SHARED_FILE_WRITE = "shared file write"
+SHARED_FILE_WRITE_SUFFIX = "_page_mkwrite"
+# A write-protect fault whose chain shows only do_wp_page's own code: a copy-on-write's or a shared
+# file page's dirtying alike (6.x inlines wp_page_shared into it).
+WRITE_PROTECT = "write-protect"
+# A path two kinds share, and the kinds it is shared out to (the first where the chains name neither).
+COMMON_PATHS = ((FILE_OR_SHARED, ("file-backed", "shared memory")),
+                (WRITE_PROTECT, ("copy-on-write", SHARED_FILE_WRITE)))
 _COW_FAULT_WORK = frozenset({"copy_mc_enhanced_fast_string", "copy_mc_to_kernel", "copy_mc_user_highpage",
                              "copy_user_highpage", "copy_page", "copy_mc_fragile", "vma_alloc_folio_noprof",
                              "vma_alloc_folio", "folio_prealloc", "alloc_pages_mpol", "alloc_pages_mpol_noprof",
@@ -100,7 +108,16 @@ FAULT_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
                                        "clear_huge_page", "folio_zero_user", "vmf_anon_prepare_huge"})),
     # A write to a private file mapping (MAP_PRIVATE): the file's page copied into a private one.
     (PRIVATE_FILE_COPY, frozenset({"do_cow_fault"})),
-    ("copy-on-write", frozenset({"do_wp_page", "wp_page_copy", "do_huge_pmd_wp_page"})),
+    # A write to a clean page of a MAP_SHARED file mapping: the page is mapped read-only until written
+    # (again after each writeback), and the file system makes it writable and dirty (page_mkwrite).
+    # Before copy-on-write, whose do_wp_page its write-protect faults go through without a copy.
+    # Each file system names its own page_mkwrite (ext4_, xfs_filemap_, btrfs_, iomap_, block_...):
+    # SHARED_FILE_WRITE_SUFFIX matches them; fault_dirty_shared_page under do_wp_page is its too.
+    (SHARED_FILE_WRITE, frozenset({"do_page_mkwrite", "wp_page_shared", "wp_pfn_shared", "finish_mkwrite_fault",
+                                   "filemap_page_mkwrite", "block_page_mkwrite", "iomap_page_mkwrite"})),
+    ("copy-on-write", frozenset({"wp_page_copy", "do_huge_pmd_wp_page"})),
+    # The write-protect fault's own path, a copy's and a shared file page's alike (read() shares it out).
+    (WRITE_PROTECT, frozenset({"do_wp_page", "wp_page_reuse"})),
     ("swap-in", frozenset({"do_swap_page", "swap_readpage", "swap_read_folio"})),
     # Shared anonymous memory, a memfd, tmpfs, /dev/shm: shmem's pages (before file-backed, whose
     # generic fault frames its chain also shows): allocated and zeroed, never read from a file.
@@ -110,7 +127,7 @@ FAULT_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
                                "page_cache_ra_order", "page_cache_sync_ra", "page_cache_async_ra",
                                "do_sync_mmap_readahead", "do_async_mmap_readahead"})),
     # The generic path of a fault on a shared or file mapping (mapping cached pages around it, installing
-    # the page, dirtying it): a file's or shared memory's alike. read() shares these out (FILE_OR_SHARED).
+    # the page, dirtying it): a file's or shared memory's alike. read() shares these out (COMMON_PATHS).
     (FILE_OR_SHARED, frozenset({"do_read_fault", "do_shared_fault", "filemap_map_pages", "__do_fault",
                                 "do_fault_around", "do_fault", "finish_fault", "fault_dirty_shared_page"})),
     ("small-page zero-fill", frozenset({"do_anonymous_page", "alloc_anon_folio"})),
@@ -190,8 +207,11 @@ def _fault(frames: list[str]) -> tuple[str, str]:
     names = set(frames)
     at = frames.index("do_fault") if "do_fault" in names else 0
     inlined_cow = bool(at) and frames[at - 1] in _COW_FAULT_WORK
+    # a write-protect fault that dirties a shared file's page (wp_page_shared, inlined into do_wp_page)
+    dirtying = any(f.endswith(SHARED_FILE_WRITE_SUFFIX) for f in frames) or \
+        ("do_wp_page" in names and "fault_dirty_shared_page" in names)
     for kind, marks in FAULT_KINDS:
-        if names & marks or (kind == PRIVATE_FILE_COPY and inlined_cow):
+        if names & marks or (kind == PRIVATE_FILE_COPY and inlined_cow) or (kind == SHARED_FILE_WRITE and dirtying):
             return FAULT, kind
     return FAULT, _unnamed_handler(frames) or UNRESOLVED_FAULT
 
@@ -269,22 +289,23 @@ class Profile:
                 "when_span_ns": self.when_span_ns, "lost_records": self.lost, "why": self.why}
 
 
-def _share_out_common_path(kinds: Counter, when: dict[str, list[int]]) -> None:
-    """The FILE_OR_SHARED samples given to the file-backed and shared-memory kinds in the proportions
-    of those the chains name (all to file-backed where neither is named); their times to the larger."""
-    common = kinds.pop(FILE_OR_SHARED, 0)
-    times = when.pop(when_key(FAULT, FILE_OR_SHARED), None)
-    if not common:
-        return
-    files, shared = kinds.get("file-backed", 0), kinds.get("shared memory", 0)
-    to_shared = round(common * shared / (files + shared)) if files + shared else 0
-    if to_shared:
-        kinds["shared memory"] += to_shared
-    if common - to_shared:
-        kinds["file-backed"] += common - to_shared
-    if times:
-        documents.add_buckets(when.setdefault(when_key(FAULT, "shared memory" if shared > files else "file-backed"),
-                                              []), [x for b, k in enumerate(times) for x in (b, k)])
+def _share_out_common_paths(kinds: Counter, when: dict[str, list[int]]) -> None:
+    """Each COMMON_PATHS path's samples given to its two kinds in the proportions of those the chains
+    name (all to the first where neither is named); their times to the larger."""
+    for path, (first, second) in COMMON_PATHS:
+        common = kinds.pop(path, 0)
+        times = when.pop(when_key(FAULT, path), None)
+        if not common:
+            continue
+        a, b = kinds.get(first, 0), kinds.get(second, 0)
+        to_second = round(common * b / (a + b)) if a + b else 0
+        if to_second:
+            kinds[second] += to_second
+        if common - to_second:
+            kinds[first] += common - to_second
+        if times:
+            documents.add_buckets(when.setdefault(when_key(FAULT, second if b > a else first), []),
+                                  [x for k, n in enumerate(times) for x in (k, n)])
 
 
 def when_key(cls: str, detail: str | None = None, release: str | None = None) -> str:
@@ -346,7 +367,7 @@ def read(doc: dict | None) -> Profile | None:
                     space["teardown in " + ("exit" if cls == EXIT else "exec" if cls == EXEC else "fork")] += n
             name = exes[int(exe)][0] if 0 <= int(exe) < len(exes) else "?"
             by_exe.setdefault(name, Counter())[cls] += n
-        _share_out_common_path(kinds, when)
+        _share_out_common_paths(kinds, when)
         total = int(doc.get("samples") or 0)
         cut = int(doc.get("cut_stacks") or 0)
         if cut:

@@ -1,8 +1,8 @@
-"""Page faults of a kind no other rule words: copy-on-write, a private file mapping's copies, shared
-memory, a mapped file's pages, swap-in, NUMA hinting, hugetlbfs, userfaultfd, and those of a kind
-memsleuth does not name, said as unknown (the zero-fill of fresh memory, small pages or huge, is
-first-touch's and the churn rules', which name huge pages where they are what was zeroed). The
-explaining run's CPU samples taken in the fault handler say what each fault did
+"""Page faults of a kind no other rule words: copy-on-write, a private file mapping's copies, a shared file
+mapping's writes, shared memory, a mapped file's pages, swap-in, NUMA hinting, hugetlbfs, userfaultfd,
+and those of a kind memsleuth does not name, said as unknown (the zero-fill of fresh memory, small pages
+or huge, is first-touch's and the churn rules', which name huge pages where they are what was zeroed).
+The explaining run's CPU samples taken in the fault handler say what each fault did
 (records/cpu_profile.FAULT_KINDS, from the kernel's call chain); the page-fault time is shared out among
 the kinds in the proportions of the samples whose chain shows it. The first-touch and churn rules claim
 only the small-page zero-fill part (view.zero_fill_share), so no fault's time is claimed twice, and a
@@ -32,6 +32,17 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "to change a copy of the data, read() the file once into a buffer of your own and reuse it (copying what a "
         "use needs from it); keep a private mapping across uses where its changed pages can be kept; map it "
         "MAP_SHARED where the writes are meant for the file"),
+    "shared file write": (
+        "Shared file-mapping write faults: each write to a clean page of a MAP_SHARED file faults to dirty it",
+        "a page of a file mapped MAP_SHARED stays read-only while it is clean (after it is mapped, and again after "
+        "each writeback: msync, fsync or the kernel's flusher); the next write to it faults, and the file system "
+        "makes it writable and dirty (page_mkwrite: its blocks reserved, the page and its buffers marked dirty) "
+        "before the write goes on; nothing is copied, but a program that writes its pages and syncs them again "
+        "and again pays this fault per page per sync",
+        "sync less often (gather the writes to a page between syncs; sync once per batch, not per update); write "
+        "fewer pages per sync (keep the updated records together); or write the file with pwrite() from a buffer "
+        "and fsync once where the mapping only writes; data that need not reach the file belong in anonymous "
+        "memory"),
     "file-backed": (
         "File-backed page faults: a mapped file's pages are faulted in",
         "a mapped file is not read until its pages are touched: each first access faults a page in from the page "
