@@ -199,18 +199,18 @@ static void resolve(void) {
   resolving = 0;
 }
 
-/* glibc's malloc_usable_size, inlined: the chunk's size field sits just below the block (its low
- * three bits are flags; IS_MMAPPED = 2). A live chunk's usable size is its size minus the header
- * (8 bytes, 16 for an mmapped chunk). Used only when the allocator behind is glibc and this gives
- * malloc_usable_size's answer on probe blocks at start (glibc_fast); otherwise the real call. */
+/* glibc's malloc_usable_size, inlined for the heap's chunks: the chunk's size field sits just below
+ * the block (its low three bits are flags; IS_MMAPPED = 2), and a heap chunk's usable size is its
+ * size minus the 8-byte header. Used only when the allocator behind is glibc and this gives
+ * malloc_usable_size's answer on probe blocks at start (glibc_fast); otherwise, and for an mmapped
+ * chunk (large and rare), the real call. */
 static int glibc_fast;
 static int is_glibc; /* the allocator behind is glibc's: its arena heaps mean something */
 
 static inline size_t usable_size(void *p) {
   if (glibc_fast) {
     size_t sz = ((size_t *)p)[-1];
-    size_t cs = sz & ~(size_t)7;
-    return (sz & 2) ? cs - 16 : cs - 8;
+    if (!(sz & 2)) return (sz & ~(size_t)7) - 8;
   }
   return real_usable(p);
 }
@@ -221,12 +221,11 @@ static void probe_glibc(void) {
       !strstr(info.dli_fname, "libc.so"))
     return;
   is_glibc = 1;
-  /* Below glibc's mmap threshold (128 KiB at start) and above the most its dynamic threshold can
-   * rise to (32 MiB on 64 bits): freeing an mmapped block between the two raises the threshold to
-   * its size, and a probe of 2 MiB made every block up to 2 MiB come from the heap in the
-   * explaining run alone (100 blocks of 1 MiB allocated before any free: 108 mmaps alone, 24 under
-   * the accounting with that probe). */
-  static const size_t sizes[] = {1, 24, 100, 1000, 5000, 70000, (size_t)33 << 20};
+  /* All below glibc's mmap threshold (128 KiB at start): the probe maps nothing. An mmapped block
+   * would show in the explaining run's mmap and munmap sizes as the program's (a 33 MiB probe read
+   * as "blocks of 32 to 64 MiB" in a tree of 39 short processes), and one under 32 MiB would raise
+   * glibc's dynamic threshold for the program. */
+  static const size_t sizes[] = {1, 24, 100, 1000, 5000, 70000};
   int ok = 1;
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes && ok; i++) {
     void *b = real_malloc(sizes[i]);

@@ -211,6 +211,13 @@ def test_a_process_tree_names_its_commands(tmp_path):
     doc = check(tmp_path, "sh", "-c", f"{fixture('plain-steps')} 10; true")
     assert doc["cells"][0]["samples"][0]["status"] == "ok"
     assert "heap-trim-churn" in found(doc) or "kernel-time" in found(doc)
+    # the explaining run's own libraries map nothing large in any process of the tree (a 33 MiB probe
+    # per process once read as the program's "blocks of 32 to 64 MiB")
+    explained = [s for s in doc["cells"][0]["samples"] if s.get("heap") and s.get("syscall_args")]
+    assert explained
+    for call in ("mmap", "munmap"):
+        sizes = (explained[0]["syscall_args"].get(call) or {}).get("sizes") or []
+        assert not [c for c in sizes if c[0] >= 32 << 20], (call, sizes)
 
 
 def test_check_says_where_its_own_time_went(tmp_path):
