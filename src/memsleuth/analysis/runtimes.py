@@ -47,6 +47,10 @@ class Runtime:
     # allocate less.
     alloc: re.Pattern | None = None
     alloc_advice: str = ""
+    # Where its allocator clears the memory of a new object (a sample innermost there, under its
+    # allocator, is zeroing, most of a large object's cost), and what avoids it.
+    zeroing: re.Pattern | None = None
+    zeroing_advice: str = ""
     # Its system-call wrappers, which the program's own code calls (Go's syscall.Mmap reaches the
     # kernel through internal/runtime/syscall): a call made there is the caller's, not the runtime's.
     wrappers: re.Pattern | None = None
@@ -78,7 +82,11 @@ TABLE: tuple[Runtime, ...] = (
                              r"refillAllocCache))$"),
             alloc_advice="allocate less per request: preallocate slices and maps to their final size (make with a "
                          "capacity), reuse objects across requests (sync.Pool), keep values rather than pointers in "
-                         "hot structures; every allocation is also work for the collector"),
+                         "hot structures; every allocation is also work for the collector",
+            zeroing=re.compile(r"^runtime\.memclrNoHeapPointers\w*$"),
+            zeroing_advice="keep the large buffers across requests and reuse them (one per worker, or a sync.Pool) "
+                           "instead of making a new one per request, and make only the size a request uses: each "
+                           "large object is cleared in full when it is allocated, and its fresh pages faulted in"),
     Runtime("the JVM", re.compile(r"^(JVM_|os::|G1|ParallelScavengeHeap|CollectedHeap|ZPage|Universe::|Java_)"), True,
             release="-Xms equal to -Xmx keeps the heap from being uncommitted after a collection and committed "
                     "(faulted in) again",

@@ -123,6 +123,8 @@ class AllocatorTime(_Part):
     callers: tuple[tuple[str, int], ...]     # the first frame outside the allocator, the most first
     when: tuple[int, ...] = ()
     wrapped: int = 0             # samples in memsleuth's heap accounting around malloc and free, left out
+    zeroing: tuple[tuple[str, int], ...] = ()   # of `samples`, those clearing a new object's memory
+                                                # (Runtime.zeroing), by their innermost frame
 
 
 def _runtime_allocator(functions: tuple[str, ...]) -> tuple[runtimes.Runtime, str] | None:
@@ -155,6 +157,7 @@ def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
     callers: dict[str, Counter] = {}
     when: dict[str, list] = {}
     wrapped: Counter = Counter()
+    zeroing: dict[str, Counter] = {}
     by_name: dict[str, runtimes.Runtime | None] = {}
     for st in stacks.stacks:
         inner = st.functions[0] if st.functions else ""
@@ -176,11 +179,14 @@ def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
         by_name[key] = rt
         hits[key] += st.samples
         fns.setdefault(key, Counter())[fn] += st.samples
+        if rt is not None and rt.zeroing is not None and rt.zeroing.search(inner):
+            zeroing.setdefault(key, Counter())[inner] += st.samples
         caller = next((f for f in st.functions if not mine(f)), None)
         callers.setdefault(key, Counter())[caller or "(no caller named)"] += st.samples
         when.setdefault(key, []).append(st.when)
     return [AllocatorTime(by_name[k], n, stacks.samples - own, tuple(fns[k].most_common(5)),
-                          tuple(callers[k].most_common(3)), tuple(phase.sum_buckets(when[k])), wrapped[k])
+                          tuple(callers[k].most_common(3)), tuple(phase.sum_buckets(when[k])), wrapped[k],
+                          tuple(zeroing.get(k, Counter()).most_common()))
             for k, n in hits.most_common()]
 
 

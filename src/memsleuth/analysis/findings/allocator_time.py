@@ -14,9 +14,16 @@ from memsleuth.analysis.view import CellView
 
 # The callers are named where the ones the chains name hold at least this share of the samples.
 CALLERS_SHOWN = 0.5
+# A runtime allocator's time is worded as clearing new objects where at least this share of its
+# samples is (a large buffer per request), not as finding slots for many small ones.
+ZEROING_WORDS = 0.5
 MALLOC_MECHANISM = ("the program allocates and frees often enough that the allocator's own work (finding a free "
                     "block, splitting and merging chunks, moving blocks through its caches) takes this share of the "
                     "CPU time; it runs in user mode, so no system call or page fault count shows it")
+ZEROING_MECHANISM = ("{rt}'s own allocator clears the memory of each new object before handing it out, and "
+                     "most of its time here is that clearing: large objects allocated again and again (a buffer "
+                     "per request) are written in full before the program uses them; it runs in user mode, so no "
+                     "system call or page fault count shows it (the faults of their fresh pages are counted apart)")
 RUNTIME_MECHANISM = ("the program allocates often enough that {rt}'s own allocator (finding a free slot for each new "
                      "object and preparing it) takes this share of the CPU time; it runs in user mode, so no "
                      "system call or page fault count shows it, and it is not the collector's time (that is "
@@ -47,6 +54,10 @@ def check(view: CellView) -> list[Finding]:
         evidence = [f"{part.samples:,} of the program's {part.total:,} CPU samples were in {whose} (the explaining "
                     f"run's user call chains): {head}",
                     f"by function: {fns}"] + ([f"called from: {callers}"] if callers else [])
+        zeroed = sum(k for _, k in part.zeroing)
+        if zeroed:
+            evidence.append(f"{zeroed / part.samples:.0%} of these samples were clearing new objects' memory (innermost "
+                            "in " + ", ".join(fn for fn, _ in part.zeroing) + ")")
         if part.wrapped:
             evidence.append(f"{part.wrapped:,} more samples were in memsleuth's heap accounting, which runs around each "
                             "malloc and free in the explaining run only: left out, as memsleuth's own")
@@ -63,9 +74,11 @@ def check(view: CellView) -> list[Finding]:
                       "containers' sizes, free together what is allocated together (an arena or a pool)")
             numbers = {"share": share}
         else:
-            title = f"Time in {rt.name}'s own allocator: {head}"
-            mechanism = RUNTIME_MECHANISM.format(rt=rt.name)
-            advice = rt.alloc_advice + ("; no malloc setting or other allocator reaches it" if rt.own_memory else "")
+            zeroing = rt.zeroing_advice and zeroed >= ZEROING_WORDS * part.samples
+            title = f"Time in {rt.name}'s own allocator" + (" clearing new objects" if zeroing else "") + f": {head}"
+            mechanism = (ZEROING_MECHANISM if zeroing else RUNTIME_MECHANISM).format(rt=rt.name)
+            advice = (rt.zeroing_advice if zeroing else rt.alloc_advice) + \
+                ("; no malloc setting or other allocator reaches it" if rt.own_memory else "")
             numbers = {"share": share, "runtime": rt.name}
         out.append(Finding(
             id="allocator-time", title=title, mechanism=mechanism, evidence=evidence, advice=advice,
