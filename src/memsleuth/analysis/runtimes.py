@@ -108,7 +108,7 @@ TABLE: tuple[Runtime, ...] = (
             gc_advice="a larger heap (-Xmx) and young generation (-Xmn) collect less often; -Xlog:gc shows how often "
                       "and why it collects; fewer and smaller long-lived objects make each collection cheaper"),
     Runtime("V8 (Node.js)", re.compile(r"^(v8::|node::|Builtins_|uv_)"), False,
-            release="large ArrayBuffers come from calloc and are unmapped by free: keep and reuse them (a pool of "
+            release="large ArrayBuffers come from calloc and go back through free: keep and reuse them (a pool of "
                     "Buffers) instead of allocating one per request",
             churn="--max-semi-space-size=<MiB> (a larger young generation collects less often); reuse Buffers "
                   "across requests",
