@@ -100,7 +100,22 @@ TABLE: tuple[Runtime, ...] = (
             # _JAVA_OPTIONS is read after the command line's options, so it holds whatever they say
             # {max_heap}: the command's -Xmx, else the JVM's default (tries.max_heap)
             try_release=("-Xms as -Xmx", (("_JAVA_OPTIONS", "-Xms{max_heap}"),)),
-            gc=re.compile(r"^(?!\w*CollectedHeap::(attempt_allocation|allocate|mem_allocate))"
+            # its allocation paths: the allocators (a TLAB's refill, an array's or instance's), what compiled
+            # code, C1, C2 and the interpreter call for `new`, and the heap's own allocation (G1's humongous
+            # objects: regions of their own)
+            alloc=re.compile(r"^(MemAllocator::|ObjAllocator::|ObjArrayAllocator::|TypeArrayKlass::allocate|"
+                             r"ObjArrayKlass::allocate|InstanceKlass::allocate_instance|OptoRuntime::new_|"
+                             r"Runtime1::new_|InterpreterRuntime::(_new|newarray|anewarray|multianewarray)\b|"
+                             r"\w*CollectedHeap::(array_allocate|obj_allocate|allocate_new_tlab|mem_allocate|"
+                             r"attempt_allocation|humongous_obj_allocate))"),
+            alloc_advice="allocate fewer and smaller objects per request: reuse arrays and buffers across requests, "
+                         "size collections once; every allocation is also work for the collector",
+            # it clears each new object (MemAllocator's mem_clear: a memset of the whole array)
+            zeroing=re.compile(r"^(__)?mem(set|clear)\w*"),
+            zeroing_advice="keep the large arrays across requests and reuse them (one per thread, or a pool) instead "
+                           "of allocating one per request, and allocate only the size a request uses: the JVM clears "
+                           "each new array in full, and its fresh pages are faulted in",
+            gc=re.compile(r"^(?!\w*CollectedHeap::(attempt_allocation|allocate|mem_allocate|humongous_obj_allocate))"
                           r"(G1\w*|PS\w*|ParallelCompact\w*|Shenandoah\w*|ZMark\w*|ZRelocate\w*|ZHeap\w*|XMark\w*|"
                           r"SerialHeap|DefNewGeneration|TenuredGeneration|MarkSweep|GenMarkSweep|GenCollectedHeap|"
                           r"CardTable\w*|OopOopIterate\w*|VM_G1\w*|VM_Parallel\w*|VM_GenCollect\w*|GCTaskThread|"

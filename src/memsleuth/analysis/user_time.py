@@ -129,14 +129,15 @@ class AllocatorTime(_Part):
 
 def _runtime_allocator(functions: tuple[str, ...]) -> tuple[runtimes.Runtime, str] | None:
     """The runtime whose own allocator ran the sample: its innermost frames are the runtime's own
-    code (`frames`) and one of them is its allocator's (`alloc`); and that frame."""
+    code (`frames`) and one of them is its allocator's (`alloc`); and that frame. The innermost may
+    also be its clearing of the new memory (`zeroing`: the JVM's is libc's memset)."""
     for rt in runtimes.TABLE:
         if rt.alloc is None:
             continue
-        for fn in functions:     # its own frames, innermost first, up to the first of its allocator's
+        for i, fn in enumerate(functions):     # its own frames, innermost first, up to the first of its allocator's
             if rt.alloc.search(fn):
                 return rt, fn
-            if not rt.frames.search(fn):
+            if not (rt.frames.search(fn) or (i == 0 and rt.zeroing is not None and rt.zeroing.search(fn))):
                 break
     return None
 
@@ -174,7 +175,8 @@ def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
             found = _runtime_allocator(st.functions)
             if found is None:
                 continue
-            (rt, fn), mine = found, (lambda r: lambda f: bool(r.frames.search(f) or r.alloc.search(f)))(found[0])
+            (rt, fn), mine = found, (lambda r: lambda f: bool(r.frames.search(f) or r.alloc.search(f) or
+                                                              (r.zeroing and r.zeroing.search(f))))(found[0])
         key = rt.name if rt else "malloc"
         by_name[key] = rt
         hits[key] += st.samples
