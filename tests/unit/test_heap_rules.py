@@ -160,13 +160,13 @@ def test_arenas_per_process_and_the_footprint():
                                                             (20, 53000, 50 * 1024), (30, 40000, 40 * 1024)))
     s["timeline"] = [[0.0, 0], [8.0, 40 * MIB], [15.0, 10 * MIB]]
     # Two processes: the timeline is the tree's memory, the live heap's one process's: no series.
-    assert memory.footprint(SimpleNamespace(heap=H(s), timeline=ms_timeline))["most_beyond_live_bytes"] is None
+    assert memory.footprint(SimpleNamespace(heap=H(s), timeline=ms_timeline)).most_beyond_live_bytes is None
     s = heap.summarise([child])
     s["timeline"] = [[0.0, 0], [8.0, 40 * MIB], [15.0, 10 * MIB]]
     f = memory.footprint(SimpleNamespace(heap=H(s), timeline=ms_timeline))
-    assert f["live_at_peak_bytes"] == 40 * MIB and f["anon_at_peak_bytes"] == 50 * MIB * 1.0
-    assert (f["most_beyond_live_bytes"], f["live_then_bytes"], f["most_beyond_live_at_s"]) == (40 * MIB, 10 * MIB, 0.02)
-    assert f["live_at_exit_bytes"] == 10 * MIB and memory.footprint(SimpleNamespace(heap=None, timeline=None)) is None
+    assert f.live_at_peak_bytes == 40 * MIB and f.anon_at_peak_bytes == 50 * MIB * 1.0
+    assert (f.most_beyond_live_bytes, f.live_then_bytes, f.most_beyond_live_at_s) == (40 * MIB, 10 * MIB, 0.02)
+    assert f.live_at_exit_bytes == 10 * MIB and memory.footprint(SimpleNamespace(heap=None, timeline=None)) is None
     child["at_exit"]["arenas"] = -1                 # not glibc: no arena evidence at all
     assert arenas_by_process(H(heap.summarise([child, parent]))) is None
 
@@ -182,7 +182,7 @@ def test_a_peak_snapshot_that_missed_the_peak_names_the_moment_it_was_read():
     (f,) = heap_overhead.check(view(h))
     assert f.numbers["when"] == "when the live heap was 20.0 MiB (its peak: 80.0 MiB)"
     f = memory.footprint(SimpleNamespace(heap=H(h), timeline=None))    # the peak itself, and where memory was read
-    assert (f["live_at_peak_bytes"], f["anon_read_at_live_bytes"], f["anon_read_near_peak"]) == (80 * MIB, 20 * MIB,
+    assert (f.live_at_peak_bytes, f.anon_read_at_live_bytes, f.anon_read_near_peak) == (80 * MIB, 20 * MIB,
                                                                                                   False)
     h["at_peak"]["live_bytes"] = 73 * MIB                  # within 10% of the peak: it stands for the peak
     assert memory.near_peak(H(h))[0] and "at the live peak" in " ".join(heap_retained.check(view(h))[0].evidence)

@@ -3,7 +3,9 @@ memory is made of at the live peak and at exit, compare's Heap table, the reques
 sites, the composition over time. Worded by report/builders/check.py and compare.py."""
 from __future__ import annotations
 
+import dataclasses
 import re
+from dataclasses import dataclass
 
 from memsleuth.records.heap import Heap, HeapSite, Snapshot
 
@@ -67,14 +69,32 @@ def composition(h: Heap) -> list[tuple[str, float | None, float | None]]:
     return [r for r in rows if not r[0].startswith("live heap not resident") or r[1] is not None or r[2] is not None]
 
 
-def footprint(sample) -> dict | None:
+@dataclass(frozen=True)
+class Footprint:
     """An explaining run's heap as compare's Heap table shows it (a cell's JSON "heap"), in bytes of
-    the main process: its live peak, the anonymous resident memory read for it and the live heap it
-    was read at (near_peak: within 10% of the peak, or a brief peak missed), both at exit; the most
-    anonymous memory beyond the live heap at any tick of the run (composition_series: one process
-    only), with the live heap and the time then (fragmentation and freed memory kept show there:
-    after frees, not at the peak); glibc's other arenas at the peak. None where not read; None
-    without accounting."""
+    the main process (footprint)."""
+    live_at_peak_bytes: float
+    anon_at_peak_bytes: float | None
+    anon_read_at_live_bytes: float          # the live heap the anonymous memory at the peak was read at
+    anon_read_near_peak: bool               # within 10% of the peak (or a brief peak missed)
+    most_beyond_live_bytes: float | None    # the most anonymous memory beyond the live heap at any tick
+    live_then_bytes: float | None
+    most_beyond_live_at_s: float | None
+    live_at_exit_bytes: float
+    anon_at_exit_bytes: float | None
+    other_arenas_at_peak: int | None        # glibc's arenas other than main's
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def footprint(sample) -> Footprint | None:
+    """An explaining run's Footprint: its live peak, the anonymous resident memory read for it and
+    the live heap it was read at (near_peak: within 10% of the peak, or a brief peak missed), both at
+    exit; the most anonymous memory beyond the live heap at any tick of the run (composition_series:
+    one process only), with the live heap and the time then (fragmentation and freed memory kept show
+    there: after frees, not at the peak); glibc's other arenas at the peak. A figure None where not
+    read; None without accounting."""
     h = sample.heap
     if not h:
         return None
@@ -82,12 +102,12 @@ def footprint(sample) -> dict | None:
     near, _, peak = near_peak(h)
     series = composition_series(sample)
     most = max(range(len(series["beyond"])), key=series["beyond"].__getitem__) if series and series["beyond"] else None
-    return {"live_at_peak_bytes": peak if peak is not None else p["live"], "anon_at_peak_bytes": p["anon"],
-            "anon_read_at_live_bytes": p["live"], "anon_read_near_peak": near,
-            "most_beyond_live_bytes": series["beyond"][most] if most is not None else None,
-            "live_then_bytes": series["live"][most] if most is not None else None,
-            "most_beyond_live_at_s": series["seconds"][most] if most is not None else None,
-            "live_at_exit_bytes": e["live"], "anon_at_exit_bytes": e["anon"], "other_arenas_at_peak": p["arenas"]}
+    return Footprint(live_at_peak_bytes=peak if peak is not None else p["live"], anon_at_peak_bytes=p["anon"],
+                     anon_read_at_live_bytes=p["live"], anon_read_near_peak=near,
+                     most_beyond_live_bytes=series["beyond"][most] if most is not None else None,
+                     live_then_bytes=series["live"][most] if most is not None else None,
+                     most_beyond_live_at_s=series["seconds"][most] if most is not None else None,
+                     live_at_exit_bytes=e["live"], anon_at_exit_bytes=e["anon"], other_arenas_at_peak=p["arenas"])
 
 
 def size_profile(h: Heap, top: int = 3) -> list[tuple[int, int, float]]:

@@ -8,6 +8,7 @@ reported it (the region of interest), else from the whole process.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from memsleuth.analysis import cpu_time as cpu_time_mod, findings, latency as latency_mod, quality, runtimes, user_time
 from memsleuth import stats
@@ -18,6 +19,9 @@ from memsleuth.analysis.cost import UnitCosts
 from memsleuth.records.model import cell_label
 from memsleuth.records.sites import CallSites
 from memsleuth.records.stored import StoredCell, StoredRun
+
+if TYPE_CHECKING:
+    from memsleuth.analysis.memory import Footprint
 
 FAILED_LABEL = {"crashed": "SEGFAULT", "oom": "OOM", "timeout": "TIMEOUT", "preload-failed": "PRELOAD-FAILED",
                 "error": "ERROR"}
@@ -81,7 +85,7 @@ class CellSummary:
     harness_ns: stats.Estimate | None = None    # region harness's ns per op: the workload's loop alone
     own_ns: stats.Estimate | None = None        # per run, main minus harness: the allocator's own cost per op
     own_ratio: stats.Estimate | None = None     # own cost vs the group's least own cost, paired by round
-    heap: dict | None = None                    # the explaining run's heap accounting: memory.footprint
+    heap: Footprint | None = None               # the explaining run's heap accounting: memory.footprint
     units: UnitCosts | None = None              # the run's machine's unit costs (analysis/cost.py)
     # A program's own figure (--metric, higher is better) per CPU-second of the run: on a CPU-starved
     # machine a fixed-duration benchmark's figure tracks the CPU time it got; this one does not.
@@ -146,7 +150,7 @@ class CellSummary:
             "latency_sampling_share": self.sampling_share,
             "ns_per_op": _estimate_dict(self.main_ns), "harness_ns_per_op": _estimate_dict(self.harness_ns),
             "own_ns_per_op": _estimate_dict(self.own_ns), "own_cost_vs_least": _estimate_dict(self.own_ratio),
-            "heap": self.heap,
+            "heap": self.heap.to_dict() if self.heap else None,
             "per_cpu_second": _estimate_dict(self.per_cpu_s),
             "per_cpu_second_vs_best": _estimate_dict(self.per_cpu_ratio),
         }
@@ -192,7 +196,7 @@ def _sampling_share(ok: list[Sample]) -> float | None:
     return float(sorted(shares)[len(shares) // 2]) if shares else None
 
 
-def _heap_footprint(cell: StoredCell) -> dict | None:
+def _heap_footprint(cell: StoredCell) -> Footprint | None:
     """memory.footprint of the cell's explaining run, when it accounted the heap."""
     from memsleuth.analysis import memory
     s = next((s for s in cell.explain_samples if s.heap), None)

@@ -208,14 +208,14 @@ def heap_table(groups: list[Group], swept: list[str]) -> Table | None:
             f = c.heap
             if f is None:
                 continue
-            most = (f"{fmt_bytes(f['most_beyond_live_bytes'])} (live {fmt_bytes(f['live_then_bytes'])}, "
-                    f"{f['most_beyond_live_at_s']:.1f} s)" if f["most_beyond_live_bytes"] is not None else "n/a")
-            arenas = f["other_arenas_at_peak"]
-            anon = fmt_bytes(f["anon_at_peak_bytes"]) + (
-                "" if f.get("anon_read_near_peak", True) else f" (at live {fmt_bytes(f['anon_read_at_live_bytes'])})")
+            most = (f"{fmt_bytes(f.most_beyond_live_bytes)} (live {fmt_bytes(f.live_then_bytes)}, "
+                    f"{f.most_beyond_live_at_s:.1f} s)" if f.most_beyond_live_bytes is not None else "n/a")
+            arenas = f.other_arenas_at_peak
+            anon = fmt_bytes(f.anon_at_peak_bytes) + (
+                "" if f.anon_read_near_peak else f" (at live {fmt_bytes(f.anon_read_at_live_bytes)})")
             rows.append(([params_text(c.cell.params, swept)] if swept else []) +
-                        [c.cell.contender, fmt_bytes(f["live_at_peak_bytes"]), anon, most,
-                         fmt_bytes(f["live_at_exit_bytes"]), fmt_bytes(f["anon_at_exit_bytes"]),
+                        [c.cell.contender, fmt_bytes(f.live_at_peak_bytes), anon, most,
+                         fmt_bytes(f.live_at_exit_bytes), fmt_bytes(f.anon_at_exit_bytes),
                          str(arenas) if arenas is not None else "n/a"])
     if not rows:
         return None
