@@ -77,7 +77,7 @@ def _glibc(name: str, finding: str, evidence: tuple[str, ...], *tunables: str, p
 # Options each allocator reads to purge (give freed memory back) later or never.
 PURGE_LATER = {
     "mimalloc": {"MIMALLOC_PURGE_DELAY": "10000", "MIMALLOC_RESET_DELAY": "10000"},   # 2.1+, and 2.0's name
-    "jemalloc": {"MALLOC_CONF": "dirty_decay_ms:10000,muzzy_decay_ms:10000"},
+    "jemalloc": {"MALLOC_CONF": "dirty_decay_ms:30000,muzzy_decay_ms:30000"},     # above 5.x's 10000 and 0
     "tcmalloc": {"TCMALLOC_RELEASE_RATE": "0"},
 }
 OTHER_ALLOCATORS = ("mimalloc", "jemalloc", "tcmalloc", "glibc")

@@ -19,7 +19,8 @@ from memsleuth.units import PAGE_BYTES
 MIN_CALLS = MECHANISM_FLOORS["madvise"]
 
 PURGE_ADVICE = {
-    "jemalloc": "purge later: MALLOC_CONF=dirty_decay_ms:10000,muzzy_decay_ms:10000 (or -1 to never purge)",
+    "jemalloc": "purge later: MALLOC_CONF=dirty_decay_ms:30000,muzzy_decay_ms:30000 (jemalloc 5's defaults are "
+                "10000 and 0; -1 never purges, and resident memory then only grows)",
     "mimalloc": "purge later: raise MIMALLOC_PURGE_DELAY (MIMALLOC_RESET_DELAY before mimalloc 2.1), "
                 "or -1 to never purge",
     "tcmalloc": "release less often: TCMALLOC_RELEASE_RATE=0 stops returning free spans to the kernel",
