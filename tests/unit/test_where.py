@@ -221,3 +221,18 @@ def test_answers_without_lines_are_cached_by_the_file_and_asked_again_for_anothe
     shutil.copy(sys.executable, other)
     symbols.symbolize({str(other): {0x10, 0x20}})
     assert asked[-1] == [(str(other), 0x10)], asked
+
+
+def test_stacks_left_out_under_a_blocked_signal_are_said_only_where_they_are_many(tmp_path):
+    """The sampler leaves out a stack taken while the program blocked its signal; a few of thousands
+    change no share, so the first screen does not say so (it did for 1 of 2,000)."""
+    import json
+
+    def notes(late):
+        doc = {"comm": "srv", "events": [{"name": "munmap", "opened": True, "period": 1}],
+               "stacks": [[0, 1000, []]], "async": late}
+        (tmp_path / "sites-1.json").write_text(json.dumps(doc))
+        return " ".join(sites.read_sampled(str(tmp_path), "glibc")["notes"])
+
+    assert "left out" not in notes(3)
+    assert "50 sampled stacks left out" in notes(50)

@@ -36,6 +36,10 @@ LOST = "no frame of the program's own code (a runtime's own thread, the loader, 
 MIN_UNWOUND = 0.5
 
 
+# Stacks the sampler left out because the program blocked its signal when the call was made are
+# said where they are at least this share of the sampled ones (a few in thousands change no share).
+LATE_NOTED = 0.02
+
 def _shares(rows) -> tuple[tuple[str, float], ...]:
     return tuple((str(r[0]), float(r[1])) for r in rows or () if isinstance(r, (list, tuple)) and len(r) == 2)
 
@@ -147,7 +151,7 @@ def read_sampled(folder: str, allocator: str | None, counts: dict[str, float] | 
     notes += [f"{name}: not sampled ({e.get('why')})" for name, e in events.items() if not e.get("opened")]
     notes += language_notes(docs, samples)
     late = sum(int(d.get("async") or 0) for d in docs)
-    if late:
+    if late and late >= LATE_NOTED * (late + sum(n for *_, n in samples)):
         notes.append(f"{late} sampled stack{'s' if late != 1 else ''} left out: taken while the program blocked the "
                      "signal the sampler unwinds in (SIGTRAP), so the stack was no longer the one that made the call")
     outside = sorted({str(d.get("comm") or "?") for d in docs if d.get("sampled_by") == "kernel"})
