@@ -290,3 +290,8 @@ def test_a_jvm_handler_is_named_by_its_java_method(tmp_path):
     assert sum(named.values()) > 0.3, faults           # the rest: the JVM's own threads (GC), said so
     # its heap is the JVM's own mapping: never "resident memory not in live malloc blocks"
     assert "heap-overhead" not in findings_of(doc), findings_of(doc)["heap-overhead"]["title"]
+    # the JVM clears each new 8 MiB array (libc's memset under MemAllocator::allocate): its allocator's
+    # time, worded as clearing new objects, with reuse as the change; not the program's own code
+    alloc = findings_of(doc)["allocator-time"]
+    assert alloc["title"].startswith("Time in the JVM's own allocator clearing new objects"), alloc["title"]
+    assert "reuse" in alloc["advice"] and "mimalloc" not in alloc["advice"], alloc["advice"]
