@@ -150,8 +150,10 @@ def test_check_answers_first_at_80_columns_with_flame_graphs_and_a_pprof_profile
     go = shutil.which("go") or ("/usr/local/go/bin/go" if shutil.which("/usr/local/go/bin/go") else None)
     if go is None:
         pytest.skip("no Go toolchain for `go tool pprof` (golang-go)")
+    # recent Go (1.26 here) ships no pprof binary: `go tool pprof` builds it first (into the session's build cache,
+    # conftest's XDG_CACHE_HOME), which took over 120 s beside two busy loops
     top = subprocess.run([go, "tool", "pprof", "-top", "-lines", "-sample_index=inuse_space_exit", str(prof)],
-                         capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
+                         capture_output=True, text=True, timeout=600, env={**os.environ, "HOME": str(tmp_path)})
     assert top.returncode == 0, top.stderr
     assert re.search(r"\bmain .*leak_request\.c:14", top.stdout), top.stdout
 

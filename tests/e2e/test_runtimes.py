@@ -31,7 +31,10 @@ def go_build(d: Path, source: str) -> str:
         pytest.skip("no Go toolchain (golang-go)")
     shutil.copy(HERE / source, d / "main.go")
     (d / "go.mod").write_text("module prog\n\ngo 1.19\n")
-    env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "GOCACHE": str(d / "cache"),
+    # the session's build cache (conftest's XDG_CACHE_HOME): the standard library is compiled once for
+    # every program of the session, not once per program
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or str(d), "go-build")
+    env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "GOCACHE": cache,
            "GOPATH": str(d / "gopath"), "HOME": str(d)}
     out = subprocess.run([go, "build", "-o", str(d / "prog"), "."], cwd=d, env=env, capture_output=True, text=True,
                          timeout=300)

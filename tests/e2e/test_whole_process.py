@@ -125,11 +125,15 @@ def test_kernel_time_is_never_silent(tmp_path):
     ["sh", "-c", "seq 1 200000 | sort -r > /dev/null"],
     ["sh", "-c", "head -c 20000000 /dev/zero | gzip -c > /dev/null"],
 ])
-def test_clean_programs_get_no_mechanism_finding(tmp_path, cmd):
+def test_clean_programs_get_no_mechanism_finding_above_low(tmp_path, cmd):
+    """None above low, as issue 42 asks of clean programs. A low one can be true: where python3 is a
+    pyenv shim (a bash script that runs about 40 processes first), their start-up's file-backed faults
+    read 5.6% [4%, 7%] of a 0.36 s run once in three here, and crossed 5% beside two busy loops."""
     if cmd[0] == "sh" and "gzip" in cmd[2] and not shutil.which("gzip"):
         pytest.skip("gzip not installed")
     doc = check(tmp_path, *cmd)
-    assert not mechanisms(doc), [(f["id"], f["evidence"]) for f in found(doc).values()]
+    loud = [(f["id"], f["confidence"], f["evidence"]) for f in mechanisms(doc) if f["confidence"] != "low"]
+    assert not loud, loud
 
 
 @needs_tracepoints
