@@ -236,3 +236,13 @@ def test_stacks_left_out_under_a_blocked_signal_are_said_only_where_they_are_man
 
     assert "left out" not in notes(3)
     assert "50 sampled stacks left out" in notes(50)
+
+
+def test_rust_legacy_names_are_written_as_rust_writes_them():
+    from memsleuth.records.symbols import rust_legacy
+    assert rust_legacy("_$LT$mimalloc..MiMalloc$u20$as$u20$core..alloc..global..GlobalAlloc$GT$::alloc_zeroed"
+                       "::h2a41e6efc77e790d") == "<mimalloc::MiMalloc as core::alloc::global::GlobalAlloc>::alloc_zeroed"
+    assert rust_legacy("std::rt::lang_start::_$u7b$$u7b$closure$u7d$$u7d$::h0123456789abcdef") == \
+        "std::rt::lang_start::{{closure}}"
+    assert rust_legacy("rmi::main::h0123456789abcdef") == "rmi::main"
+    assert rust_legacy("operator new(unsigned long)") == "operator new(unsigned long)"     # not Rust: as it is

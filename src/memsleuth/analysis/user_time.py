@@ -103,14 +103,33 @@ def collectors(stacks: CpuStacks | None) -> list[Collector]:
 
 
 # The allocator's own code, as a sample's innermost frame names it: malloc and free and their
-# internals in glibc, jemalloc (je_), mimalloc (mi_) and tcmalloc, and C++'s operator new and delete
-# (thin wrappers over malloc). A runtime's own allocator (CPython's obmalloc, Go's mallocgc) is not
-# malloc and is not here.
+# internals in glibc, jemalloc (je_), mimalloc (mi_) and tcmalloc, C++'s operator new and delete and
+# Rust's global-allocator shims (thin wrappers over them). A runtime's own allocator (CPython's
+# obmalloc, Go's mallocgc) is not malloc and is not here.
 ALLOCATOR_FRAMES = re.compile(
     r"^(malloc|free|cfree|calloc|realloc|reallocarray|memalign|posix_memalign|aligned_alloc|valloc|pvalloc|"
     r"__libc_(malloc|free|calloc|realloc|memalign)|_int_(malloc|free|realloc|memalign)|_int_free_\w+|"
     r"malloc_consolidate|sysmalloc|unlink_chunk|tcache_\w+|_mid_memalign|arena_get2|"
-    r"operator (new|delete)(\[\])?\b.*|je_\w+|_rjem_\w+|_?mi_\w+|tc_\w+|tcmalloc::.*|TCMalloc\w*::.*)$")
+    r"operator (new|delete)(\[\])?\b.*|je_\w+|_rjem_\w+|_?mi_\w+|tc_\w+|tcmalloc::.*|TCMalloc\w*::.*|"
+    r"__rust_(alloc|dealloc|realloc|alloc_zeroed)|__rdl_\w+|__rg_\w+|<.+ as core::alloc::global::GlobalAlloc>::\w+)$")
+
+
+# libc's clearing of memory: innermost under an allocator's frame (calloc, mimalloc's and Rust's zeroed
+# allocation, jemalloc's), it is that allocator clearing a block it hands out again (fresh pages from
+# the kernel are zero already): the allocator's time, and said as clearing.
+ZEROING_FRAMES = re.compile(r"^(__)?(memset|bzero|explicit_bzero)(_\w+)?$|^__memset_\w+$|^_?mi_memzero\w*$")
+
+
+def _malloc_zeroing(functions: tuple[str, ...]) -> bool:
+    """The sample is an allocator clearing the block it hands out: a ZEROING_FRAMES frame innermost,
+    called by one of the allocator's (ALLOCATOR_FRAMES)."""
+    return len(functions) > 1 and bool(ZEROING_FRAMES.match(functions[0])) and \
+        bool(ALLOCATOR_FRAMES.match(functions[1]))
+
+
+def _malloc_own(f: str) -> bool:
+    """A frame of malloc's own work: the allocator's, its clearing, memsleuth's wrappers of it."""
+    return bool(ALLOCATOR_FRAMES.match(f) or ZEROING_FRAMES.match(f)) or f.startswith(OWN)
 
 
 @dataclass(frozen=True)
@@ -169,8 +188,9 @@ def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
             continue
         if st.in_kernel or _collector_of(st.functions) is not None:
             continue
-        if ALLOCATOR_FRAMES.match(inner):
-            rt, fn, mine = None, inner, lambda f: bool(ALLOCATOR_FRAMES.match(f)) or f.startswith(OWN)
+        cleared = _malloc_zeroing(st.functions)
+        if ALLOCATOR_FRAMES.match(inner) or cleared:
+            rt, fn, mine = None, st.functions[1] if cleared else inner, _malloc_own
         else:
             found = _runtime_allocator(st.functions)
             if found is None:
@@ -181,7 +201,7 @@ def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
         by_name[key] = rt
         hits[key] += st.samples
         fns.setdefault(key, Counter())[fn] += st.samples
-        if rt is not None and rt.zeroing is not None and rt.zeroing.search(inner):
+        if cleared or (rt is not None and rt.zeroing is not None and rt.zeroing.search(inner)):
             zeroing.setdefault(key, Counter())[inner] += st.samples
         caller = next((f for f in st.functions if not mine(f)), None)
         callers.setdefault(key, Counter())[caller or "(no caller named)"] += st.samples
@@ -219,7 +239,7 @@ def who_ran(stacks: CpuStacks | None) -> list[Part]:
         inner = st.functions[0] if st.functions else ""
         own_alloc = None if found or inner.startswith(OWN) else _runtime_allocator(st.functions)
         parts[f"{found[0].name}'s garbage collector" if found else
-              "the allocator (malloc and free)" if ALLOCATOR_FRAMES.match(inner) else
+              "the allocator (malloc and free)" if ALLOCATOR_FRAMES.match(inner) or _malloc_zeroing(st.functions) else
               "memsleuth's own (heap accounting, call-site sampling)" if inner.startswith(OWN) else
               f"{own_alloc[0].name}'s own allocator" if own_alloc else
               "the program and its libraries"] += st.samples

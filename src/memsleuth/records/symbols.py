@@ -463,9 +463,36 @@ def _addr2line(path: str, addrs: list[int], deadline: float) -> dict[tuple[str, 
     return out
 
 
+# Rust's legacy mangling is Itanium's with its own escapes inside the names, which an Itanium
+# demangler leaves ('_$LT$mimalloc..MiMalloc$u20$as$u20$...$GT$::alloc_zeroed::h2a41e6efc77e790d'),
+# and a hash as the last segment.
+_RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+_RUST_ESCAPES = {"$SP$": "@", "$BP$": "*", "$RF$": "&", "$LT$": "<", "$GT$": ">", "$LP$": "(", "$RP$": ")",
+                 "$C$": ","}
+_RUST_ESCAPE = re.compile(r"\$(SP|BP|RF|LT|GT|LP|RP|C|u[0-9a-f]{2,6})\$")
+
+
+def rust_legacy(name: str) -> str:
+    """A Rust legacy name as Rust writes it ('<mimalloc::MiMalloc as ...GlobalAlloc>::alloc_zeroed');
+    any other name as it is."""
+    if not _RUST_HASH.search(name):
+        return name
+
+    def one(m: re.Match) -> str:
+        code = m.group(1)
+        return chr(int(code[1:], 16)) if code.startswith("u") else _RUST_ESCAPES[m.group(0)]
+    body = _RUST_HASH.sub("", name)
+    body = re.sub(r"(^|::)_(?=\$)", r"\1", body)          # '_$LT$' at a segment's start is '<'
+    return _RUST_ESCAPE.sub(one, body).replace("..", "::")
+
+
 def _demangle(chains: dict[tuple[str, int], Chain]) -> None:
     """Names the symbolizer left mangled (its demangler is older than the compiler) through one
-    c++filt, in place."""
+    c++filt, and Rust's legacy escapes decoded (rust_legacy), in place."""
+    for chain in chains.values():
+        for f in chain:
+            if f[0] and _RUST_HASH.search(f[0]):
+                f[0] = rust_legacy(f[0])
     mangled = sorted({f[0] for chain in chains.values() for f in chain if f[0] and f[0].startswith("_Z")})
     tool = shutil.which("c++filt")
     if not mangled or tool is None:

@@ -20,6 +20,14 @@ ZEROING_WORDS = 0.5
 MALLOC_MECHANISM = ("the program allocates and frees often enough that the allocator's own work (finding a free "
                     "block, splitting and merging chunks, moving blocks through its caches) takes this share of the "
                     "CPU time; it runs in user mode, so no system call or page fault count shows it")
+MALLOC_ZEROING_MECHANISM = ("a zeroed allocation (calloc, Rust's vec![0; n] and alloc_zeroed, value-initialised "
+                            "arrays) must clear the block when the allocator hands out memory it used before (pages "
+                            "fresh from the kernel are zero already), and most of the allocator's time here is that "
+                            "clearing: a large block allocated zeroed again and again is written in full each time; "
+                            "it runs in user mode, so no system call or page fault count shows it")
+MALLOC_ZEROING_ADVICE = ("keep the buffer across requests instead of allocating it again, and clear only the part a "
+                         "request uses; where every byte is written before it is read, allocate it uninitialised "
+                         "(malloc instead of calloc, Vec::with_capacity and writes instead of vec![0; n])")
 ZEROING_MECHANISM = ("{rt}'s own allocator clears the memory of each new object before handing it out, and "
                      "most of its time here is that clearing: large objects allocated again and again (a buffer "
                      "per request) are written in full before the program uses them; it runs in user mode, so no "
@@ -56,8 +64,8 @@ def check(view: CellView) -> list[Finding]:
                     f"by function: {fns}"] + ([f"called from: {callers}"] if callers else [])
         zeroed = sum(k for _, k in part.zeroing)
         if zeroed:
-            evidence.append(f"{zeroed / part.samples:.0%} of these samples were clearing new objects' memory (innermost "
-                            "in " + ", ".join(fn for fn, _ in part.zeroing) + ")")
+            evidence.append(f"{zeroed / part.samples:.0%} of these samples were clearing the memory it hands out "
+                            "(innermost in " + ", ".join(fn for fn, _ in part.zeroing) + ")")
         if part.wrapped:
             evidence.append(f"{part.wrapped:,} more samples were in memsleuth's heap accounting, which runs around each "
                             "malloc and free in the explaining run only: left out, as memsleuth's own")
@@ -65,7 +73,10 @@ def check(view: CellView) -> list[Finding]:
         if found:
             evidence.append(found.text)
         where = "where the callers above do" if callers else "in the code that calls it"
-        if rt is None:
+        if rt is None and zeroed >= ZEROING_WORDS * part.samples:
+            title = f"Time in the allocator clearing zeroed allocations (calloc): {head}"
+            mechanism, advice, numbers = MALLOC_ZEROING_MECHANISM, MALLOC_ZEROING_ADVICE, {"share": share}
+        elif rt is None:
             others = ", ".join(a for a in ("glibc", "mimalloc", "jemalloc", "tcmalloc") if a != view.allocator)
             title = f"Time in the allocator's own code (malloc and free): {head}"
             mechanism = MALLOC_MECHANISM
