@@ -29,8 +29,8 @@ MIN_COST_NS = 10_000_000
 # words of those findings come from the arguments (advice, sizes, the break's moves).
 MECHANISM_FLOORS = {"madvise": 10, "munmap": 100, "brk": 50, "mremap": 50}
 # Below these, neither the faults nor futex can cost a material share of a run (analysis/cost.py:
-# 8,000 faults at ~1.2 us are 10 ms; lock-contention's floor is 1000 futex calls): `check` then
-# skips its explaining runs and says so.
+# 8,000 faults at ~1.2 us are 10 ms; lock-contention's floor is 1000 futex calls): `check`'s
+# explaining run then samples the CPU time only (no call sites), and says so.
 FAULT_FLOOR = 8000
 FUTEX_FLOOR = 1000
 # Fewer mprotect calls are set-up whatever they cost (findings/mprotect_calls.py).

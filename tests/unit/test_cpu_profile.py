@@ -196,6 +196,9 @@ FAULT_CHAINS = {"copy-on-write": ["copy_mc_enhanced_fast_string", "wp_page_copy"
                                         "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
                 "NUMA hinting": ["migrate_misplaced_folio", "do_numa_page", "handle_pte_fault", "__handle_mm_fault",
                                  "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
+                "memory-limit reclaim": ["shrink_folio_list", "shrink_node", "do_try_to_free_pages",
+                                         "try_to_free_mem_cgroup_pages", "try_charge_memcg", "filemap_fault",
+                                         "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"],
                 "direct reclaim or compaction": ["shrink_folio_list", "shrink_node", "do_try_to_free_pages",
                                                  "try_to_free_pages", "__alloc_pages_direct_reclaim",
                                                  "__alloc_pages_slowpath", "alloc_anon_folio", "do_anonymous_page",
@@ -220,12 +223,12 @@ def _kinds_profile(kinds: dict[str, int], user: int) -> dict:
             "executables": [["worker", total, 1]], "stacks": stacks + [[0, user, 0, [], 0]]}
 
 
-def _faulting(kinds: dict[str, int], user: int = 400):
+def _faulting(kinds: dict[str, int], user: int = 400, munmap: int = 10):
     from memsleuth.records.evidence import Sample
     from memsleuth.analysis.view import CellView
     n = sum(kinds.values())
     doc = {"status": "ok", "wall_ns": 2 * 10**9, "user_ns": user * 500_000, "sys_ns": n * 500_000,
-           "minflt": 400_000, "maxrss_kb": 1_700_000, "syscalls": {"mmap": 10, "munmap": 10, "madvise": 0, "brk": 5}}
+           "minflt": 400_000, "maxrss_kb": 1_700_000, "syscalls": {"mmap": 10, "munmap": munmap, "madvise": 0, "brk": 5}}
     return CellView("pool", "glibc", [Sample.from_msrun(doc)],
                     explain=[Sample.from_msrun({**doc, "cpu_profile": _kinds_profile(kinds, user)})])
 
@@ -266,6 +269,7 @@ def test_a_zero_fill_profile_keeps_first_touch_and_names_no_other_kind():
     ("hugetlbfs", "hugetlbfs-faults", "MAP_POPULATE"),
     ("mmap_lock wait", "mmap-lock-wait-faults", "mmap_threshold"),
     ("direct reclaim or compaction", "direct-reclaim-or-compaction-faults", "THP defrag"),
+    ("memory-limit reclaim", "memory-limit-reclaim-faults", "MemoryMax"),
 ])
 def test_numa_hinting_and_hugetlbfs_faults_have_their_own_words(kind, fid, words):
     from memsleuth.analysis import findings
@@ -575,3 +579,28 @@ def test_the_write_protect_path_goes_to_the_kind_the_chains_name():
     p = profile(80)
     assert p.fault_kinds == {"shared file write": 100} and sum(p.when[f"{FAULT}:shared file write"]) == 100
     assert profile(0).fault_kinds == {"copy-on-write": 20}        # nothing names a file's: a copy's, as before
+
+
+def test_reclaim_for_a_memory_cgroups_limit_is_not_the_machine_short_of_memory():
+    """6.18's chain of a fault in a 96 MiB cgroup on a machine with 21 GiB free: the group's limit."""
+    memcg = ["shrink_folio_list", "shrink_lruvec", "shrink_node", "do_try_to_free_pages",
+             "try_to_free_mem_cgroup_pages", "try_charge_memcg", "charge_memcg", "__mem_cgroup_charge",
+             "filemap_add_folio", "page_cache_ra_order", "filemap_fault", "__do_fault", "do_read_fault"]
+    machine = ["shrink_node", "do_try_to_free_pages", "try_to_free_pages", "__alloc_pages_direct_reclaim",
+               "__alloc_pages_slowpath", "alloc_anon_folio", "do_anonymous_page"]
+    tail = ["handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]
+    assert classify([*memcg, *tail]) == (FAULT, "memory-limit reclaim")
+    assert classify([*machine, *tail]) == (FAULT, "direct reclaim or compaction")
+    # a charge that reclaims nothing is the fault's own kind
+    assert classify(["try_charge_memcg", "charge_memcg", "__mem_cgroup_charge", "filemap_add_folio",
+                     "filemap_fault", "__do_fault", "do_read_fault", *tail]) == (FAULT, "file-backed")
+
+
+def test_a_file_kept_mapped_and_read_again_is_not_told_to_stop_mapping_it_per_request():
+    """A 256 MiB file scanned through one mapping in a 96 MiB cgroup: 2 munmap calls. Its file-backed
+    faults are pages read again after the page cache dropped them, not a mapping made per use."""
+    from memsleuth.analysis import findings
+    kept = {f.id: f for f in findings.for_cell(_faulting({"file-backed": 1000}, munmap=2))}["file-backed-faults"]
+    assert "per request" not in kept.advice and "MADV_WILLNEED" in kept.advice and "again at every pass" in kept.mechanism
+    per_use = {f.id: f for f in findings.for_cell(_faulting({"file-backed": 1000}, munmap=40))}["file-backed-faults"]
+    assert "instead of mapping it per request" in per_use.advice

@@ -95,6 +95,11 @@ FAULT_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     # NUMA balancing's hinting faults (the page was unmapped to see which node touches it) and the
     # migration they start; hugetlbfs's own fault path (MAP_HUGETLB, its copy-on-write included); a
     # fault resolved by a userfaultfd handler in user space.
+    # The fault's page could not be charged to the memory cgroup the process runs in (a container's,
+    # a unit's or a job's limit) until the group reclaimed pages of its own: the group's limit, however
+    # much memory the machine has free (before the machine-wide kind, whose shrink_node it shares).
+    ("memory-limit reclaim", frozenset({"try_to_free_mem_cgroup_pages", "mem_cgroup_handle_over_high",
+                                        "reclaim_high"})),
     # The allocation inside the fault found too little free memory (or, for a huge page, too little
     # contiguous memory) and reclaimed or compacted it itself: memory pressure, whatever the fault was.
     ("direct reclaim or compaction", frozenset({"__alloc_pages_direct_reclaim", "try_to_free_pages",

@@ -1,12 +1,13 @@
 """Page faults of a kind no other rule words: copy-on-write, a private file mapping's copies, a shared file
-mapping's writes, shared memory, a mapped file's pages, swap-in, NUMA hinting, hugetlbfs, userfaultfd,
-and those of a kind memsleuth does not name, said as unknown (the zero-fill of fresh memory, small pages
-or huge, is first-touch's and the churn rules', which name huge pages where they are what was zeroed).
-The explaining run's CPU samples taken in the fault handler say what each fault did
-(records/cpu_profile.FAULT_KINDS, from the kernel's call chain); the page-fault time is shared out among
-the kinds in the proportions of the samples whose chain shows it. The first-touch and churn rules claim
-only the small-page zero-fill part (view.zero_fill_share), so no fault's time is claimed twice, and a
-fault that copied a page or read a file is never called fresh memory."""
+mapping's writes, shared memory, a mapped file's pages, swap-in, reclaim (a memory cgroup's limit or the
+machine's), NUMA hinting, hugetlbfs, userfaultfd, and those of a kind memsleuth does not name, said as
+unknown (the zero-fill of fresh memory, small pages or huge, is first-touch's and the churn rules',
+which name huge pages where they are what was zeroed). The explaining run's CPU samples taken in the
+fault handler say what each fault did (records/cpu_profile.FAULT_KINDS, from the kernel's call chain);
+the page-fault time is shared out among the kinds in the proportions of the samples whose chain shows
+it. The first-touch and churn rules claim only the small-page zero-fill part (view.zero_fill_share), so
+no fault's time is claimed twice, and a fault that copied a page or read a file is never called fresh
+memory."""
 from __future__ import annotations
 
 from memsleuth.analysis.cost import confidence_from_share
@@ -62,6 +63,15 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "Swap-in faults: the process's own pages are read back from swap",
         "pages of the process were swapped out under memory pressure and each access faults them back in",
         "give the process (or the machine) more memory, or shrink what it keeps resident"),
+    "memory-limit reclaim": (
+        "Page faults that reclaim memory first: the program is at its memory cgroup's limit",
+        "the memory cgroup the program runs in (a container's, a systemd unit's or a batch job's memory limit: "
+        "memory.max or memory.high, or cgroup v1's limit_in_bytes) is full, so each fault that needs a page "
+        "first reclaims one of the group's own pages (dropping cached file pages, which must then be read "
+        "again, or swapping), however much memory the machine has free",
+        "raise the group's limit above the working set (the container's or unit's MemoryMax or MemoryHigh, a "
+        "Slurm job's --mem), or shrink the working set to fit under it: a file read whole again and again is "
+        "read from the disk each time when its pages cannot all stay cached in the group"),
     "direct reclaim or compaction": (
         "Page faults that reclaim or compact memory first: the machine is short of free memory",
         "the page a fault needs could not be taken from free memory (or, for a huge page, from contiguous free "
@@ -97,6 +107,15 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "the handler's own cost is the one to look at: fewer, larger UFFDIO_COPY calls, or prefetching the pages "
         "it will be asked for"),
 }
+# File-backed faults where the program does not map and unmap per use (fewer munmap calls than this, a
+# loader's few): one mapping read again, its pages dropped from the page cache in between.
+KEPT_MAPPED_MUNMAPS = 10
+FILE_KEPT_MAPPED = (
+    "a mapped file is not read until its pages are touched: each first access faults a page in from the page "
+    "cache, or from the disk where the kernel dropped it (a major fault), so a file whose pages cannot all stay "
+    "cached is read again at every pass over it",
+    "for a mapping read whole, MAP_POPULATE or madvise(MADV_WILLNEED) (MADV_SEQUENTIAL for one read in order) "
+    "reads it ahead in large pieces; keep what is read again within the memory its pages can stay cached in")
 # A kind the kernel chain shows but no entry above words (records/cpu_profile.UNNAMED_FAULT): said as
 # unknown, at its size, with the handlers the chains show.
 UNKNOWN = ("Page faults of a kind memsleuth does not name",
@@ -124,6 +143,8 @@ def check(view: CellView) -> list[Finding]:
                              for k, v in sorted(unnamed.items(), key=lambda kv: -kv[1]))
         words["unknown"] = (UNKNOWN[0], UNKNOWN[1].format(handlers=handlers), UNKNOWN[2])
         kinds = {**{k: v for k, v in kinds.items() if k not in unnamed}, "unknown": sum(unnamed.values())}
+    if sc.syscalls.get("munmap", 0) < KEPT_MAPPED_MUNMAPS:
+        words["file-backed"] = (KINDS["file-backed"][0], *FILE_KEPT_MAPPED)
     for kind, (title, mechanism, advice) in words.items():
         share = kinds.get(kind, 0.0)
         spent = faults * share
