@@ -105,8 +105,8 @@ def test_threads_created_during_the_window_are_counted(tmp_path, service):
     # each request's thread unmaps once: all but one or two of these calls came from threads created in the window
     # (one fresh-clone run here read munmap 0 beside 517,851 faults from /proc, and passed in 9 runs
     # after it: what the window said of its events is in the message, for the next time)
-    # (the window's threads unmap once each: beside two busy loops a 3 s window held 46 requests, not the
-    # 150 of a quiet machine; the threads present at its start could have made 2 of them)
+    # (the window's threads unmap once each: beside two busy loops a 3 s window held only 46 requests, each
+    # of its 2,048 faults counted; the threads present at its start could have made 2 of them)
     assert munmap > 5 * max(1, at["threads_at_start"]) and 0.75 <= s["minflt"] / munmap / 2048 <= 1.33, \
         (s["minflt"], munmap, s.get("unsupported"), sorted(s.get("counters") or {}), s.get("events_by"), at)
     f = findings(doc)["mmap-churn"]
