@@ -144,6 +144,14 @@ def needs_cpu_profile(samples: list) -> bool:
     return mid.sys_ns >= MIN_COST_NS and mid.sys_ns >= MATERIAL_SHARE * (mid.user_ns + mid.sys_ns)
 
 
+def needs_user_profile(samples: list) -> bool:
+    """Whether a cell's measured runs spend enough CPU time in user mode for a mechanism there (the
+    allocator's own code, a runtime's collector) to be material: MIN_COST_NS at least."""
+    from memsleuth.events import MIN_COST_NS
+    ok = [s for s in samples if s.ok]
+    return bool(ok) and sorted(s.user_ns for s in ok)[len(ok) // 2] >= MIN_COST_NS
+
+
 def cpu_sample_us(samples: list) -> int:
     """The explaining run's sampling period: about CPU_SAMPLES samples of the measured runs' median
     CPU time, at 2 kHz at most and at least every 4 ms. A sample is not free: on this project's VM
@@ -371,12 +379,12 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
             # `check` with nothing counted to explain still samples where the CPU time goes, in user mode too:
             # the allocator's own code, its clearing of zeroed blocks and a runtime's collector cost no
             # syscall or fault that a measured run counts (a calloc of 4 MiB per request: 90% of its time)
-            profile_only = plan.explain_if_needed
-            progress.shrink(sum(a or profile_only for _, _, a, _, _ in todo))
+            profile_only = {i for i, *_ in todo if plan.explain_if_needed and needs_user_profile(samples[i])}
+            progress.shrink(sum(bool(a or i in profile_only) for i, _, a, _, _ in todo))
             # the explaining runs' own tracepoints held too: their closes at each run's end are then cheap
             with TracepointHolder(args=True) if any(a for _, _, a, _, _ in todo) else contextlib.nullcontext():
                 for i, cell, args, sites, heap in todo:
-                    if not args and profile_only:
+                    if not args and i in profile_only:
                         progress.now(f"{plan.label(i)}: where the CPU time goes (one explaining run)")
                         explain = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
                                                     cpu_sample_us=cpu_sample_us(samples[i]))
