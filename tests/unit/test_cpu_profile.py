@@ -407,21 +407,28 @@ def test_mprotect_toggled_per_task_is_its_own_finding_above_its_floor():
     assert mprotect_calls.check(view(process(user_ms=100, sys_ms=1300, syscalls={"mprotect": 500}))) == []
 
 
-def test_the_common_path_of_file_and_shared_memory_faults_goes_to_the_kind_the_chains_name():
-    common = ["finish_fault", "do_fault", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]
-    shmem = ["shmem_fault", "__do_fault", "do_fault", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]
-    frames = sorted(set(common + shmem))
+@pytest.mark.parametrize("common,named,kind,default", [
+    # a MAP_SHARED|MAP_ANONYMOUS region: the path it shares with a file's pages is shared memory's too
+    (["finish_fault", "do_fault"], ["shmem_fault", "__do_fault", "do_fault"], "shared memory", "file-backed"),
+    # a shared file's pages dirtied again after a writeback: do_wp_page's own code is theirs too
+    (["do_wp_page", "__handle_mm_fault"], ["ext4_page_mkwrite", "do_page_mkwrite", "do_wp_page", "__handle_mm_fault"],
+     "shared file write", "copy-on-write"),
+])
+def test_a_common_fault_path_goes_to_the_kind_the_chains_name(common, named, kind, default):
+    tail = ["handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]
+    common, named = [*common, *tail], [*named, *tail]
+    frames = sorted(set(common + named))
 
-    def profile(n_shmem):
+    def profile(n_named):
         stacks = [[0, 30, 0, [frames.index(f) for f in common], 1, [0, 30]]]
-        if n_shmem:
-            stacks.append([0, n_shmem, 0, [frames.index(f) for f in shmem], 1, [0, n_shmem]])
-        return cpu_profile.read({"samples": 30 + n_shmem, "period_ns": 10**6, "frames": frames, "stacks": stacks,
+        if n_named:
+            stacks.append([0, n_named, 0, [frames.index(f) for f in named], 1, [0, n_named]])
+        return cpu_profile.read({"samples": 30 + n_named, "period_ns": 10**6, "frames": frames, "stacks": stacks,
                                  "when_bucket_ns": 10**6, "when_span_ns": 32 * 10**6})
 
-    p = profile(70)              # a MAP_SHARED|MAP_ANONYMOUS region: its common path is shared memory's too
-    assert p.fault_kinds == {"shared memory": 100} and sum(p.when[f"{FAULT}:shared memory"]) == 100
-    assert profile(0).fault_kinds == {"file-backed": 30}     # nothing names shared memory: a file's, as before
+    p = profile(70)
+    assert p.fault_kinds == {kind: 100} and sum(p.when[f"{FAULT}:{kind}"]) == 100
+    assert profile(0).fault_kinds == {default: 30}          # nothing names the other kind: the first's, as before
 
 
 @pytest.mark.parametrize("frames,kind", [
@@ -562,23 +569,6 @@ def test_memory_locked_per_job_is_named_at_its_sampled_share():
 def test_a_write_that_dirties_a_shared_file_page_is_not_copy_on_write(frames, kind):
     assert classify([*frames, "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]) == (FAULT, kind)
 
-
-def test_the_write_protect_path_goes_to_the_kind_the_chains_name():
-    tail = ["__handle_mm_fault", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]
-    common = ["do_wp_page", *tail]
-    mkwrite = ["ext4_page_mkwrite", "do_page_mkwrite", "do_wp_page", *tail]
-    frames = sorted(set(common + mkwrite))
-
-    def profile(n_named):
-        stacks = [[0, 20, 0, [frames.index(f) for f in common], 1, [0, 20]]]
-        if n_named:
-            stacks.append([0, n_named, 0, [frames.index(f) for f in mkwrite], 1, [0, n_named]])
-        return cpu_profile.read({"samples": 20 + n_named, "period_ns": 10**6, "frames": frames, "stacks": stacks,
-                                 "when_bucket_ns": 10**6, "when_span_ns": 32 * 10**6})
-
-    p = profile(80)
-    assert p.fault_kinds == {"shared file write": 100} and sum(p.when[f"{FAULT}:shared file write"]) == 100
-    assert profile(0).fault_kinds == {"copy-on-write": 20}        # nothing names a file's: a copy's, as before
 
 
 def test_reclaim_for_a_memory_cgroups_limit_is_not_the_machine_short_of_memory():
