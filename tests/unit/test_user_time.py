@@ -227,7 +227,7 @@ def test_a_zeroed_allocation_cleared_by_the_allocator_is_its_time_worded_as_clea
     (f,) = allocator_time.check(CellView("c", "glibc", [Sample.from_msrun(doc)], explain=[explain]))
     assert f.title.startswith("Time in the allocator clearing zeroed allocations") and f.who == "allocator"
     assert f.cost_share == pytest.approx(0.86) and "called from: rmi::main 100%" in f.evidence
-    assert "Vec::with_capacity" in f.advice and "mimalloc" not in f.advice
+    assert "Vec::with_capacity" in f.advice and "measure mimalloc, jemalloc, tcmalloc" in f.advice
     names = {p.name: p.samples for p in user_time.who_ran(s)}
     assert names["the allocator (malloc and free)"] == 860
     # memset called by the program itself is the program's

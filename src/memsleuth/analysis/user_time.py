@@ -142,8 +142,8 @@ class AllocatorTime(_Part):
     callers: tuple[tuple[str, int], ...]     # the first frame outside the allocator, the most first
     when: tuple[int, ...] = ()
     wrapped: int = 0             # samples in memsleuth's heap accounting around malloc and free, left out
-    zeroing: tuple[tuple[str, int], ...] = ()   # of `samples`, those clearing a new object's memory
-                                                # (Runtime.zeroing), by their innermost frame
+    zeroing: tuple[tuple[str, int], ...] = ()   # of `samples`, those clearing what the allocator hands out
+                                                # (ZEROING_FRAMES, Runtime.zeroing), by innermost frame
 
 
 def _runtime_allocator(functions: tuple[str, ...]) -> tuple[runtimes.Runtime, str] | None:

@@ -14,8 +14,8 @@ from memsleuth.analysis.view import CellView
 
 # The callers are named where the ones the chains name hold at least this share of the samples.
 CALLERS_SHOWN = 0.5
-# A runtime allocator's time is worded as clearing new objects where at least this share of its
-# samples is (a large buffer per request), not as finding slots for many small ones.
+# An allocator's time is worded as clearing what it hands out where at least this share of its samples
+# is (a large buffer per request), not as finding slots for many small ones.
 ZEROING_WORDS = 0.5
 MALLOC_MECHANISM = ("the program allocates and frees often enough that the allocator's own work (finding a free "
                     "block, splitting and merging chunks, moving blocks through its caches) takes this share of the "
@@ -27,7 +27,9 @@ MALLOC_ZEROING_MECHANISM = ("a zeroed allocation (calloc, Rust's vec![0; n] and 
                             "it runs in user mode, so no system call or page fault count shows it")
 MALLOC_ZEROING_ADVICE = ("keep the buffer across requests instead of allocating it again, and clear only the part a "
                          "request uses; where every byte is written before it is read, allocate it uninitialised "
-                         "(malloc instead of calloc, Vec::with_capacity and writes instead of vec![0; n])")
+                         "(malloc instead of calloc, Vec::with_capacity and writes instead of vec![0; n]); another "
+                         "allocator may hand out fresh pages instead, already zero but faulted in: measure {others} "
+                         "on this program (`memsleuth check --try`)")
 ZEROING_MECHANISM = ("{rt}'s own allocator clears the memory of each new object before handing it out, and "
                      "most of its time here is that clearing: large objects allocated again and again (a buffer "
                      "per request) are written in full before the program uses them; it runs in user mode, so no "
@@ -73,11 +75,12 @@ def check(view: CellView) -> list[Finding]:
         if found:
             evidence.append(found.text)
         where = "where the callers above do" if callers else "in the code that calls it"
+        others = ", ".join(a for a in ("glibc", "mimalloc", "jemalloc", "tcmalloc") if a != view.allocator)
         if rt is None and zeroed >= ZEROING_WORDS * part.samples:
             title = f"Time in the allocator clearing zeroed allocations (calloc): {head}"
-            mechanism, advice, numbers = MALLOC_ZEROING_MECHANISM, MALLOC_ZEROING_ADVICE, {"share": share}
+            mechanism, advice = MALLOC_ZEROING_MECHANISM, MALLOC_ZEROING_ADVICE.format(others=others)
+            numbers = {"share": share}
         elif rt is None:
-            others = ", ".join(a for a in ("glibc", "mimalloc", "jemalloc", "tcmalloc") if a != view.allocator)
             title = f"Time in the allocator's own code (malloc and free): {head}"
             mechanism = MALLOC_MECHANISM
             advice = (f"another allocator may spend less here: measure {others} on this program (`memsleuth check "
