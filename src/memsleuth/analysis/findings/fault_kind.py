@@ -143,7 +143,7 @@ def check(view: CellView) -> list[Finding]:
                              for k, v in sorted(unnamed.items(), key=lambda kv: -kv[1]))
         words["unknown"] = (UNKNOWN[0], UNKNOWN[1].format(handlers=handlers), UNKNOWN[2])
         kinds = {**{k: v for k, v in kinds.items() if k not in unnamed}, "unknown": sum(unnamed.values())}
-    if sc.syscalls.get("munmap", 0) < KEPT_MAPPED_MUNMAPS:
+    if "munmap" in sc.syscalls and sc.syscalls["munmap"] < KEPT_MAPPED_MUNMAPS:     # counted, and few
         words["file-backed"] = (KINDS["file-backed"][0], *FILE_KEPT_MAPPED)
     for kind, (title, mechanism, advice) in words.items():
         share = kinds.get(kind, 0.0)
