@@ -394,4 +394,7 @@ def test_without_perf_the_kernels_samples_are_counted_once_each(tmp_path):
     sampled = {name: e["samples"] for name, e in where["events"].items() if name in counted}
     # beside two busy loops the two threads collide less: 3,874 futex calls and 27 samples in one window
     assert sum(sampled.values()) > 0, (sampled, s["syscalls"])
-    assert all(n <= counted[name] for name, n in sampled.items()), (sampled, counted)
+    # the samplers and the counters open and close a moment apart: a rare call at the window's edge can be
+    # sampled and not counted (3 mprotect samples against 2 counted once, quiet); periods read as events
+    # were off by orders of magnitude
+    assert all(n <= counted[name] + 5 for name, n in sampled.items()), (sampled, counted)
