@@ -117,7 +117,7 @@ ALLOCATOR_FRAMES = re.compile(
 # libc's clearing of memory: innermost under an allocator's frame (calloc, mimalloc's and Rust's zeroed
 # allocation, jemalloc's), it is that allocator clearing a block it hands out again (fresh pages from
 # the kernel are zero already): the allocator's time, and said as clearing.
-ZEROING_FRAMES = re.compile(r"^(__)?(memset|bzero|explicit_bzero)(_\w+)?$|^__memset_\w+$|^_?mi_memzero\w*$")
+ZEROING_FRAMES = re.compile(r"^(__)?(memset|bzero|explicit_bzero)(_\w+)?$|^_?mi_memzero\w*$")
 
 
 def _malloc_zeroing(functions: tuple[str, ...]) -> bool:
