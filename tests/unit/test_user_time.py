@@ -233,3 +233,25 @@ def test_a_zeroed_allocation_cleared_by_the_allocator_is_its_time_worded_as_clea
     # memset called by the program itself is the program's
     s2 = _user_stacks((500, ("__memset_avx2_unaligned_erms", "main")), (500, ("main",)))
     assert user_time.allocator_time(s2) == []
+
+
+def test_a_block_realloc_moves_is_the_allocators_time_worded_as_copying():
+    """Two buffers grown side by side by 4 KiB reallocs: glibc's _int_realloc copies each into a new
+    block; its memcpy (put back under _int_realloc by the leaf's return address) was 80% of the samples,
+    read as the program's own code before."""
+    from memsleuth.analysis.findings import allocator_time
+    from memsleuth.analysis.view import CellView
+    from memsleuth.records.evidence import Sample
+    doc = {"status": "ok", "wall_ns": 10**9, "user_ns": 10**9, "sys_ns": 0, "minflt": 100}
+    s = _user_stacks((800, ("__memcpy_avx_unaligned_erms", "_int_realloc", "__libc_realloc", "main")),
+                     (150, ("_int_malloc", "__libc_realloc", "main")), (50, ("main",)))
+    explain = Sample.from_msrun(doc)
+    object.__setattr__(explain, "cpu_stacks", s)
+    (f,) = allocator_time.check(CellView("c", "glibc", [Sample.from_msrun(doc)], explain=[explain]))
+    assert f.title.startswith("Time in the allocator copying blocks that realloc moves") and f.who == "allocator"
+    assert f.cost_share == pytest.approx(0.95) and "geometrically" in f.advice
+    assert any(e.startswith("84% of these samples were copying") for e in f.evidence), f.evidence
+    assert {p.name: p.samples for p in user_time.who_ran(s)}["the allocator (malloc and free)"] == 950
+    # the program's own memcpy stays the program's
+    assert user_time.allocator_time(_user_stacks((500, ("__memcpy_avx_unaligned_erms", "main")),
+                                                 (500, ("main",)))) == []

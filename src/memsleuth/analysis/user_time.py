@@ -120,16 +120,25 @@ ALLOCATOR_FRAMES = re.compile(
 ZEROING_FRAMES = re.compile(r"^(__)?(memset|bzero|explicit_bzero)(_\w+)?$|^_?mi_memzero\w*$")
 
 
-def _malloc_zeroing(functions: tuple[str, ...]) -> bool:
-    """The sample is an allocator clearing the block it hands out: a ZEROING_FRAMES frame innermost,
-    called by one of the allocator's (ALLOCATOR_FRAMES)."""
-    return len(functions) > 1 and bool(ZEROING_FRAMES.match(functions[0])) and \
-        bool(ALLOCATOR_FRAMES.match(functions[1]))
+# libc's copying of memory: innermost under an allocator's frame, it is realloc moving a block it
+# could not grow in place (glibc's _int_realloc, jemalloc's and mimalloc's realloc): the allocator's
+# time, and said as copying.
+COPYING_FRAMES = re.compile(r"^(__)?(memmove|memcpy|mempcpy)(_\w+)?$")
+
+
+def _malloc_leaf(functions: tuple[str, ...]) -> str | None:
+    """"clearing" where the sample is an allocator clearing the block it hands out (a ZEROING_FRAMES
+    frame innermost), "copying" where it is one copying a block it moves (COPYING_FRAMES), called by
+    one of the allocator's frames (ALLOCATOR_FRAMES); else None."""
+    if len(functions) < 2 or not ALLOCATOR_FRAMES.match(functions[1]):
+        return None
+    return "clearing" if ZEROING_FRAMES.match(functions[0]) else \
+        "copying" if COPYING_FRAMES.match(functions[0]) else None
 
 
 def _malloc_own(f: str) -> bool:
     """A frame of malloc's own work: the allocator's, its clearing, memsleuth's wrappers of it."""
-    return bool(ALLOCATOR_FRAMES.match(f) or ZEROING_FRAMES.match(f)) or f.startswith(OWN)
+    return bool(ALLOCATOR_FRAMES.match(f) or ZEROING_FRAMES.match(f) or COPYING_FRAMES.match(f)) or f.startswith(OWN)
 
 
 @dataclass(frozen=True)
@@ -144,6 +153,8 @@ class AllocatorTime(_Part):
     wrapped: int = 0             # samples in memsleuth's heap accounting around malloc and free, left out
     zeroing: tuple[tuple[str, int], ...] = ()   # of `samples`, those clearing what the allocator hands out
                                                 # (ZEROING_FRAMES, Runtime.zeroing), by innermost frame
+    copying: tuple[tuple[str, int], ...] = ()   # of `samples`, those copying a block realloc moves
+                                                # (COPYING_FRAMES), by innermost frame
 
 
 def _runtime_allocator(functions: tuple[str, ...]) -> tuple[runtimes.Runtime, str] | None:
@@ -178,6 +189,7 @@ def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
     when: dict[str, list] = {}
     wrapped: Counter = Counter()
     zeroing: dict[str, Counter] = {}
+    copying: dict[str, Counter] = {}
     by_name: dict[str, runtimes.Runtime | None] = {}
     for st in stacks.stacks:
         inner = st.functions[0] if st.functions else ""
@@ -188,9 +200,9 @@ def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
             continue
         if st.in_kernel or _collector_of(st.functions) is not None:
             continue
-        cleared = _malloc_zeroing(st.functions)
-        if ALLOCATOR_FRAMES.match(inner) or cleared:
-            rt, fn, mine = None, st.functions[1] if cleared else inner, _malloc_own
+        leaf = _malloc_leaf(st.functions)
+        if ALLOCATOR_FRAMES.match(inner) or leaf:
+            rt, fn, mine = None, st.functions[1] if leaf else inner, _malloc_own
         else:
             found = _runtime_allocator(st.functions)
             if found is None:
@@ -201,14 +213,16 @@ def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
         by_name[key] = rt
         hits[key] += st.samples
         fns.setdefault(key, Counter())[fn] += st.samples
-        if cleared or (rt is not None and rt.zeroing is not None and rt.zeroing.search(inner)):
+        if leaf == "clearing" or (rt is not None and rt.zeroing is not None and rt.zeroing.search(inner)):
             zeroing.setdefault(key, Counter())[inner] += st.samples
+        elif leaf == "copying":
+            copying.setdefault(key, Counter())[inner] += st.samples
         caller = next((f for f in st.functions if not mine(f)), None)
         callers.setdefault(key, Counter())[caller or "(no caller named)"] += st.samples
         when.setdefault(key, []).append(st.when)
     return [AllocatorTime(by_name[k], n, stacks.samples - own, tuple(fns[k].most_common(5)),
                           tuple(callers[k].most_common(3)), tuple(phase.sum_buckets(when[k])), wrapped[k],
-                          tuple(zeroing.get(k, Counter()).most_common()))
+                          tuple(zeroing.get(k, Counter()).most_common()), tuple(copying.get(k, Counter()).most_common()))
             for k, n in hits.most_common()]
 
 
@@ -239,7 +253,7 @@ def who_ran(stacks: CpuStacks | None) -> list[Part]:
         inner = st.functions[0] if st.functions else ""
         own_alloc = None if found or inner.startswith(OWN) else _runtime_allocator(st.functions)
         parts[f"{found[0].name}'s garbage collector" if found else
-              "the allocator (malloc and free)" if ALLOCATOR_FRAMES.match(inner) or _malloc_zeroing(st.functions) else
+              "the allocator (malloc and free)" if ALLOCATOR_FRAMES.match(inner) or _malloc_leaf(st.functions) else
               "memsleuth's own (heap accounting, call-site sampling)" if inner.startswith(OWN) else
               f"{own_alloc[0].name}'s own allocator" if own_alloc else
               "the program and its libraries"] += st.samples

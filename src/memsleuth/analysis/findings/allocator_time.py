@@ -14,8 +14,9 @@ from memsleuth.analysis.view import CellView
 
 # The callers are named where the ones the chains name hold at least this share of the samples.
 CALLERS_SHOWN = 0.5
-# An allocator's time is worded as clearing what it hands out where at least this share of its samples
-# is (a large buffer per request), not as finding slots for many small ones.
+# An allocator's time is worded as clearing what it hands out (a large buffer per request), or as
+# copying what realloc moves (a buffer grown in small steps), where at least this share of its samples
+# is that, not as finding slots for many small ones.
 ZEROING_WORDS = 0.5
 MALLOC_MECHANISM = ("the program allocates and frees often enough that the allocator's own work (finding a free "
                     "block, splitting and merging chunks, moving blocks through its caches) takes this share of the "
@@ -34,6 +35,15 @@ ZEROING_MECHANISM = ("{rt}'s own allocator clears the memory of each new object 
                      "most of its time here is that clearing: large objects allocated again and again (a buffer "
                      "per request) are written in full before the program uses them; it runs in user mode, so no "
                      "system call or page fault count shows it (the faults of their fresh pages are counted apart)")
+MALLOC_COPYING_MECHANISM = ("realloc cannot grow a block in place where the memory after it is in use, so it allocates "
+                            "a new block, copies the contents and frees the old one, and most of the allocator's time "
+                            "here is that copying: a buffer grown in small steps is copied in full at each step, so "
+                            "the work grows with the square of its final size; it runs in user mode, so no system "
+                            "call or page fault count shows it")
+MALLOC_COPYING_ADVICE = ("grow the buffer geometrically (double its capacity when it is full) or reserve its final "
+                         "size before filling it, so that realloc moves it a few times instead of at every step; "
+                         "keep it across requests where its size repeats; allocators differ in what they can grow in "
+                         "place: measure {others} on this program (`memsleuth check --try`)")
 RUNTIME_MECHANISM = ("the program allocates often enough that {rt}'s own allocator (finding a free slot for each new "
                      "object and preparing it) takes this share of the CPU time; it runs in user mode, so no "
                      "system call or page fault count shows it, and it is not the collector's time (that is "
@@ -68,6 +78,10 @@ def check(view: CellView) -> list[Finding]:
         if zeroed:
             evidence.append(f"{zeroed / part.samples:.0%} of these samples were clearing the memory it hands out "
                             "(innermost in " + ", ".join(fn for fn, _ in part.zeroing) + ")")
+        copied = sum(k for _, k in part.copying)
+        if copied:
+            evidence.append(f"{copied / part.samples:.0%} of these samples were copying blocks that realloc moves "
+                            "(innermost in " + ", ".join(fn for fn, _ in part.copying) + ")")
         if part.wrapped:
             evidence.append(f"{part.wrapped:,} more samples were in memsleuth's heap accounting, which runs around each "
                             "malloc and free in the explaining run only: left out, as memsleuth's own")
@@ -76,7 +90,11 @@ def check(view: CellView) -> list[Finding]:
             evidence.append(found.text)
         where = "where the callers above do" if callers else "in the code that calls it"
         others = ", ".join(a for a in ("glibc", "mimalloc", "jemalloc", "tcmalloc") if a != view.allocator)
-        if rt is None and zeroed >= ZEROING_WORDS * part.samples:
+        if rt is None and copied >= ZEROING_WORDS * part.samples:
+            title = f"Time in the allocator copying blocks that realloc moves: {head}"
+            mechanism, advice = MALLOC_COPYING_MECHANISM, MALLOC_COPYING_ADVICE.format(others=others)
+            numbers = {"share": share}
+        elif rt is None and zeroed >= ZEROING_WORDS * part.samples:
             title = f"Time in the allocator clearing zeroed allocations (calloc): {head}"
             mechanism, advice = MALLOC_ZEROING_MECHANISM, MALLOC_ZEROING_ADVICE.format(others=others)
             numbers = {"share": share}
