@@ -23,7 +23,12 @@
 static void base_attr(struct perf_event_attr *a, int attach) {
   memset(a, 0, sizeof *a);
   a->size = sizeof *a;
-  a->sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+  a->sample_type =
+      PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_STACK_USER;
+  /* The word at the user stack pointer: in a function that makes no frame (libc's memset, memcpy,
+   * a system call's wrapper) it is the return address into its caller, which the frame-pointer
+   * chain skips (calloc -> memset reads as memset <- calloc's caller). */
+  a->sample_stack_user = 8;
   a->sample_id_all = 1;
   a->exclude_callchain_kernel = 1; /* the program's frames only */
   a->sample_max_stack = MSR_SITES_FRAMES;
@@ -232,10 +237,11 @@ static uint64_t mix(uint64_t h, uint64_t v) {
   return h * 0x100000001b3ull;
 }
 
-static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip, uint16_t depth, uint64_t weight,
-                      int when) {
+static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip, uint16_t depth, uint64_t ret,
+                      uint64_t weight, int when) {
   uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)proc * 16 + ev);
   for (int k = 0; k < depth; k++) h = mix(h, ip[k]);
+  h = mix(h, ret);
   size_t nslot = 2 * MSR_SITES_STACKS;
   for (size_t i = h % nslot;; i = (i + 1) % nslot) {
     int32_t at = s->slot[i];
@@ -245,14 +251,14 @@ static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip
         return;
       }
       msr_site_stack *st = &s->stacks[s->nstacks];
-      *st = (msr_site_stack){.n = weight, .hash = h, .proc = proc, .ev = ev, .depth = depth};
+      *st = (msr_site_stack){.n = weight, .hash = h, .proc = proc, .ev = ev, .depth = depth, .ret = ret};
       st->when[when] = (uint32_t)weight;
       memcpy(st->ip, ip, depth * sizeof *ip);
       s->slot[i] = s->nstacks++;
       return;
     }
     msr_site_stack *st = &s->stacks[at];
-    if (st->hash == h && st->proc == proc && st->ev == ev && st->depth == depth &&
+    if (st->hash == h && st->proc == proc && st->ev == ev && st->depth == depth && st->ret == ret &&
         !memcmp(st->ip, ip, depth * sizeof *ip)) {
       st->n += weight;
       st->when[when] += (uint32_t)weight;
@@ -261,7 +267,18 @@ static void add_stack(msr_sites *s, int32_t proc, uint8_t ev, const uint64_t *ip
   }
 }
 
-/* { header, u64 id, u32 pid, tid, u64 time, u64 nr, u64 ips[nr] } */
+/* `word` where it may be a return address: in an executable file mapping of the process, and not
+ * the chain's next frame already. Anything else at the stack pointer (a frame's locals) is 0, so
+ * that it does not split one chain into many. */
+static uint64_t leaf_return(const msr_site_proc *p, uint64_t word, const uint64_t *chain, uint16_t depth) {
+  if (!word || !depth || (depth > 1 && chain[1] == word)) return 0;
+  for (int k = 0; k < p->nmaps; k++)
+    if (word >= p->maps[k].start && word < p->maps[k].end) return word;
+  return 0;
+}
+
+/* { header, u64 id, u32 pid, tid, u64 time, u64 nr, u64 ips[nr], u64 size, char data[size],
+ * u64 dyn_size } (the user stack's part only where the sample has user registers: size 0 else) */
 static void on_sample(msr_sites *s, const unsigned char *rec, size_t n) {
   size_t hs = sizeof(struct perf_event_header), at = hs + 24;
   uint64_t id, nr, time;
@@ -272,7 +289,16 @@ static void on_sample(msr_sites *s, const unsigned char *rec, size_t n) {
   memcpy(&time, rec + hs + 16, 8);
   memcpy(&nr, rec + at, 8);
   const unsigned char *ips = rec + at + 8;
-  if (at + 8 + nr * 8 > n) nr = (n - at - 8) / 8;
+  uint64_t word = 0;
+  if (at + 8 + nr * 8 > n) {
+    nr = (n - at - 8) / 8;
+  } else {
+    size_t us = at + 8 + nr * 8; /* the user stack's dump */
+    uint64_t size = 0, dyn = 0;
+    if (us + 8 <= n) memcpy(&size, rec + us, 8);
+    if (size >= 8 && us + 16 + size <= n) memcpy(&dyn, rec + us + 8 + size, 8);
+    if (dyn >= 8) memcpy(&word, rec + us + 8, 8);
+  }
   int ev = -1;
   for (int k = 0; k < s->nids; k++)
     if (s->ids[k] == id) ev = s->id_ev[k];
@@ -298,7 +324,7 @@ static void on_sample(msr_sites *s, const unsigned char *rec, size_t n) {
   p->samples++;
   if (depth || cpu) {
     int when = msr_when_bucket(&s->when, time, s->stacks[0].when, s->nstacks, sizeof *s->stacks);
-    add_stack(s, (int32_t)(p - s->procs), (uint8_t)ev, chain, depth, 1, when);
+    add_stack(s, (int32_t)(p - s->procs), (uint8_t)ev, chain, depth, leaf_return(p, word, chain, depth), 1, when);
   }
 }
 
@@ -415,15 +441,16 @@ static void write_doc(msr_sites *s, int32_t pi) {
     msj_arr_begin(&j, NULL);
     for (int f = 0; f < st->depth; f++) msj_u64(&j, NULL, st->ip[f]);
     msj_arr_end(&j);
-    if (s->timed) { /* [bucket, samples, ...], the empty buckets left out */
+    if (s->timed || st->ret) { /* [bucket, samples, ...], the empty buckets left out (none: not timed) */
       msj_arr_begin(&j, NULL);
-      for (int b = 0; b < MSR_WHEN; b++) {
+      for (int b = 0; b < MSR_WHEN && s->timed; b++) {
         if (!st->when[b]) continue;
         msj_u64(&j, NULL, (uint64_t)b);
         msj_u64(&j, NULL, st->when[b]);
       }
       msj_arr_end(&j);
     }
+    if (st->ret) msj_u64(&j, NULL, st->ret); /* the leaf's return address (leaf_return) */
     msj_arr_end(&j);
   }
   msj_arr_end(&j);

@@ -49,6 +49,7 @@ typedef struct {
   uint8_t ev;
   uint16_t depth;
   uint32_t when[MSR_WHEN]; /* its samples by bucket of time (msr_when.h; written for cpu-clock only) */
+  uint64_t ret;            /* the word at the user stack pointer where it is a return address, else 0 */
   uint64_t ip[MSR_SITES_FRAMES];
 } msr_site_stack;
 

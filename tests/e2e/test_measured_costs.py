@@ -344,6 +344,24 @@ def test_time_in_malloc_and_free_is_the_allocators_at_perfs_share(tmp_path):
     assert "--try" in f["advice"], f
 
 
+def test_calloc_clearing_a_reused_block_is_the_allocators_time_at_perfs_share_of_memset(tmp_path):
+    """A 4 MiB calloc per request (plain-calloc_clear): glibc's calloc ends by jumping to memset, so
+    neither calloc nor the handler is in a frame-pointer chain of memset (perf's own chains say
+    memset <- main). The word at the stack pointer names the handler, and the call before it calloc:
+    the allocator's time, said as clearing, at perf's share of memset."""
+    from perf_reference import perf_innermost_share
+    from memsleuth.analysis.user_time import ZEROING_FRAMES
+    cmd = [fixture("plain-calloc_clear")]
+    refs = [perf_innermost_share(tmp_path / "perf-before.data", ZEROING_FRAMES.pattern, *cmd)]
+    doc = check(tmp_path, *cmd)
+    refs.append(perf_innermost_share(tmp_path / "perf-after.data", ZEROING_FRAMES.pattern, *cmd))
+    found = findings_of(doc)
+    f = found["allocator-time"]
+    assert within_range(f["cost_share"], refs), (f["title"], refs)
+    evidence = " ".join(f["evidence"])
+    assert "clearing" in f["title"] and "by function: calloc" in evidence and "called from: handle" in evidence, f
+
+
 def test_a_thread_per_task_is_named_thread_creation_never_lock_contention(tmp_path):
     """20,000 short tasks, each on a new thread joined before the next (plain-thread_per_task): clone is
     nearly all of the CPU time, and each join waits on a futex. The finding is thread creation, the

@@ -122,3 +122,31 @@ def test_where_the_sampler_cannot_run_perf_record_names_the_same_lines(tmp_path)
     f = next(f for c in doc["cells"] for f in c["summary"]["findings"] if f["id"] == "heap-trim-churn")
     sites = " ".join(f["call_sites"])
     assert "steps.c:18" in sites and "systrim" in sites and "steps.c:15" in sites, sites
+
+
+def test_the_call_before_a_return_address_is_read_through_the_plt_the_got_and_directly(tmp_path):
+    """records/calls.py: what a program's call before a return address called (the function that
+    tail-called a frameless leaf), read from the object's bytes, on programs gcc builds three ways."""
+    from memsleuth.records import calls
+    src = tmp_path / "c.c"
+    src.write_text("#include <stdio.h>\n#include <stdlib.h>\n"
+                   "__attribute__((noinline)) char *mine(size_t n) { return calloc(n, 1); }\n"
+                   "int main(int c, char **v) { char *p = calloc(c, 8), *q = mine(c + 1); p[0] = q[0] = 'a';"
+                   " puts(p); puts(q); free(p); free(q); return 0; }\n")
+    for flags in ([], ["-fno-plt"], ["-no-pie"]):
+        exe = tmp_path / ("c" + "".join(flags))
+        subprocess.run(["gcc", "-O2", *flags, "-o", str(exe), str(src)], check=True)
+        dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(exe)], capture_output=True, text=True,
+                             check=True).stdout
+        lines = dis.splitlines()
+        got = {}
+        for k, line in enumerate(lines):           # the address after each call: the return address
+            m = re.match(r"\s*([0-9a-f]+):\s+call\s+(.*)$", line)
+            if m and k + 1 < len(lines) and re.match(r"\s*[0-9a-f]+:", lines[k + 1]):
+                ret = int(lines[k + 1].split(":")[0], 16)
+                target = "calloc" if "calloc" in m.group(2) else "mine" if "<mine>" in m.group(2) else None
+                if target:
+                    got[target] = calls.callee(str(exe), ret)
+        assert got.get("calloc") == ("calloc", False), (flags, got)
+        assert got.get("mine") == ("mine", True), (flags, got)
+    assert calls.callee(str(src), 100) is None                      # not an ELF object

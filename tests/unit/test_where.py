@@ -246,3 +246,28 @@ def test_rust_legacy_names_are_written_as_rust_writes_them():
         "std::rt::lang_start::{{closure}}"
     assert rust_legacy("rmi::main::h0123456789abcdef") == "rmi::main"
     assert rust_legacy("operator new(unsigned long)") == "operator new(unsigned long)"     # not Rust: as it is
+
+
+def test_a_frameless_libc_leaf_gets_its_caller_back_from_the_word_at_the_stack_pointer():
+    # calloc -> memset under frame pointers: the chain skips calloc; ms-run kept calloc's return address.
+    named = {(0, 1): (F(LIBC, "__memset_avx2_unaligned_erms"),), (0, 2): (F(LIBC, "__libc_start_call_main"),),
+             (0, 9): (F(LIBC, "__libc_calloc"),), (0, 7): (F("/tmp/prog", "handle", "prog.c:7"),)}
+    got = [f.function for f in symbols.chain(named, 0, [1, 2], ret=9)]
+    assert got == ["__memset_avx2_unaligned_erms", "__libc_calloc", "__libc_start_call_main"]
+    assert [f.function for f in symbols.chain(named, 0, [1, 2])] == ["__memset_avx2_unaligned_erms",
+                                                                    "__libc_start_call_main"]
+    # The word names the chain's next function already, or the leaf is not libc's: nothing added.
+    assert [f.function for f in symbols.chain(named, 0, [1, 9], ret=9)] == ["__memset_avx2_unaligned_erms",
+                                                                           "__libc_calloc"]
+    assert [f.function for f in symbols.chain(named, 0, [7, 2], ret=9)] == ["handle", "__libc_start_call_main"]
+    named[(0, 3)] = (F("/tmp/prog", "memset_fields", "prog.c:3"),)   # the program's own: it makes its frame
+    assert [f.function for f in symbols.chain(named, 0, [3, 2], ret=9)] == ["memset_fields", "__libc_start_call_main"]
+
+
+def test_stacks_are_read_whatever_ms_run_wrote_after_their_addresses():
+    from memsleuth.records import documents
+    assert documents.stack_fields([0, 5, [1, 2]]) == (0, 5, [1, 2], [], 0)
+    assert documents.stack_fields([1, 5, [1, 2], [0, 5]]) == (1, 5, [1, 2], [0, 5], 0)
+    assert documents.stack_fields([1, 5, [1, 2], [], 99]) == (1, 5, [1, 2], [], 99)
+    assert documents.stack_fields([1, 5]) is None and documents.stack_fields([1, "5", []]) is None
+    assert documents.stack_addresses({"stacks": [[0, 1, [4, 5], [], 6], [0, 1, [7]], "junk"]}) == [4, 5, 6, 7]

@@ -100,8 +100,7 @@ def read(folder: str, summary: dict | None, period_ns: int) -> CpuStacks:
         return CpuStacks(period_ns, 0, 0, (), why=why)
     from memsleuth.records import symbols     # the naming's imports only where a run is read
     notes: list[str] = []
-    named = symbols.resolve(docs, lambda d: [a for st in d["stacks"] if len(st) in (3, 4) for a in st[2]],
-                            notes=notes)
+    named = symbols.resolve(docs, documents.stack_addresses, notes=notes)
     counts: Counter = Counter()
     when: dict[tuple, list[int]] = {}
     total = kernel = 0
@@ -109,14 +108,15 @@ def read(folder: str, summary: dict | None, period_ns: int) -> CpuStacks:
         events = [e.get("name") if isinstance(e, dict) else None for e in d.get("events") or []]
         exe = str(d.get("comm") or "?")
         for st in d["stacks"]:
-            if len(st) not in (3, 4) or not isinstance(st[0], int) or not 0 <= st[0] < len(events):
+            fields = documents.stack_fields(st)
+            if fields is None or not 0 <= fields[0] < len(events):
                 continue
-            n = int(st[1])
-            in_kernel = events[st[0]] == KERNEL_EVENT
-            functions = [_name(f) for a in st[2] for f in named.get((d_i, a), ())]
+            ev, n, addresses, buckets, ret = fields
+            in_kernel = events[ev] == KERNEL_EVENT
+            functions = [_name(f) for f in symbols.chain(named, d_i, addresses, ret)]
             key = (exe, in_kernel, _kept(functions))
             counts[key] += n
-            documents.add_buckets(when.setdefault(key, []), st[3] if len(st) == 4 else [])
+            documents.add_buckets(when.setdefault(key, []), buckets)
             total += n
             kernel += n if in_kernel else 0
     kept = counts.most_common(MAX_STACKS)

@@ -24,6 +24,30 @@ def add_buckets(row: list[int], pairs) -> None:
         row[b] += int(k)
 
 
+def stack_fields(st) -> tuple[int, int, list, list, int] | None:
+    """One stack of a sampler's document as (event, samples, addresses innermost first, [bucket,
+    samples, ...], the leaf's return address or 0), or None where it is not one. ms-run writes
+    [event, samples, [address, ...]], then the buckets where timed (or a return address follows),
+    then the word at the stack pointer where it may be the innermost function's return address
+    (msr_sites.c: leaf_return)."""
+    if not isinstance(st, list) or not 3 <= len(st) <= 5 or not isinstance(st[0], int) \
+            or not isinstance(st[1], int) or not isinstance(st[2], list):
+        return None
+    when = st[3] if len(st) > 3 and isinstance(st[3], list) else []
+    ret = st[4] if len(st) == 5 and isinstance(st[4], int) and not isinstance(st[4], bool) else 0
+    return st[0], st[1], st[2], when, ret
+
+
+def stack_addresses(doc: dict) -> list[int]:
+    """Every address a document's stacks name: their frames, and their leaves' return addresses."""
+    out: list[int] = []
+    for st in doc.get("stacks") or []:
+        fields = stack_fields(st)
+        if fields is not None:
+            out += fields[2] + ([fields[4]] if fields[4] else [])
+    return out
+
+
 def stack_documents(folder: str, prefix: str) -> list[dict]:
     """The per-process documents a sampler wrote in `folder` (PREFIX-PID.json, by name), each one
     that reads as JSON with a list of stacks; the others (cut short, not JSON) are left out."""

@@ -134,15 +134,16 @@ def read_sampled(folder: str, allocator: str | None, counts: dict[str, float] | 
         why = "; ".join(f"{name}: {e.get('why')}" for name, e in events.items())
         return {"unavailable": f"the sampler could not open its events ({why})"}
     notes: list[str] = []
-    named = symbols.resolve(docs, lambda d: [a for st in d["stacks"] if len(st) == 3 for a in st[2]], notes=notes)
+    named = symbols.resolve(docs, documents.stack_addresses, notes=notes)
     samples = []
     for d_i, d in enumerate(docs):
         names = [e.get("name") for e in d.get("events") or []]
         for st in d["stacks"]:
-            if len(st) != 3 or not isinstance(st[0], int) or not 0 <= st[0] < len(names):
+            fields = documents.stack_fields(st)
+            if fields is None or not 0 <= fields[0] < len(names):
                 continue
-            frames = [f for a in st[2] for f in named.get((d_i, a), ())]
-            samples.append((str(d.get("comm") or "?"), names[st[0]], frames, int(st[1])))
+            ev, n, addresses, _, ret = fields
+            samples.append((str(d.get("comm") or "?"), names[ev], symbols.chain(named, d_i, addresses, ret), n))
     sites = summarise(samples, allocator=allocator)
     for name, found in sites.items():
         found["period"] = int((events.get(name) or {}).get("period") or 1)

@@ -1,0 +1,128 @@
+"""Which function the call before a return address called, read from the object's own bytes (x86-64).
+
+A function that ends by jumping to another (a tail call: glibc's calloc ends in `return memset(...)`)
+leaves no trace in a stack: the callee returns straight to the caller's caller. Where the sampled
+leaf's return address is in the program, the instruction before it says which function the program
+called: a direct call (its target, named by the object's symbols, or the import a PLT stub jumps
+through) or an indirect one through the GOT (`-fno-plt`). What is not one of these is None."""
+from __future__ import annotations
+
+import functools
+import mmap
+import struct
+from dataclasses import dataclass, field
+
+SHT_SYMTAB, SHT_DYNSYM, SHT_RELA = 2, 11, 4
+STT_FUNC = 2
+
+
+@dataclass
+class _Object:
+    data: mmap.mmap
+    loads: tuple[tuple[int, int, int], ...]     # PT_LOAD (file offset, address, file size)
+    sections: list
+    plt: tuple[tuple[int, int], ...]            # the PLT sections' (address, size)
+    imports: dict[int, str]                     # a GOT slot's address -> the symbol it is bound to
+    functions: list | None = field(default=None)  # (address, size, name): read when first needed
+
+
+def _sections(data: bytes):
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    heads = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + k * shentsize) for k in range(shnum)]
+    names_at = heads[shstrndx][4] if shstrndx < len(heads) else 0
+
+    def name(h) -> str:
+        end = data.find(b"\0", names_at + h[0])
+        return data[names_at + h[0]:end].decode("ascii", "replace")
+    return [(name(h), h) for h in heads]
+
+
+def _symbols(data: bytes, sym, strtab) -> list[tuple[int, int, int, str]]:
+    """(index, value, size, name) of the functions in a symbol table; (index, 0, 0, name) for the rest."""
+    out = []
+    off, size, entsize = sym[4], sym[5], sym[9] or 24
+    for k in range(size // entsize):
+        st_name, st_info, _, _, value, sz = struct.unpack_from("<IBBHQQ", data, off + k * entsize)
+        end = data.find(b"\0", strtab[4] + st_name)
+        out.append((k, value if st_info & 0xF == STT_FUNC else 0, sz,
+                    data[strtab[4] + st_name:end].decode("utf-8", "replace")))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _object(path: str) -> _Object | None:
+    try:
+        with open(path, "rb") as f:
+            data = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1 or struct.unpack_from("<H", data, 0x12)[0] != 62:
+            return None          # 64-bit little-endian x86-64 only
+        phoff, = struct.unpack_from("<Q", data, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+        loads = tuple((off, vaddr, filesz) for ptype, _, off, vaddr, _, filesz in
+                      (struct.unpack_from("<IIQQQQ", data, phoff + k * phentsize) for k in range(phnum)) if ptype == 1)
+        sections = _sections(data)
+        plt = tuple((h[3], h[5]) for name, h in sections if name in (".plt", ".plt.sec", ".plt.got"))
+        imports: dict[int, str] = {}
+        for name, h in sections:
+            if h[1] != SHT_RELA or h[6] >= len(sections) or sections[h[6]][1][1] != SHT_DYNSYM:
+                continue
+            dynsym = sections[h[6]][1]
+            names = {k: n for k, _, _, n in _symbols(data, dynsym, sections[dynsym[6]][1])}
+            for k in range(h[5] // (h[9] or 24)):
+                r_offset, r_info = struct.unpack_from("<QQ", data, h[4] + k * (h[9] or 24))
+                if names.get(r_info >> 32):
+                    imports[r_offset] = names[r_info >> 32]
+        return _Object(data, loads, sections, plt, imports)
+    except (OSError, ValueError, struct.error, IndexError):
+        return None
+
+
+def _read(obj: _Object, address: int, n: int) -> bytes:
+    for off, vaddr, size in obj.loads:
+        if vaddr <= address and address + n <= vaddr + size:
+            return bytes(obj.data[off + address - vaddr:off + address - vaddr + n])
+    return b""
+
+
+def _function_starting(obj: _Object, address: int) -> str | None:
+    if obj.functions is None:
+        obj.functions = []
+        for _, h in obj.sections:
+            if h[1] in (SHT_SYMTAB, SHT_DYNSYM) and h[6] < len(obj.sections):
+                obj.functions += [(value, size, n) for _, value, size, n in
+                                  _symbols(obj.data, h, obj.sections[h[6]][1]) if value and size]
+    # A call's target is a function's first instruction: anything else was not a call rel32 (the
+    # bytes before an indirect call through a register may look like one).
+    return next((name for value, _, name in obj.functions if value == address), None)
+
+
+def callee(path: str, ret: int) -> tuple[str, bool] | None:
+    """The function the call instruction just before `ret` (an address in the object's terms)
+    called, and whether it is the object's own (else an import, bound in another object), or None
+    where it is not a call this can read."""
+    obj = _object(path)
+    if obj is None:
+        return None
+    try:
+        before = _read(obj, ret - 6, 6)
+        if len(before) != 6:
+            return None
+        if before[1] == 0xE8:                              # call rel32
+            target = ret + struct.unpack_from("<i", before, 2)[0]
+        elif before[0:2] == b"\xff\x15":                  # call *rel32(%rip): through the GOT (-fno-plt)
+            name = obj.imports.get(ret + struct.unpack_from("<i", before, 2)[0])
+            return (name, False) if name else None
+        else:
+            return None
+        if any(a <= target < a + size for a, size in obj.plt):
+            stub = _read(obj, target, 16)
+            at = stub.find(b"\xff\x25")                    # the stub's jmp *rel32(%rip) through its slot
+            if at < 0 or at + 6 > len(stub):
+                return None
+            name = obj.imports.get(target + at + 6 + struct.unpack_from("<i", stub, at + 2)[0])
+            return (name, False) if name else None
+        name = _function_starting(obj, target)
+        return (name, True) if name else None
+    except (ValueError, struct.error):
+        return None
