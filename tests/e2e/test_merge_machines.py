@@ -33,9 +33,9 @@ def test_merge_is_idempotent_and_keeps_machine_and_allocators(tmp_path):
     _compare(b, "--machine-label", "box-b")
     first = memsleuth("merge", str(a), str(b), "--db", str(target))
     assert first.returncode == 0, first.stderr
-    assert "1 run(s) added" in first.stdout and "2 run(s) added" in first.stdout
+    assert "1 run(s) added" in _words(first.stdout) and "2 run(s) added" in _words(first.stdout)
     again = memsleuth("merge", str(a), str(b), "--db", str(target))
-    assert again.returncode == 0 and "0 run(s) added" in again.stdout and "already in" in again.stdout
+    assert again.returncode == 0 and "0 run(s) added" in _words(again.stdout) and "already in" in _words(again.stdout)
     con = sqlite3.connect(target)
     rows = con.execute("SELECT uuid, machine FROM runs ORDER BY id").fetchall()
     assert len(rows) == 3 and len({r[0] for r in rows}) == 3
@@ -63,7 +63,7 @@ def test_an_old_store_gets_stable_run_identities(tmp_path):
     assert memsleuth("merge", str(old), "--db", str(target)).returncode == 0
     _compare(old)   # a write migrates the old store to schema 3, deriving the same identity
     again = memsleuth("merge", str(old), "--db", str(target))
-    assert again.returncode == 0 and "1 run(s) added, 1 already in" in again.stdout
+    assert again.returncode == 0 and "1 run(s) added, 1 already in" in _words(again.stdout)
 
 
 @pytest.mark.parametrize("make,message", [
@@ -118,6 +118,12 @@ def test_a_bad_machine_label_is_refused(tmp_path):
     assert proc.returncode == 2 and "bad --machine-label" in proc.stderr
 
 
+def _words(text: str) -> str:
+    """Output with its line breaks as spaces: a line naming two temporary paths is wrapped where the
+    paths are long (pytest-xdist's workers add a folder to each)."""
+    return " ".join(text.split())
+
+
 def _on_another_host(*args: str) -> subprocess.CompletedProcess:
     """memsleuth in a UTS namespace of its own, under another host name (root)."""
     return subprocess.run(["unshare", "--uts", "--", "sh", "-c", 'hostname memsleuth-other-host && exec "$@"', "sh",
@@ -161,7 +167,7 @@ def test_a_killed_run_reads_interrupted_on_every_host_before_and_after_merge(tmp
         p.wait()
     # elsewhere the heartbeat decides: fresh, the run may be alive, and merge leaves it for later
     merged = _on_another_host("merge", str(db), "--db", str(target))
-    assert merged.returncode == 0 and "1 still running" in merged.stdout, merged.stdout + merged.stderr
+    assert merged.returncode == 0 and "1 still running" in _words(merged.stdout), merged.stdout + merged.stderr
     # ... until its last sign of life is older than STALE_S (aged here rather than waited for)
     old = (datetime.now(timezone.utc) - timedelta(seconds=STALE_S + 5)).isoformat(timespec="seconds")
     con = sqlite3.connect(db)
@@ -172,7 +178,7 @@ def test_a_killed_run_reads_interrupted_on_every_host_before_and_after_merge(tmp
     elsewhere = _on_another_host("history", "--db", str(db))
     assert "interrupted" in _status_line(elsewhere.stdout), elsewhere.stdout
     merged = _on_another_host("merge", str(db), "--db", str(target))
-    assert merged.returncode == 0 and "1 run(s) added" in merged.stdout, merged.stdout + merged.stderr
+    assert merged.returncode == 0 and "1 run(s) added" in _words(merged.stdout), merged.stdout + merged.stderr
     for reader in (memsleuth, _on_another_host):
         hist = reader("history", "--db", str(target))
         assert "interrupted" in _status_line(hist.stdout) and "running" not in hist.stdout, hist.stdout
