@@ -362,6 +362,23 @@ def test_calloc_clearing_a_reused_block_is_the_allocators_time_at_perfs_share_of
     assert "clearing" in f["title"] and "by function: calloc" in evidence and "called from: handle" in evidence, f
 
 
+def test_blocks_realloc_moves_are_the_allocators_time_at_perfs_share_of_its_code_and_copying(tmp_path):
+    """Two buffers grown side by side by 4 KiB reallocs (plain-realloc_side): glibc's _int_realloc
+    copies each into a new block at every step. Its memcpy, under _int_realloc by the leaf's return
+    address (frame pointers skip it), is the allocator's time, said as copying, at perf's share of
+    malloc's functions and memcpy together."""
+    from perf_reference import perf_innermost_share
+    from memsleuth.analysis.user_time import ALLOCATOR_FRAMES, COPYING_FRAMES
+    cmd = [fixture("plain-realloc_side")]
+    either = f"{ALLOCATOR_FRAMES.pattern}|{COPYING_FRAMES.pattern}"
+    refs = [perf_innermost_share(tmp_path / "perf-before.data", either, *cmd)]
+    doc = check(tmp_path, *cmd)
+    refs.append(perf_innermost_share(tmp_path / "perf-after.data", either, *cmd))
+    f = findings_of(doc)["allocator-time"]
+    assert within_range(f["cost_share"], refs), (f["title"], refs)
+    assert "copying blocks that realloc moves" in f["title"] and "_int_realloc" in " ".join(f["evidence"]), f
+
+
 def test_a_thread_per_task_is_named_thread_creation_never_lock_contention(tmp_path):
     """20,000 short tasks, each on a new thread joined before the next (plain-thread_per_task): clone is
     nearly all of the CPU time, and each join waits on a futex. The finding is thread creation, the
