@@ -271,3 +271,14 @@ def test_stacks_are_read_whatever_ms_run_wrote_after_their_addresses():
     assert documents.stack_fields([1, 5, [1, 2], [], 99]) == (1, 5, [1, 2], [], 99)
     assert documents.stack_fields([1, 5]) is None and documents.stack_fields([1, "5", []]) is None
     assert documents.stack_addresses({"stacks": [[0, 1, [4, 5], [], 6], [0, 1, [7]], "junk"]}) == [4, 5, 6, 7]
+
+
+def test_gos_frameless_copy_gets_growslice_back_as_its_caller():
+    # append's growth: runtime.memmove (a frame of size 0) called by growslice, which the chain skips
+    gobin = "/tmp/gg"
+    named = {(0, 1): (F(gobin, "runtime.memmove"),), (0, 2): (F(gobin, "main.main"),),
+             (0, 9): (F(gobin, "runtime.growslice"),)}
+    assert [f.function for f in symbols.chain(named, 0, [1, 2], ret=9)] == ["runtime.memmove", "runtime.growslice",
+                                                                           "main.main"]
+    named[(0, 4)] = (F(gobin, "runtime.scanobject"),)     # a Go function that makes its frame: as it was
+    assert [f.function for f in symbols.chain(named, 0, [4, 2], ret=9)] == ["runtime.scanobject", "main.main"]
