@@ -209,6 +209,14 @@ def test_a_runtime_allocators_time_spent_clearing_large_objects_is_worded_as_tha
                        "MemAllocator::allocate() const", "[anon]")))
     assert jvm.title.startswith("Time in the JVM's own allocator clearing new objects") and "reuse them" in jvm.advice
     assert not any(e.startswith("called from") for e in jvm.evidence), jvm.evidence      # memset is not its caller
+    # CPython 3.13, bytes(4 MiB) per request: calloc's memset (perf: 95%), reached by tail calls from
+    # PyMem_RawCalloc (put back by the call before the leaf's return address): CPython's allocator clearing
+    py = found((900, ("__memset_avx2_unaligned_erms", "PyMem_RawCalloc", "_PyBytes_FromSize", "bytes_new_impl")),
+               (100, ("_PyEval_EvalFrameDefault",)))
+    assert py.title.startswith("Time in CPython's own allocator clearing new objects") and "bytearray" in py.advice
+    # bytearray(n) clears its buffer in its own code: that memset is the interpreter's, not its allocator's
+    assert user_time.allocator_time(_user_stacks((900, ("__memset_avx2_unaligned_erms", "bytearray___init__")),
+                                                 (100, ("_PyEval_EvalFrameDefault",)))) == []
 
 
 def test_a_zeroed_allocation_cleared_by_the_allocator_is_its_time_worded_as_clearing():

@@ -163,7 +163,12 @@ TABLE: tuple[Runtime, ...] = (
                              r"address_in_range|has_own_state|_PyObject_GC_(New|NewVar|Alloc|Del|Link)\w*|gc_alloc|"
                              r"new_arena)$"),
             alloc_advice="create fewer objects per step: reuse containers, classes with __slots__, numbers in an "
-                         "array (array, numpy) rather than a list of objects"),
+                         "array (array, numpy) rather than a list of objects",
+            # a zeroed object (bytes(n), PyObject_Calloc) is cleared by libc's memset (calloc's, for a large one)
+            zeroing=re.compile(r"^(__)?mem(set|clear)\w*"),
+            zeroing_advice="keep one buffer across requests and reuse it (a bytearray, filled in place through a "
+                           "memoryview or readinto) instead of a new zeroed bytes or bytearray per request: each is "
+                           "cleared in full when it is made"),
 )
 
 # Advice that fits only where a library's own frames make the calls (a word about numpy's out= is
