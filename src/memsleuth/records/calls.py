@@ -23,7 +23,7 @@ class _Object:
     sections: list
     plt: tuple[tuple[int, int], ...]            # the PLT sections' (address, size)
     imports: dict[int, str]                     # a GOT slot's address -> the symbol it is bound to
-    functions: list | None = field(default=None)  # (address, size, name): read when first needed
+    functions: dict[int, str] | None = field(default=None)  # a function's address -> its name: read when needed
 
 
 def _sections(data: bytes):
@@ -86,17 +86,19 @@ def _read(obj: _Object, address: int, n: int) -> bytes:
 
 
 def _function_starting(obj: _Object, address: int) -> str | None:
+    """The function whose first instruction is at `address`: a call's target is one (anything else was
+    not a call rel32: the bytes before an indirect call through a register may look like one)."""
     if obj.functions is None:
-        obj.functions = []
+        obj.functions = {}
         for _, h in obj.sections:
             if h[1] in (SHT_SYMTAB, SHT_DYNSYM) and h[6] < len(obj.sections):
-                obj.functions += [(value, size, n) for _, value, size, n in
-                                  _symbols(obj.data, h, obj.sections[h[6]][1]) if value and size]
-    # A call's target is a function's first instruction: anything else was not a call rel32 (the
-    # bytes before an indirect call through a register may look like one).
-    return next((name for value, _, name in obj.functions if value == address), None)
+                for _, value, size, n in _symbols(obj.data, h, obj.sections[h[6]][1]):
+                    if value and size:
+                        obj.functions.setdefault(value, n)
+    return obj.functions.get(address)
 
 
+@functools.lru_cache(maxsize=4096)
 def callee(path: str, ret: int) -> tuple[str, bool] | None:
     """The function the call instruction just before `ret` (an address in the object's terms)
     called, and whether it is the object's own (else an import, bound in another object), or None
