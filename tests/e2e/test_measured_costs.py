@@ -330,16 +330,21 @@ def test_shared_anonymous_memory_faulted_per_request_is_named_shared_memory_neve
     assert "MAP_PRIVATE" in f["advice"], f
 
 
-def test_time_in_malloc_and_free_is_the_allocators_at_perfs_share(tmp_path):
+def allocator_time_at_perfs_share(tmp_path, cmd: list[str], pattern: str) -> dict:
+    """check's allocator-time finding on `cmd`, its share held against perf's share of the samples
+    whose innermost function matches `pattern`, perf run before and after check."""
     from perf_reference import perf_innermost_share
-    from memsleuth.analysis.user_time import ALLOCATOR_FRAMES
-    cmd = [fixture("plain-small_blocks"), "40"]
-    refs = [perf_innermost_share(tmp_path / "perf-before.data", ALLOCATOR_FRAMES.pattern, *cmd)]
+    refs = [perf_innermost_share(tmp_path / "perf-before.data", pattern, *cmd)]
     doc = check(tmp_path, *cmd)
-    refs.append(perf_innermost_share(tmp_path / "perf-after.data", ALLOCATOR_FRAMES.pattern, *cmd))
-    found = findings_of(doc)
-    f = found["allocator-time"]
+    refs.append(perf_innermost_share(tmp_path / "perf-after.data", pattern, *cmd))
+    f = findings_of(doc)["allocator-time"]
     assert within_range(f["cost_share"], refs), (f["title"], refs)
+    return f
+
+
+def test_time_in_malloc_and_free_is_the_allocators_at_perfs_share(tmp_path):
+    from memsleuth.analysis.user_time import ALLOCATOR_FRAMES
+    f = allocator_time_at_perfs_share(tmp_path, [fixture("plain-small_blocks"), "40"], ALLOCATOR_FRAMES.pattern)
     assert f["who"] == "allocator" and "_int_free" in " ".join(f["evidence"]), f
     assert "--try" in f["advice"], f
 
@@ -349,15 +354,8 @@ def test_calloc_clearing_a_reused_block_is_the_allocators_time_at_perfs_share_of
     neither calloc nor the handler is in a frame-pointer chain of memset (perf's own chains say
     memset <- main). The word at the stack pointer names the handler, and the call before it calloc:
     the allocator's time, said as clearing, at perf's share of memset."""
-    from perf_reference import perf_innermost_share
     from memsleuth.analysis.user_time import ZEROING_FRAMES
-    cmd = [fixture("plain-calloc_clear")]
-    refs = [perf_innermost_share(tmp_path / "perf-before.data", ZEROING_FRAMES.pattern, *cmd)]
-    doc = check(tmp_path, *cmd)
-    refs.append(perf_innermost_share(tmp_path / "perf-after.data", ZEROING_FRAMES.pattern, *cmd))
-    found = findings_of(doc)
-    f = found["allocator-time"]
-    assert within_range(f["cost_share"], refs), (f["title"], refs)
+    f = allocator_time_at_perfs_share(tmp_path, [fixture("plain-calloc_clear")], ZEROING_FRAMES.pattern)
     evidence = " ".join(f["evidence"])
     assert "clearing" in f["title"] and "by function: calloc" in evidence and "called from: handle" in evidence, f
 
@@ -367,15 +365,9 @@ def test_blocks_realloc_moves_are_the_allocators_time_at_perfs_share_of_its_code
     copies each into a new block at every step. Its memcpy, under _int_realloc by the leaf's return
     address (frame pointers skip it), is the allocator's time, said as copying, at perf's share of
     malloc's functions and memcpy together."""
-    from perf_reference import perf_innermost_share
     from memsleuth.analysis.user_time import ALLOCATOR_FRAMES, COPYING_FRAMES
-    cmd = [fixture("plain-realloc_side")]
-    either = f"{ALLOCATOR_FRAMES.pattern}|{COPYING_FRAMES.pattern}"
-    refs = [perf_innermost_share(tmp_path / "perf-before.data", either, *cmd)]
-    doc = check(tmp_path, *cmd)
-    refs.append(perf_innermost_share(tmp_path / "perf-after.data", either, *cmd))
-    f = findings_of(doc)["allocator-time"]
-    assert within_range(f["cost_share"], refs), (f["title"], refs)
+    f = allocator_time_at_perfs_share(tmp_path, [fixture("plain-realloc_side")],
+                                      f"{ALLOCATOR_FRAMES.pattern}|{COPYING_FRAMES.pattern}")
     assert "copying blocks that realloc moves" in f["title"] and "_int_realloc" in " ".join(f["evidence"]), f
 
 
