@@ -38,6 +38,19 @@ static void base_attr(struct perf_event_attr *a, int attach) {
   a->wakeup_events = 1 << 30; /* ms-run polls */
 }
 
+/* msr_open_for, and again without the user stack's word where the kernel refuses it (an architecture
+ * without user stack dumps): the chains are then as the frame pointers give them (on_sample reads a
+ * record without the dump as one without the word). */
+static long open_event(const msr_targets *t, int p, struct perf_event_attr *a, int cpu) {
+  long fd = msr_open_for(t, p, a, cpu);
+  if (fd < 0 && errno == EINVAL && (a->sample_type & PERF_SAMPLE_STACK_USER)) {
+    a->sample_type &= ~(uint64_t)PERF_SAMPLE_STACK_USER;
+    a->sample_stack_user = 0;
+    fd = msr_open_for(t, p, a, cpu);
+  }
+  return fd;
+}
+
 /* "page-faults=40,madvise=1" into the event table. */
 static void parse_spec(msr_sites *s, const char *spec) {
   for (const char *p = spec; p && *p && s->nev < MSR_SITES_EVENTS;) {
@@ -113,7 +126,7 @@ int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_
       a.comm = 1;
       a.comm_exec = 1;
       a.task = 1;
-      long fd = msr_open_for(t, p, &a, cpu);
+      long fd = open_event(t, p, &a, cpu);
       if (fd < 0) {
         if (errno != ENODEV && errno != EINVAL && errno != ESRCH)
           snprintf(s->why, sizeof s->why, "side-band events: %s", strerror(errno));
@@ -149,7 +162,7 @@ int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_
         } else {
           a.sample_period = s->period[e];
         }
-        long efd = msr_open_for(t, p, &a, cpu);
+        long efd = open_event(t, p, &a, cpu);
         if (efd < 0) {
           if (errno != ESRCH) snprintf(s->ev_why[e], sizeof s->ev_why[e], "%s", strerror(errno));
           continue;
