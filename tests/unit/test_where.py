@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from memsleuth.analysis import runtimes
-from memsleuth.records import symbols
+from memsleuth.records import calls, symbols
 from memsleuth.measure import perfmaps, where
 from memsleuth.records import sites
 
@@ -252,16 +252,16 @@ def test_a_frameless_libc_leaf_gets_its_caller_back_from_the_word_at_the_stack_p
     # calloc -> memset under frame pointers: the chain skips calloc; ms-run kept calloc's return address.
     named = {(0, 1): (F(LIBC, "__memset_avx2_unaligned_erms"),), (0, 2): (F(LIBC, "__libc_start_call_main"),),
              (0, 9): (F(LIBC, "__libc_calloc"),), (0, 7): (F("/tmp/prog", "handle", "prog.c:7"),)}
-    got = [f.function for f in symbols.chain(named, 0, [1, 2], ret=9)]
+    got = [f.function for f in calls.chain(named, 0, [1, 2], ret=9)]
     assert got == ["__memset_avx2_unaligned_erms", "__libc_calloc", "__libc_start_call_main"]
-    assert [f.function for f in symbols.chain(named, 0, [1, 2])] == ["__memset_avx2_unaligned_erms",
+    assert [f.function for f in calls.chain(named, 0, [1, 2])] == ["__memset_avx2_unaligned_erms",
                                                                     "__libc_start_call_main"]
     # The word names the chain's next function already, or the leaf is not libc's: nothing added.
-    assert [f.function for f in symbols.chain(named, 0, [1, 9], ret=9)] == ["__memset_avx2_unaligned_erms",
+    assert [f.function for f in calls.chain(named, 0, [1, 9], ret=9)] == ["__memset_avx2_unaligned_erms",
                                                                            "__libc_calloc"]
-    assert [f.function for f in symbols.chain(named, 0, [7, 2], ret=9)] == ["handle", "__libc_start_call_main"]
+    assert [f.function for f in calls.chain(named, 0, [7, 2], ret=9)] == ["handle", "__libc_start_call_main"]
     named[(0, 3)] = (F("/tmp/prog", "memset_fields", "prog.c:3"),)   # the program's own: it makes its frame
-    assert [f.function for f in symbols.chain(named, 0, [3, 2], ret=9)] == ["memset_fields", "__libc_start_call_main"]
+    assert [f.function for f in calls.chain(named, 0, [3, 2], ret=9)] == ["memset_fields", "__libc_start_call_main"]
 
 
 def test_stacks_are_read_whatever_ms_run_wrote_after_their_addresses():
@@ -278,7 +278,7 @@ def test_gos_frameless_copy_gets_growslice_back_as_its_caller():
     gobin = "/tmp/gg"
     named = {(0, 1): (F(gobin, "runtime.memmove"),), (0, 2): (F(gobin, "main.main"),),
              (0, 9): (F(gobin, "runtime.growslice"),)}
-    assert [f.function for f in symbols.chain(named, 0, [1, 2], ret=9)] == ["runtime.memmove", "runtime.growslice",
+    assert [f.function for f in calls.chain(named, 0, [1, 2], ret=9)] == ["runtime.memmove", "runtime.growslice",
                                                                            "main.main"]
     named[(0, 4)] = (F(gobin, "runtime.scanobject"),)     # a Go function that makes its frame: as it was
-    assert [f.function for f in symbols.chain(named, 0, [4, 2], ret=9)] == ["runtime.scanobject", "main.main"]
+    assert [f.function for f in calls.chain(named, 0, [4, 2], ret=9)] == ["runtime.scanobject", "main.main"]

@@ -1,16 +1,21 @@
-"""Which function the call before a return address called, read from the object's own bytes (x86-64).
+"""Call chains with what frame pointers miss put back (x86-64 objects read for the calls).
 
-A function that ends by jumping to another (a tail call: glibc's calloc ends in `return memset(...)`)
-leaves no trace in a stack: the callee returns straight to the caller's caller. Where the sampled
-leaf's return address is in the program, the instruction before it says which function the program
-called: a direct call (its target, named by the object's symbols, or the import a PLT stub jumps
-through) or an indirect one through the GOT (`-fno-plt`). What is not one of these is None."""
+A function that makes no frame (libc's memset and memcpy, Go's memmove) is skipped by a frame-pointer
+chain taken inside it: ms-run keeps the word at the stack pointer, its return address, and `chain`
+puts the caller back. A function that ends by jumping to another (a tail call: glibc's calloc ends in
+`return memset(...)`) leaves no trace in any stack: the callee returns straight to the caller's
+caller. There the instruction before that return address says which function was called (`callee`):
+a direct call (its target, named by the object's symbols, or the import a PLT stub jumps through) or
+an indirect one through the GOT (`-fno-plt`). What is not one of these is None."""
 from __future__ import annotations
 
 import functools
 import mmap
+import re
 import struct
 from dataclasses import dataclass, field
+
+from memsleuth.records import symbols
 
 SHT_SYMTAB, SHT_DYNSYM, SHT_RELA = 2, 11, 4
 STT_FUNC = 2
@@ -57,10 +62,10 @@ def _object(path: str) -> _Object | None:
             data = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
         if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1 or struct.unpack_from("<H", data, 0x12)[0] != 62:
             return None          # 64-bit little-endian x86-64 only
-        phoff, = struct.unpack_from("<Q", data, 0x20)
-        phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
-        loads = tuple((off, vaddr, filesz) for ptype, _, off, vaddr, _, filesz in
-                      (struct.unpack_from("<IIQQQQ", data, phoff + k * phentsize) for k in range(phnum)) if ptype == 1)
+        segments = symbols.elf(path)
+        if segments is None:
+            return None
+        loads = segments.loads
         sections = _sections(data)
         plt = tuple((h[3], h[5]) for name, h in sections if name in (".plt", ".plt.sec", ".plt.got"))
         imports: dict[int, str] = {}
@@ -128,3 +133,40 @@ def callee(path: str, ret: int) -> tuple[str, bool] | None:
         return (name, True) if name else None
     except (ValueError, struct.error):
         return None
+
+
+# libc's string and memory functions: hand-written, they make no frame, so a frame-pointer chain taken
+# in one skips its caller (calloc's memset reads as memset <- calloc's caller); ms-run keeps the word
+# at the stack pointer, their return address, and the chain gets the caller back from it.
+# Go's assembly for the same (a frame of size 0: no frame pointer saved) are named wherever Go's runtime
+# is linked in: growslice's copy, mallocgc's clearing.
+FRAMELESS_LEAVES = re.compile(r"^_*(mem|str|stp|wmem|wcs|bzero|bcmp|explicit_bzero)\w*$")
+LIBC_OBJECTS = re.compile(r"^(libc\.so(\.\d+)?|libc\.musl-[\w.-]+|ld-musl-[\w.-]+)$")
+GO_FRAMELESS = re.compile(r"^runtime\.(memmove|memclrNoHeapPointers)$")
+
+
+def _frameless(f: symbols.Frame) -> bool:
+    return bool(f.function and (FRAMELESS_LEAVES.match(f.function) and LIBC_OBJECTS.match(f.object)
+                                or GO_FRAMELESS.match(f.function)))
+
+
+def chain(named: dict[tuple[int, int], tuple[symbols.Frame, ...]], d_i: int, addresses: list, ret: int = 0) \
+        -> list[symbols.Frame]:
+    """The frames of one sampled chain of document `d_i` (its addresses innermost first, named by
+    `symbols.resolve`), with the caller of a frameless libc leaf put back from `ret`, the return address
+    ms-run read at the stack pointer, where it names another function than the chain's next frame;
+    and where that caller's call went to another function, which ended by jumping to the leaf (glibc's
+    calloc to memset: a tail call), that function between the two."""
+    groups = [named.get((d_i, a), ()) for a in addresses]
+    if not (ret and groups and groups[0]):
+        return [f for g in groups for f in g]
+    leaf = groups[0][-1]
+    caller = named.get((d_i, ret), ())
+    after = groups[1][-1].function if len(groups) > 1 and groups[1] else None
+    if _frameless(leaf) and caller and caller[-1].function and caller[-1].function != after:
+        groups.insert(1, caller)
+        if caller[-1].path:
+            called = callee(caller[-1].path, caller[-1].offset + 1)
+            if called and called[0] != leaf.function and not FRAMELESS_LEAVES.match(called[0]):
+                groups.insert(1, (symbols.Frame(caller[-1].path if called[1] else leaf.path, 0, called[0], None),))
+    return [f for g in groups for f in g]

@@ -98,7 +98,7 @@ def read(folder: str, summary: dict | None, period_ns: int) -> CpuStacks:
         why = str(summary.get("why") or "") or ("the sampler did not open" if summary.get("opened") is False
                                                  else "no process of the tree was sampled")
         return CpuStacks(period_ns, 0, 0, (), why=why)
-    from memsleuth.records import symbols     # the naming's imports only where a run is read
+    from memsleuth.records import calls, symbols     # the naming's imports only where a run is read
     notes: list[str] = []
     named = symbols.resolve(docs, documents.stack_addresses, notes=notes)
     counts: Counter = Counter()
@@ -113,7 +113,7 @@ def read(folder: str, summary: dict | None, period_ns: int) -> CpuStacks:
                 continue
             ev, n, addresses, buckets, ret = fields
             in_kernel = events[ev] == KERNEL_EVENT
-            functions = [_name(f) for f in symbols.chain(named, d_i, addresses, ret)]
+            functions = [_name(f) for f in calls.chain(named, d_i, addresses, ret)]
             key = (exe, in_kernel, _kept(functions))
             counts[key] += n
             documents.add_buckets(when.setdefault(key, []), buckets)

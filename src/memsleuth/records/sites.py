@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from memsleuth.records import documents, symbols
+from memsleuth.records import calls, documents, symbols
 
 TOP = 3                    # call sites kept per event and kind
 STACKS = 200               # distinct stacks kept per event (the most sampled), for flame graphs and pprof
@@ -143,7 +143,7 @@ def read_sampled(folder: str, allocator: str | None, counts: dict[str, float] | 
             if fields is None or not 0 <= fields[0] < len(names):
                 continue
             ev, n, addresses, _, ret = fields
-            samples.append((str(d.get("comm") or "?"), names[ev], symbols.chain(named, d_i, addresses, ret), n))
+            samples.append((str(d.get("comm") or "?"), names[ev], calls.chain(named, d_i, addresses, ret), n))
     sites = summarise(samples, allocator=allocator)
     for name, found in sites.items():
         found["period"] = int((events.get(name) or {}).get("period") or 1)

@@ -626,44 +626,6 @@ def resolve(docs: list[dict], frames_of, skip=None, notes: list[str] | None = No
     return named
 
 
-# libc's string and memory functions: hand-written, they make no frame, so a frame-pointer chain taken
-# in one skips its caller (calloc's memset reads as memset <- calloc's caller); ms-run keeps the word
-# at the stack pointer, their return address, and the chain gets the caller back from it.
-# Go's assembly for the same (a frame of size 0: no frame pointer saved) are named wherever Go's runtime
-# is linked in: growslice's copy, mallocgc's clearing.
-FRAMELESS_LEAVES = re.compile(r"^_*(mem|str|stp|wmem|wcs|bzero|bcmp|explicit_bzero)\w*$")
-LIBC_OBJECTS = re.compile(r"^(libc\.so(\.\d+)?|libc\.musl-[\w.-]+|ld-musl-[\w.-]+)$")
-GO_FRAMELESS = re.compile(r"^runtime\.(memmove|memclrNoHeapPointers)$")
-
-
-def _frameless(f: Frame) -> bool:
-    return bool(f.function and (FRAMELESS_LEAVES.match(f.function) and LIBC_OBJECTS.match(f.object)
-                                or GO_FRAMELESS.match(f.function)))
-
-
-def chain(named: dict[tuple[int, int], tuple[Frame, ...]], d_i: int, addresses: list, ret: int = 0) \
-        -> list[Frame]:
-    """The frames of one sampled chain of document `d_i` (its addresses innermost first, named by
-    `resolve`), with the caller of a frameless libc leaf put back from `ret`, the return address
-    ms-run read at the stack pointer, where it names another function than the chain's next frame;
-    and where that caller's call went to another function, which ended by jumping to the leaf (glibc's
-    calloc to memset: a tail call), that function between the two."""
-    groups = [named.get((d_i, a), ()) for a in addresses]
-    if not (ret and groups and groups[0]):
-        return [f for g in groups for f in g]
-    leaf = groups[0][-1]
-    caller = named.get((d_i, ret), ())
-    after = groups[1][-1].function if len(groups) > 1 and groups[1] else None
-    if _frameless(leaf) and caller and caller[-1].function and caller[-1].function != after:
-        groups.insert(1, caller)
-        if caller[-1].path:
-            from memsleuth.records import calls
-            called = calls.callee(caller[-1].path, caller[-1].offset + 1)
-            if called and called[0] != leaf.function and not FRAMELESS_LEAVES.match(called[0]):
-                groups.insert(1, (Frame(caller[-1].path if called[1] else leaf.path, 0, called[0], None),))
-    return [f for g in groups for f in g]
-
-
 # ---- which frame is the program's own --------------------------------------------------------------
 
 # Source files that are a toolchain's or a runtime's, not the program's: C++'s and C's headers
