@@ -224,6 +224,9 @@ def test_ctrl_c_ends_a_window_without_duration(tmp_path, service):
                           str(js), "--pid", str(svc.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env={**os.environ, "COLUMNS": "200", "HOME": str(home)},
                          preexec_fn=default_stop_signals)
+    # 3 s counted from when the window opened, not from memsleuth's start, which a busy machine slows
+    # (beside two busy loops the finding was missing from a window counted from the start)
+    assert "attached to" in p.stderr.readline()
     time.sleep(3)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
