@@ -282,3 +282,9 @@ def test_gos_frameless_copy_gets_growslice_back_as_its_caller():
                                                                            "main.main"]
     named[(0, 4)] = (F(gobin, "runtime.scanobject"),)     # a Go function that makes its frame: as it was
     assert [f.function for f in calls.chain(named, 0, [4, 2], ret=9)] == ["runtime.scanobject", "main.main"]
+
+
+def test_a_stack_whose_addresses_are_not_numbers_is_not_read():
+    from memsleuth.records import documents
+    assert documents.stack_fields([0, 5, [[1], 2]]) is None      # would have been an unhashable key
+    assert documents.stack_addresses({"stacks": [[0, 5, ["x"]], [0, 1, [3]]]}) == [3]

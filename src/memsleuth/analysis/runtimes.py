@@ -56,6 +56,9 @@ class Runtime:
     wrappers: re.Pattern | None = None
 
 
+# libc's memset, where a runtime's allocator clears a new object with it (the JVM's, CPython's calloc).
+LIBC_CLEARING = re.compile(r"^(__)?mem(set|clear)\w*")
+
 TABLE: tuple[Runtime, ...] = (
     # its packages and their subpackages (runtime/debug, internal/runtime/maps: the map implementation)
     Runtime("the Go runtime", re.compile(r"^(runtime|internal/runtime)(/[\w.-]+)*\."), True,
@@ -111,7 +114,7 @@ TABLE: tuple[Runtime, ...] = (
             alloc_advice="allocate fewer and smaller objects per request: reuse arrays and buffers across requests, "
                          "size collections once; every allocation is also work for the collector",
             # it clears each new object (MemAllocator's mem_clear: a memset of the whole array)
-            zeroing=re.compile(r"^(__)?mem(set|clear)\w*"),
+            zeroing=LIBC_CLEARING,
             zeroing_advice="keep the large arrays across requests and reuse them (one per thread, or a pool) instead "
                            "of allocating one per request, and allocate only the size a request uses: the JVM clears "
                            "each new array in full, and its fresh pages are faulted in",
@@ -165,7 +168,7 @@ TABLE: tuple[Runtime, ...] = (
             alloc_advice="create fewer objects per step: reuse containers, classes with __slots__, numbers in an "
                          "array (array, numpy) rather than a list of objects",
             # a zeroed object (bytes(n), PyObject_Calloc) is cleared by libc's memset (calloc's, for a large one)
-            zeroing=re.compile(r"^(__)?mem(set|clear)\w*"),
+            zeroing=LIBC_CLEARING,
             zeroing_advice="keep one buffer across requests and reuse it (a bytearray, filled in place through a "
                            "memoryview or readinto) instead of a new zeroed bytes or bytearray per request: each is "
                            "cleared in full when it is made"),

@@ -31,7 +31,8 @@ def stack_fields(st) -> tuple[int, int, list, list, int] | None:
     then the word at the stack pointer where it may be the innermost function's return address
     (msr_sites.c: leaf_return)."""
     if not isinstance(st, list) or not 3 <= len(st) <= 5 or not isinstance(st[0], int) \
-            or not isinstance(st[1], int) or not isinstance(st[2], list):
+            or not isinstance(st[1], int) or not isinstance(st[2], list) \
+            or not all(isinstance(a, int) for a in st[2]):       # a cut or foreign document: not a stack
         return None
     when = st[3] if len(st) > 3 and isinstance(st[3], list) else []
     ret = st[4] if len(st) == 5 and isinstance(st[4], int) and not isinstance(st[4], bool) else 0
