@@ -314,3 +314,28 @@ def test_a_fifth_spent_inside_one_peak_does_not_hide_the_leak():
     assert f.numbers["by"] == "floor" and "fell to from each fifth of the run on rose: 64.0 KiB" in f.evidence[0]
     assert "{" not in f.evidence[0] and "per second; 1.2 MiB still live at exit, counted exactly" in f.evidence[0], \
         f.evidence[0]
+
+
+def test_a_heap_grown_level_is_not_left_behind_between_peaks():
+    """A compiler keeps what it builds until it exits: cc1plus's live heap (stored from a real check of
+    g++ -O2 -c) rose to 10.8 MiB with a top of 12.1 MiB. Its low points rise, but there are no transient
+    peaks for them to lie between, and under MEMORY_FLOOR_BYTES the level rule does not speak: it read
+    'Live heap left behind between peaks grows to the end' (high)."""
+    import json
+    from pathlib import Path
+    stored = json.loads((Path(__file__).parent.parent / "data" / "heap-timeline-cc1plus.json").read_text())
+    tl, live = stored["timeline"], stored["main_live_bytes"]
+    low = heap_leak.floors(tl)
+    assert low == sorted(low) and low[-1] > 10 * MIB, low          # the floors do rise
+    assert live >= heap_leak.MIN_EXIT_SHARE * max(v for _, v in tl)
+    assert heap_leak.check(view(doc(live=live, peak=max(v for _, v in tl), timeline=tl))) == []
+    # One large temporary in a heap that otherwise grows level: a single peak, no series to read floors between.
+    grow = [[t * 10.0, (1 + t / 20) * MIB] for t in range(200)]
+    once = grow[:100] + [[1000.5, 40 * MIB], [1001.0, grow[100][1]]] + grow[100:]
+    assert heap_leak.peaks(once, (40 * MIB - 11 * MIB) / 2) == 1
+    assert heap_leak.check(view(doc(live=11 * MIB, peak=40 * MIB, timeline=once))) == []
+    # The same growth beside a 30 MiB buffer every 50 ms (a server's requests): left behind between peaks.
+    served = [p for t, v in grow for p in ([[t, v + 30 * MIB], [t + 1, v]] if int(t) % 50 == 0 else [[t, v]])]
+    assert heap_leak.peaks(served, (31 * MIB - 11 * MIB) / 2) >= heap_leak.MIN_PEAKS
+    (f,) = heap_leak.check(view(doc(live=11 * MIB, peak=41 * MIB, timeline=served)))
+    assert f.numbers["by"] == "floor"

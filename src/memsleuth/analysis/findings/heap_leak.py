@@ -57,6 +57,28 @@ def _floor(timeline: list, lo: float, hi: float) -> float:
     return before[-1] if before else timeline[0][1]
 
 
+# Transient peaks the floor reading needs: at least one a fifth of the run on average (a server's requests);
+# one large temporary in a run that otherwise grows level (a compiler's) is no series of peaks.
+MIN_PEAKS = 5
+
+
+def peaks(timeline: list, height: float) -> int:
+    """How many times the live heap rose at least `height` above its low point and fell back by `height`."""
+    if height <= 0 or not timeline:
+        return 0
+    n, low, high, rising = 0, timeline[0][1], timeline[0][1], True
+    for _, v in timeline:
+        if rising:
+            low = min(low, v)
+            if v >= low + height:
+                rising, high = False, v
+        else:
+            high = max(high, v)
+            if v <= high - height:
+                n, rising, low = n + 1, True, v
+    return n
+
+
 def floors(timeline: list) -> list[float]:
     """The lowest the heap fell to from each fifth of the run on, by time: what it never again gave
     back. A fifth spent inside one peak (a first request that takes longer than a fifth: the test's
@@ -140,15 +162,21 @@ def _by_level(tl: list, live: float, peak: float, span_s: float) -> tuple[float,
 
 
 def _by_floor(tl: list, live: float, span_s: float, several: bool) -> tuple[float, float, float, list[str]] | None:
-    """(first, last, bytes a second, evidence) where the heap's low points (floors: what it never gave back
-    from each fifth of the run on) rise by at least MIN_FLOOR_GROWTH and MIN_GROWTH times, in the second half
-    too, and the last of them is still live at exit."""
+    """(first, last, bytes a second, evidence) where the heap has transient peaks (MIN_PEAKS of at least half
+    the height of its top over what is live at exit, which is under MIN_EXIT_SHARE of the top) and its low
+    points (floors: what it never gave back from each fifth of the run on) rise by at least MIN_FLOOR_GROWTH
+    and MIN_GROWTH times, in the second half too, and the last of them is still live at exit."""
+    top = max(v for _, v in tl)
+    # No transient peaks to fall back from (most of the top still live at exit: the heap grew level, which is
+    # _by_level's to read, with its MEMORY_FLOOR_BYTES), or too few of them for low points between them: a
+    # compiler's heap growing to 10.8 MiB of a 12.1 MiB top read "left behind between peaks" (high) here.
+    if live >= MIN_EXIT_SHARE * top or peaks(tl, (top - live) / 2) < MIN_PEAKS:
+        return None
     low = floors(tl)
     first, middle, last = low[0], low[2], low[4]
     if (last - first < MIN_FLOOR_GROWTH or last < MIN_GROWTH * max(first, 1.0)
             or last - middle < SECOND_HALF_SHARE * (last - first) or live < MIN_EXIT_SHARE * last):
         return None
-    top = max(v for _, v in tl)
     rate = _rate(first, last, span_s)
     return first, last, rate, [
         f"between peaks of up to {fmt_bytes(top)}, the lowest the live heap fell to from each fifth of the run on "
