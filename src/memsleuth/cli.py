@@ -11,8 +11,6 @@ import os
 import signal
 import sys
 
-from rich.console import Console
-
 from memsleuth import __version__
 from memsleuth.commands import COMMANDS, TAKES_COMMAND, module
 from memsleuth.errors import (
@@ -83,13 +81,19 @@ def distinct_outputs(args) -> None:
         seen[key] = flag
 
 
-class _Console(Console):
+def _console():
     """rich's console, but a reader of stdout that leaves (`| head`) raises BrokenPipeError, which
-    the commands handle (the files asked for are still written, exit 0), not rich's SystemExit(1)."""
+    the commands handle (the files asked for are still written, exit 0), not rich's SystemExit(1).
+    Made once the command line parsed: `--help` and a usage error never import rich (a third of the
+    CLI's start)."""
+    from rich.console import Console
 
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        raise BrokenPipeError
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Console(width=output_width(sys.stdout.isatty(), os.environ.get("COLUMNS")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +105,6 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         i = argv.index("--")
         argv, command = argv[:i], argv[i + 1:]
-    console = _Console(width=output_width(sys.stdout.isatty(), os.environ.get("COLUMNS")))
     try:
         args = build_parser(argv).parse_args(argv)
         if args.command is None:
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         # A command that checks a command line of its own (fleet submit) gets the parser handed
         # down rather than importing the CLI back (no import circle).
         args.build_parser = build_parser
-        return module(args.command).run(args, command, console)
+        return module(args.command).run(args, command, _console())
     except (UsageError, StoreError) as e:
         print(f"memsleuth: error: {visible(str(e))}", file=sys.stderr)
         return e.exit_code

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import re
 
-from rich.text import Text
-
 # C0 controls but tab and newline, DEL, C1 controls, and lone surrogates (bytes that were not
 # UTF-8, kept by Python's surrogateescape), plus the bidirectional overrides that reorder text.
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069]")
@@ -41,8 +39,10 @@ def data_text(text, limit: int = MAX_NAME) -> str:
     return s if len(s) <= limit else s[:limit] + f"…[{len(s) - limit:,} more characters]"
 
 
-def safe_text(text, style: str = "") -> Text:
-    """A rich Text of outside text: made visible, never parsed as markup."""
+def safe_text(text, style: str = ""):
+    """A rich Text of outside text: made visible, never parsed as markup (rich imported here: the CLI's
+    --help and its one-line errors need `visible` only)."""
+    from rich.text import Text
     return Text(visible(text), style=style)
 
 
