@@ -106,8 +106,10 @@ def test_show_of_a_gate_session_prints_the_gate_again(tmp_path):
 
 def test_history_trend_finds_the_run_where_time_stepped(tmp_path):
     db = str(tmp_path / "t.db")
-    for spin in ("0", "0", "0", "0", "300", "300", "300"):
-        # runs long enough (and 5 of them) that a busy machine's hiccups stay small against the step
+    for spin in ("0", "0", "0", "0", "1000", "1000", "1000"):
+        # runs long enough (and 5 of them) that a busy machine's hiccups stay small against the step; a
+        # step of over 10x: beside two busy loops and the suite's other worker, a run before it read up to
+        # 2.3x another (59 against 137 ns an op), and a 300-spin step of 4-5x there was once not found at run 5
         proc = memsleuth("compare", *PARAMS[:-1], "iterations=600000", "--alloc", _spin(), "--reps", "5",
                          "--no-reference", "--db", db, "--env", f"MEMSLEUTH_FIXTURE_SPIN={spin}")
         assert proc.returncode == 0, proc.stderr
@@ -115,8 +117,9 @@ def test_history_trend_finds_the_run_where_time_stepped(tmp_path):
     proc = memsleuth("history", "--trend", "--db", db, "--html", str(html))
     assert proc.returncode == 0, proc.stderr
     # (Other steps may be real too: on a fresh machine the first runs can be slower.)
-    step = next(line for line in proc.stdout.splitlines() if re.search(r"│ time\s+│\s+5 │", line))
-    assert int(re.search(r"\+(\d+)\.\d%", step).group(1)) > 100     # 300 spins per malloc: several times slower
+    step = next((line for line in proc.stdout.splitlines() if re.search(r"│ time\s+│\s+5 │", line)), None)
+    assert step is not None, proc.stdout
+    assert int(re.search(r"\+(\d+)\.\d%", step).group(1)) > 100     # 1000 spins per malloc: many times slower
     assert "the latest at run 5" in proc.stdout
     assert html.read_text().count("<svg") >= 1
     assert memsleuth("history", "--html", str(tmp_path / "x.html"), "--db", db).returncode == 2   # --html needs --trend
