@@ -263,3 +263,38 @@ def test_a_block_realloc_moves_is_the_allocators_time_worded_as_copying():
     # the program's own memcpy stays the program's
     assert user_time.allocator_time(_user_stacks((500, ("__memcpy_avx_unaligned_erms", "main")),
                                                  (500, ("main",)))) == []
+
+
+def test_a_runtime_growing_goroutine_stacks_is_its_own_part_and_finding():
+    """A goroutine per request recursing 2,000 calls deep: perf read 90% of the CPU time under
+    runtime.newstack (copystack, and the unwinder adjusting every frame), and memsleuth called it the
+    program's own work with no finding. As Go's symbols name the frames (morestack's ABI suffix too)."""
+    from memsleuth.analysis.findings import stack_growth
+    from memsleuth.records.evidence import Sample
+    from memsleuth.analysis.view import CellView
+    grow = ("runtime.pcvalue", "runtime.(*stkframe).getStackMap", "runtime.adjustframe", "runtime.copystack",
+            "runtime.newstack", "runtime.morestack.abi0", "main.depth", "main.main.func1")
+    shrink = ("runtime.memmove", "runtime.copystack", "runtime.shrinkstack", "runtime.scanstack",
+              "runtime.markroot", "runtime.gcDrain", "runtime.gcBgMarkWorker")     # the collector's, not growth
+    s = _stacks((False, 800, grow), (False, 60, shrink), (False, 100, ("main.depth",)), (True, 40, ("main.depth",)))
+    (g,) = user_time.stack_growth(s)
+    assert g.runtime.name == "the Go runtime" and g.samples == 800 and g.share == pytest.approx(0.8)
+    assert g.callers == (("main.depth", 800),) and g.functions[0] == ("runtime.pcvalue", 800)
+    parts = {p.name: p.samples for p in user_time.who_ran(s)}
+    assert parts == {"the Go runtime growing goroutine stacks": 800, "the Go runtime's garbage collector": 60,
+                     "the program and its libraries": 100, "the kernel": 40}
+    assert user_time.allocator_time(_stacks((False, 500, ("runtime.mallocgc",) + grow[3:]),
+                                            (False, 500, ("main",)))) == []     # its stackalloc is no allocation
+    doc = {"status": "ok", "wall_ns": 10 ** 9, "user_ns": 9 * 10 ** 8, "sys_ns": 10 ** 8, "minflt": 100,
+           "maxrss_kb": 10_000, "counters": {}, "syscalls": {}, "unsupported": {}, "probe": []}
+
+    def view(stacks: CpuStacks) -> CellView:      # a measured run, and the explaining run with the samples
+        return CellView("c", "glibc", [Sample.from_msrun(doc)],
+                        explain=[Sample.from_msrun({**doc, "cpu_stacks": stacks.to_dict()})])
+    (f,) = stack_growth.check(view(s))
+    assert f.id == "stack-growth" and f.who == "runtime" and f.cost_share == pytest.approx(0.8)
+    assert f.title.startswith("the Go runtime growing goroutine stacks: 800 ms = 80% of the CPU time")
+    assert "pool of workers" in f.advice and "allocator" not in f.advice
+    assert "the stacks grew under main.depth (100%)" in f.evidence
+    # a program that calls no deeper than its first stack holds: nothing
+    assert stack_growth.check(view(_stacks((False, 1000, ("main.depth",))))) == []

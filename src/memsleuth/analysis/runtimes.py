@@ -54,6 +54,12 @@ class Runtime:
     # Its system-call wrappers, which the program's own code calls (Go's syscall.Mmap reaches the
     # kernel through internal/runtime/syscall): a call made there is the caller's, not the runtime's.
     wrappers: re.Pattern | None = None
+    # Where it grows a thread's stack by copying it to a larger one (Go's goroutines start small): a
+    # user-mode sample with one of these frames in its chain, outside the collector, is that growth
+    # (analysis/user_time.stack_growth); what its stacks are called, and what makes them grow less often.
+    stack_growth: re.Pattern | None = None
+    stacks: str = ""
+    stack_advice: str = ""
 
 
 # libc's memset, where a runtime's allocator clears a new object with it (the JVM's, CPython's calloc).
@@ -89,7 +95,15 @@ TABLE: tuple[Runtime, ...] = (
             zeroing=re.compile(r"^runtime\.memclrNoHeapPointers\w*$"),
             zeroing_advice="keep the large buffers across requests and reuse them (one per worker, or a sync.Pool) "
                            "instead of making a new one per request, and make only the size a request uses: each "
-                           "large object is cleared in full when it is allocated, and its fresh pages faulted in"),
+                           "large object is cleared in full when it is allocated, and its fresh pages faulted in",
+            # morestack calls newstack, which copies the stack (copystack) and adjusts every frame's pointers
+            stack_growth=re.compile(r"^runtime\.(morestack[\w.]*|newstack|copystack)$"),
+            stacks="goroutine stacks",
+            stack_advice="run the work on long-lived goroutines (a fixed pool of workers fed by a channel) instead of a "
+                         "new goroutine per request: a goroutine keeps the stack it grew for its next job (the "
+                         "collector shrinks only a stack it finds mostly unused), while a new one starts small and "
+                         "copies its stack again at each doubling; or make the deep call path shallower (a loop "
+                         "instead of recursion, smaller frames: large arrays on the heap, not in locals)"),
     Runtime("the JVM", re.compile(r"^(JVM_|os::|G1|ParallelScavengeHeap|CollectedHeap|ZPage|Universe::|Java_)"), True,
             release="-Xms equal to -Xmx keeps the heap from being uncommitted after a collection and committed "
                     "(faulted in) again",

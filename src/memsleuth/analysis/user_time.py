@@ -5,6 +5,8 @@
   records/cpu_profile.py, and the fault and system-call findings');
 - in user mode, a chain with a frame of a runtime's garbage collector (runtimes.TABLE's `gc`):
   that collector's;
+- in user mode, a chain with a frame of a runtime growing a thread's stack by copying it (`stack_growth`:
+  Go's morestack, newstack, copystack): that runtime's stack growth;
 - in user mode, innermost in malloc, free and their internals (ALLOCATOR_FRAMES): the allocator's;
 - in user mode, innermost in memsleuth's own preloads (the explaining run's heap accounting and
   call-site sampler, its wrappers of malloc and free included): memsleuth's own, nobody's cost;
@@ -100,6 +102,54 @@ def collectors(stacks: CpuStacks | None) -> list[Collector]:
                      tuple(phase.sum_buckets(when.get(name, ()))))
            for name in by_name]
     return sorted(out, key=lambda c: -c.samples)
+
+
+def _growing_stack(functions: tuple[str, ...]) -> runtimes.Runtime | None:
+    """The runtime growing a thread's stack in this chain (a frame of its `stack_growth`)."""
+    for rt in runtimes.TABLE:
+        if rt.stack_growth is not None and any(rt.stack_growth.search(fn) for fn in functions):
+            return rt
+    return None
+
+
+@dataclass(frozen=True)
+class StackGrowth(_Part):
+    """One runtime growing its threads' stacks by copying them, in the samples."""
+    runtime: runtimes.Runtime
+    samples: int                 # user-mode samples with a frame of its stack growth, outside its collector
+    total: int                   # all the CPU samples
+    functions: tuple[tuple[str, int], ...]   # the sampled (innermost) function, the most first
+    callers: tuple[tuple[str, int], ...]     # the first frame outside the runtime below the growth: whose call grew it
+    when: tuple[int, ...] = ()
+
+
+def stack_growth(stacks: CpuStacks | None) -> list[StackGrowth]:
+    """Each runtime's stack growth found in the samples (user mode, not the collector's), the most first;
+    empty with too few samples to read a share from."""
+    if stacks is None or stacks.samples < MIN_SAMPLES:
+        return []
+    hits: Counter = Counter()
+    fns: dict[str, Counter] = {}
+    callers: dict[str, Counter] = {}
+    when: dict[str, list] = {}
+    by_name = {}
+    for st in stacks.stacks:
+        if st.in_kernel or _collector_of(st.functions) is not None:
+            continue
+        rt = _growing_stack(st.functions)
+        if rt is None:
+            continue
+        by_name[rt.name] = rt
+        hits[rt.name] += st.samples
+        fns.setdefault(rt.name, Counter())[st.functions[0]] += st.samples
+        # outward from the growth's outermost frame: the first function that is not the runtime's own
+        last = max(i for i, fn in enumerate(st.functions) if rt.stack_growth.search(fn))
+        caller = next((fn for fn in st.functions[last + 1:] if not rt.frames.search(fn)), "(no caller named)")
+        callers.setdefault(rt.name, Counter())[caller] += st.samples
+        when.setdefault(rt.name, []).append(st.when)
+    return [StackGrowth(by_name[k], n, stacks.samples, tuple(fns[k].most_common(5)), tuple(callers[k].most_common(3)),
+                        tuple(phase.sum_buckets(when[k])))
+            for k, n in hits.most_common()]
 
 
 # The allocator's own code, as a sample's innermost frame names it: malloc and free and their
@@ -198,8 +248,8 @@ def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
             if not st.in_kernel and ALLOCATOR_FRAMES.match(inner[len(OWN):]):
                 wrapped["malloc"] += st.samples
             continue
-        if st.in_kernel or _collector_of(st.functions) is not None:
-            continue
+        if st.in_kernel or _collector_of(st.functions) is not None or _growing_stack(st.functions) is not None:
+            continue        # the collector's, or a runtime growing a stack (its stackalloc is not an allocation)
         leaf = _malloc_leaf(st.functions)
         if ALLOCATOR_FRAMES.match(inner) or leaf:
             rt, fn, mine = None, st.functions[1] if leaf else inner, _malloc_own
@@ -251,8 +301,10 @@ def who_ran(stacks: CpuStacks | None) -> list[Part]:
             continue
         found = _collector_of(st.functions)
         inner = st.functions[0] if st.functions else ""
-        own_alloc = None if found or inner.startswith(OWN) else _runtime_allocator(st.functions)
+        growing = None if found else _growing_stack(st.functions)
+        own_alloc = None if found or growing or inner.startswith(OWN) else _runtime_allocator(st.functions)
         parts[f"{found[0].name}'s garbage collector" if found else
+              f"{growing.name} growing {growing.stacks}" if growing else
               "the allocator (malloc and free)" if ALLOCATOR_FRAMES.match(inner) or _malloc_leaf(st.functions) else
               "memsleuth's own (heap accounting, call-site sampling)" if inner.startswith(OWN) else
               f"{own_alloc[0].name}'s own allocator" if own_alloc else

@@ -41,6 +41,7 @@ from memsleuth.analysis.findings import (
     thread_creation,
     rss_blowup,
     rss_growth,
+    stack_growth,
     unstable,
     zero_page,
 )
@@ -49,8 +50,8 @@ from memsleuth.analysis.findings import (
 # explains a cell (for_cell).
 CELL_RULES: tuple[CellRule, ...] = (preload_missed, allocator_time, madvise_storm, heap_trim, mmap_churn, mremap_churn,
                                     mprotect_calls, first_touch, zero_page, fault_kind, garbage_collection,
-                                    lock_contention, process_creation, thread_creation, memory_calls, rss_blowup, rss_growth,
-                                    heap_overhead, heap_retained, heap_leak)
+                                    stack_growth, lock_contention, process_creation, thread_creation, memory_calls,
+                                    rss_blowup, rss_growth, heap_overhead, heap_retained, heap_leak)
 FALLBACK_RULES: tuple[CellRule, ...] = (kernel_time,)
 PAIR_RULES: tuple[PairRule, ...] = (kernel_gap,)
 RUN_RULES: tuple[RunRule, ...] = (counters_unavailable, unstable)
@@ -59,7 +60,7 @@ RUN_RULES: tuple[RunRule, ...] = (counters_unavailable, unstable)
 # Findings about the measurement, not a mechanism, and the mechanisms of user-mode time (which say
 # nothing of the kernel's): they do not silence kernel_time.
 NOT_MECHANISMS = ("unstable-measurement", "rss-growth", "heap-overhead", "heap-retained", "heap-leak",
-                  "preload-missed", "garbage-collection", "allocator-time")
+                  "preload-missed", "garbage-collection", "allocator-time", "stack-growth")
 
 
 # A leak goes first when the bytes it still holds at exit are at least this share of the memory the
