@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from memsleuth.analysis import cost, phase as phase_mod
+
 if TYPE_CHECKING:
     from memsleuth.analysis.view import CellView
 
@@ -93,3 +95,27 @@ class PairRule(Protocol):
 class RunRule(Protocol):
     """A rule module about a whole run (every cell's view)."""
     def check_run(self, views: "list[CellView]") -> list[Finding]: ...
+
+
+@dataclass(frozen=True)
+class UserCost:
+    """A material part of the user-mode samples as a time finding states it: its ns of the measured
+    runs' CPU time, the headline, and its phase where its samples' times say one."""
+    ns: float
+    headline: str
+    phase: phase_mod.Phase | None
+
+
+def user_cost(view: "CellView", part) -> UserCost | None:
+    """What a part of the explaining run's user-mode samples (analysis/user_time: a collector, a runtime's
+    stack growth) costs: its share of the samples times the whole process's CPU time; None where the
+    cell has no measured run or the part is not material."""
+    sc = view.process
+    if sc is None:
+        return None
+    spent = part.share * (sc.user_ns + sc.sys_ns)
+    if not cost.material(spent, part.share):
+        return None
+    s = view.cpu_stacks
+    found = phase_mod.of_buckets(list(part.when), s.when_bucket_ns, s.when_span_ns, view.median_sample)
+    return UserCost(spent, cost.sampled_headline(spent, part.share, part.interval), found)

@@ -7,25 +7,19 @@ the runtime's own (how often it collects, how much it scans), never an allocator
 is the runtime's memory."""
 from __future__ import annotations
 
-from memsleuth.analysis import phase as phase_mod
-from memsleuth.analysis.cost import confidence_from_share, material, sampled_headline
-from memsleuth.analysis.findings.base import Finding
+from memsleuth.analysis.cost import confidence_from_share
+from memsleuth.analysis.findings.base import Finding, user_cost
 from memsleuth.analysis.user_time import collectors
 from memsleuth.analysis.view import CellView
 
 
 def check(view: CellView) -> list[Finding]:
-    sc = view.process
-    if sc is None:
-        return []
-    cpu_ns = sc.user_ns + sc.sys_ns
     found = []
     for c in collectors(view.cpu_stacks):
-        spent = c.share * cpu_ns
-        if not material(spent, c.share):
+        paid = user_cost(view, c)
+        if paid is None:
             continue
         rt = c.runtime
-        headline = sampled_headline(spent, c.share, c.interval)
         evidence = [f"{c.samples:,} of the {c.total:,} CPU samples ran in {rt.name}'s collector, in user mode "
                     f"(a frame of it in the sample's call chain)",
                     "its frames nearest the sampled code, by samples: " + ", ".join(f"{fn} {k:,}" for fn, k in c.functions)]
@@ -34,13 +28,11 @@ def check(view: CellView) -> list[Finding]:
                             "from the collector (its page faults and calls): the kernel's account, not counted here")
         if c.executables:
             evidence.append("in the processes of " + ", ".join(f"{exe} ({k:,} samples)" for exe, k in c.executables))
-        s = view.cpu_stacks
-        phase = phase_mod.of_buckets(list(c.when), s.when_bucket_ns, s.when_span_ns, view.median_sample)
-        if phase:
-            evidence.append(phase.text)
+        if paid.phase:
+            evidence.append(paid.phase.text)
         found.append(Finding(
             id="garbage-collection",
-            title=f"{rt.name}'s garbage collector: {headline}",
+            title=f"{rt.name}'s garbage collector: {paid.headline}",
             mechanism=(f"{rt.name}'s collector walks the objects it manages each time it runs (a tracing "
                        "collector the live heap, CPython's cyclic one the containers of the generations it collects), "
                        "so its time grows with how often it runs and with how many objects and pointers it walks"),
@@ -48,5 +40,5 @@ def check(view: CellView) -> list[Finding]:
             confidence=confidence_from_share(c.share), who="runtime",
             numbers={"runtime": rt.name, "samples": c.samples, "kernel_samples": c.kernel_samples,
                      "total_samples": c.total, "share": c.share, "ci_low": c.interval[0], "ci_high": c.interval[1]},
-            cost_ns=spent, cost_share=c.share, phase=phase.name if phase else None))
+            cost_ns=paid.ns, cost_share=c.share, phase=paid.phase.name if paid.phase else None))
     return found

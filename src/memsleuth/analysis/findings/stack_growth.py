@@ -8,9 +8,8 @@ The advice is the runtime's and the program's, never an allocator's: a goroutine
 runtime's memory."""
 from __future__ import annotations
 
-from memsleuth.analysis import phase as phase_mod
-from memsleuth.analysis.cost import confidence_from_share, material, sampled_headline
-from memsleuth.analysis.findings.base import Finding
+from memsleuth.analysis.cost import confidence_from_share
+from memsleuth.analysis.findings.base import Finding, user_cost
 from memsleuth.analysis.user_time import stack_growth
 from memsleuth.analysis.view import CellView
 
@@ -19,17 +18,12 @@ CALLER_SHARE = 0.1
 
 
 def check(view: CellView) -> list[Finding]:
-    sc = view.process
-    if sc is None:
-        return []
-    cpu_ns = sc.user_ns + sc.sys_ns
     found = []
     for g in stack_growth(view.cpu_stacks):
-        spent = g.share * cpu_ns
-        if not material(spent, g.share):
+        paid = user_cost(view, g)
+        if paid is None:
             continue
         rt = g.runtime
-        headline = sampled_headline(spent, g.share, g.interval)
         evidence = [f"{g.samples:,} of the {g.total:,} CPU samples ran in {rt.name}'s growth of {rt.stacks}, in user "
                     "mode (a frame of it in the sample's call chain: the stack copied to a larger one)",
                     "sampled functions: " + ", ".join(f"{fn} {k:,}" for fn, k in g.functions)]
@@ -37,13 +31,11 @@ def check(view: CellView) -> list[Finding]:
         named = [(fn, k) for fn, k in g.callers if fn != "(no caller named)" and k >= CALLER_SHARE * g.samples]
         if named:
             evidence.append("the stacks grew under " + ", ".join(f"{fn} ({k / g.samples:.0%})" for fn, k in named))
-        s = view.cpu_stacks
-        phase = phase_mod.of_buckets(list(g.when), s.when_bucket_ns, s.when_span_ns, view.median_sample)
-        if phase:
-            evidence.append(phase.text)
+        if paid.phase:
+            evidence.append(paid.phase.text)
         found.append(Finding(
             id="stack-growth",
-            title=f"{rt.name} growing {rt.stacks}: {headline}",
+            title=f"{rt.name} growing {rt.stacks}: {paid.headline}",
             mechanism=(f"{rt.name} starts {rt.stacks} small; a call that needs more stack than is left makes the runtime "
                        "copy the whole stack to one twice the size and adjust every pointer into it, so a short-lived "
                        "goroutine with a deep call path pays a copy at each doubling, every time one is started"),
@@ -51,5 +43,5 @@ def check(view: CellView) -> list[Finding]:
             confidence=confidence_from_share(g.share), who="runtime",
             numbers={"runtime": rt.name, "samples": g.samples, "total_samples": g.total, "share": g.share,
                      "ci_low": g.interval[0], "ci_high": g.interval[1]},
-            cost_ns=spent, cost_share=g.share, phase=phase.name if phase else None))
+            cost_ns=paid.ns, cost_share=g.share, phase=paid.phase.name if paid.phase else None))
     return found
