@@ -1,12 +1,15 @@
 """`memsleuth case NAME`: a seed case study, measured and explained from its evidence."""
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table
+from typing import TYPE_CHECKING
 
 from memsleuth.measure import allocators
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 NAME = "case"
 

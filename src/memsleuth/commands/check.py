@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from memsleuth.measure import allocators, plan as planning
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 NAME = "check"
 

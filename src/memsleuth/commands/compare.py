@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import dataclasses
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from memsleuth.measure import allocators, plan as planning, workloads
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
 from memsleuth.measure.workloads import SUITE_REPS
 from memsleuth.units import parse_fraction
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 NAME = "compare"
 

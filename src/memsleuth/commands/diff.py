@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import sys
-
-from rich.console import Console
-
+from typing import TYPE_CHECKING
 
 from memsleuth.commands import options
 from memsleuth.errors import EXIT_OK, EXIT_REGRESSION
 from memsleuth.units import parse_fraction
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 NAME = "diff"
 

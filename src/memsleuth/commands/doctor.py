@@ -1,9 +1,12 @@
 """`memsleuth doctor`: what this machine can measure and what makes numbers noisy."""
 from __future__ import annotations
 
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from memsleuth.commands import options
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 NAME = "doctor"
 

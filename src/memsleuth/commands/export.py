@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import sys
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
 from memsleuth.report.output import say_written, write_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 NAME = "export"
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 from datetime import datetime
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from memsleuth.textsafe import safe_text
 
 from memsleuth.measure import fleet
 from memsleuth.commands import options
 from memsleuth.errors import EXIT_NO_RESULT, EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 NAME = "fleet"
 MEASURING = ("compare", "case", "check")

@@ -3,14 +3,16 @@ gated on time (paired, CPU by default) and on counts load does not move; the exi
 from __future__ import annotations
 
 import shlex
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from memsleuth.measure import allocators, plan as planning, workloads
 from memsleuth.analysis import gate as gating
 from memsleuth.commands import options
 from memsleuth.errors import UsageError
 from memsleuth.units import parse_fraction
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 NAME = "gate"
 DEFAULT_MIN_ROUNDS = 6

@@ -1,9 +1,12 @@
 """`memsleuth history`: the stored runs, one line each."""
 from __future__ import annotations
 
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from memsleuth.commands import options
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 NAME = "history"
 

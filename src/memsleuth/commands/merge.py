@@ -4,12 +4,14 @@ the same source twice adds nothing; machine info and allocator versions travel w
 from __future__ import annotations
 
 import os
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from memsleuth.commands import options
 from memsleuth.errors import EXIT_OK, UsageError
 from memsleuth.textsafe import safe_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 NAME = "merge"
 

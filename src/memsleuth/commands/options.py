@@ -10,10 +10,13 @@ import math
 import os
 import re
 import shutil
+from typing import TYPE_CHECKING
 
-from memsleuth.measure import plan as planning
 from memsleuth.errors import UsageError
 from memsleuth.units import parse_fraction, parse_size_bytes
+
+if TYPE_CHECKING:
+    from memsleuth.measure import plan as planning
 
 DEFAULT_DB = "memsleuth.db"
 DEFAULT_TARGET_CI = "2%"   # relative CI half-width at which a cell has enough runs
@@ -121,6 +124,7 @@ def add_reference(p: argparse.ArgumentParser) -> None:
 def with_reference(p, args):
     """The plan with the reference cell, unless --no-reference."""
     import dataclasses
+    from memsleuth.measure import plan as planning
     return p if getattr(args, "no_reference", False) else dataclasses.replace(p, reference=planning.reference_cell())
 
 
@@ -203,6 +207,7 @@ def warmup(text: str | None) -> int:
 
 
 def rounds(args) -> planning.Rounds:
+    from memsleuth.measure import plan as planning
     if args.reps is not None:
         if args.min_reps is not None or args.max_reps is not None or args.target_ci is not None:
             raise UsageError("--reps fixes the number of rounds: leave out --target-ci/--min-reps/--max-reps")
@@ -217,6 +222,7 @@ def rounds(args) -> planning.Rounds:
 
 
 def env(args) -> dict[str, str]:
+    from memsleuth.measure import plan as planning
     return planning.parse_env_options(getattr(args, "env", None) or [])
 
 

@@ -2,9 +2,12 @@
 same spec from different machines are shown side by side, by machine."""
 from __future__ import annotations
 
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from memsleuth.commands import options
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 NAME = "show"
 
