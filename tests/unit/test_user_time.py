@@ -276,7 +276,11 @@ def test_a_runtime_growing_goroutine_stacks_is_its_own_part_and_finding():
             "runtime.newstack", "runtime.morestack.abi0", "main.depth", "main.main.func1")
     shrink = ("runtime.memmove", "runtime.copystack", "runtime.shrinkstack", "runtime.scanstack",
               "runtime.markroot", "runtime.gcDrain", "runtime.gcBgMarkWorker")     # the collector's, not growth
-    s = _stacks((False, 800, grow), (False, 60, shrink), (False, 100, ("main.depth",)), (True, 40, ("main.depth",)))
+    # newstack handing a goroutine asked to yield to the scheduler is no growth (the program's part here)
+    preempted = ("runtime.findRunnable", "runtime.schedule", "runtime.goschedImpl", "runtime.gopreempt_m",
+                 "runtime.newstack", "runtime.morestack.abi0", "main.depth")
+    s = _stacks((False, 800, grow), (False, 60, shrink), (False, 70, ("main.depth",)), (False, 30, preempted),
+                (True, 40, ("main.depth",)))
     (g,) = user_time.stack_growth(s)
     assert g.runtime.name == "the Go runtime" and g.samples == 800 and g.share == pytest.approx(0.8)
     assert g.callers == (("main.depth", 800),) and g.functions[0] == ("runtime.pcvalue", 800)

@@ -60,6 +60,9 @@ class Runtime:
     stack_growth: re.Pattern | None = None
     stacks: str = ""
     stack_advice: str = ""
+    # Frames that make a chain through that path something else (Go's newstack also hands a goroutine
+    # asked to yield to the scheduler, and shrinks a stack for the collector).
+    not_growth: re.Pattern | None = None
 
 
 # libc's memset, where a runtime's allocator clears a new object with it (the JVM's, CPython's calloc).
@@ -99,6 +102,7 @@ TABLE: tuple[Runtime, ...] = (
             # morestack calls newstack, which copies the stack (copystack) and adjusts every frame's pointers
             stack_growth=re.compile(r"^runtime\.(morestack[\w.]*|newstack|copystack)$"),
             stacks="goroutine stacks",
+            not_growth=re.compile(r"^runtime\.(gopreempt_m|preemptPark|goschedImpl|schedule|shrinkstack)$"),
             stack_advice="run the work on long-lived goroutines (a fixed pool of workers fed by a channel) instead of a "
                          "new goroutine per request: a goroutine keeps the stack it grew for its next job (the "
                          "collector shrinks only a stack it finds mostly unused), while a new one starts small and "

@@ -105,9 +105,12 @@ def collectors(stacks: CpuStacks | None) -> list[Collector]:
 
 
 def _growing_stack(functions: tuple[str, ...]) -> runtimes.Runtime | None:
-    """The runtime growing a thread's stack in this chain (a frame of its `stack_growth`)."""
+    """The runtime growing a thread's stack in this chain (a frame of its `stack_growth`, none of its
+    `not_growth`: the same entry preempting the goroutine or shrinking its stack)."""
     for rt in runtimes.TABLE:
         if rt.stack_growth is not None and any(rt.stack_growth.search(fn) for fn in functions):
+            if rt.not_growth is not None and any(rt.not_growth.search(fn) for fn in functions):
+                return None
             return rt
     return None
 
