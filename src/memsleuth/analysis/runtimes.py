@@ -107,7 +107,9 @@ TABLE: tuple[Runtime, ...] = (
                          "new goroutine per request: a goroutine keeps the stack it grew for its next job (the "
                          "collector shrinks only a stack it finds mostly unused), while a new one starts small and "
                          "copies its stack again at each doubling; or make the deep call path shallower (a loop "
-                         "instead of recursion, smaller frames: large arrays on the heap, not in locals)"),
+                         "instead of recursion, smaller frames: large arrays on the heap, not in locals); where "
+                         "long-lived goroutines grow again after the collector shrank their stacks, "
+                         "GODEBUG=gcshrinkstackoff=1 keeps them"),
     Runtime("the JVM", re.compile(r"^(JVM_|os::|G1|ParallelScavengeHeap|CollectedHeap|ZPage|Universe::|Java_)"), True,
             release="-Xms equal to -Xmx keeps the heap from being uncommitted after a collection and committed "
                     "(faulted in) again",

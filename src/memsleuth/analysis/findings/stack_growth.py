@@ -37,8 +37,9 @@ def check(view: CellView) -> list[Finding]:
             id="stack-growth",
             title=f"{rt.name} growing {rt.stacks}: {paid.headline}",
             mechanism=(f"{rt.name} starts {rt.stacks} small; a call that needs more stack than is left makes the runtime "
-                       "copy the whole stack to one twice the size and adjust every pointer into it, so a short-lived "
-                       "goroutine with a deep call path pays a copy at each doubling, every time one is started"),
+                       "copy the whole stack to one twice the size and adjust every pointer into it: the cost recurs "
+                       "where goroutines with a deep call path are started again and again (each starts small), or "
+                       "where the collector shrinks a stack that then grows again"),
             evidence=evidence, advice=rt.stack_advice, subject=view.label,
             confidence=confidence_from_share(g.share), who="runtime",
             numbers={"runtime": rt.name, "samples": g.samples, "total_samples": g.total, "share": g.share,
