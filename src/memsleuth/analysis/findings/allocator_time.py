@@ -9,11 +9,9 @@ from __future__ import annotations
 from memsleuth.analysis import cost, user_time
 from memsleuth.analysis import phase as phase_mod
 from memsleuth.analysis.cost import confidence_from_share
-from memsleuth.analysis.findings.base import Finding
+from memsleuth.analysis.findings.base import Finding, named_callers
 from memsleuth.analysis.view import CellView
 
-# The callers are named where the ones the chains name hold at least this share of the samples.
-CALLERS_SHOWN = 0.5
 # An allocator's time is worded as clearing what it hands out (a large buffer per request), or as
 # copying what realloc moves (a buffer grown in small steps), where at least this share of its samples
 # is that, not as finding slots for many small ones.
@@ -68,9 +66,7 @@ def check(view: CellView) -> list[Finding]:
         fns = ", ".join(f"{fn} {k / part.samples:.0%}" for fn, k in part.functions)
         # the callers the chains name, where they hold most of the samples (a program built without frame
         # pointers names none past malloc; an interpreter's inlined helpers are not its callers)
-        named = [(fn, k) for fn, k in part.callers if not fn.startswith(("[", "("))]
-        callers = ", ".join(f"{fn} {k / part.samples:.0%}" for fn, k in named) \
-            if sum(k for _, k in named) >= CALLERS_SHOWN * part.samples else ""
+        callers = ", ".join(f"{fn} {share:.0%}" for fn, share in named_callers(part.callers, part.samples))
         evidence = [f"{part.samples:,} of the program's {part.total:,} CPU samples were in {whose} (the explaining "
                     f"run's user call chains): {head}",
                     f"by function: {fns}"] + ([f"called from: {callers}"] if callers else [])

@@ -97,6 +97,21 @@ class RunRule(Protocol):
     def check_run(self, views: "list[CellView]") -> list[Finding]: ...
 
 
+# A part's callers are named where the ones its chains name hold at least this share of its samples
+# together (a program built without frame pointers names none past malloc; Go's chains mostly end at
+# the runtime's switch to its own stack).
+CALLERS_SHOWN = 0.5
+
+
+def named_callers(callers, samples: int) -> list[tuple[str, float]]:
+    """(function, share of the part's samples) of the callers the chains name ("(no caller named)" and
+    "[object]" are not names), where together they hold CALLERS_SHOWN of the samples; else none."""
+    named = [(fn, k) for fn, k in callers if not fn.startswith(("[", "("))]
+    if not samples or sum(k for _, k in named) < CALLERS_SHOWN * samples:
+        return []
+    return [(fn, k / samples) for fn, k in named]
+
+
 @dataclass(frozen=True)
 class UserCost:
     """A material part of the user-mode samples as a time finding states it: its ns of the measured

@@ -9,12 +9,9 @@ runtime's memory."""
 from __future__ import annotations
 
 from memsleuth.analysis.cost import confidence_from_share
-from memsleuth.analysis.findings.base import Finding, user_cost
+from memsleuth.analysis.findings.base import Finding, named_callers, user_cost
 from memsleuth.analysis.user_time import stack_growth
 from memsleuth.analysis.view import CellView
-
-# A caller is named where at least this share of the growth's samples reach it.
-CALLER_SHARE = 0.1
 
 
 def check(view: CellView) -> list[Finding]:
@@ -27,10 +24,10 @@ def check(view: CellView) -> list[Finding]:
         evidence = [f"{g.samples:,} of the {g.total:,} CPU samples ran in {rt.name}'s growth of {rt.stacks}, in user "
                     "mode (a frame of it in the sample's call chain: the stack copied to a larger one)",
                     "sampled functions: " + ", ".join(f"{fn} {k:,}" for fn, k in g.functions)]
-        # the callers where the chains reach past the runtime's switch to its own stack (most end there)
-        named = [(fn, k) for fn, k in g.callers if fn != "(no caller named)" and k >= CALLER_SHARE * g.samples]
+        # the callers, where the chains reach past the runtime's switch to its own stack (most end there)
+        named = named_callers(g.callers, g.samples)
         if named:
-            evidence.append("the stacks grew under " + ", ".join(f"{fn} ({k / g.samples:.0%})" for fn, k in named))
+            evidence.append("the stacks grew under " + ", ".join(f"{fn} ({share:.0%})" for fn, share in named))
         if paid.phase:
             evidence.append(paid.phase.text)
         found.append(Finding(
