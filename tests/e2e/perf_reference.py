@@ -1,7 +1,8 @@
 """The independent reference for measured costs: `perf record -e cpu-clock -g` on the same
 command, each sample classified here on its own terms (not by memsleuth's cpu_profile): a
 `asm_exc_page_fault` frame is a page fault (a system call's too), else a `__x64_sys_NAME` frame that
-system call (`kernel_clone`: clone), a sample with no kernel frame user mode, the rest other kernel
+system call (`kernel_clone`: clone), a sample with no kernel frame user mode, a sample in the
+syscall entry's own code the calls' (shared out among those the chains name), the rest other kernel
 work. Used by the e2e tests and bench/cost_vs_perf.py."""
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def perf_shares(data: Path, *cmd: str, under: tuple[str, ...] = ()) -> dict[str,
         # a fault is a fault, also where a system call took it (read() copying into a new buffer);
         # a fork whose wrapper the kernel inlined is named by its own frame
         cls = ("page-faults" if "asm_exc_page_fault" in kernel else calls[-1] if calls else
-               "clone" if "kernel_clone" in kernel else "user" if not kernel else "other")
+               "clone" if "kernel_clone" in kernel else "user" if not kernel else
+               "entry" if set(kernel) <= _ENTRY else "other")
         counts[cls] += 1
         if cls == "page-faults" and under and any(u in sym for addr, sym in fr if not addr.startswith("ffff")
                                                   for u in under):
@@ -71,7 +73,21 @@ def perf_shares(data: Path, *cmd: str, under: tuple[str, ...] = ()) -> dict[str,
     n = sum(v for k, v in counts.items() if not k.startswith("faults"))
     if n <= 200:
         raise RuntimeError(f"perf took only {n} samples")
+    # a sample in the syscall entry's own code is the time of the calls the program made: shared out
+    # among the calls perf's chains name, in their proportions
+    entry = counts.pop("entry", 0)
+    calls = {k: v for k, v in counts.items() if k not in ("page-faults", "user", "other", "faults-under")
+             and not k.startswith("faults:")}
+    named = sum(calls.values())
+    for k, v in calls.items():
+        counts[k] += entry * v / named
+    if not named and entry:
+        counts["other"] += entry
     return {k: v / n for k, v in counts.items()}
+
+
+# The syscall entry's own frames: a sample with no other kernel frame names no call.
+_ENTRY = {"do_syscall_64", "entry_SYSCALL_64", "entry_SYSCALL_64_after_hwframe", "x64_sys_call"}
 
 
 def fault_kind_share(ref: dict[str, float], kind: str) -> float:

@@ -594,3 +594,23 @@ def test_a_file_kept_mapped_and_read_again_is_not_told_to_stop_mapping_it_per_re
     assert "per request" not in kept.advice and "MADV_WILLNEED" in kept.advice and "again at every pass" in kept.mechanism
     per_use = {f.id: f for f in findings.for_cell(_faulting({"file-backed": 1000}, munmap=40))}["file-backed-faults"]
     assert "instead of mapping it per request" in per_use.advice
+
+
+def test_the_syscall_entrys_own_samples_are_the_calls_its_executable_made():
+    futex = ["futex_wake", "do_futex", "__x64_sys_futex", *SYSCALL]
+    write = ["vfs_write", "ksys_write", *SYSCALL]
+    frames = sorted(set(futex + write + SYSCALL))
+
+    def stack(exe, n, chain, bucket):
+        return [exe, n, 0, [frames.index(f) for f in chain], 0, [bucket, n]]
+
+    stacks = [stack(0, 60, futex, 0), stack(0, 20, write, 1), stack(0, 40, SYSCALL, 2),
+              stack(1, 10, SYSCALL, 3)]          # an executable whose chains name no call: its entries stay unnamed
+    p = cpu_profile.read({"samples": 130, "period_ns": 10**6, "frames": frames, "stacks": stacks,
+                          "executables": [["prog", 120, 1], ["helper", 10, 1]],
+                          "when_bucket_ns": 10**6, "when_span_ns": 32 * 10**6})
+    assert p.counts == {"futex": 90, "write": 30, cpu_profile.UNNAMED_SYSCALL: 10}
+    assert p.by_executable == {"prog": {"futex": 90, "write": 30}, "helper": {cpu_profile.UNNAMED_SYSCALL: 10}}
+    for cls, n in p.counts.items():          # every sample keeps its time: the entries' moved with them
+        assert sum(p.when[cls]) == n, cls
+    assert p.when["futex"][2] + p.when["write"][2] + p.when[cpu_profile.UNNAMED_SYSCALL][2] == 40

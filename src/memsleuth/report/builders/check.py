@@ -66,6 +66,7 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
                             [[fmt_seconds(p.wall_ns), fmt_seconds(p.user_ns), fmt_seconds(p.sys_ns), fmt_count(p.minflt),
                               fmt_count(p.majflt), fmt_bytes((a.view.maxrss_kb or 0) * 1024),
                               *[fmt_count(p.syscalls.get(s)) if s in p.syscalls else "n/a" for s in CHECK_SYSCALLS]]],
+                            notes=[a.counting.text] if a.counting else [],
                             align_right=set(range(6 + len(CHECK_SYSCALLS)))))
     tables += cpu_time_tables(a)
     tables += who_ran_table(a)
@@ -114,10 +115,11 @@ def cpu_time_tables(a: CheckAnalysis) -> list[Table]:
     where = ("attached window (measured and sampled at once)" if a.attached else
              "explaining run (never a measured one)")
     notes = [f"{p.samples:,} samples of the process tree's CPU time, one per {p.period_ns / 1e6:g} ms of it, in the "
-             f"{where}, each classified by its kernel call chain: a page fault, a system call by name, a "
-             "thread's or process's exit, other kernel work, or user mode. The findings share out the measured runs' "
-             "kernel time in the proportions these samples give each kind of entry, per event "
-             "counted in both runs (docs/findings.md, Cost)."]
+             f"{where}, each classified by its kernel call chain: a page fault, a system call by name (a sample in the "
+             "entry's own code, which names no call, counted as the calls its executable made, in their "
+             "proportions), a thread's or process's exit, other kernel work, or user mode. The findings share "
+             "out the measured runs' kernel time in the proportions these samples give each kind of entry, per "
+             "event counted in both runs (docs/findings.md, Cost)."]
     if a.explaining_cpu_apart is not None:
         sampled_ns, measured_ns = a.explaining_cpu_apart
         notes.append(f"The explaining run took {fmt_seconds(sampled_ns)} of CPU time against "
