@@ -85,6 +85,23 @@ def test_unit_costs_from_a_store_are_validated():
     assert cost.UnitCosts.from_dict({"fault_ns": 900, "release_page_ns": 150, "syscall_ns": {"brk": 1500}}).fault_ns == 900
 
 
+def test_memsleuths_own_counting_of_the_calls_is_said_where_it_is_material():
+    from dataclasses import replace
+    from memsleuth.analysis import quality
+    counted = replace(UNITS, count_ns=270.0)
+    # 11.4 million futex calls in 10.8 s of CPU time: ~3.1 s of it was the counting's
+    heavy = view(process(wall_ms=5_400, user_ms=5_400, sys_ms=5_400, syscalls={"futex": 11_400_000}))
+    w = quality.counting_cost("glibc", heavy.process, counted)
+    assert w is not None and w.code == "counting"
+    assert "3,078 ms" in w.text and "28% of the CPU time" in w.text and "futex 11,400,000" in w.text
+    assert "270 ns" in w.text
+    light = view(process(syscalls={"futex": 100_000, "mmap": 2_000}))          # 28 ms of 1 s: under 5%
+    assert quality.counting_cost("glibc", light.process, counted) is None
+    assert quality.counting_cost("glibc", heavy.process, UNITS) is None        # not measured: nothing said
+    assert cost.UnitCosts.from_dict({"fault_ns": 900, "release_page_ns": 150, "count_ns": 270}).count_ns == 270
+    assert cost.UnitCosts.from_dict({"fault_ns": 900, "release_page_ns": 150, "count_ns": "x"}).count_ns is None
+
+
 def test_materiality_is_one_threshold_for_every_time_finding():
     # 40 madvise(DONTNEED) calls of 4 KiB: microseconds, whatever the rate.
     args = {"madvise": {"calls": 40, "bytes": 40 * 4096, "by_advice": {"4": [40, 40 * 4096]}}}

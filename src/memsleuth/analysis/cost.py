@@ -81,6 +81,9 @@ class UnitCosts:
     release_page_ns: float
     syscall_ns: dict[str, float]
     measured: bool = True       # False: DEFAULT, for runs stored before the calibration existed
+    # What counting one call on its syscall tracepoint adds to it, as the measured runs count them;
+    # None where it was not measured (no tracepoints here, or a run stored before it was).
+    count_ns: float | None = None
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "UnitCosts | None":
@@ -91,7 +94,11 @@ class UnitCosts:
             return None
         if not (0 < fault < 1e8 and 0 <= release < 1e8) or any(not 0 <= v < 1e8 for v in calls.values()):
             return None
-        return cls(fault, release, calls)
+        try:
+            count = float(d["count_ns"]) if d.get("count_ns") is not None else None
+        except (TypeError, ValueError):
+            count = None
+        return cls(fault, release, calls, count_ns=count if count is not None and 0 <= count < 1e8 else None)
 
     def syscall(self, name: str) -> float:
         return self.syscall_ns.get(name, DEFAULT.syscall_ns.get(name, 1000.0))
@@ -151,6 +158,15 @@ class Split:
         if self.profile is not None:
             return sampled_headline(ns, share, self.interval(ns))
         return f"{'up to ' if self.upper_bound else ''}{ms(ns)} ms = {pct(share)} of the CPU time (estimated from counts)"
+
+
+def counting_ns(sc, units: UnitCosts | None) -> float | None:
+    """What the measured runs' own counting of the scope's system calls cost it: each call counted
+    on its tracepoint times what counting one adds (UnitCosts.count_ns); None where that was not
+    measured."""
+    if units is None or units.count_ns is None:
+        return None
+    return sum(n for n in sc.syscalls.values() if n) * units.count_ns
 
 
 def material(ns: float, share: float) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memsleuth import stats
+from memsleuth.analysis import cost
 from memsleuth.records.model import MachineInfo
 
 CV_WARN = 0.05             # run-to-run spread above 5% of the mean: medians move between runs
@@ -19,7 +20,7 @@ MIN_FOR_OUTLIERS = 3       # a median and a MAD need three values before one can
 
 @dataclass(frozen=True)
 class QualityWarning:
-    code: str      # cv, first-outlier, outliers, load, governor, few-samples, target-not-reached
+    code: str      # cv, first-outlier, outliers, load, governor, few-samples, target-not-reached, counting
     subject: str   # the cell's label, or "machine"
     text: str
 
@@ -53,6 +54,33 @@ def cell_warnings(label: str, values: list[float], target_ci: float | None = Non
             out.append(QualityWarning("target-not-reached", label,
                                f"CI half-width ±{hw:.1%} did not reach the ±{target_ci:.1%} target in {n} runs"))
     return out
+
+
+# The measured runs count each memory system call on its tracepoint, and the kernel builds a record
+# at every call counted: ~270 ns a call on this project's VM, more than a futex call itself costs
+# (~250 ns). Where those calls together cost at least the materiality share of the CPU time, the
+# times are partly memsleuth's. A 4-thread program contending on one glibc arena made 11.4 million
+# futex calls: 3.3 s alone (3.2 s user, 3.2 s system), 5.6-6.2 s wall with 5.4-6.1 s system under
+# ms-run's counters, and its threads' contention changed with it (perf: futex in 47% of its samples
+# alone, 37% of those outside the counting under it).
+COUNTING_WARN = cost.MATERIAL_SHARE
+
+
+def counting_cost(label: str, sc, units) -> QualityWarning | None:
+    """The warning that memsleuth's own counting of the system calls is a material part of a scope's
+    (findings.view.Scope) CPU time, or None."""
+    spent = cost.counting_ns(sc, units)
+    cpu = (sc.user_ns or 0.0) + (sc.sys_ns or 0.0)
+    if not spent or not cpu or spent < COUNTING_WARN * cpu:
+        return None
+    calls = sum(n for n in sc.syscalls.values() if n)
+    top = max(sc.syscalls, key=lambda k: sc.syscalls[k] or 0)
+    return QualityWarning("counting", label,
+                          f"memsleuth's counting of the system calls cost about {cost.ms(spent)} ms of kernel time "
+                          f"here, {cost.pct(spent / cpu)} of the CPU time (threshold {COUNTING_WARN:.0%}): "
+                          f"{calls:,.0f} calls counted ({top} {sc.syscalls[top]:,.0f}) at {units.count_ns:,.0f} ns each, "
+                          "as measured on this machine. The times above include it, and so does each call's cost in "
+                          f"the findings: alone, each call costs about {units.count_ns:,.0f} ns less")
 
 
 # Every cell's shortest wall time within 2% of the others, while the program prints numbers: the

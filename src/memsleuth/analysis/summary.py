@@ -254,7 +254,8 @@ def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list
     own = list(own_cost_by_round(ok).values())
     return CellSummary(cell, metric, estimate, failures, ok, _evidence([s for _, s in ok]),
                        checksum_mismatch=len(checksums) > 1,
-                       warnings=quality.cell_warnings(label, values, target_ci) if values else [],
+                       warnings=(quality.cell_warnings(label, values, target_ci) + _counting(label, ok, units)
+                                 if values else []),
                        short_label=label, peak_rss=stats.median_ci(peaks) if peaks else None,
                        mean_rss=stats.median_ci(means) if means else None,
                        latency=latency_mod.summarise([s.result for _, s in ok if s.result]),
@@ -264,6 +265,12 @@ def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list
                        own_ns=stats.median_ci(own) if own and len(own) == len(ok) else None,
                        heap=_heap_footprint(cell), units=units,
                        per_cpu_s=_per_cpu_estimate(metric, [s for _, s in ok]))
+
+
+def _counting(label: str, ok: list, units: UnitCosts | None) -> list[quality.QualityWarning]:
+    """The cell's warning that memsleuth's counting of its system calls cost a material share of it."""
+    w = quality.counting_cost(label, findings.CellView("", "", [s for _, s in ok]).scope, units)
+    return [w] if w else []
 
 
 def rss_series(ok: list[Sample]) -> tuple[list[float], list[float]]:
@@ -807,6 +814,7 @@ class CheckAnalysis:
     explaining_cpu_apart: tuple[float, float] | None = None
     attached: bool = False                            # check --pid: one window, measured and explaining at once
     who_ran: list = field(default_factory=list)       # user_time.Part: the sampled CPU time by who ran it
+    counting: quality.QualityWarning | None = None    # memsleuth's counting of the calls cost a material share
 
 
 def analyse_check(run: StoredRun) -> CheckAnalysis:
@@ -837,7 +845,8 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     attached = run.attached is not None
     return CheckAnalysis(cell, measured, failed, view, [view.occurrences(n) for n in names], found,
                          quiet_line([view] if view.samples else [], found), summary, [] if attached else untried,
-                         cpu_time, apart, attached, user_time.who_ran(view.cpu_stacks))
+                         cpu_time, apart, attached, user_time.who_ran(view.cpu_stacks),
+                         quality.counting_cost(cell.allocator.name, whole, units_of(run)) if whole else None)
 
 
 # The explaining run's CPU time against the measured runs' beyond which check says the samples'

@@ -82,14 +82,24 @@ def label() -> str | None:
 
 
 def unit_costs() -> dict:
-    """What one page fault and one call of each memory system call cost here now (ms-calibrate,
-    about 40 ms); {} when it cannot run (the findings then use findings.cost.DEFAULT)."""
+    """What one page fault, one call of each memory system call, and counting one call cost here now
+    (ms-calibrate, about 40 ms); {} when it cannot run (the findings then use findings.cost.DEFAULT).
+    Read up to its output's end, not its exit: after it, ms-calibrate closes the tracepoint event it
+    counted with, which waits out an RCU grace period; a daemon thread reaps it."""
     import json
     import subprocess
+    import threading
     from memsleuth.measure import native
     try:
-        out = subprocess.run([str(native.native_path("ms-calibrate"))], capture_output=True, text=True, timeout=10,
-                             check=True).stdout
+        proc = subprocess.Popen([str(native.native_path("ms-calibrate"))], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        watchdog = threading.Timer(10, proc.kill)
+        watchdog.start()
+        try:
+            out = proc.stdout.read()
+        finally:
+            watchdog.cancel()
+            threading.Thread(target=proc.wait, name="ms-calibrate", daemon=True).start()
         doc = json.loads(out)
     except Exception:   # noqa: BLE001 - a missing or failing calibration only costs precision
         return {}
