@@ -52,15 +52,14 @@ def check(view: CellView) -> list[Finding]:
     sc = view.process
     if sc is None:
         return []
-    cpu_ns = (sc.user_ns or 0.0) + (sc.sys_ns or 0.0)
     cs = view.cpu_stacks
     out = []
     for part in user_time.allocator_time(cs):
-        share = part.share
-        spent = share * cpu_ns
+        paid = cost.user_part(sc, cs, part.samples)
+        share, spent = paid.share, paid.ns
         if not cost.material(spent, share):
             continue
-        head = cost.sampled_headline(spent, share, part.interval)
+        head = cost.sampled_headline(spent, share, paid.interval)
         rt = part.runtime
         whose = f"{rt.name}'s own allocator" if rt else "the allocator's own code"
         fns = ", ".join(f"{fn} {k / part.samples:.0%}" for fn, k in part.functions)

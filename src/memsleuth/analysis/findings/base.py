@@ -115,22 +115,23 @@ def named_callers(callers, samples: int) -> list[tuple[str, float]]:
 @dataclass(frozen=True)
 class UserCost:
     """A material part of the user-mode samples as a time finding states it: its ns of the measured
-    runs' CPU time, the headline, and its phase where its samples' times say one."""
+    runs' CPU time, its share of it, the headline, and its phase where its samples' times say one."""
     ns: float
+    share: float
     headline: str
     phase: phase_mod.Phase | None
 
 
 def user_cost(view: "CellView", part) -> UserCost | None:
     """What a part of the explaining run's user-mode samples (analysis/user_time: a collector, a runtime's
-    stack growth) costs: its share of the samples times the whole process's CPU time; None where the
-    cell has no measured run or the part is not material."""
+    stack growth) costs in the measured runs' account (cost.user_part); None where the cell has no
+    measured run or the part is not material."""
     sc = view.process
     if sc is None:
         return None
-    spent = part.share * (sc.user_ns + sc.sys_ns)
-    if not cost.material(spent, part.share):
-        return None
     s = view.cpu_stacks
+    paid = cost.user_part(sc, s, part.samples)
+    if not cost.material(paid.ns, paid.share):
+        return None
     found = phase_mod.of_buckets(list(part.when), s.when_bucket_ns, s.when_span_ns, view.median_sample)
-    return UserCost(spent, cost.sampled_headline(spent, part.share, part.interval), found)
+    return UserCost(paid.ns, paid.share, cost.sampled_headline(paid.ns, paid.share, paid.interval), found)

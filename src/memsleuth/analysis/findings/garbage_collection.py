@@ -37,8 +37,8 @@ def check(view: CellView) -> list[Finding]:
                        "collector the live heap, CPython's cyclic one the containers of the generations it collects), "
                        "so its time grows with how often it runs and with how many objects and pointers it walks"),
             evidence=evidence, advice=rt.gc_advice, subject=view.label,
-            confidence=confidence_from_share(c.share), who="runtime",
+            confidence=confidence_from_share(paid.share), who="runtime",
             numbers={"runtime": rt.name, "samples": c.samples, "kernel_samples": c.kernel_samples,
                      "total_samples": c.total, "share": c.share, "ci_low": c.interval[0], "ci_high": c.interval[1]},
-            cost_ns=paid.ns, cost_share=c.share, phase=paid.phase.name if paid.phase else None))
+            cost_ns=paid.ns, cost_share=paid.share, phase=paid.phase.name if paid.phase else None))
     return found

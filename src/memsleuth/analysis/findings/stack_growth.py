@@ -38,8 +38,8 @@ def check(view: CellView) -> list[Finding]:
                        "where goroutines with a deep call path are started again and again (each starts small), or "
                        "where the collector shrinks a stack that then grows again"),
             evidence=evidence, advice=rt.stack_advice, subject=view.label,
-            confidence=confidence_from_share(g.share), who="runtime",
+            confidence=confidence_from_share(paid.share), who="runtime",
             numbers={"runtime": rt.name, "samples": g.samples, "total_samples": g.total, "share": g.share,
                      "ci_low": g.interval[0], "ci_high": g.interval[1]},
-            cost_ns=paid.ns, cost_share=g.share, phase=paid.phase.name if paid.phase else None))
+            cost_ns=paid.ns, cost_share=paid.share, phase=paid.phase.name if paid.phase else None))
     return found
