@@ -634,3 +634,30 @@ def test_a_lock_and_the_allocators_code_are_one_account_of_the_cpu_time():
     whole = a.view.process
     assert timed["allocator-time"] <= whole.user_ns / (whole.user_ns + whole.sys_ns)
     assert a.counting is not None and "futex" in a.counting.text and "of the CPU time" in a.counting.text
+
+
+def test_uncounted_kernel_paths_are_parts_of_the_same_split_of_the_kernel_time():
+    """clone's samples (not counted in the measured runs) and futex's (counted) share one measured
+    kernel time: together never more than it, whatever share of its samples the explaining run's
+    own tracing or user mode took."""
+    from memsleuth.analysis import cost
+    from memsleuth.analysis.view import CellView
+    from memsleuth.records.evidence import Sample
+    clone = ["copy_process", "kernel_clone", "__x64_sys_clone", *SYSCALL]
+    futex = ["futex_wake", "do_futex", "__x64_sys_futex", *SYSCALL]
+    tracing = ["perf_syscall_enter", "syscall_trace_enter", *SYSCALL]
+    frames = sorted(set(clone + futex + tracing))
+    stacks = [[0, n, 0, [frames.index(f) for f in chain], 0, [0, n]]
+              for n, chain in ((300, clone), (300, futex), (300, tracing), (100, []))]
+    profile = {"samples": 1000, "period_ns": 10**6, "frames": frames, "stacks": stacks,
+               "executables": [["prog", 1000, 1]], "when_bucket_ns": 10**6, "when_span_ns": 32 * 10**6}
+    doc = {"status": "ok", "wall_ns": 10**9, "user_ns": 5 * 10**8, "sys_ns": 5 * 10**8, "minflt": 0,
+           "maxrss_kb": 10_000, "counters": {}, "syscalls": {"futex": 30_000}, "unsupported": {}, "probe": []}
+    explain = Sample.from_msrun({**doc, "syscalls": {"futex": 30_000}, "cpu_profile": profile})
+    view = CellView("c", "glibc", [Sample.from_msrun(doc)], explain=[explain])
+    split = view.kernel_split(view.process)
+    part = cost.sampled_part(split, ("clone",))
+    assert part.samples == 300 and part.ns == pytest.approx(split.class_ns["clone"])
+    # half of the measured kernel time each (the tracing is memsleuth's, not the program's)
+    assert part.ns == pytest.approx(2.5e8) and split.cost("futex") == pytest.approx(2.5e8)
+    assert part.share == pytest.approx(0.25)

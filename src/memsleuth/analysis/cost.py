@@ -123,6 +123,9 @@ class Split:
     upper_bound: bool = False   # the sizes were not recorded: page-releasing calls got the unexplained rest
     profile: cpu_profile.Profile | None = None   # the parts are sampled (`sampled`)
     samples_behind: dict[str, float] = field(default_factory=dict)   # per part, the samples it rests on
+    # `sampled`: the kernel time of every class of the profile (the parts' and the rest's alike: clone,
+    # exec, exit, other kernel work), the same shares of the same kernel time
+    class_ns: dict[str, float] = field(default_factory=dict)
 
     def cost(self, *kinds: str) -> float:
         return sum(self.parts.get(k, 0.0) for k in kinds)
@@ -189,13 +192,24 @@ class SampledPart:
         return self.samples >= cpu_profile.MIN_SAMPLES and material(self.ns, self.share)
 
 
-def sampled_part(sc, profile: cpu_profile.Profile, classes, extra: int = 0) -> SampledPart:
-    """The part of `sc`'s CPU time (user + system) that the profile's samples in `classes` hold, with
-    `extra` samples a rule counts in it (a part of a class the chains tell apart)."""
-    k = sum(profile.counts.get(c, 0) for c in classes) + extra
-    share = k / profile.samples if profile.samples else 0.0
-    ns = share * ((sc.user_ns or 0.0) + (sc.sys_ns or 0.0))
-    return SampledPart(k, share, ns, sampled_headline(ns, share, profile.interval(share)))
+def sampled_part(split: Split, classes, extra: int = 0) -> SampledPart:
+    """The part of a sampled split's scope that the profile's samples in `classes` hold, with `extra`
+    samples of exit a rule counts in it (threads ending, which the chains tell apart from a process's
+    teardown): their kernel time in the split (`Split.class_ns`), so that these parts, the counted
+    ones and the user-mode ones (`user_part`) are one account of the scope's CPU time."""
+    p = split.profile
+    if p is None:
+        return SampledPart(0, 0.0, 0.0, sampled_headline(0.0, 0.0, (0.0, 0.0)))
+    k = sum(p.counts.get(c, 0) for c in classes)
+    ns = sum(split.class_ns.get(c, 0.0) for c in classes)
+    exits = p.counts.get(cpu_profile.EXIT, 0)
+    if extra and exits:
+        k += extra
+        ns += split.class_ns.get(cpu_profile.EXIT, 0.0) * extra / exits
+    share = split.share(ns)
+    lo, hi = cpu_profile.poisson(k) if k else (0.0, 0.0)
+    interval = (share * lo / k, min(1.0, share * hi / k)) if k else (0.0, 0.0)
+    return SampledPart(k, share, ns, sampled_headline(ns, share, interval))
 
 
 @dataclass(frozen=True)
@@ -304,7 +318,7 @@ def sampled(sc, profile: cpu_profile.Profile, explained: dict[str, float], units
     period = float(profile.period_ns)
     measured = {"page-faults": float(sc.minflt or 0.0), **{k: float(v) for k, v in sc.syscalls.items()}}
     wall_ratio = sc.wall_ns / explained["wall_ns"] if explained.get("wall_ns") else 1.0
-    parts, behind, rest = {}, {}, 0.0
+    parts, behind, rest, by_class = {}, {}, 0.0, {}
     for cls, k in profile.counts.items():
         if cls in (cpu_profile.USER, cpu_profile.TRACING):   # the explaining run's own tracing: not the program's
             continue
@@ -315,6 +329,7 @@ def sampled(sc, profile: cpu_profile.Profile, explained: dict[str, float], units
             t = k * period * wall_ratio
         else:
             t = k * period
+        by_class[cls] = t
         if name == "page-faults" or name in SYSCALLS:
             parts[name], behind[name] = t, k
         else:
@@ -323,7 +338,7 @@ def sampled(sc, profile: cpu_profile.Profile, explained: dict[str, float], units
     kernel = min(sc.sys_ns or 0.0, cpu) if sc.sys_ns else min(estimated, cpu)
     f = kernel / estimated if estimated > 0 else 1.0
     return Split(sc.wall_ns, cpu, kernel, {k: v * f for k, v in parts.items()}, 1.0, units or DEFAULT, False,
-                 profile, behind)
+                 profile, behind, {k: v * f for k, v in by_class.items()})
 
 
 def confidence_from_share(share: float, confirmed: bool = True) -> str:

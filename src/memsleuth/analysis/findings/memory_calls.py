@@ -48,8 +48,9 @@ def check(view: CellView) -> list[Finding]:
     if sc is None or p is None or not p.usable or not p.samples:
         return []
     out = []
+    split = view.kernel_split(sc)
     for family, (calls, mechanism, advice) in FAMILIES.items():
-        part = cost.sampled_part(sc, p, calls)
+        part = cost.sampled_part(split, calls)
         if not part.material:
             continue
         k, share, head = part.samples, part.share, part.headline

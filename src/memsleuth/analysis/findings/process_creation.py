@@ -30,7 +30,7 @@ def check(view: CellView) -> list[Finding]:
     p = view.profile
     if sc is None or p is None or not p.usable:
         return []
-    part = cost.sampled_part(sc, p, cpu_profile.SPAWN)
+    part = cost.sampled_part(view.kernel_split(sc), cpu_profile.SPAWN)
     k, share, spent = part.samples, part.share, part.ns
     # every exec the tree made but the command's own (ms-run's executables: name, samples, processes)
     started = max(sum(n for _, _, n in p.executables) - 1, 0)

@@ -29,7 +29,7 @@ def threads_made(view: CellView) -> tuple[cost.SampledPart, int] | None:
     p = view.profile
     if sc is None or p is None or not p.usable:
         return None
-    part = cost.sampled_part(sc, p, CLONES, extra=thread_ends(p))
+    part = cost.sampled_part(view.kernel_split(sc), CLONES, extra=thread_ends(p))
     processes = sum(n for _, _, n in p.executables)
     if not part.material or processes > MIN_STARTED:
         return None
