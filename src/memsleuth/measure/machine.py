@@ -99,6 +99,7 @@ def unit_costs() -> dict:
             out = proc.stdout.read()
         finally:
             watchdog.cancel()
+            proc.stdout.close()
             threading.Thread(target=proc.wait, name="ms-calibrate", daemon=True).start()
         doc = json.loads(out)
     except Exception:   # noqa: BLE001 - a missing or failing calibration only costs precision
