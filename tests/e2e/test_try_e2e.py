@@ -17,7 +17,10 @@ def _row(out: str, name: str) -> str:
 @needs_tracepoints
 def test_try_measures_each_candidate_and_never_calls_an_unchanged_count_a_fix(tmp_path):
     db = str(tmp_path / "t.db")
-    proc = memsleuth("check", "--try", "--try-rounds", "8", "--db", db, "--", fixture("plain-trim_per_request"), "1000")
+    # a budget that holds every candidate on a busy machine (its default, 20 times the program's time and
+    # at least 60 s, left mimalloc out beside two busy loops: the budget's own test is below)
+    proc = memsleuth("check", "--try", "--try-rounds", "8", "--try-budget", "900", "--db", db, "--",
+                     fixture("plain-trim_per_request"), "1000")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "memsleuth check --try" in out
