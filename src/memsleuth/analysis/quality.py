@@ -59,10 +59,10 @@ def cell_warnings(label: str, values: list[float], target_ci: float | None = Non
 # The measured runs count each memory system call on its tracepoint, and the kernel builds a record
 # at every call counted: ~270 ns a call on this project's VM, more than a futex call itself costs
 # (~250 ns). Where those calls together cost at least the materiality share of the CPU time, the
-# times are partly memsleuth's. A 4-thread program contending on one glibc arena made 11.4 million
-# futex calls: 3.3 s alone (3.2 s user, 3.2 s system), 5.6-6.2 s wall with 5.4-6.1 s system under
-# ms-run's counters, and its threads' contention changed with it (perf: futex in 47% of its samples
-# alone, 37% of those outside the counting under it).
+# times are partly memsleuth's. A 4-thread program contending on one glibc arena (4-12 million futex
+# calls a run), three interleaved pairs under ms-run: 3.6-3.9 s wall with --no-counters, 6.0-7.7 s
+# with the counters (user 3.0-3.3 s -> 5.2-5.9 s), and its threads' contention changed with it (perf:
+# futex in 47% of its samples alone, 37% of those outside the counting under it).
 COUNTING_WARN = cost.MATERIAL_SHARE
 
 
