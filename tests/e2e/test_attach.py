@@ -257,6 +257,29 @@ def test_a_second_ctrl_c_while_the_window_is_stored_loses_nothing(tmp_path, serv
     assert svc.poll() is None and left_behind(svc.pid) == []
 
 
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_or_sighup_ends_a_window_and_keeps_it(tmp_path, service, sig, code):
+    """A closed terminal (SIGHUP) or a kill (SIGTERM) during a window ends it as Ctrl-C does: what was
+    measured is stored and reported, the exit code is 128 + the signal (docs/usage.md), and the
+    service runs on, with nothing of memsleuth left on it."""
+    svc = service()
+    db, js = tmp_path / "t.db", tmp_path / "t.json"
+    p = subprocess.Popen([sys.executable, "-m", "memsleuth", "check", "--db", str(db), "--json", str(js),
+                          "--pid", str(svc.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "COLUMNS": "200"}, preexec_fn=default_stop_signals)
+    assert "attached to" in p.stderr.readline()
+    time.sleep(2)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == code and "Traceback" not in err, (p.returncode, err)
+    import sqlite3
+    assert sqlite3.connect(db).execute("select status from runs").fetchall() == [("complete",)], err
+    doc = json.loads(js.read_text())
+    attached = doc["run"]["spec"]["facts"]["attached"]
+    assert attached["ended_by"] == "signal" and attached["window_s"] > 1, attached
+    assert svc.poll() is None and left_behind(svc.pid) == []
+
+
 def test_bad_pids_get_one_line_and_exit_2(tmp_path):
     free = next(p for p in range(4_000_000, 4_100_000) if not os.path.exists(f"/proc/{p}"))
     cases = [(["--pid", str(free)], "no such process"), (["--pid", "abc"], "must be a process id"),
