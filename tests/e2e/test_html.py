@@ -156,6 +156,15 @@ def test_check_answers_first_at_80_columns_with_flame_graphs_and_a_pprof_profile
                          capture_output=True, text=True, timeout=600, env={**os.environ, "HOME": str(tmp_path)})
     assert top.returncode == 0, top.stderr
     assert re.search(r"\bmain .*leak_request\.c:14", top.stdout), top.stdout
+    # every heap sample type: the program's function holds the flat cost, not memsleuth's preload, and
+    # the C library's frames are named, not "libc.so.6"
+    for kind in ("alloc_space", "inuse_space_peak", "inuse_space_exit"):
+        traces = subprocess.run([go, "tool", "pprof", "-traces", f"-sample_index={kind}", str(prof)],
+                                capture_output=True, text=True, timeout=600, env={**os.environ, "HOME": str(tmp_path)})
+        assert traces.returncode == 0, traces.stderr
+        frames = [x.split()[-1] for x in traces.stdout.splitlines() if x.startswith(" ") and x.split()]
+        assert "main" in frames and "__libc_start_call_main" in frames, (kind, traces.stdout[-2000:])
+        assert not any("libmsheap" in f or f.endswith(".so.6") for f in frames), (kind, traces.stdout[-2000:])
 
 
 def test_piped_output_without_columns_has_the_documented_width(tmp_path):

@@ -39,6 +39,11 @@ from memsleuth.records.documents import number as _number, with_defaults
 # A site's frames: the first frame outside these objects is the program's call site.
 RUNTIME = re.compile(r"(^|/)(libc\.so|libc-|ld-linux|libpthread|libstdc\+\+|libgcc_s|libm\.so|libmsheap\.so|"
                      r"libmimalloc|libjemalloc|libtcmalloc|libpython|python3)")
+# Of those, the objects whose frames keep their file's name only (not looked up): memsleuth's own
+# interposer (its frames are left out of every stack) and the interpreters, whose symbol tables are
+# large and whose program frames come from their perf maps. The C library, the loader and C++'s
+# runtime are named: a heap stack starts at __libc_start_call_main, not at "libc.so.6" (issue 45).
+UNNAMED = re.compile(r"(^|/)(libmsheap\.so|libpython|python3)")
 TOP_SITES = 12
 STACKS = 300                    # whole stacks kept (the most bytes allocated), for flame graphs and pprof
 STACK_WEIGHTS = ("alloc_bytes", "peak_bytes", "live_bytes")
@@ -196,9 +201,9 @@ class Heap:
 
 
 def _name_frames(docs: list[dict], notes: list[str]) -> dict[tuple[int, int], tuple[symbols.Frame, ...]]:
-    """(document index, address) -> its frames; the runtime's objects by their file only."""
+    """(document index, address) -> its frames; memsleuth's and the interpreters' objects by their file only."""
     return symbols.resolve(docs, lambda d: [a for s in d["sites"] for a in with_defaults(s, SITE_DEFAULTS)["frames"]],
-                           skip=RUNTIME.search, notes=notes)
+                           skip=UNNAMED.search, notes=notes)
 
 
 def _top_stacks(stacks: dict[tuple, list[float]]) -> list[tuple]:
