@@ -83,7 +83,11 @@ format: $(VENV)/.deps
 # the suite took 20 min 41 s in one process and 11 min 14 s in two here (2 vCPUs, 2026-11-27).
 # TEST_JOBS=1: one test at a time; TEST_JOBS=0: in pytest's own process.
 TEST_JOBS ?= 2
-test-python: setup test-packages test-native lint
+# speedscope's release, for the test that opens a --speedscope file in it (npm registry, digest checked)
+$(TEST_BUILD)/speedscope/index.html:
+	@$(PYTHON) tests/e2e/fetch_speedscope.py $(TEST_BUILD)/speedscope
+
+test-python: setup test-packages test-native lint $(TEST_BUILD)/speedscope/index.html
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile tests/unit tests/e2e
 
 test: test-native test-python

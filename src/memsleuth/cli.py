@@ -65,7 +65,8 @@ def _on_stop(signum, frame):
 
 
 # The output files a command may be asked to write: two of them naming one file would leave one.
-OUTPUT_OPTIONS = (("md", "--md"), ("html", "--html"), ("json", "--json"), ("pprof", "--pprof"), ("junit", "--junit"))
+OUTPUT_OPTIONS = (("md", "--md"), ("html", "--html"), ("json", "--json"), ("pprof", "--pprof"),
+                  ("speedscope", "--speedscope"), ("junit", "--junit"))
 
 
 def distinct_outputs(args) -> None:

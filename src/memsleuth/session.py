@@ -87,7 +87,7 @@ def emit(run: StoredRun, args, console: Console) -> None:
 
 
 def write_formats(report, args) -> None:
-    """--md, --html, --json and --pprof, each written whole or not at all."""
+    """--md, --html, --json, --pprof and --speedscope, each written whole or not at all."""
     from memsleuth.report import html, json_export, markdown
     for attr, fmt, what in (("md", markdown, "Markdown report"), ("html", html, "HTML report"),
                             ("json", json_export, "JSON export")):
@@ -100,6 +100,10 @@ def write_formats(report, args) -> None:
         data = pprof_export.render(report.run)
         write_with(args.pprof, lambda tmp: Path(tmp).write_bytes(data), "the pprof profile")
         say_written("pprof profile", args.pprof)
+    if getattr(args, "speedscope", None) and report.run is not None:
+        from memsleuth.report import speedscope_export
+        write_text(args.speedscope, speedscope_export.render(report.run), "the speedscope profile")
+        say_written("speedscope profile", args.speedscope)
 
 
 def write_report_files(report, args, json_doc: dict) -> None:

@@ -17,6 +17,8 @@ def _one_line_error(proc, needle: str) -> None:
 @pytest.mark.parametrize("args, needle", [
     (["compare", "--alloc", "hoard"], "unknown allocator 'hoard'"),
     (["show", "--md", "same.out", "--html", "./same.out"], "name the same file"),
+    (["show", "--pprof", "same.out", "--speedscope", "./same.out"], "name the same file"),
+    (["compare", "--speedscope", "s.json"], "add --where"),
     (["compare", "--alloc", "x=/nonexistent.so"], "does not exist"),
     (["compare", "--alloc", "x=/etc/passwd"], "not a shared object"),
     (["compare", "--workload", "nope"], "unknown workload 'nope'"),

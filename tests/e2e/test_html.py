@@ -3,10 +3,12 @@ console errors, a screenshot that is not blank, every plot present, no request l
 and user text escaped in HTML and Markdown."""
 from __future__ import annotations
 
+import http.server
 import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -132,9 +134,9 @@ def test_check_answers_first_at_80_columns_with_flame_graphs_and_a_pprof_profile
     """A leak beside a buffer freed per request: piped at COLUMNS=80 the answer is in the first 8
     lines and no line is wider; the HTML opens with it and draws a flame graph per stack set; the
     --pprof profile reads back in `go tool pprof` with the leak's line."""
-    page, prof = tmp_path / "check.html", tmp_path / "check.pb.gz"
-    proc = memsleuth("check", "--db", str(tmp_path / "c.db"), "--html", str(page), "--pprof", str(prof), "--",
-                     fixture("plain-leak_request"), "100000", columns="80")
+    page, prof, scope = tmp_path / "check.html", tmp_path / "check.pb.gz", tmp_path / "check.speedscope.json"
+    proc = memsleuth("check", "--db", str(tmp_path / "c.db"), "--html", str(page), "--pprof", str(prof),
+                     "--speedscope", str(scope), "--", fixture("plain-leak_request"), "100000", columns="80")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert max(len(x) for x in lines) <= 80, [x for x in lines if len(x) > 80][:3]
@@ -147,6 +149,7 @@ def test_check_answers_first_at_80_columns_with_flame_graphs_and_a_pprof_profile
     assert text.count('class="figure flame"') >= 4        # page faults, allocated, live at the peak and at exit
     assert not re.search(r"(?<![\w.])-\d[\d.,]* (B|KiB|MiB|GiB)\b", re.sub(r"<[^>]+>", " ", text))
     assert_renders(page, tmp_path, 5)
+    shown_in_speedscope(scope, tmp_path)
     go = shutil.which("go") or ("/usr/local/go/bin/go" if shutil.which("/usr/local/go/bin/go") else None)
     if go is None:
         pytest.skip("no Go toolchain for `go tool pprof` (golang-go)")
@@ -165,6 +168,53 @@ def test_check_answers_first_at_80_columns_with_flame_graphs_and_a_pprof_profile
         frames = [x.split()[-1] for x in traces.stdout.splitlines() if x.startswith(" ") and x.split()]
         assert "main" in frames and "__libc_start_call_main" in frames, (kind, traces.stdout[-2000:])
         assert not any("libmsheap" in f or f.endswith(".so.6") for f in frames), (kind, traces.stdout[-2000:])
+
+
+SPEEDSCOPE = Path(os.environ.get("MEMSLEUTH_TEST_FIXTURES", "build/test")) / "speedscope"
+
+
+def shown_in_speedscope(path, tmp_path) -> None:
+    """Opens a --speedscope file in speedscope itself (its npm release, which `make test` fetches),
+    served over HTTP as speedscope loads a profile by URL, once per profile (the file's active one),
+    in its sandwich view, whose table lists the profile's functions: every profile is listed, each
+    shows functions, memsleuth's own frames in none of the events' or the heap's, and the program's
+    main in the page faults' and the heap's."""
+    import json
+    import threading
+    import urllib.parse
+    from functools import partial
+    if not (SPEEDSCOPE / "index.html").exists():
+        pytest.skip(f"speedscope's release is not in {SPEEDSCOPE} (`make test` fetches it from the npm registry)")
+    site = tmp_path / "speedscope"
+    shutil.copytree(SPEEDSCOPE, site)
+    doc = json.loads(path.read_text())
+    names = [p["name"] for p in doc["profiles"]]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for k, name in enumerate(names):
+            (site / f"p{k}.json").write_text(json.dumps({**doc, "activeProfileIndex": k}))
+            url = f"http://127.0.0.1:{server.server_port}/p{k}.json"
+            dom = subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
+                                  f"--user-data-dir={tmp_path / 'scope-profile'}", "--virtual-time-budget=10000",
+                                  "--dump-dom", f"http://127.0.0.1:{server.server_port}/index.html#profileURL="
+                                  f"{urllib.parse.quote(url, safe='')}&view=sandwich"],
+                                 capture_output=True, text=True, timeout=180).stdout
+            assert f"({k + 1}/{len(names)})" in dom and all(n in dom for n in names), (name, dom[-2000:])
+            functions = re.findall(r"</span>([^<]+)</td>", dom)
+            files = re.findall(r'<td title="([^"]*)"', dom)
+            assert functions, (name, dom[-2000:])
+            if not name.startswith("CPU time"):
+                assert not any(re.search(r"(^|/)(libms(heap|sites)\.so|ms_\w+\.c)$", f) for f in files), (name, files)
+            if name in ("page faults", "allocated bytes", "live at the peak", "live at exit"):
+                assert "main" in functions, (name, functions)
+    finally:
+        server.shutdown()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:     # no request lines on the test's stderr
+        pass
 
 
 def test_piped_output_without_columns_has_the_documented_width(tmp_path):

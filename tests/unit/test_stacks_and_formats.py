@@ -19,7 +19,7 @@ from memsleuth import cli
 from memsleuth.analysis import memory
 from memsleuth.records.heap import Heap
 from memsleuth.analysis import stacks
-from memsleuth.report import builders, flame, html, json_export, markdown, pprof_export, terminal
+from memsleuth.report import builders, flame, html, json_export, markdown, pprof_export, speedscope_export, terminal
 from memsleuth.report.content import TimelineFigure
 from memsleuth.records.store import Store
 
@@ -177,6 +177,36 @@ def test_a_run_without_stacks_says_so_for_pprof(tmp_path):
     from memsleuth.errors import UsageError
     with pytest.raises(UsageError, match="no sampled stacks"):
         pprof_export.render(load(tmp_path, "compare-random-mixed.db"))
+
+
+# ---- speedscope -------------------------------------------------------------------------------------
+
+def test_speedscope_gets_one_profile_per_stack_set_with_the_programs_frames(leak):
+    """speedscope shows one sample type of a pprof profile: its own format lists every stack set as a
+    profile, each sample a stack of shared frames from the outermost in, weighed in the set's unit."""
+    doc = json.loads(speedscope_export.render(leak))
+    assert doc["$schema"] == "https://www.speedscope.app/file-format-schema.json"
+    sets = [s for s in stacks.for_cell(leak.cells[0]) if s.stacks]
+    frames = doc["shared"]["frames"]
+    assert [p["name"] for p in doc["profiles"]] == [s.name for s in sets]
+    for prof, s in zip(doc["profiles"], sets):
+        assert prof["type"] == "sampled" and prof["unit"] in ("bytes", "nanoseconds", "none")
+        assert len(prof["samples"]) == len(prof["weights"]) == len(s.stacks)
+        assert prof["endValue"] == pytest.approx(s.total) and prof["startValue"] == 0
+        assert all(0 <= i < len(frames) for stack in prof["samples"] for i in stack)
+        # outermost first: the first frame of each stack is its root as stacks.py stores it
+        assert [frames[stack[0]]["name"] for stack in prof["samples"]] == [st[0][0] for st, _ in s.stacks]
+    heap = next(p for p in doc["profiles"] if p["name"] == "live at exit")
+    assert heap["unit"] == "bytes"
+    assert all(any(frames[i]["name"] == "main" for i in stack) for stack in heap["samples"])
+    assert any(f["name"] == "main" and f.get("file", "").endswith("leak_request.c") and f.get("line") == 14
+               for f in frames)
+
+
+def test_a_run_without_stacks_says_so_for_speedscope(tmp_path):
+    from memsleuth.errors import UsageError
+    with pytest.raises(UsageError, match="no sampled stacks"):
+        speedscope_export.render(load(tmp_path, "compare-random-mixed.db"))
 
 
 # ---- the HTML -------------------------------------------------------------------------------------

@@ -186,6 +186,12 @@ def test_memsleuths_own_frames_are_not_a_profiles_leaf():
               symbols.Frame("/srv/app", 0x30, "handle", "app.c:9", "/srv/app.c")]
     entry = symbols.stack_entry(frames, lambda path: False)
     assert [e[0] for e in entry] == ["handle"] and entry[0][1] == "/srv/app.c"
+    # a call made under malloc (brk, a page fault): the interposer sits between the program and the C
+    # library, a frame the program alone does not have
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    under = [symbols.Frame(libc, 0x1, "__sbrk", None), symbols.Frame(libc, 0x2, "__libc_malloc", None),
+             symbols.Frame(msheap, 0x20, "malloc", None), frames[2]]
+    assert [e[0] for e in symbols.stack_entry(under, lambda path: False)] == ["handle", "__libc_malloc", "__sbrk"]
 
 
 def test_a_libraries_advice_is_given_only_where_its_frames_make_the_calls():

@@ -54,6 +54,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
     options.writable_output(args.pprof, "--pprof")
+    options.writable_output(args.speedscope, "--speedscope")
     options.writable_output(args.html, "--html")
     if args.pid or args.duration is not None:
         return _attach(args, command, console)

@@ -68,9 +68,11 @@ def run(args, command: list[str] | None, console: Console) -> int:
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
     options.writable_output(args.pprof, "--pprof")
+    options.writable_output(args.speedscope, "--speedscope")
     options.writable_output(args.html, "--html")
-    if args.pprof and not args.where:
-        raise UsageError("--pprof writes the sampled stacks, which compare samples with --where: add --where")
+    for flag, given in (("--pprof", args.pprof), ("--speedscope", args.speedscope)):
+        if given and not args.where:
+            raise UsageError(f"{flag} writes the sampled stacks, which compare samples with --where: add --where")
     rounds = options.rounds(args)
     noise = parse_fraction(args.noise, "--noise")
     env = options.env(args)

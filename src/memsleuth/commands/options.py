@@ -81,8 +81,11 @@ def add_outputs(p: argparse.ArgumentParser, *, json: bool = True, pprof: bool = 
         p.add_argument("--json", metavar="FILE", action=Once, help="also export the run as JSON (docs/json-schema.md)")
     if pprof:
         p.add_argument("--pprof", metavar="FILE", action=Once,
-                       help="also write the sampled stacks as a gzipped pprof profile (go tool pprof, speedscope): "
+                       help="also write the sampled stacks as a gzipped pprof profile (go tool pprof, Pyroscope): "
                             "one sample type per stack set")
+        p.add_argument("--speedscope", metavar="FILE", action=Once,
+                       help="also write the sampled stacks in speedscope's own format: one profile per stack set "
+                            "(speedscope shows one sample type of a pprof profile)")
 
 
 def add_limits(p: argparse.ArgumentParser) -> None:

@@ -24,6 +24,7 @@ def run(args, command, console: Console) -> int:
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
     options.writable_output(args.pprof, "--pprof")
+    options.writable_output(args.speedscope, "--speedscope")
     options.writable_output(args.html, "--html")
     store = Store(args.db, readonly=True)
     if len(args.run) <= 1:

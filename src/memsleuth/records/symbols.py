@@ -670,20 +670,20 @@ def frame_kind(f: Frame, runtime_object) -> str:
     return "program" if own else "runtime"
 
 
-# memsleuth's own libraries in the explaining run (the heap accounting's interposer, the sampler): a
-# stack's innermost frames of theirs are memsleuth's work, not the program's, and are left out.
+# memsleuth's own libraries in the explaining run (the heap accounting's interposer, the sampler): their
+# frames in a stack are memsleuth's work, not the program's, and are left out.
 OWN_OBJECTS = re.compile(r"(^|/)libms(heap|sites)\.so$")
 
 
 def stack_entry(frames: list[Frame], runtime_object) -> tuple[tuple, ...]:
     """A stack as stored for flame graphs and profiles: outermost first, each frame (function,
-    source file, line, kind); a frame with no symbol is named by its object. The innermost frames
-    that are memsleuth's own (OWN_OBJECTS) are left out: a profile's leaf is the program's call."""
-    k = 0
-    while k < len(frames) - 1 and OWN_OBJECTS.search(frames[k].path or ""):
-        k += 1
+    source file, line, kind); a frame with no symbol is named by its object. memsleuth's own frames
+    (OWN_OBJECTS) are left out wherever they are: a heap profile's leaf is the program's call, and a
+    call under malloc reads main -> __libc_malloc as it does without memsleuth, not through the
+    accounting's interposer (a stack of nothing else keeps its outermost frame)."""
+    kept = [f for f in frames if not OWN_OBJECTS.search(f.path or "")] or frames[-1:]
     out = []
-    for f in reversed(frames[k:]):
+    for f in reversed(kept):
         name = short_name(f.function) if f.function and not f.language else f.function or f"[{f.object}]"
         line = f.line.rsplit(":", 1)[-1] if f.line else ""
         out.append((name, f.source or (f.line.rsplit(":", 1)[0] if f.line else "") or f.path,
