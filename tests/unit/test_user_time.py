@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memsleuth.analysis import runtimes, tries, user_time
+from memsleuth.analysis import cost, runtimes, tries, user_time
 from memsleuth.records.cpu_stacks import CpuStacks, UserStack
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "check-go-gc.db"
@@ -44,7 +44,8 @@ def test_the_collector_is_found_from_its_frames_and_costed_by_its_user_mode_samp
     # in the measured runs' account: its share of the user-mode samples, of the measured user time
     s, whole = analysis.view.cpu_stacks, analysis.view.process
     user_share = whole.user_ns / (whole.user_ns + whole.sys_ns)
-    assert f.cost_share == pytest.approx(c.samples / (s.samples - s.kernel) * user_share) and f.cost_share > 0.5
+    base = s.samples - s.kernel - cost.own_user_samples(s)
+    assert f.cost_share == pytest.approx(c.samples / base * user_share) and f.cost_share > 0.5
     assert f.cost_ns == pytest.approx(f.cost_share * (whole.user_ns + whole.sys_ns))
     assert all(fn.startswith(("runtime.", "internal/runtime/gc")) for fn, _ in c.functions), c.functions
     assert "GOGC" in f.advice and "allocator" not in f.advice
@@ -62,6 +63,18 @@ def test_a_collector_finding_is_tried_with_the_runtimes_own_knob(analysis):
 def _stacks(*rows: tuple[bool, int, tuple[str, ...]]) -> CpuStacks:
     stacks = tuple(UserStack("prog", k, n, fns) for k, n, fns in rows)
     return CpuStacks(1_000_000, sum(n for _, n, _ in rows), sum(n for k, n, _ in rows if k), stacks)
+
+
+def test_memsleuths_own_user_samples_are_no_part_of_the_measured_user_time():
+    """The heap accounting's wrappers of malloc (innermost "[memsleuth's own]") run in the explaining run
+    only: a part is its share of the program's user-mode samples, theirs left out of the base."""
+    from types import SimpleNamespace
+    s = _stacks((False, 600, ("main",)), (False, 300, ("_int_malloc", "malloc", "main")),
+                (False, 100, ("[memsleuth's own] malloc", "main")), (True, 200, ("do_page_fault",)))
+    assert cost.own_user_samples(s) == 100
+    sc = SimpleNamespace(user_ns=900e6, sys_ns=100e6)
+    part = cost.user_part(sc, s, 300)
+    assert part.ns == pytest.approx(300 / 900 * 900e6) and part.share == pytest.approx(0.3)
 
 
 @pytest.mark.parametrize("functions,runtime", [
