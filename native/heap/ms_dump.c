@@ -154,10 +154,23 @@ static int safe_read(uintptr_t addr, void *to, size_t len) {
   return syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) == (long)len;
 }
 
+/* The frame pointers' chain, read a window at a time: each read copies from the next frame to the
+ * end of its FP_WINDOW-aligned block (within one page, or two where the frame's pair straddles a
+ * page), so a chain costs one syscall per block it crosses, not one per frame. Read a frame at a
+ * time, a JIT's frames made process_vm_readv 4.3% of an explaining run's samples (node). */
+#define FP_WINDOW 2048
 static int fp_continue(uintptr_t fp, uintptr_t *frames, int n, int max) {
+  uintptr_t window[FP_WINDOW / sizeof(uintptr_t) + 2];
+  uintptr_t lo = 0, hi = 0; /* the process's bytes [lo, hi) copied in `window` */
   while (n < max && fp && !(fp & 7)) {
-    uintptr_t pair[2]; /* the caller's frame pointer, then this frame's return address */
-    if (!safe_read(fp, pair, sizeof pair) || !pair[1]) break;
+    if (fp < lo || fp + 2 * sizeof(uintptr_t) > hi) {
+      uintptr_t end = (fp + 2 * sizeof(uintptr_t) + FP_WINDOW - 1) & ~(uintptr_t)(FP_WINDOW - 1);
+      if (!safe_read(fp, window, end - fp)) break;
+      lo = fp, hi = end;
+    }
+    const uintptr_t *pair = window + (fp - lo) / sizeof(uintptr_t); /* the caller's frame pointer, then
+                                                                       this frame's return address */
+    if (!pair[1]) break;
     frames[n++] = pair[1];
     if (pair[0] <= fp || pair[0] - fp > (1u << 20)) break; /* a caller's frame lies above, and near */
     fp = pair[0];
