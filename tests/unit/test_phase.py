@@ -97,3 +97,30 @@ def test_a_teardown_read_from_times_alone_says_where_it_is_not_what_it_is():
     p = phase.of_samples(_profile([1] * 5 + [0] * 20 + [40] * 5), ("munmap",))
     assert p.name == "teardown" and "all in the last 20% of the run" in p.text
     assert "at every exit" not in p.text        # that needs memory falling through it (a run's RSS)
+
+
+def test_a_window_on_a_running_process_has_no_start_up_or_teardown():
+    """check --pid: the process started before the window and runs on after it, so a cost bunched at the
+    window's start or end is one stretch of the window, and the words say window, not run."""
+    for buckets in ([40] * 6 + [1] * 24, [1] * 5 + [0] * 20 + [40] * 5):
+        p = phase.in_window(phase.of_samples(_profile(buckets), ("munmap",)))
+        assert p.name == "mid-run" and "of the 3.00 s window" in p.text and "one stretch of the window" in p.text
+        assert "paid once" not in p.text and "exit" not in p.text
+    steady = phase.in_window(phase.of_samples(_profile([10] * 30), ("munmap",)))
+    assert steady.name == "steady state" and steady.text.endswith("spread over the window")
+    assert phase.in_window(None) is None
+
+
+def test_the_stored_attach_window_speaks_of_its_window(tmp_path):
+    import shutil
+    from pathlib import Path
+    from memsleuth.analysis.summary import analyse_check
+    from memsleuth.records.store import Store
+    db = tmp_path / "a.db"
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "check-attach.db", db)
+    st = Store(str(db), readonly=True)
+    a = analyse_check(st.load_run(1))
+    st.close()
+    assert a.view.window
+    texts = [e for f in a.findings for e in f.evidence if "holds 80% of" in e]
+    assert texts and all(" s window " in t and " s run " not in t for t in texts), texts

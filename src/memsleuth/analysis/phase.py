@@ -12,6 +12,9 @@ The bulk of the cost is where the 10th to the 90th percentile of it falls, as fr
 - mid-run: anything else, one stretch of the run.
 A cost with fewer than MIN_SAMPLES samples (MIN_ROWS ticks for events), or a run shorter than
 MIN_SPAN_MS, has no phase: a phase is said only where the cost's own times show it.
+A window on a running process (check --pid) has neither a start-up nor a teardown: the process
+started before it and goes on after it (`window`), so a cost bunched at either end is one stretch of
+the window.
 """
 from __future__ import annotations
 
@@ -43,11 +46,12 @@ class Phase:
     basis: str = EVENTS
     rss_peak_kb: float = 0.0     # teardown by memory: resident memory at its peak and at the bulk's end
     rss_end_kb: float = 0.0
+    of_run: str = "run"          # "window": check --pid's, on a process that runs before and after it
 
     @property
     def text(self) -> str:
         of = "its sampled time" if self.basis == SAMPLES else "these events"
-        span = f"{(self.end_ms - self.start_ms) / 1000:.2f} s of the {self.run_ms / 1000:.2f} s run " \
+        span = f"{(self.end_ms - self.start_ms) / 1000:.2f} s of the {self.run_ms / 1000:.2f} s {self.of_run} " \
                f"({self.start_ms / 1000:.2f}-{self.end_ms / 1000:.2f} s) holds 80% of {of}"
         if self.name == "teardown":
             if not self.rss_peak_kb:     # only where it is, not what it is: an exit, or a last stretch of work
@@ -59,8 +63,16 @@ class Phase:
         if self.name == "start-up":
             return f"start-up: {span}: paid once per process, not per unit of work"
         if self.name == "mid-run":
-            return f"mid-run: {span}: one stretch of the run, not spread over it"
-        return f"steady state: {span}: spread over the run"
+            return f"mid-run: {span}: one stretch of the {self.of_run}, not spread over it"
+        return f"steady state: {span}: spread over the {self.of_run}"
+
+
+def in_window(found: Phase | None) -> Phase | None:
+    """A phase read in a window on a running process: start-up and teardown are one stretch of it."""
+    if found is None:
+        return None
+    name = "mid-run" if found.name in ("start-up", "teardown") else found.name
+    return Phase(name, found.start_ms, found.end_ms, found.run_ms, found.basis, of_run="window")
 
 
 def _at(times: list[float], cum: list[float], q: float) -> float:

@@ -825,7 +825,7 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     failed = [s for s in measured if not s.ok] or [s for _, w, s in cell.samples if w and not s.ok]
     # A crashed run's regions and counters up to the crash are evidence too.
     view = findings.CellView(cell.allocator.name, cell.allocator.name, ok or measured, failed,
-                             explain=cell.explain_samples, units=units_of(run))
+                             explain=cell.explain_samples, units=units_of(run), window=run.attached is not None)
     names = list(dict.fromkeys(r.name for s in view.samples for r in s.regions))
     own = with_call_sites(findings.for_cell(view), cell.where)
     found = own + findings.for_run([view])

@@ -173,6 +173,8 @@ class CellView:
     explain: list[Sample] = field(default_factory=list)
     # What each kind of kernel entry costs on the run's machine (ms-calibrate); None: the defaults.
     units: cost_mod.UnitCosts | None = None
+    # check --pid: the runs are one window on a process that ran before it and goes on after it
+    window: bool = False
 
     def args_cover(self, sc: Scope, syscall: str) -> float | None:
         """How much of the process's recorded calls of a syscall (their arguments are the whole
@@ -237,6 +239,15 @@ class CellView:
         """The explaining run's CPU samples with their user chains (records/cpu_stacks.py), when it
         took them."""
         return next((s.cpu_stacks for s in self.explain if s.cpu_stacks is not None and s.cpu_stacks.samples), None)
+
+    def user_phase(self, when, memory: bool = True) -> phase_mod.Phase | None:
+        """When in the run a part of the user-mode samples arises, from its counts per time bucket of
+        the user-chain sampler (`when`); `memory`: a teardown may be told from resident memory."""
+        s = self.cpu_stacks
+        if s is None:
+            return None
+        found = phase_mod.of_buckets(list(when), s.when_bucket_ns, s.when_span_ns, self.median_sample if memory else None)
+        return phase_mod.in_window(found) if self.window else found
 
     @property
     def explained_counts(self) -> dict[str, float]:
@@ -386,10 +397,10 @@ class CellView:
         these keys (cpu_profile.when_key: "munmap", "page-faults:copy-on-write", "page-faults@none"),
         else from the median run's timeline counts of the same calls or faults."""
         found = phase_mod.of_samples(self.profile, keys, self.median_sample)
-        if found is not None or (self.profile is not None and self.profile.when_bucket_ns):
-            return found
-        columns = tuple(dict.fromkeys("page-faults-minor" if k.startswith(cpu_profile.FAULT) else k for k in keys))
-        return phase_mod.of_events(self.median_sample, columns)
+        if found is None and not (self.profile is not None and self.profile.when_bucket_ns):
+            columns = tuple(dict.fromkeys("page-faults-minor" if k.startswith(cpu_profile.FAULT) else k for k in keys))
+            found = phase_mod.of_events(self.median_sample, columns)
+        return phase_mod.in_window(found) if self.window else found
 
     @property
     def main(self) -> Scope | None:

@@ -7,7 +7,6 @@ of both). One finding per allocator whose part is material."""
 from __future__ import annotations
 
 from memsleuth.analysis import cost, user_time
-from memsleuth.analysis import phase as phase_mod
 from memsleuth.analysis.cost import confidence_from_share
 from memsleuth.analysis.findings.base import Finding, named_callers
 from memsleuth.analysis.view import CellView
@@ -80,7 +79,7 @@ def check(view: CellView) -> list[Finding]:
         if part.wrapped:
             evidence.append(f"{part.wrapped:,} more samples were in memsleuth's heap accounting, which runs around each "
                             "malloc and free in the explaining run only: left out, as memsleuth's own")
-        found = phase_mod.of_buckets(list(part.when), cs.when_bucket_ns, cs.when_span_ns) if cs is not None else None
+        found = view.user_phase(part.when, memory=False)
         if found:
             evidence.append(found.text)
         where = "where the callers above do" if callers else "in the code that calls it"

@@ -133,5 +133,5 @@ def user_cost(view: "CellView", part) -> UserCost | None:
     paid = cost.user_part(sc, s, part.samples)
     if not cost.material(paid.ns, paid.share):
         return None
-    found = phase_mod.of_buckets(list(part.when), s.when_bucket_ns, s.when_span_ns, view.median_sample)
+    found = view.user_phase(part.when)
     return UserCost(paid.ns, paid.share, cost.sampled_headline(paid.ns, paid.share, paid.interval), found)
