@@ -278,6 +278,9 @@ def test_sigterm_or_sighup_ends_a_window_and_keeps_it(tmp_path, service, sig, co
     attached = doc["run"]["spec"]["facts"]["attached"]
     assert attached["ended_by"] == "signal" and attached["window_s"] > 1, attached
     assert svc.poll() is None and left_behind(svc.pid) == []
+    import glob
+    import tempfile
+    assert glob.glob(os.path.join(tempfile.gettempdir(), f"memsleuth-*-{p.pid}-*")) == []   # its folders, gone
 
 
 def test_bad_pids_get_one_line_and_exit_2(tmp_path):
