@@ -79,8 +79,9 @@ def counting_cost(label: str, sc, units) -> QualityWarning | None:
                           f"memsleuth's counting of the system calls cost about {cost.ms(spent)} ms of kernel time "
                           f"here, {cost.pct(spent / cpu)} of the CPU time (threshold {COUNTING_WARN:.0%}): "
                           f"{calls:,.0f} calls counted ({top} {sc.syscalls[top]:,.0f}) at {units.count_ns:,.0f} ns each, "
-                          "as measured on this machine. The times above include it, and so does each call's cost in "
-                          f"the findings: alone, each call costs about {units.count_ns:,.0f} ns less")
+                          "as measured on this machine. The measured runs' kernel and CPU times include it, and so "
+                          f"does each call's cost in the findings: alone, each call costs about {units.count_ns:,.0f} "
+                          "ns less")
 
 
 # Every cell's shortest wall time within 2% of the others, while the program prints numbers: the
