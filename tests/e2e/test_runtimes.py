@@ -17,7 +17,7 @@ import pytest
 
 from conftest import needs_tracepoints
 from perf_reference import perf_user_share
-from test_measured_costs import bracketed, check, findings_of, within, within_kernel
+from test_measured_costs import bracketed, check, findings_of, within_kernel, within_range
 
 HERE = Path(__file__).resolve().parent / "runtimes"
 pytestmark = [needs_tracepoints,
@@ -176,10 +176,22 @@ CPYTHON_GC_ENTRIES = ("gc_collect_main", "gc_collect_with_callback", "gc_collect
                       "clear_unreachable_mask", "invoke_gc_callback")
 
 
-def assert_a_collector_finding(doc: dict, runtime: str, reference: float) -> dict:
+def user_shares(tmp_path, entries: tuple[str, ...], cmd: list[str], env: dict | None = None) -> tuple[dict, list[float]]:
+    """memsleuth's check of the command between two perf references of it (perf_user_share's, one
+    before and one after): a collector's share of a run moves from one run to the next (V8's over
+    0.31-0.35 here, and 0.48 in one CI run beside the other worker's tests), as its heuristics follow
+    the run's timing, so a figure is held within 0.75-1.33x of the references' range, not of one run's."""
+    refs = [perf_user_share(tmp_path / "perf-before.data", entries, *cmd, env=env)]
+    doc = check(tmp_path, *(["env", *[f"{k}={v}" for k, v in env.items() if os.environ.get(k) != v]] if env else []),
+                *cmd)
+    refs.append(perf_user_share(tmp_path / "perf-after.data", entries, *cmd, env=env))
+    return doc, refs
+
+
+def assert_a_collector_finding(doc: dict, runtime: str, references: list[float]) -> dict:
     f = findings_of(doc)["garbage-collection"]
     assert f["who"] == "runtime" and f["numbers"]["runtime"] == runtime, (f["who"], f["evidence"])
-    assert within(f["cost_share"], reference), (f["title"], reference)
+    assert within_range(f["cost_share"], references), (f["title"], references)
     # the runtime's own knobs, never an allocator's or glibc's
     assert "GLIBC_TUNABLES" not in f["advice"] and "allocator" not in f["advice"], f["advice"]
     # its time is the collector's user-mode code; no other finding claims it, and the sampled
@@ -193,10 +205,9 @@ def assert_a_collector_finding(doc: dict, runtime: str, reference: float) -> dic
 
 def test_a_go_service_whose_collector_traces_a_large_live_heap(tmp_path):
     prog = go_build(tmp_path, "gcheap.go")
-    doc = check(tmp_path, "env", "GOGC=20", prog)
-    ref = perf_user_share(tmp_path / "perf.data", GO_GC_ENTRIES, prog, env={**os.environ, "GOGC": "20"})
-    assert ref > 0.3, ref
-    f = assert_a_collector_finding(doc, "the Go runtime", ref)
+    doc, refs = user_shares(tmp_path, GO_GC_ENTRIES, [prog], env={**os.environ, "GOGC": "20"})
+    assert min(refs) > 0.3, refs
+    f = assert_a_collector_finding(doc, "the Go runtime", refs)
     assert "GOGC" in f["advice"] and "runtime." in " ".join(f["evidence"])
     assert f["title"].startswith("the Go runtime's garbage collector") and f["confidence"] == "high"
     # a service collecting all along: the collector's own samples are spread over the run
@@ -211,12 +222,11 @@ def test_a_go_goroutine_per_request_whose_deep_calls_grow_its_stack(tmp_path):
     2,000-deep recursion needs it (perf: ~90% under runtime.newstack). It read as the program's own work,
     with no finding; a pool of 4 long-lived goroutines ran the same requests 8x faster here."""
     prog = go_build(tmp_path, "stackgrow.go")
-    doc = check(tmp_path, prog)
-    ref = perf_user_share(tmp_path / "perf.data", GO_STACK_GROWTH, prog)
-    assert ref > 0.5, ref
+    doc, refs = user_shares(tmp_path, GO_STACK_GROWTH, [prog])
+    assert min(refs) > 0.5, refs
     f = findings_of(doc)["stack-growth"]
     assert f["who"] == "runtime" and f["numbers"]["runtime"] == "the Go runtime", (f["who"], f["evidence"])
-    assert within(f["cost_share"], ref), (f["title"], ref)
+    assert within_range(f["cost_share"], refs), (f["title"], refs)
     assert f["title"].startswith("the Go runtime growing goroutine stacks") and "pool of workers" in f["advice"]
     assert "GLIBC_TUNABLES" not in f["advice"] and "allocator" not in f["advice"], f["advice"]
     # every sample in one part, and the time findings within the CPU time
@@ -229,10 +239,9 @@ def test_a_go_goroutine_per_request_whose_deep_calls_grow_its_stack(tmp_path):
 def test_a_python_job_runner_whose_cyclic_collector_traverses_its_table(tmp_path):
     python = python312()          # a CPython built with its symbols (Debian's names only its exports)
     cmd = [python, str(HERE / "gcheap.py")]
-    doc = check(tmp_path, *cmd)
-    ref = perf_user_share(tmp_path / "perf.data", CPYTHON_GC_ENTRIES, *cmd)
-    assert ref > 0.3, ref
-    f = assert_a_collector_finding(doc, "CPython", ref)
+    doc, refs = user_shares(tmp_path, CPYTHON_GC_ENTRIES, cmd)
+    assert min(refs) > 0.3, refs
+    f = assert_a_collector_finding(doc, "CPython", refs)
     assert "gc.freeze()" in f["advice"]
 
 
@@ -245,10 +254,9 @@ V8_GC_ENTRIES = ("v8::internal::Heap::CollectGarbage", "v8::internal::ScavengerC
 
 def test_a_node_request_loop_whose_scavenger_runs_every_few_requests(tmp_path):
     cmd = [node(), str(HERE / "gcnode.js")]
-    doc = check(tmp_path, *cmd)
-    ref = perf_user_share(tmp_path / "perf.data", V8_GC_ENTRIES, *cmd)
-    assert ref > 0.15, ref
-    f = assert_a_collector_finding(doc, "V8 (Node.js)", ref)
+    doc, refs = user_shares(tmp_path, V8_GC_ENTRIES, cmd)
+    assert min(refs) > 0.15, refs
+    f = assert_a_collector_finding(doc, "V8 (Node.js)", refs)
     assert "--max-semi-space-size" in f["advice"], f["advice"]
 
 
@@ -263,10 +271,9 @@ def test_a_jvm_cache_whose_collector_refines_and_scans_its_old_generation(tmp_pa
         pytest.skip("no JDK (default-jdk-headless)")
     subprocess.run([javac, "-d", str(tmp_path), str(HERE / "GcCache.java")], check=True, timeout=300)
     cmd = [java, "-cp", str(tmp_path), "GcCache"]
-    doc = check(tmp_path, *cmd)
-    ref = perf_user_share(tmp_path / "perf.data", JVM_GC_ENTRIES, *cmd)
-    assert ref > 0.3, ref
-    f = assert_a_collector_finding(doc, "the JVM", ref)
+    doc, refs = user_shares(tmp_path, JVM_GC_ENTRIES, cmd)
+    assert min(refs) > 0.3, refs
+    f = assert_a_collector_finding(doc, "the JVM", refs)
     assert "G1" in " ".join(f["evidence"]), f["evidence"]
 
 
