@@ -223,14 +223,19 @@ def _kinds_profile(kinds: dict[str, int], user: int) -> dict:
             "executables": [["worker", total, 1]], "stacks": stacks + [[0, user, 0, [], 0]]}
 
 
-def _faulting(kinds: dict[str, int], user: int = 400, munmap: int = 10):
+def _faulting(kinds: dict[str, int], user: int = 400, munmap: int = 10, chain: tuple[str, ...] = ()):
+    """`chain`: the user call chain of every CPU sample (none: no user chains sampled)."""
     from memsleuth.records.evidence import Sample
     from memsleuth.analysis.view import CellView
     n = sum(kinds.values())
     doc = {"status": "ok", "wall_ns": 2 * 10**9, "user_ns": user * 500_000, "sys_ns": n * 500_000,
            "minflt": 400_000, "maxrss_kb": 1_700_000, "syscalls": {"mmap": 10, "munmap": munmap, "madvise": 0, "brk": 5}}
+    stacks = {"period_ns": 500_000, "samples": n + user, "kernel": n, "functions": sorted(chain),
+              "stacks": [["prog", 1, n, [sorted(chain).index(f) for f in chain]],
+                         ["prog", 0, user, [sorted(chain).index(f) for f in chain]]]} if chain else None
     return CellView("pool", "glibc", [Sample.from_msrun(doc)],
-                    explain=[Sample.from_msrun({**doc, "cpu_profile": _kinds_profile(kinds, user)})])
+                    explain=[Sample.from_msrun({**doc, "cpu_profile": _kinds_profile(kinds, user),
+                                                "cpu_stacks": stacks})])
 
 
 def test_copy_on_write_faults_are_named_as_such_never_as_fresh_memory():
@@ -238,10 +243,16 @@ def test_copy_on_write_faults_are_named_as_such_never_as_fresh_memory():
     samples copied a page. The faults are named copy-on-write, with its own advice, and first-touch claims
     at most the zero-fill part."""
     from memsleuth.analysis import findings
-    v = _faulting({"copy-on-write": 890, "small-page zero-fill": 110})
+    v = _faulting({"copy-on-write": 890, "small-page zero-fill": 110},
+                  chain=("list_item", "_PyEval_EvalFrameDefault", "PyEval_EvalCode", "Py_RunMain", "main"))
     found = {f.id: f for f in findings.for_cell(v)}
     cow = found["copy-on-write-faults"]
     assert "fork" in cow.mechanism and "gc.freeze()" in cow.advice and "89%" in cow.evidence[0]
+    # CPython's own advice only where CPython runs the program (a Perl fork pool got it before)
+    for chain in ((), ("Perl_hv_iternext_flags", "Perl_runops_standard", "perl_run", "main")):
+        other = {f.id: f for f in findings.for_cell(_faulting({"copy-on-write": 890, "small-page zero-fill": 110},
+                                                              chain=chain))}["copy-on-write-faults"]
+        assert "CPython" not in other.advice and "gc.freeze" not in other.advice and "threads" in other.advice
     faults = v.kernel_split(v.process).cost("page-faults")
     assert cow.cost_ns == pytest.approx(0.89 * faults)
     ft = found.get("first-touch")

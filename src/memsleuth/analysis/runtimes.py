@@ -63,6 +63,10 @@ class Runtime:
     # Frames that make a chain through that path something else (Go's newstack also hands a goroutine
     # asked to yield to the scheduler, and shrinks a stack for the collector).
     not_growth: re.Pattern | None = None
+    # What keeps its own work from writing the pages a forked child shares with its parent (CPython's
+    # reference counts and collector write to objects the child only reads): said with copy-on-write faults
+    # where its frames run most of the samples.
+    after_fork: str = ""
 
 
 # libc's memset, where a runtime's allocator clears a new object with it (the JVM's, CPython's calloc).
@@ -177,6 +181,10 @@ TABLE: tuple[Runtime, ...] = (
                           r"update_refs|move_unreachable|deduce_unreachable|finalize_garbage|delete_garbage|"
                           r"untrack_tuples|untrack_dicts|gc_list_\w+|move_legacy_finalizer\w*|handle_weakrefs|"
                           r"clear_unreachable_mask|invoke_gc_callback)$"),
+            after_fork="in CPython even reading an object writes its reference count, and the collector writes to "
+                       "every object it traverses: gc.freeze() just before fork moves the parent's objects out of the "
+                       "collector's reach, and data kept in bytes, arrays or numpy arrays (one object, not one per "
+                       "item) is read without writes",
             gc_advice="gc.freeze() after start-up moves the objects built so far out of the collector's reach; "
                       "gc.set_threshold() with a larger first threshold collects less often; fewer container "
                       "objects (tuples of numbers in an array, not lists of objects) give it less to traverse",

@@ -279,6 +279,23 @@ def allocator_time(stacks: CpuStacks | None) -> list[AllocatorTime]:
             for k, n in hits.most_common()]
 
 
+def runtime_running(stacks: CpuStacks | None, share: float = 0.5) -> runtimes.Runtime | None:
+    """The runtime whose own code is in the chains of at least `share` of the samples (a frame of it,
+    its collector's or its allocator's, by name or by its objects: an interpreter's eval loop under
+    everything its program does; a chain cut short where the build has no frame pointers still has
+    the runtime's innermost frames), or None."""
+    if stacks is None or stacks.samples < MIN_SAMPLES:
+        return None
+    for rt in runtimes.TABLE:
+        own = [p for p in (rt.frames, rt.gc, rt.alloc) if p is not None]
+        hit = sum(st.samples for st in stacks.stacks
+                  if any(any(p.search(fn) for p in own) or
+                         (rt.objects is not None and rt.objects.search(f"({fn.strip('[]')},")) for fn in st.functions))
+        if hit >= share * stacks.samples:
+            return rt
+    return None
+
+
 @dataclass(frozen=True)
 class Part:
     name: str           # "the kernel", "<runtime>'s garbage collector", "the program and its libraries"

@@ -10,6 +10,7 @@ no fault's time is claimed twice, and a fault that copied a page or read a file 
 memory."""
 from __future__ import annotations
 
+from memsleuth.analysis import user_time
 from memsleuth.analysis.cost import confidence_from_share
 from memsleuth.analysis.findings.base import Finding
 from memsleuth.analysis.view import CellView
@@ -21,10 +22,9 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "Copy-on-write faults: pages shared with another process are copied when written",
         "a write to a page shared after fork (or to a private file mapping) faults, and the kernel copies the "
         "page before the write goes on; a forked worker that writes to the parent's data copies it page by "
-        "page (in CPython even reading an object writes its reference count)",
-        "build the shared data before forking and do not write it in the workers (CPython: gc.freeze() before "
-        "fork keeps the collector from touching it); fork the workers earlier, before the data grows; or use "
-        "threads, which share without copying"),
+        "page",
+        "build the shared data before forking and do not write it in the workers; fork the workers earlier, "
+        "before the data grows; or use threads, which share without copying"),
     "private file copy": (
         "Private file-mapping faults: each page of a privately mapped file is copied when first written",
         "a file mapped MAP_PRIVATE and written: the first write to each page faults, and the kernel reads the "
@@ -145,6 +145,10 @@ def check(view: CellView) -> list[Finding]:
         kinds = {**{k: v for k, v in kinds.items() if k not in unnamed}, "unknown": sum(unnamed.values())}
     if "munmap" in sc.syscalls and sc.syscalls["munmap"] < KEPT_MAPPED_MUNMAPS:     # counted, and few
         words["file-backed"] = (KINDS["file-backed"][0], *FILE_KEPT_MAPPED)
+    rt = user_time.runtime_running(view.cpu_stacks)
+    if rt is not None and rt.after_fork:    # the runtime's own writes to what the child shares, where it runs
+        title, mechanism, advice = words["copy-on-write"]
+        words["copy-on-write"] = (title, mechanism, f"{advice}; {rt.after_fork}")
     for kind, (title, mechanism, advice) in words.items():
         share = kinds.get(kind, 0.0)
         spent = faults * share

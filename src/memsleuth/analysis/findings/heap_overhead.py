@@ -23,7 +23,8 @@ def _snapshot(h: Heap) -> tuple[str, float, float, Snapshot] | None:
     """(when, anonymous bytes, live bytes, snapshot): at exit while the heap still holds most of
     its peak; once the program has freed much of it, at the live peak (what stays resident after
     the frees is heap_retained.py's)."""
-    peak, live = memory.main_live(h)
+    peak = memory.main_live(h)[0]
+    live = memory.live_before_teardown(h)   # what the frees as it ended gave back, the exit gave back too
     freed = peak > 0 and peak - live >= heap_retained.MIN_FREED_SHARE * peak
     when, snap = (heap_retained.peak_words(h), h.at_peak) if freed else ("at exit", h.at_exit)
     live_then = snap.live_bytes if freed else live
@@ -46,7 +47,9 @@ def check(view: CellView) -> list[Finding]:
     if extra < MEMORY_FLOOR_BYTES or extra < MIN_SHARE * anon:
         return []
     arenas, arena = heap_retained.arenas_in(s)
+    live_when = memory.exit_words(h, live) if when == "at exit" else when
     evidence = [f"{when}: {mib(anon)} of anonymous resident memory against {mib(live)} of live heap "
+                f"{'' if live_when == when else live_when + ' '}"
                 f"(usable bytes of every live block, heap accounting): {mib(extra)} = {extra / anon:.0%} is not in live "
                 f"malloc blocks (thresholds {mib(MEMORY_FLOOR_BYTES)} and {MIN_SHARE:.0%})",
                 f"peak live heap {mib(memory.main_live(h)[0])}; {h.allocs:,} allocations, "

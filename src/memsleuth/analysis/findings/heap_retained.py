@@ -72,7 +72,8 @@ def check(view: CellView) -> list[Finding]:
     h = view.heap
     if not h:
         return []
-    peak, live = memory.main_live(h)       # the process whose memory the snapshots read
+    peak = memory.main_live(h)[0]          # the process whose memory the snapshots read
+    live = memory.live_before_teardown(h)  # what it freed as it ended, the exit gave back too
     at_peak, at_exit = h.at_peak, h.at_exit
     # the anonymous memory that can be malloc's: the mappings made outside the allocator left out
     anon_peak, anon_exit = (at_peak.malloc_anon_kb or -1) * 1024.0, (at_exit.malloc_anon_kb or -1) * 1024.0
@@ -87,7 +88,8 @@ def check(view: CellView) -> list[Finding]:
     if stretch is not None and stretch[0] < LOW_SHARE * stretch[1]:
         return []
     arenas, arena = arenas_in(at_exit)
-    evidence = [f"live heap {mib(peak)} at its peak, {mib(live)} at exit: {mib(freed)} freed ({freed / peak:.0%}; "
+    evidence = [f"live heap {mib(peak)} at its peak, {mib(live)} {memory.exit_words(h, live)}: {mib(freed)} freed "
+                f"({freed / peak:.0%}; "
                 f"threshold {MIN_FREED_SHARE:.0%})",
                 f"anonymous resident memory {mib(anon_peak)} {peak_words(h)}, {mib(anon_exit)} at exit "
                 f"({anon_exit / anon_peak:.0%}; threshold {MIN_KEPT_SHARE:.0%}): {mib(kept)} resident beyond the "
@@ -110,6 +112,7 @@ def check(view: CellView) -> list[Finding]:
         + "an allocator that returns freed pages (or glibc's malloc_trim after the phase that frees); allocate "
           "long-lived and short-lived objects apart so that freed blocks are contiguous",
         subject=view.label, confidence="high" if kept >= 2 * MEMORY_FLOOR_BYTES else "medium",
-        numbers={"peak_live_bytes": peak, "live_exit_bytes": live, "anon_peak_bytes": anon_peak,
+        numbers={"peak_live_bytes": peak, "live_bytes": live, "live_exit_bytes": float(h.main_live_bytes or 0),
+                 "anon_peak_bytes": anon_peak,
                  "anon_exit_bytes": anon_exit, "kept_bytes": kept, "arenas": arenas, "arena_bytes": arena},
         cost_bytes=kept, cost_share=kept / anon_exit)]
