@@ -162,3 +162,17 @@ def test_case_cells_in_words_and_in_json():
     assert wording.case_cell_text(Ratio(e)).startswith("1.50x [1.25, 1.75]")
     assert cell_json(Ratio(e)) == {"median": 1.5, "low": 1.25, "high": 1.75, "n": 6}
     assert cell_json(Ratio(None)) is None
+
+
+def test_a_run_that_never_finished_says_what_its_figures_are_of():
+    """A run killed by its timeout was counted until the kill: the first line says no run finished and
+    that the figures are of the part it ran (a kernel-time finding followed 'nothing was measured'
+    before); a run that measured no CPU time says nothing was measured."""
+    from memsleuth.records.evidence import Sample
+    killed = Sample.from_msrun({"status": "timeout", "detail": "killed after 1 s", "wall_ns": 1_004_152_235,
+                                "user_ns": 50_000_000, "sys_ns": 950_000_000, "minflt": 276_784})
+    line = wording.failures_answer([killed], [killed])[0]
+    assert line.startswith("TIMEOUT: killed after 1 s: no run finished") and "1.00 s it ran" in line, line
+    assert "nothing was measured" not in line
+    gone = Sample.from_msrun({"status": "error", "detail": "could not start", "wall_ns": 0, "user_ns": 0, "sys_ns": 0})
+    assert "nothing was measured" in wording.failures_answer([gone], [gone])[0]

@@ -9,7 +9,7 @@ from memsleuth.analysis.summary import CellSummary, Group, failure_label
 from memsleuth.cases.base import Num, Ratio, Seq, ratio_text
 from memsleuth.records.stored import StoredCell, StoredRun
 from memsleuth.stats import MIN_SAMPLES_FOR_CI
-from memsleuth.units import fmt_bytes, fmt_num, fmt_si, fmt_value
+from memsleuth.units import fmt_bytes, fmt_num, fmt_seconds, fmt_si, fmt_value
 
 
 def params_text(params: dict, swept: list[str]) -> str:
@@ -183,6 +183,10 @@ def failures_answer(failed: list, measured: list) -> list[str]:
     first = failed[0]
     what = failure_label(first) + (f": {first.detail}" if first.detail else "")
     if len(failed) >= len(measured):
+        ran = [s for s in failed if (s.user_ns or 0) + (s.sys_ns or 0) > 0 and (s.wall_ns or 0) > 0]
+        if ran:     # counted until it ended: what follows is of that part, never of a whole run
+            return [f"{what}: no run finished; the figures below are of the {fmt_seconds(ran[0].wall_ns)} it ran "
+                    "until then, not of a whole run (the Failures table below)"]
         return [f"{what}: nothing was measured, so nothing can be said of its memory (the Failures table below)"]
     return [f"{what} in {len(failed)} of {len(measured)} runs: the figures below are the other runs'"]
 

@@ -161,8 +161,10 @@ def who_ran_table(a: CheckAnalysis) -> list[Table]:
             for part in a.who_ran]
     notes = [f"{s.samples:,} samples of the CPU time, taken beside the kernel-path ones at the same period, each with "
              "the thread's user call chain (frame pointers): in the kernel, the kernel's (its paths are the table "
-             "above); in user mode, a runtime's garbage collector where a frame of it is in the chain, else the "
-             "program's and its libraries' own code (docs/findings.md, Who ran the CPU time)."]
+             "above); in user mode, a runtime's garbage collector where a frame of it is in the chain, a runtime "
+             "growing a thread's stack likewise, malloc and free where the innermost frames are theirs, a runtime's "
+             "own allocator where they are its, memsleuth's own preloads (the explaining run's heap accounting and "
+             "sampler), else the program's and its libraries' own code (docs/findings.md, Who ran the CPU time)."]
     if s.why:
         notes.append(f"not every frame could be named: {s.why}")
     return [Table("CPU time by who ran it (sampled)", ["part", "samples", "share [95% CI]"], rows, notes,
