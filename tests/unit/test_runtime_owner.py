@@ -251,3 +251,31 @@ def test_who_is_not_determined_says_what_would_settle_it():
     bare = who_text(Finding(id="lock-contention", title="t", mechanism="m", evidence=[], advice="a",
                             confidence="high", calls="futex"))
     assert "check without --no-where, compare with --where" in bare and "`--where`" not in bare
+
+
+def _tree_churn() -> Finding:
+    return Finding(id="mmap-churn", title="mmap/munmap churn of large blocks", mechanism="m", evidence=[],
+                   advice="reuse the buffers (allocate once outside the loop)", confidence="high", calls="munmap",
+                   cost_ns=4.4e8, cost_share=0.51)
+
+
+def _tree_sites(python_faults: float) -> CallSites:
+    """A shell script's tree: a C program mapping and freeing 32 MiB per step, then a Python one-liner whose
+    100 bytearrays (1 MiB each: mmap'd by malloc) are unmapped at its exit."""
+    return CallSites.from_dict({"events": {
+        "munmap": {"samples": 120, "through_allocator": 1.0, "user_sites": [],
+                   "makers": [["an address in python3.11 at offset 0x1f2a0 (no symbols: stripped?)", 0.84],
+                              ["main (churn.c:10)", 0.16]],
+                   "commands": [["python3", 0.84], ["churn", 0.16]]},
+        "page-faults": {"samples": 400, "user_sites": [], "makers": [["main (churn.c:9)", 1 - python_faults],
+                                                                     ["PyByteArray_FromStringAndSize", python_faults]],
+                        "commands": [["churn", 1 - python_faults], ["python3", python_faults]]}}})
+
+
+def test_in_a_tree_the_calls_program_names_the_culprit_only_where_it_pays_the_faults():
+    f, = with_call_sites([_tree_churn()], _tree_sites(0.14))
+    assert f.numbers.get("runtime") is None and "bytearray" not in f.advice, (f.who, f.advice)
+    assert any("python3, which took 14% of the sampled page faults (churn: 86%)" in e for e in f.evidence), f.evidence
+    # the same calls where python3 also takes the faults: CPython's, with its own advice
+    f, = with_call_sites([_tree_churn()], _tree_sites(0.9))
+    assert f.numbers.get("runtime") == "CPython" and not any("took" in e for e in f.evidence), (f.who, f.evidence)

@@ -597,6 +597,27 @@ def _first_event(finding: str, where: CallSites):
     return (e, name.replace("-", " ")) if e else (None, "")
 
 
+def _faults_elsewhere(f: findings.Finding, made, where: CallSites) -> str | None:
+    """Where a finding's cost is also the faults its calls cause (churn) and a process tree's programs
+    split them: the evidence line that the program making most of the sampled calls took under
+    1 - runtimes.MIN_SHARE of the sampled faults, so the calls' code (a runtime's, installed code)
+    does not name the culprit; None where one program makes both, or the samples do not say. A shell
+    script ran a C program that maps and frees 32 MiB per step, then a Python one-liner whose 100
+    bytearrays are unmapped at its exit: the 83% of munmap calls from python3 made the finding
+    CPython's, advising bytearray reuse, for faults that were the C program's."""
+    faults = where.events.get("page-faults")
+    if made is None or not f.calls or "page-faults" not in SITE_EVENTS.get(f.id, ()) or faults is None \
+            or not made.commands or not faults.commands:
+        return None
+    comm, share = made.commands[0]
+    took = sum(k for c, k in faults.commands if c == comm)
+    if share < runtimes.MIN_SHARE or took >= 1 - runtimes.MIN_SHARE:
+        return None
+    payer, paid = faults.commands[0]
+    return (f"{share:.0%} of the sampled {f.calls} calls come from {comm}, which took {took:.0%} of the sampled page "
+            f"faults ({payer}: {paid:.0%}): the calls' own code does not name who pays for them")
+
+
 def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> list[findings.Finding]:
     """Each finding with the call sites of its events; and who makes the calls from the stacks,
     through malloc/free (the allocator) or not: the strongest evidence, so it decides over the
@@ -644,6 +665,9 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
         # who made the calls (or, for a finding about faults, the faults): the frames that made them,
         # else the objects their code is in (stored before "makers": the sites themselves)
         made, what = (e, f"{f.calls} calls") if e else _first_event(f.id, where)
+        other = _faults_elsewhere(f, made, where)
+        if other:   # a process tree: the calls' program is not the one that pays for them in faults
+            extra, made = [*extra, other], None
         rt = (runtimes.runtime_of(made.makers or made.user_sites) or runtimes.runtime_of(made.maker_objects)) \
             if made else None
         if rt is not None:
