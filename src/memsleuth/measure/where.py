@@ -227,7 +227,7 @@ def stop_recorder(recorder, counts: dict[str, float]) -> dict | None:
         return None
     sites = summarise(name_perf_frames(parse(out.stdout), notes))
     at_rate(sites, counts)
-    notes.append("call sites from perf record (DWARF call graphs) beside the window")
+    notes.append("from perf record (DWARF call graphs) beside the window")
     return {"events": sites, "notes": notes, "sampler": "perf record"} if sites else None
 
 

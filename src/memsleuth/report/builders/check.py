@@ -26,12 +26,19 @@ from memsleuth.units import fmt_bytes, fmt_count, fmt_seconds, fmt_si
 CHECK_SYSCALLS = (*SYSCALL_COLUMNS, "mprotect")
 
 
+def _runs_words(run: StoredRun, n: int) -> str:
+    """What was measured: one window (attach), one run, or N runs."""
+    if run.attached is not None:
+        return "one window on a running process"
+    return "1 run" if n == 1 else f"{n} runs"
+
+
 def build(run: StoredRun, a: CheckAnalysis) -> Report:
     """`memsleuth check`: each region with its evidence, the whole process, and the findings, from
     the run's analysis (analysis.analyse_check)."""
     cell, measured = a.cell, a.measured
     header = [f"command: {command_text(cell.command)}",
-              f"allocator {cell.allocator.name} {cell.allocator.version}; {len(measured)} run(s); "
+              f"allocator {cell.allocator.name} {cell.allocator.version}; {_runs_words(run, len(measured))}; "
               f"status {', '.join(sorted({s.status for s in measured})) or 'none'}; {run.created_at}",
               f"machine: {run.machine.cpu_model}, kernel {run.machine.kernel}, THP {run.machine.thp}",
               *environment_lines(run.cells), *leftover_lines(run.cells)]
@@ -61,7 +68,8 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
                       "ms_region_begin/ms_region_end)")
     if a.view.samples:
         p = a.view.process
-        tables.append(Table("Whole process (median)", ["wall", "user", "sys", "minor faults", "major faults",
+        tables.append(Table("Whole process" + ("" if len(measured) <= 1 else f" (median of {len(measured)} runs)"),
+                            ["wall", "user", "sys", "minor faults", "major faults",
                                                         "peak RSS", *CHECK_SYSCALLS],
                             [[fmt_seconds(p.wall_ns), fmt_seconds(p.user_ns), fmt_seconds(p.sys_ns), fmt_count(p.minflt),
                               fmt_count(p.majflt), fmt_bytes((a.view.maxrss_kb or 0) * 1024),
