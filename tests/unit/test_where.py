@@ -294,3 +294,47 @@ def test_a_stack_whose_addresses_are_not_numbers_is_not_read():
     from memsleuth.records import documents
     assert documents.stack_fields([0, 5, [[1], 2]]) is None      # would have been an unhashable key
     assert documents.stack_addresses({"stacks": [[0, 5, ["x"]], [0, 1, [3]]]}) == [3]
+
+
+def test_an_objects_functions_and_imports_are_read_as_each_entry_says():
+    """calls._object and _function_starting read the symbol tables in one unpack each (node's binary: 1.2 s
+    one entry at a time, 0.3 s now); against a reading of each entry on its own, on the machine's libc:
+    every function's first name at its address, and every relocation's bound name."""
+    import os
+    import struct
+
+    import pytest
+    path = os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6")
+    if not os.path.exists(path):
+        pytest.skip("no /lib/x86_64-linux-gnu/libc.so.6 here")
+    obj = calls._object(path)
+    assert obj is not None
+    data, sections = obj.data, obj.sections
+
+    def entry(h, k):
+        return struct.unpack_from("<IBBHQQ", data, h[4] + k * (h[9] or 24))
+
+    def name(strtab, off):
+        start = strtab[4] + off
+        return data[start:data.find(b"\0", start)].decode("utf-8", "replace")
+    first: dict[int, str] = {}
+    for _, h in sections:
+        if h[1] in (calls.SHT_SYMTAB, calls.SHT_DYNSYM):
+            for k in range(h[5] // (h[9] or 24)):
+                st_name, info, _, _, value, size = entry(h, k)
+                if value and size and info & 0xF == calls.STT_FUNC:
+                    first.setdefault(value, name(sections[h[6]][1], st_name))
+    assert len(first) > 1000
+    assert all(calls._function_starting(obj, a) == n for a, n in first.items())
+    assert calls._function_starting(obj, 1) is None
+    bound: dict[int, str] = {}
+    for _, h in sections:
+        if h[1] == calls.SHT_RELA and h[6] < len(sections) and sections[h[6]][1][1] == calls.SHT_DYNSYM:
+            dynsym = sections[h[6]][1]
+            for k in range(h[5] // (h[9] or 24)):
+                r_offset, r_info = struct.unpack_from("<QQ", data, h[4] + k * (h[9] or 24))
+                if r_info >> 32:
+                    n = name(sections[dynsym[6]][1], entry(dynsym, r_info >> 32)[0])
+                    if n:
+                        bound[r_offset] = n
+    assert bound and obj.imports == bound

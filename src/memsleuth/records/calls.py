@@ -28,7 +28,8 @@ class _Object:
     sections: list
     plt: tuple[tuple[int, int], ...]            # the PLT sections' (address, size)
     imports: dict[int, str]                     # a GOT slot's address -> the symbol it is bound to
-    functions: dict[int, str] | None = field(default=None)  # a function's address -> its name: read when needed
+    # a function's address -> (its symbol table's string table, its name's offset there): read when needed
+    functions: dict[int, tuple] | None = field(default=None)
 
 
 def _sections(data: bytes):
@@ -43,16 +44,20 @@ def _sections(data: bytes):
     return [(name(h), h) for h in heads]
 
 
-def _symbols(data: bytes, sym, strtab) -> list[tuple[int, int, int, str]]:
-    """(index, value, size, name) of the functions in a symbol table; (index, 0, 0, name) for the rest."""
-    out = []
+def _entries(data, sym):
+    """A symbol table's entries (st_name, st_info, st_other, st_shndx, st_value, st_size), in order:
+    one unpack over the table (node's binary has about 100,000 symbols in each of its two tables;
+    reading them one by one, with every name, took 1.8 s of a 6 s check)."""
     off, size, entsize = sym[4], sym[5], sym[9] or 24
-    for k in range(size // entsize):
-        st_name, st_info, _, _, value, sz = struct.unpack_from("<IBBHQQ", data, off + k * entsize)
-        end = data.find(b"\0", strtab[4] + st_name)
-        out.append((k, value if st_info & 0xF == STT_FUNC else 0, sz,
-                    data[strtab[4] + st_name:end].decode("utf-8", "replace")))
-    return out
+    if entsize != 24:
+        return [struct.unpack_from("<IBBHQQ", data, off + k * entsize) for k in range(size // entsize)]
+    return list(struct.iter_unpack("<IBBHQQ", data[off:off + size - size % 24]))
+
+
+def _name(data, strtab, st_name: int) -> str:
+    """A symbol's name, from its offset in the string table (the section header `strtab`)."""
+    start = strtab[4] + st_name
+    return data[start:data.find(b"\0", start)].decode("utf-8", "replace")
 
 
 @functools.lru_cache(maxsize=64)
@@ -73,11 +78,16 @@ def _object(path: str) -> _Object | None:
             if h[1] != SHT_RELA or h[6] >= len(sections) or sections[h[6]][1][1] != SHT_DYNSYM:
                 continue
             dynsym = sections[h[6]][1]
-            names = {k: n for k, _, _, n in _symbols(data, dynsym, sections[dynsym[6]][1])}
-            for k in range(h[5] // (h[9] or 24)):
-                r_offset, r_info = struct.unpack_from("<QQ", data, h[4] + k * (h[9] or 24))
-                if names.get(r_info >> 32):
-                    imports[r_offset] = names[r_info >> 32]
+            strtab = sections[dynsym[6]][1]
+            count, entsize = dynsym[5] // (dynsym[9] or 24), dynsym[9] or 24
+            step = h[9] or 24
+            for k in range(h[5] // step):
+                r_offset, r_info = struct.unpack_from("<QQ", data, h[4] + k * step)
+                index = r_info >> 32
+                if 0 < index < count:      # only the names relocations bind are read (relative ones bind none)
+                    bound = _name(data, strtab, struct.unpack_from("<I", data, dynsym[4] + index * entsize)[0])
+                    if bound:
+                        imports[r_offset] = bound
         return _Object(data, loads, sections, plt, imports)
     except (OSError, ValueError, struct.error, IndexError):
         return None
@@ -95,12 +105,13 @@ def _function_starting(obj: _Object, address: int) -> str | None:
     not a call rel32: the bytes before an indirect call through a register may look like one)."""
     if obj.functions is None:
         obj.functions = {}
-        for _, h in obj.sections:
+        for _, h in reversed(obj.sections):     # the first table's first name at an address is the one kept
             if h[1] in (SHT_SYMTAB, SHT_DYNSYM) and h[6] < len(obj.sections):
-                for _, value, size, n in _symbols(obj.data, h, obj.sections[h[6]][1]):
-                    if value and size:
-                        obj.functions.setdefault(value, n)
-    return obj.functions.get(address)
+                strtab = obj.sections[h[6]][1]
+                obj.functions.update({value: (strtab, st_name) for st_name, info, _, _, value, size
+                                      in reversed(_entries(obj.data, h)) if value and size and info & 0xF == STT_FUNC})
+    found = obj.functions.get(address)
+    return _name(obj.data, *found) if found else None
 
 
 @functools.lru_cache(maxsize=4096)
