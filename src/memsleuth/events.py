@@ -42,7 +42,3 @@ SITE_FLOORS = {"page-faults": FAULT_FLOOR, "futex": FUTEX_FLOOR, "mprotect": MPR
 # Below this peak resident memory, no memory finding speaks (findings/heap_*.py: what a process's
 # resident memory is made of matters from tens of MiB): `check` then skips the heap accounting.
 MEMORY_FLOOR_BYTES = 16 << 20
-# The least growth of a heap's low points that is a leak (findings/heap_leak.py): the timeline's
-# readings are exact where the heap turns (a large free flushes the thread's counts), and a thread's
-# counts are batched up to 256 KiB (ms_heap.c FLUSH_BYTES).
-LEAK_FLOOR_BYTES = 512 << 10

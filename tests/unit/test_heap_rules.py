@@ -384,22 +384,3 @@ def test_a_heap_grown_level_is_not_left_behind_between_peaks():
     assert heap_leak.peaks(served, (31 * MIB - 11 * MIB) / 2) >= heap_leak.MIN_PEAKS
     (f,) = heap_leak.check(view(doc(live=11 * MIB, peak=41 * MIB, timeline=served)))
     assert f.numbers["by"] == "floor"
-
-
-def _measured(anon_kb: list[int], maxrss_kb: int = 40_000, mprotect: int = 0) -> Sample:
-    rows = [[10 * (k + 1), a + 2000, a] for k, a in enumerate(anon_kb)]
-    return Sample.from_msrun({"status": "ok", "wall_ns": 10 ** 9, "user_ns": 10 ** 8, "sys_ns": 9 * 10 ** 8,
-                              "minflt": 300_000, "maxrss_kb": maxrss_kb, "syscalls": {"mprotect": mprotect},
-                              "timeline": {"columns": ["t_ms", "rss_kb", "anon_kb"], "rows": rows}})
-
-
-def test_the_heap_is_accounted_where_a_memory_finding_could_speak_of_what_is_held():
-    from memsleuth.measure import runner
-    churn = [300, 33_000, 300, 33_000, 300, 33_000, 310]           # a 32 MiB buffer mapped and unmapped per step
-    assert not runner.needs_heap([_measured(churn)])
-    assert runner.needs_heap([_measured(churn)], profiles=True)     # --pprof, --speedscope, --html
-    leak = [300, 25_000, 600, 25_000, 900, 25_000, 1_600]           # 1.3 MiB kept beside 24 MiB freed per request
-    assert runner.needs_heap([_measured(leak)])
-    assert runner.needs_heap([_measured([300, 40_000, 39_000])])    # held at the end: kept, or overhead
-    assert runner.needs_heap([_measured(churn, mprotect=5_000)])    # glibc's arenas growing
-    assert not runner.needs_heap([_measured([300, 9_000, 300], maxrss_kb=12_000)])   # under the floor at its peak

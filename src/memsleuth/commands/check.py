@@ -68,8 +68,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
                               timeout_s=options.timeout(args.timeout), mem_limit_bytes=options.mem_limit(args.mem_limit),
                               env=env)
     # check explains: the syscalls' arguments (bytes, advice, the break's moves) are recorded.
-    p = dataclasses.replace(p, syscall_args=True, where=not args.no_where, explain_if_needed=True, heap=True,
-                            heap_profiles=bool(args.pprof or args.speedscope or args.html))
+    p = dataclasses.replace(p, syscall_args=True, where=not args.no_where, explain_if_needed=True, heap=True)
     store = Store(args.db)
     spec = spec_for(p, min_reps=None, max_reps=None, command=command, env=env)
     try_rounds = options.count(args.try_rounds, "--try-rounds")

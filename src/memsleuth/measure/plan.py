@@ -180,9 +180,6 @@ class Plan:
     where: bool = False              # one more run per cell under perf for call sites (measure/where.py)
     explain_if_needed: bool = False  # check: the explaining runs only when the measured runs show a candidate
     heap: bool = False               # account the heap in the explaining run (heap.py) of a cell that holds memory
-    # ... whenever its peak holds memory, not only where it still does at the end: the report writes the heap's
-    # profiles (pprof, speedscope, the HTML's flame graphs), which every cell of that size has
-    heap_profiles: bool = False
     metric: MetricSpec | None = None # the benchmark's own figure (compare --metric)
     reference: Cell | None = None    # run once in every round, for diff to divide by (reference_cell)
     # When set, decides after each round (from rounds.min_reps on) whether the session has what

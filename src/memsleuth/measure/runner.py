@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from memsleuth.events import (FAULT_FLOOR, FUTEX_FLOOR, LEAK_FLOOR_BYTES, MECHANISM_FLOORS, MEMORY_FLOOR_BYTES,
-                              MPROTECT_FLOOR)
+from memsleuth.events import FAULT_FLOOR, FUTEX_FLOOR, MECHANISM_FLOORS, MEMORY_FLOOR_BYTES
 from memsleuth.textsafe import visible
 from memsleuth.errors import stop_signal
 from memsleuth.measure import launcher, native, where
@@ -173,36 +172,11 @@ def needs_arguments(samples: list) -> bool:
                for name, floor in MECHANISM_FLOORS.items())
 
 
-def needs_heap(samples: list, profiles: bool = False) -> bool:
+def needs_heap(samples: list) -> bool:
     """Whether a cell's measured runs hold enough resident memory for the memory findings (what
-    it is made of) to speak: then its explaining run accounts the heap (heap.py). They speak of
-    the memory held at the end (memory kept after the frees, overhead beyond the live heap: each
-    at least MEMORY_FLOOR_BYTES of anonymous memory at exit), of a leak (its heap's low points grow
-    by LEAK_FLOOR_BYTES: a C server leaking 1.3 MiB beside 24 MiB buffers it frees per request), or
-    of glibc's arenas where mprotect calls grow them; a program that gives its memory back by the
-    end (a buffer mapped and unmapped per step) gets none, and its explaining run no accounting
-    around every malloc and free (0.19 s of a 1.1 s program's 1.9 s explaining run here).
-    `profiles`: the report writes the heap's profiles, so every cell whose peak holds the floor is
-    accounted."""
+    it is made of) to speak: then its explaining run accounts the heap (heap.py)."""
     ok = [s for s in samples if s.ok]
-    if not ok or sorted(s.maxrss_kb for s in ok)[len(ok) // 2] * 1024 < MEMORY_FLOOR_BYTES:
-        return False
-    if profiles:
-        return True
-    ends = [_anon_kb(s) for s in ok]
-    if any(e is None for e in ends):
-        return True                 # the timeline does not say: account it
-    end, grown = sorted(e[0] for e in ends)[len(ends) // 2], max(e[1] for e in ends)
-    return end * 1024 >= MEMORY_FLOOR_BYTES or grown * 1024 >= LEAK_FLOOR_BYTES or \
-        sorted(s.syscalls.get("mprotect", 0) for s in ok)[len(ok) // 2] >= MPROTECT_FLOOR
-
-
-def _anon_kb(sample) -> tuple[int, int] | None:
-    """The process tree's anonymous resident memory at the timeline's last tick (10 ms before its
-    end at most), and how far it is above the least of the ticks (what a leak leaves: live blocks
-    are resident once written); None where the timeline has no such column."""
-    anon = sample.timeline.column("anon_kb") if sample.timeline is not None else None
-    return (anon[-1], anon[-1] - min(anon)) if anon else None
+    return bool(ok) and sorted(s.maxrss_kb for s in ok)[len(ok) // 2] * 1024 >= MEMORY_FLOOR_BYTES
 
 
 def site_counts(ok: list) -> dict[str, float]:
@@ -398,7 +372,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                     continue
                 wanted = (needs_call_sites(samples[i]) or needs_cpu_profile(samples[i])) \
                     if plan.explain_if_needed else True
-                heap = cell.heap or (plan.heap and needs_heap(samples[i], plan.heap_profiles))
+                heap = cell.heap or (plan.heap and needs_heap(samples[i]))
                 sites = bool(cell.where or (plan.where and wanted))
                 args = bool(cell.where or (plan.syscall_args and wanted) or needs_arguments(samples[i]) or heap or sites)
                 todo.append((i, cell, args, sites, heap))

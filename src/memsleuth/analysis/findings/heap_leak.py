@@ -9,7 +9,7 @@ peaks are read instead (its floor in each fifth of the run), and a floor that ri
 whole run and is still there at exit is the same finding."""
 from __future__ import annotations
 
-from memsleuth.events import LEAK_FLOOR_BYTES, MEMORY_FLOOR_BYTES
+from memsleuth.events import MEMORY_FLOOR_BYTES
 from memsleuth.analysis.findings.base import Finding, mib
 from memsleuth.units import fmt_bytes
 from memsleuth.analysis.view import CellView
@@ -41,8 +41,10 @@ def _at(timeline: list, lo: float, hi: float) -> float:
     return before[-1] if before else timeline[0][1]
 
 
-# The floor's growth (its last fifth's low point less its first's) that makes a finding.
-MIN_FLOOR_GROWTH = LEAK_FLOOR_BYTES
+# The floor's growth (its last fifth's low point less its first's) that makes a finding: the
+# timeline's readings are exact where the heap turns (a large free flushes the thread's counts),
+# and a thread's counts are batched up to 256 KiB (ms_heap.c FLUSH_BYTES).
+MIN_FLOOR_GROWTH = 512 << 10
 
 
 def _floor(timeline: list, lo: float, hi: float) -> float:
