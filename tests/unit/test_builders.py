@@ -176,3 +176,23 @@ def test_a_run_that_never_finished_says_what_its_figures_are_of():
     assert "nothing was measured" not in line
     gone = Sample.from_msrun({"status": "error", "detail": "could not start", "wall_ns": 0, "user_ns": 0, "sys_ns": 0})
     assert "nothing was measured" in wording.failures_answer([gone], [gone])[0]
+
+
+def test_a_comparison_with_too_few_rounds_for_a_ci_says_so_not_that_the_cis_overlap():
+    """compare --reps 3 (plain-steps: glibc 1.54 s, mimalloc 0.23 s): no paired ratio has a CI, so none
+    'includes no difference'; the first line says why nothing is resolved and gives the medians as such."""
+    from types import SimpleNamespace
+    from memsleuth.analysis.summary import Standings
+    from memsleuth.stats import Estimate
+
+    def cell(name, median):
+        return SimpleNamespace(cell=SimpleNamespace(contender=name), metric="wall_s", failures=[],
+                               estimate=Estimate(median, None, None, None, 3))
+    s = Standings(unresolved=["the one parameter set"],
+                  too_few={"the one parameter set": (3, [cell("mimalloc", 0.2311), cell("glibc", 1.539)])})
+    line, = wording.compare_answer(s)
+    assert "3 paired rounds give no 95% CI (6 rounds at least)" in line and "include no difference" not in line
+    assert line.endswith("the medians, not a verdict: mimalloc 0.2311 s, glibc 1.539 s."), line
+    # with CIs that overlap, the sentence says that
+    line, = wording.compare_answer(Standings(unresolved=["size=64"]))
+    assert "the paired ratios' CIs include no difference beyond the noise threshold" in line

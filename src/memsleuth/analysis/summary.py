@@ -760,6 +760,9 @@ class Standings:
     unresolved: list[str] = field(default_factory=list)
     smallest: dict[str, list[str]] = field(default_factory=dict)
     bases: list[tuple[str, TimeBasis]] = field(default_factory=list)   # where whole-process time was judged, how
+    # of `unresolved`: where the paired ratios had too few rounds for any CI, with the rounds they had and
+    # the cells there, the lowest median first (its medians are no verdict)
+    too_few: dict[str, tuple[int, list[CellSummary]]] = field(default_factory=dict)
 
 
 def standings(groups: list[Group], swept: list[str]) -> Standings:
@@ -773,6 +776,7 @@ def standings(groups: list[Group], swept: list[str]) -> Standings:
     wins: dict[str, list[tuple[str, float, float, list[str]]]] = {}
     unresolved: list[str] = []
     smallest: dict[str, list[str]] = {}
+    too_few: dict[str, tuple[int, list[CellSummary]]] = {}
     for g in groups:
         ok = [c for c in g.cells if c.estimate is not None]
         if len(ok) < 2:
@@ -784,11 +788,15 @@ def standings(groups: list[Group], swept: list[str]) -> Standings:
             wins.setdefault(best.cell.contender, []).append((where(g), min(slower), max(slower), tied))
         else:
             unresolved.append(where(g))
+            others = [c.ratio for c in ok if c is not best and c.ratio is not None]
+            if others and all(r.low is None for r in others):
+                too_few[where(g)] = (min(r.n for r in others), sorted(
+                    ok, key=lambda c: (not c.is_best, c.ratio.median if c.ratio is not None else float("inf"))))
         least = g.least_rss
         if least is not None and all(c is least or (c.rss_ratio is not None and c.rss_ratio.low is not None
                                                     and c.rss_ratio.low > 1.0) for c in ok if c.peak_rss):
             smallest.setdefault(least.cell.contender, []).append(where(g))
-    return Standings(wins, unresolved, smallest, [(where(g), g.time_basis) for g in groups if g.time_basis])
+    return Standings(wins, unresolved, smallest, [(where(g), g.time_basis) for g in groups if g.time_basis], too_few)
 
 
 @dataclass

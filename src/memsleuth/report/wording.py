@@ -296,9 +296,14 @@ def compare_answer(s) -> list[str]:
             parts.append(f"{who} at {', '.join(p[0] for p in places)} (others resolved {lo:.2f}-{hi:.2f}x slower"
                          + (f"; not resolved from {', '.join(tied)}" if tied else "") + ")")
         lines.append("Fastest, resolved by paired rounds: " + "; ".join(parts) + ".")
-    if s.unresolved:
-        lines.append(f"No winner resolved at {', '.join(s.unresolved)}: the paired ratios' CIs include no difference "
+    within = [w for w in s.unresolved if w not in s.too_few]
+    if within:
+        lines.append(f"No winner resolved at {', '.join(within)}: the paired ratios' CIs include no difference "
                      "beyond the noise threshold.")
+    for w, (n, cells) in s.too_few.items():
+        lines.append(f"No winner resolved at {w}: {n} paired round{'s' if n != 1 else ''} give no 95% CI "
+                     f"({MIN_SAMPLES_FOR_CI} rounds at least); the medians, not a verdict: "
+                     + ", ".join(f"{c.cell.contender} {metric_text(c)[0]}" for c in cells) + ".")
     if s.smallest:
         lines.append("Smallest peak RSS, resolved: " + "; ".join(f"{who} at {', '.join(places)}"
                                                                   for who, places in s.smallest.items()) + ".")

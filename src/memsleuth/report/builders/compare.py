@@ -132,7 +132,8 @@ def memory_table(groups: list[Group], swept: list[str]) -> Table:
                         [c.cell.contender, kb_ci(c.peak_rss), kb_ci(c.mean_rss), ratio, _tradeoff(c, ok)])
     notes = ["Resident memory of the whole process tree: peak per run (ms-run's samples and ru_maxrss), and its "
              "average over the run's timeline; medians over the runs with their distribution-free 95% CIs. "
-             "'speed vs memory' sets each cell against its group's fastest."]
+             "'speed vs memory' sets each cell against its group's fastest (where the paired rounds resolve no "
+             "fastest, against the lowest median time)."]
     if any(c.peak_rss is not None and c.mean_rss is None for g in groups for c in g.cells):
         notes.append("time-averaged RSS n/a: a run shorter than two of ms-run's 10 ms timeline points has no average "
                      "(its one point is read at exec); none is shown unless every run of the cell has one.")
@@ -149,7 +150,8 @@ def _tradeoff(c, ok) -> str:
     mem = c.rss_vs_fastest
     if mem is None:
         return speed
-    return f"{speed}; {mem:.2f}x the fastest's peak RSS" + (" (smaller)" if mem < 1 else "")
+    whose = "the fastest's" if best.best_resolved else f"{best.cell.contender}'s (the lowest median time)"
+    return f"{speed}; {mem:.2f}x {whose} peak RSS" + (" (smaller)" if mem < 1 else "")
 
 
 def tuning_notes(groups: list[Group], swept: list[str]) -> list[str]:
