@@ -10,6 +10,9 @@ from memsleuth.report.content import Report, Table
 from memsleuth.report.wording import change_text, command_text, evidence_moved, trial_why
 
 WORDS = {gating.IMPROVEMENT: "down", gating.REGRESSION: "up", gating.PASS: "same", gating.UNRESOLVED: "overlap"}
+# peak RSS beside the time: a change within the counts' threshold is not called up or down (a +8.5% read as
+# "up" beside "helps = nothing went up")
+RSS_WORDS = {**WORDS, gating.PASS: "not called"}
 
 
 def _setup(t) -> str:
@@ -38,7 +41,8 @@ def build(run, trials: list[tried.Trial], check_run: int | None, cells=None) -> 
         ev = "; ".join(f"{c.metric} {fmt_value(c.baseline, c.unit)} -> {fmt_value(c.candidate, c.unit)} ({WORDS[c.verdict]})"
                        for c in t.evidence) or "not measured"
         rows.append([t.candidate.name, t.candidate.finding, _setup(t.candidate), change_text(t.time),
-                     change_text(t.peak_rss) if t.peak_rss else "-", ev, t.verdict, trial_why(t)])
+                     f"{change_text(t.peak_rss)} ({RSS_WORDS[t.peak_rss.verdict]})" if t.peak_rss else "-", ev,
+                     t.verdict, trial_why(t)])
         if t.verdict == tried.WORSE:
             failed.add((i, 6))
     table = Table("Tried advice: each candidate against the program as it ran",
