@@ -603,7 +603,7 @@ def _faults_elsewhere(f: findings.Finding, made, where: CallSites) -> str | None
     1 - runtimes.MIN_SHARE of the sampled faults, so the calls' code (a runtime's, installed code)
     does not name the culprit; None where one program makes both, or the samples do not say. A shell
     script ran a C program that maps and frees 32 MiB per step, then a Python one-liner whose 100
-    bytearrays are unmapped at its exit: the 83% of munmap calls from python3 made the finding
+    bytearrays are unmapped at its exit: the 84% of munmap calls from python3 made the finding
     CPython's, advising bytearray reuse, for faults that were the C program's."""
     faults = where.events.get("page-faults")
     if made is None or not f.calls or "page-faults" not in SITE_EVENTS.get(f.id, ()) or faults is None \

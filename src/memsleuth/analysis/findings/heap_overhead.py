@@ -47,7 +47,7 @@ def check(view: CellView) -> list[Finding]:
     if extra < MEMORY_FLOOR_BYTES or extra < MIN_SHARE * anon:
         return []
     arenas, arena = heap_retained.arenas_in(s)
-    live_when = memory.exit_words(h, live) if when == "at exit" else when
+    live_when = heap_retained.exit_words(h, live) if when == "at exit" else when
     evidence = [f"{when}: {mib(anon)} of anonymous resident memory against {mib(live)} of live heap "
                 f"{'' if live_when == when else live_when + ' '}"
                 f"(usable bytes of every live block, heap accounting): {mib(extra)} = {extra / anon:.0%} is not in live "

@@ -35,6 +35,13 @@ def low_stretch(h: Heap, peak: float) -> tuple[float, float] | None:
     return (max(0.0, run - fallen / 1000) if fallen is not None else 0.0), run
 
 
+def exit_words(h: Heap, live: float) -> str:
+    """How the evidence names the moment of `live` (memory.live_before_teardown's): "at exit", or
+    before the teardown's frees, with what the heap held at exit (heap_overhead.py words it too)."""
+    exit_live = float(h.main_live_bytes or 0)
+    return "at exit" if live <= exit_live else f"before the frees of its teardown ({mib(exit_live)} at exit)"
+
+
 def arenas_in(snap: Snapshot) -> tuple[int, float]:
     """glibc's arenas besides the main one in a heap accounting snapshot (the threads' arenas, in
     their 64 MiB-aligned heaps): (count, resident bytes); (-1, 0) when the allocator is not glibc."""
@@ -88,7 +95,7 @@ def check(view: CellView) -> list[Finding]:
     if stretch is not None and stretch[0] < LOW_SHARE * stretch[1]:
         return []
     arenas, arena = arenas_in(at_exit)
-    evidence = [f"live heap {mib(peak)} at its peak, {mib(live)} {memory.exit_words(h, live)}: {mib(freed)} freed "
+    evidence = [f"live heap {mib(peak)} at its peak, {mib(live)} {exit_words(h, live)}: {mib(freed)} freed "
                 f"({freed / peak:.0%}; "
                 f"threshold {MIN_FREED_SHARE:.0%})",
                 f"anonymous resident memory {mib(anon_peak)} {peak_words(h)}, {mib(anon_exit)} at exit "
