@@ -5,12 +5,14 @@ threads created during the window are counted; a service that exits in the windo
 measured; Ctrl-C ends a window without --duration; bad PIDs get one line and exit 2."""
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -278,8 +280,6 @@ def test_sigterm_or_sighup_ends_a_window_and_keeps_it(tmp_path, service, sig, co
     attached = doc["run"]["spec"]["facts"]["attached"]
     assert attached["ended_by"] == "signal" and attached["window_s"] > 1, attached
     assert svc.poll() is None and left_behind(svc.pid) == []
-    import glob
-    import tempfile
     assert glob.glob(os.path.join(tempfile.gettempdir(), f"memsleuth-*-{p.pid}-*")) == []   # its folders, gone
 
 

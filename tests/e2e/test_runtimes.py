@@ -181,10 +181,10 @@ def user_shares(tmp_path, entries: tuple[str, ...], cmd: list[str], env: dict | 
     before and one after): a collector's share of a run moves from one run to the next (V8's over
     0.31-0.35 here, and 0.48 in one CI run beside the other worker's tests), as its heuristics follow
     the run's timing, so a figure is held within 0.75-1.33x of the references' range, not of one run's."""
-    refs = [perf_user_share(tmp_path / "perf-before.data", entries, *cmd, env=env)]
-    doc = check(tmp_path, *(["env", *[f"{k}={v}" for k, v in env.items() if os.environ.get(k) != v]] if env else []),
-                *cmd)
-    refs.append(perf_user_share(tmp_path / "perf-after.data", entries, *cmd, env=env))
+    whole = {**os.environ, **env} if env else None       # `env`: the variables the command runs with besides
+    refs = [perf_user_share(tmp_path / "perf-before.data", entries, *cmd, env=whole)]
+    doc = check(tmp_path, *(["env", *[f"{k}={v}" for k, v in env.items()]] if env else []), *cmd)
+    refs.append(perf_user_share(tmp_path / "perf-after.data", entries, *cmd, env=whole))
     return doc, refs
 
 
@@ -205,7 +205,7 @@ def assert_a_collector_finding(doc: dict, runtime: str, references: list[float])
 
 def test_a_go_service_whose_collector_traces_a_large_live_heap(tmp_path):
     prog = go_build(tmp_path, "gcheap.go")
-    doc, refs = user_shares(tmp_path, GO_GC_ENTRIES, [prog], env={**os.environ, "GOGC": "20"})
+    doc, refs = user_shares(tmp_path, GO_GC_ENTRIES, [prog], env={"GOGC": "20"})
     assert min(refs) > 0.3, refs
     f = assert_a_collector_finding(doc, "the Go runtime", refs)
     assert "GOGC" in f["advice"] and "runtime." in " ".join(f["evidence"])

@@ -174,6 +174,9 @@ def test_a_run_that_never_finished_says_what_its_figures_are_of():
     line = wording.failures_answer([killed], [killed])[0]
     assert line.startswith("TIMEOUT: killed after 1 s: no run finished") and "1.00 s it ran" in line, line
     assert "nothing was measured" not in line
+    # several killed runs: the figures are all of theirs (medians), not the first one's
+    lines = wording.failures_answer([killed, killed, killed], [killed, killed, killed])
+    assert "of what 3 runs counted until each ended" in lines[0], lines
     gone = Sample.from_msrun({"status": "error", "detail": "could not start", "wall_ns": 0, "user_ns": 0, "sys_ns": 0})
     assert "nothing was measured" in wording.failures_answer([gone], [gone])[0]
 

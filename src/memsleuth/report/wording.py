@@ -184,9 +184,12 @@ def failures_answer(failed: list, measured: list) -> list[str]:
     what = failure_label(first) + (f": {first.detail}" if first.detail else "")
     if len(failed) >= len(measured):
         ran = [s for s in failed if (s.user_ns or 0) + (s.sys_ns or 0) > 0 and (s.wall_ns or 0) > 0]
-        if ran:     # counted until it ended: what follows is of that part, never of a whole run
+        if len(ran) == 1:     # counted until it ended: what follows is of that part, never of a whole run
             return [f"{what}: no run finished; the figures below are of the {fmt_seconds(ran[0].wall_ns)} it ran "
                     "until then, not of a whole run (the Failures table below)"]
+        if ran:
+            return [f"{what}: no run finished; the figures below are of what {len(ran)} runs counted until each "
+                    "ended, not of a whole run (the Failures table below)"]
         return [f"{what}: nothing was measured, so nothing can be said of its memory (the Failures table below)"]
     return [f"{what} in {len(failed)} of {len(measured)} runs: the figures below are the other runs'"]
 

@@ -145,7 +145,7 @@ def check(view: CellView) -> list[Finding]:
         kinds = {**{k: v for k, v in kinds.items() if k not in unnamed}, "unknown": sum(unnamed.values())}
     if "munmap" in sc.syscalls and sc.syscalls["munmap"] < KEPT_MAPPED_MUNMAPS:     # counted, and few
         words["file-backed"] = (KINDS["file-backed"][0], *FILE_KEPT_MAPPED)
-    rt = user_time.runtime_running(view.cpu_stacks)
+    rt = user_time.runtime_running(view.cpu_stacks) if kinds.get("copy-on-write") else None
     if rt is not None and rt.after_fork:    # the runtime's own writes to what the child shares, where it runs
         title, mechanism, advice = words["copy-on-write"]
         words["copy-on-write"] = (title, mechanism, f"{advice}; {rt.after_fork}")

@@ -68,9 +68,8 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
                       "ms_region_begin/ms_region_end)")
     if a.view.samples:
         p = a.view.process
-        tables.append(Table("Whole process" + ("" if len(measured) <= 1 else f" (median of {len(measured)} runs)"),
-                            ["wall", "user", "sys", "minor faults", "major faults",
-                                                        "peak RSS", *CHECK_SYSCALLS],
+        title = "Whole process" + ("" if len(measured) <= 1 else f" (median of {len(measured)} runs)")
+        tables.append(Table(title, ["wall", "user", "sys", "minor faults", "major faults", "peak RSS", *CHECK_SYSCALLS],
                             [[fmt_seconds(p.wall_ns), fmt_seconds(p.user_ns), fmt_seconds(p.sys_ns), fmt_count(p.minflt),
                               fmt_count(p.majflt), fmt_bytes((a.view.maxrss_kb or 0) * 1024),
                               *[fmt_count(p.syscalls.get(s)) if s in p.syscalls else "n/a" for s in CHECK_SYSCALLS]]],
