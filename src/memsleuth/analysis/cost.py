@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from memsleuth.records import cpu_profile
 from memsleuth.records.cpu_stacks import OWN
+from memsleuth.records.model import Counts
 from memsleuth.records.syscall_args import SyscallArgs
 from memsleuth.events import SYSCALLS
 from memsleuth.events import MATERIAL_SHARE, MIN_COST_NS  # noqa: F401 (the rules read them here)
@@ -54,6 +55,13 @@ ADVICE_FAMILY = {4: "purge", 8: "purge", 9: "purge", 24: "purge",
                  14: "huge pages", 15: "huge pages", 25: "huge pages",
                  0: "hint", 1: "hint", 2: "hint", 10: "hint", 11: "hint", 16: "hint", 17: "hint", 18: "hint",
                  19: "hint"}
+
+
+def advice_family(advice: int) -> str:
+    """The family of a madvise advice value ("other" for one ADVICE_FAMILY does not know)."""
+    return ADVICE_FAMILY.get(advice, "other")
+
+
 # The families whose calls give pages back (their bytes are released pages in the split).
 RELEASING = ("purge", "reclaim")
 
@@ -70,7 +78,7 @@ def released_in(syscall_args: SyscallArgs) -> float | None:
         total += (args.total(key) or 0.0) if args else 0.0
     madvise = syscall_args.of("madvise")
     for advice, (_, nbytes) in madvise.by_advice.items() if madvise else ():
-        if ADVICE_FAMILY.get(advice, "other") in RELEASING:
+        if advice_family(advice) in RELEASING:
             total += nbytes
     return total
 
@@ -118,7 +126,7 @@ class Split:
     wall_ns: float
     cpu_ns: float
     sys_ns: float
-    parts: dict[str, float] = field(default_factory=dict)   # "page-faults", "brk", "munmap", ...
+    parts: Counts = field(default_factory=Counts)   # "page-faults", "brk", "munmap", ...
     scale: float = 1.0                                        # <= 1: estimates scaled down to sys_ns
     units: UnitCosts = DEFAULT
     upper_bound: bool = False   # the sizes were not recorded: page-releasing calls got the unexplained rest
@@ -126,10 +134,10 @@ class Split:
     samples_behind: dict[str, float] = field(default_factory=dict)   # per part, the samples it rests on
     # `sampled`: the kernel time of every class of the profile (the parts' and the rest's alike: clone,
     # exec, exit, other kernel work), the same shares of the same kernel time
-    class_ns: dict[str, float] = field(default_factory=dict)
+    class_ns: Counts = field(default_factory=Counts)
 
     def cost(self, *kinds: str) -> float:
-        return sum(self.parts.get(k, 0.0) for k in kinds)
+        return sum(self.parts[k] for k in kinds)
 
     def share(self, ns: float) -> float:
         """A cost as a share of the scope's CPU time (wall time for a scope with no CPU time)."""
@@ -201,12 +209,12 @@ def sampled_part(split: Split, classes, extra: int = 0) -> SampledPart:
     p = split.profile
     if p is None:
         return SampledPart(0, 0.0, 0.0, sampled_headline(0.0, 0.0, (0.0, 0.0)))
-    k = sum(p.counts.get(c, 0) for c in classes)
-    ns = sum(split.class_ns.get(c, 0.0) for c in classes)
-    exits = p.counts.get(cpu_profile.EXIT, 0)
+    k = sum(p.counts[c] for c in classes)
+    ns = sum(split.class_ns[c] for c in classes)
+    exits = p.counts[cpu_profile.EXIT]
     if extra and exits:
         k += extra
-        ns += split.class_ns.get(cpu_profile.EXIT, 0.0) * extra / exits
+        ns += split.class_ns[cpu_profile.EXIT] * extra / exits
     share = split.share(ns)
     lo, hi = cpu_profile.poisson(k) if k else (0.0, 0.0)
     interval = (share * lo / k, min(1.0, share * hi / k)) if k else (0.0, 0.0)
@@ -308,10 +316,10 @@ def split(sc, units: UnitCosts | None, released_bytes: dict[str, float] | None =
         for k, v in sized.items():
             parts[k] = v + rest * v / base
         upper = True
-    return Split(sc.wall_ns, sc.user_ns + sc.sys_ns, sc.sys_ns, parts, scale, u, upper)
+    return Split(sc.wall_ns, sc.user_ns + sc.sys_ns, sc.sys_ns, Counts(parts), scale, u, upper)
 
 
-def sampled(sc, profile: cpu_profile.Profile, explained: dict[str, float], units: UnitCosts | None = None) -> Split:
+def sampled(sc, profile: cpu_profile.Profile, explained: Counts, units: UnitCosts | None = None) -> Split:
     """The scope's kernel time split by the explaining run's samples, in two steps.
 
     What each kind of kernel entry would have taken in the scope: its sampled time (samples x
@@ -327,13 +335,13 @@ def sampled(sc, profile: cpu_profile.Profile, explained: dict[str, float], units
     cpu = (sc.user_ns or 0.0) + (sc.sys_ns or 0.0)
     period = float(profile.period_ns)
     measured = {"page-faults": float(sc.minflt or 0.0), **{k: float(v) for k, v in sc.syscalls.items()}}
-    wall_ratio = sc.wall_ns / explained["wall_ns"] if explained.get("wall_ns") else 1.0
+    wall_ratio = sc.wall_ns / explained["wall_ns"] if explained["wall_ns"] else 1.0
     parts, behind, rest, by_class = {}, {}, 0.0, {}
     for cls, k in profile.counts.items():
         if cls in (cpu_profile.USER, cpu_profile.TRACING):   # the explaining run's own tracing: not the program's
             continue
         name = "page-faults" if cls == cpu_profile.FAULT else cls
-        if explained.get(name) and name in measured:
+        if explained[name] and name in measured:
             t = k * period / explained[name] * measured[name]
         elif cls == cpu_profile.OTHER:
             t = k * period * wall_ratio
@@ -347,8 +355,8 @@ def sampled(sc, profile: cpu_profile.Profile, explained: dict[str, float], units
     estimated = sum(parts.values()) + rest
     kernel = min(sc.sys_ns or 0.0, cpu) if sc.sys_ns else min(estimated, cpu)
     f = kernel / estimated if estimated > 0 else 1.0
-    return Split(sc.wall_ns, cpu, kernel, {k: v * f for k, v in parts.items()}, 1.0, units or DEFAULT, False,
-                 profile, behind, {k: v * f for k, v in by_class.items()})
+    return Split(sc.wall_ns, cpu, kernel, Counts({k: v * f for k, v in parts.items()}), 1.0, units or DEFAULT, False,
+                 profile, behind, Counts({k: v * f for k, v in by_class.items()}))
 
 
 def confidence_from_share(share: float, confirmed: bool = True) -> str:

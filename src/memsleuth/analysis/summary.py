@@ -16,7 +16,7 @@ from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALL_COLUMNS, SYSCA
 from memsleuth.records.evidence import Sample, higher_is_better, metric_kind
 from memsleuth.analysis import tries
 from memsleuth.analysis.cost import UnitCosts
-from memsleuth.records.model import cell_label
+from memsleuth.records.model import Readings, cell_label
 from memsleuth.records.sites import CallSites
 from memsleuth.records.stored import StoredCell, StoredRun
 
@@ -45,10 +45,13 @@ class MedianEvidence:
     minflt: float | None = None
     majflt: float | None = None
     maxrss_kb: float | None = None
-    syscalls: dict[str, float] = field(default_factory=dict)
+    syscalls: Readings = field(default_factory=Readings)   # the counted calls; None: not counted
     hardware: dict[str, float | None] = field(default_factory=dict)
     context_switches: float | None = None
     unsupported: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.syscalls = Readings(self.syscalls)
 
     def to_dict(self) -> dict:
         return {"scope": self.scope, "user_s": self.user_s, "sys_s": self.sys_s, "sys_share": self.sys_share,
@@ -211,8 +214,8 @@ def _evidence(samples: list[Sample]) -> MedianEvidence:
     sc = view.scope
     return MedianEvidence(scope="region main" if view.main else "process", user_s=sc.user_ns / 1e9, sys_s=sc.sys_ns / 1e9,
                     sys_share=sc.sys_share, minflt=sc.minflt, majflt=sc.majflt, maxrss_kb=view.maxrss_kb,
-                    syscalls={k: sc.syscalls[k] for k in SYSCALLS if k in sc.syscalls},
-                    hardware={h: sc.counters.get(h) for h in HARDWARE_EVENTS},
+                    syscalls=Readings({k: sc.syscalls[k] for k in SYSCALLS if k in sc.syscalls}),
+                    hardware={h: sc.counters[h] for h in HARDWARE_EVENTS},
                     context_switches=sc.context_switches, unsupported=view.unsupported)
 
 
@@ -366,7 +369,7 @@ def _measures(c: CellSummary) -> dict[str, tuple[float | None, float]]:
            "minor faults": (e.minflt, STANDOUT_MIN_EVENTS), "major faults": (e.majflt, STANDOUT_MIN_EVENTS),
            "peak RSS": (e.maxrss_kb / 1024 if e.maxrss_kb is not None else None, STANDOUT_MIN_RSS_MIB)}
     for name in SYSCALL_COLUMNS:
-        out[name] = (e.syscalls.get(name), STANDOUT_MIN_EVENTS)
+        out[name] = (e.syscalls[name], STANDOUT_MIN_EVENTS)
     return out
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+from collections import defaultdict
 from dataclasses import dataclass, field, fields
 from statistics import median
 
@@ -10,6 +11,7 @@ from typing import Callable
 from memsleuth.records import cpu_profile
 from memsleuth.records.cpu_stacks import CpuStacks
 from memsleuth.records.evidence import CounterReadings, Region, Sample, median_by_wall
+from memsleuth.records.model import Counts, Readings
 from memsleuth.records.syscall_args import RELEASES, FaultSamples
 from memsleuth.analysis import cost as cost_mod, phase as phase_mod
 from memsleuth.units import PAGE_BYTES
@@ -31,8 +33,8 @@ class Scope(CounterReadings):
     wall_ns: float
     user_ns: float
     sys_ns: float
-    counters: dict[str, float]   # medians of every perf counter measured in all the runs
-    syscalls: dict[str, float]
+    counters: Readings           # medians of every perf counter measured in all the runs
+    syscalls: Counts
     rss_growth_kb: float | None = None
     brk_delta_bytes: float | None = None
 
@@ -184,7 +186,7 @@ class CellView:
             return None
         if sc.name == "process":
             return 1.0
-        return min(1.0, sc.syscalls.get(syscall, 0) / calls) if calls else 0.0
+        return min(1.0, sc.syscalls[syscall] / calls) if calls else 0.0
 
     def args_source(self, syscall: str) -> str:
         """How the calls' arguments were read, for the evidence's wording: 'the calls' arguments,
@@ -196,7 +198,7 @@ class CellView:
         # runs' (a runtime's background work paced by time, a program whose calls follow its timing), the
         # words' numbers and the cost's are of different runs, and the evidence says so.
         sc = self.process
-        recorded, measured = self.args(syscall, "calls"), sc.syscalls.get(syscall) if sc else None
+        recorded, measured = self.args(syscall, "calls"), sc.syscalls[syscall] if sc else None
         if recorded and measured and not 1 / ARGS_RUNS_APART <= recorded / measured <= ARGS_RUNS_APART:
             runs = "the measured run" if len(self.samples) == 1 else "the measured runs (median)"
             text += f"; the explaining run made {recorded:,.0f} of these calls, {runs} {measured:,.0f}"
@@ -250,14 +252,14 @@ class CellView:
         return phase_mod.in_window(found) if self.window else found
 
     @property
-    def explained_counts(self) -> dict[str, float]:
+    def explained_counts(self) -> Counts:
         """The explaining run's own counts of what its samples are classified by: its page faults
         (minor) and each syscall, so that sampled time per event can be read."""
         s = self._profiled_run
         if s is None:
-            return {}
-        return {"page-faults": float(s.counters.get("page-faults-minor") or s.minflt or 0),
-                **{k: float(v) for k, v in s.syscalls.items()}, "wall_ns": float(s.wall_ns)}
+            return Counts()
+        return Counts({"page-faults": float(s.counters["page-faults-minor"] or s.minflt or 0),
+                       **{k: float(v) for k, v in s.syscalls.items()}, "wall_ns": float(s.wall_ns)})
 
     def sampled_for(self, sc: Scope) -> cpu_profile.Profile | None:
         """The profile when it can cost this scope: usable, and the scope is the whole process (the
@@ -281,7 +283,7 @@ class CellView:
             return cost_mod.sampled(sc, p, self.explained_counts, self.units)
         populated = sum(b for fam, (_, b) in self.advice_families().items() if fam == "prefault") \
             * self.args_cover(sc, "madvise") if self.describes(sc, "madvise") else 0.0
-        sized = [k for k in cost_mod.SIZED_CALLS if sc.syscalls.get(k)]
+        sized = [k for k in cost_mod.SIZED_CALLS if sc.syscalls[k]]
         known = not upper_bound or (bool(sized) and all(self.describes(sc, k) for k in sized)) or \
             (sc.name == "process" and any(s.syscall_args for s in self.explain + self.samples))
         return cost_mod.split(sc, self.units, self.released_bytes(sc), populated, sizes_known=known)
@@ -291,12 +293,11 @@ class CellView:
         arguments of the explaining run (empty where they were not recorded)."""
         s = self.explain_sample
         madvise = s.syscall_args.of("madvise") if s else None
-        out: dict[str, tuple[float, float]] = {}
+        out: dict[str, tuple[float, float]] = defaultdict(lambda: (0.0, 0.0))
         for k, (calls, nbytes) in madvise.by_advice.items() if madvise else ():
-            fam = cost_mod.ADVICE_FAMILY.get(k, "other")
-            c0, b0 = out.get(fam, (0.0, 0.0))
-            out[fam] = (c0 + calls, b0 + nbytes)
-        return out
+            fam = cost_mod.advice_family(k)
+            out[fam] = (out[fam][0] + calls, out[fam][1] + nbytes)
+        return dict(out)
 
     @functools.cached_property
     def fault_trace(self) -> FaultTrace | None:
@@ -322,7 +323,7 @@ class CellView:
         p = self.sampled_for(sc)
         return t.causes(p.fault_release if p is not None else None)
 
-    def fault_kind_shares(self) -> dict[str, float] | None:
+    def fault_kind_shares(self) -> Counts | None:
         """The explaining run's sampled page faults by what the kernel chain shows they did
         (records/cpu_profile.FAULT_KINDS), as shares of those whose chain shows it; None where fewer
         than MIN_KIND_SAMPLES show it (or nothing was sampled)."""
@@ -331,21 +332,21 @@ class CellView:
             return None
         seen = {k: v for k, v in p.fault_kinds.items() if k != cpu_profile.UNRESOLVED_FAULT}
         total = sum(seen.values())
-        return {k: v / total for k, v in seen.items()} if total >= MIN_KIND_SAMPLES else None
+        return Counts({k: v / total for k, v in seen.items()}) if total >= MIN_KIND_SAMPLES else None
 
     def zero_fill_share(self) -> float:
         """The share of the page faults that zero-filled fresh anonymous memory, small pages or huge
         (first touches, re-faults of memory given back, the zero page): the only faults the
         first-touch and churn rules may claim. 1 where the samples do not say."""
         kinds = self.fault_kind_shares()
-        return 1.0 if kinds is None else sum(kinds.get(k, 0.0) for k in ZERO_FILL)
+        return 1.0 if kinds is None else sum(kinds[k] for k in ZERO_FILL)
 
     def huge_fill_share(self) -> float:
         """Of the zero-fill faults, the share that zeroed a whole huge page (transparent huge pages);
         0 where the samples do not say."""
-        kinds = self.fault_kind_shares() or {}
-        fill = sum(kinds.get(k, 0.0) for k in ZERO_FILL)
-        return kinds.get(HUGE_FILL, 0.0) / fill if fill else 0.0
+        kinds = self.fault_kind_shares() or Counts()
+        fill = sum(kinds[k] for k in ZERO_FILL)
+        return kinds[HUGE_FILL] / fill if fill else 0.0
 
     def refault_cost(self, sc: Scope, split: cost_mod.Split, released_by: str,
                      bound_pages: float) -> tuple[float, str | None]:
@@ -356,7 +357,7 @@ class CellView:
         t = self.traced_for(sc)
         if t is not None:
             causes, how = self.fault_causes(sc)
-            share = causes.get(released_by, 0.0)
+            share = causes[released_by]
             every = f", one fault in {t.every:,}" if t.every > 1 else ""
             what = ("of the page faults' sampled time" if how == "time" else f"of {t.records():,.0f} sampled page faults")
             return split.cost("page-faults") * min(share, self.zero_fill_share()), (
@@ -372,7 +373,7 @@ class CellView:
         the fault trace's "none"), so mremap-churn and first-touch never claim the same faults
         (first-touch claims the rest). 0 below mremap-churn's floor."""
         from memsleuth.events import MECHANISM_FLOORS
-        calls = sc.syscalls.get("mremap", 0)
+        calls = sc.syscalls["mremap"]
         faults_ns = split.cost("page-faults")
         if calls < MECHANISM_FLOORS["mremap"] or not faults_ns or not sc.minflt:
             return 0.0
@@ -414,7 +415,7 @@ class CellView:
         counters = [{"page-faults-minor": s.minflt, "page-faults-major": s.majflt, **_counted(s.counters)}
                     for s in self.samples]
         return Scope("process", None, _med(s.wall_ns for s in self.samples), _med(s.user_ns for s in self.samples),
-                     _med(s.sys_ns for s in self.samples), _med_dict(counters),
+                     _med(s.sys_ns for s in self.samples), _med_dict(counters, Readings),
                      _med_dict([s.syscalls for s in self.samples]))
 
     @property
@@ -468,7 +469,7 @@ class CellView:
                 brk_shrink_per_step=self.step(name, lambda r: max(0, -(r.brk_delta_bytes or 0))) or 0.0,
                 shrinking_steps=self.step_count(name, lambda r: (r.brk_delta_bytes or 0) < 0) or 0,
                 wall_ns_per_step=self.step(name, lambda r: r.wall_ns) or 0.0,
-                syscalls_per_step=_med_dict([{k: _med(r.syscalls.get(k, 0) for r in rs) for k in rs[0].syscalls}
+                syscalls_per_step=_med_dict([{k: _med(r.syscalls[k] for r in rs) for k in rs[0].syscalls}
                                              for rs in per_run]),
             ))
         return out
@@ -572,10 +573,10 @@ class CellView:
         p = self.profile
         if p is None:
             return []
-        faults = {name: by.get(cpu_profile.FAULT, 0) for name, by in p.by_executable.items()}
+        faults = {name: by[cpu_profile.FAULT] for name, by in p.by_executable.items()}
         total = sum(faults.values())
-        procs = {e[0]: e[2] for e in p.executables}
-        return sorted(((name, procs.get(name, 1), n / total) for name, n in faults.items() if n),
+        procs = defaultdict(lambda: 1, {e[0]: e[2] for e in p.executables})
+        return sorted(((name, procs[name], n / total) for name, n in faults.items() if n),
                       key=lambda t: -t[2]) if total else []
 
     @property
@@ -588,7 +589,7 @@ def _scope(name: str, regions: list[Region]) -> Scope:
     ops = [r.ops for r in regions]
     return Scope(name, _med(ops) if any(ops) else None, _med(r.wall_ns for r in regions),
                  _med(r.user_ns for r in regions), _med(r.sys_ns for r in regions),
-                 _med_dict([_counted(r.counters) for r in regions]),
+                 _med_dict([_counted(r.counters) for r in regions], Readings),
                  _med_dict([r.syscalls for r in regions]),
                  rss_growth_kb=_med_opt(r.rss_growth_kb for r in regions),
                  brk_delta_bytes=_med_opt(r.brk_delta_bytes for r in regions))
@@ -609,6 +610,8 @@ def _counted(counters: dict) -> dict[str, float]:
     return {k: v for k, v in counters.items() if v is not None}
 
 
-def _med_dict(dicts: list[dict]) -> dict[str, float]:
+def _med_dict(dicts: list[dict], kind: type[Counts] | type[Readings] = Counts) -> Counts | Readings:
+    """The median of each name that every dict has (a counter that did not open in one run is no
+    median of the others)."""
     keys = {k for d in dicts for k in d}
-    return {k: _med(d.get(k, 0) for d in dicts) for k in keys if all(k in d for d in dicts)}
+    return kind({k: _med(d[k] for d in dicts) for k in keys if all(k in d for d in dicts)})

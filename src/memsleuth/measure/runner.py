@@ -130,7 +130,7 @@ def needs_call_sites(samples: list) -> bool:
     if not ok:
         return False
     mid = sorted(ok, key=lambda s: s.wall_ns)[len(ok) // 2]
-    return needs_arguments(samples) or mid.minflt >= FAULT_FLOOR or mid.syscalls.get("futex", 0) >= FUTEX_FLOOR
+    return needs_arguments(samples) or mid.minflt >= FAULT_FLOOR or mid.syscalls["futex"] >= FUTEX_FLOOR
 
 
 def needs_cpu_profile(samples: list) -> bool:
@@ -168,7 +168,7 @@ def needs_arguments(samples: list) -> bool:
     ok = [s for s in samples if s.ok]
     if not ok:
         return False
-    return any(sorted(s.syscalls.get(name, 0) for s in ok)[len(ok) // 2] >= floor
+    return any(sorted(s.syscalls[name] for s in ok)[len(ok) // 2] >= floor
                for name, floor in MECHANISM_FLOORS.items())
 
 
@@ -182,7 +182,7 @@ def needs_heap(samples: list) -> bool:
 def site_counts(ok: list) -> dict[str, float]:
     """The measured runs' median count of each event whose call sites are looked for."""
     from statistics import median
-    counts = {"page-faults": median(s.counters.get("page-faults-minor") or s.minflt for s in ok)}
+    counts = {"page-faults": median(s.counters["page-faults-minor"] or s.minflt for s in ok)}
     for name in where.EVENTS:
         if name != "page-faults" and all(name in s.syscalls for s in ok):
             counts[name] = median(s.syscalls[name] for s in ok)

@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from memsleuth.records import documents
+from memsleuth.records.model import Counts
 
 USER = "user"
 FAULT = "page-faults"
@@ -252,18 +253,18 @@ class Profile:
     """A run's sampled CPU time by class (counts of samples), as `classify` names them."""
     period_ns: int
     samples: int
-    counts: dict[str, int]
-    fault_kinds: dict[str, int] = field(default_factory=dict)
+    counts: Counts
+    fault_kinds: Counts = field(default_factory=Counts)
     other_top: tuple[tuple[str, int], ...] = ()          # OTHER samples by innermost function
     executables: tuple[tuple[str, int, int], ...] = ()   # (name, samples, processes)
     # Per preloaded library (as the kernel named its mapping): (executable, its samples, processes
     # that exec'd it, of those the ones whose image mapped the library), for every executable exec'd.
     preloads: dict[str, tuple[tuple[str, int, int, int], ...]] = field(default_factory=dict)
-    by_executable: dict[str, dict[str, int]] = field(default_factory=dict)
-    fault_release: dict[str, int] = field(default_factory=dict)   # FAULT samples by RELEASES
+    by_executable: dict[str, Counts] = field(default_factory=dict)
+    fault_release: Counts = field(default_factory=Counts)   # FAULT samples by RELEASES
     # Samples of SPAWN and EXIT whose chain shows the address space copied ("copy": MM_COPY) or torn
     # down (MM_TEARDOWN: "teardown in exec", "teardown in exit", "teardown in fork").
-    address_space: dict[str, int] = field(default_factory=dict)
+    address_space: Counts = field(default_factory=Counts)
     lost: int = 0
     why: str = ""
     # When the samples were taken: per key (`when_key`), its samples in buckets of `when_bucket_ns`
@@ -273,12 +274,17 @@ class Profile:
     when_bucket_ns: int = 0
     when_span_ns: int = 0
 
+    def __post_init__(self) -> None:
+        for name in ("counts", "fault_kinds", "fault_release", "address_space"):   # a name not sampled reads 0
+            object.__setattr__(self, name, Counts(getattr(self, name)))
+        object.__setattr__(self, "by_executable", {k: Counts(v) for k, v in self.by_executable.items()})
+
     @property
     def kernel_samples(self) -> int:
-        return self.samples - self.counts.get(USER, 0)
+        return self.samples - self.counts[USER]
 
     def share(self, *classes: str) -> float:
-        return sum(self.counts.get(c, 0) for c in classes) / self.samples if self.samples else 0.0
+        return sum(self.counts[c] for c in classes) / self.samples if self.samples else 0.0
 
     def interval(self, share: float) -> tuple[float, float]:
         """The 95% interval of a share of these samples (a class or a sum of classes)."""
@@ -308,7 +314,7 @@ def _share_out_common_paths(kinds: Counter, when: dict[str, list[int]]) -> None:
         times = when.pop(when_key(FAULT, path), None)
         if not common:
             continue
-        a, b = kinds.get(first, 0), kinds.get(second, 0)
+        a, b = kinds[first], kinds[second]
         to_second = round(common * b / (a + b)) if a + b else 0
         if to_second:
             kinds[second] += to_second
@@ -330,7 +336,7 @@ def _share_out_entries(by_exe: dict[str, Counter], when: dict[str, list[int]]) -
     total: Counter = Counter()
     got: Counter = Counter()
     for by in by_exe.values():
-        entries = by.get(UNNAMED_SYSCALL, 0)
+        entries = by[UNNAMED_SYSCALL]
         calls = {k: v for k, v in by.items() if k not in _NOT_CALLS and v > 0}
         named = sum(calls.values())
         if entries and named:
@@ -345,7 +351,7 @@ def _share_out_entries(by_exe: dict[str, Counter], when: dict[str, list[int]]) -
         total.update(by)
     times = when.pop(UNNAMED_SYSCALL, None)
     if times and got:
-        if total.get(UNNAMED_SYSCALL):
+        if total[UNNAMED_SYSCALL]:
             got[UNNAMED_SYSCALL] = total[UNNAMED_SYSCALL]
         for k, row in _apportion(times, got).items():
             documents.add_buckets(when.setdefault(k, []), [x for i, n in enumerate(row) for x in (i, n)])
@@ -380,6 +386,9 @@ def when_key(cls: str, detail: str | None = None, release: str | None = None) ->
 # Below this many samples a share's interval is wider than ±10 points at 50%: no cost is read
 # from so few (the estimate from counts stands, labelled as such).
 MIN_SAMPLES = 100
+# The fields `read` takes from ms-run's cpu_profile document, with their values where it lacks them.
+PROFILE_DEFAULTS = {"frames": [], "executables": [], "preload": [], "stacks": [], "samples": 0, "cut_stacks": 0,
+                    "why": "", "period_ns": 0, "when_bucket_ns": 0, "when_span_ns": 0, "lost_records": 0}
 
 
 def read(doc: dict | None) -> Profile | None:
@@ -387,11 +396,12 @@ def read(doc: dict | None) -> Profile | None:
     it is not what ms-run writes."""
     if not isinstance(doc, dict):
         return None
+    doc = documents.with_defaults(doc, PROFILE_DEFAULTS)
     try:
-        frames = [str(f) for f in doc.get("frames") or []]
-        raw_exes = doc.get("executables") or []
+        frames = [str(f) for f in doc["frames"]]
+        raw_exes = doc["executables"]
         exes = [(str(e[0]), int(e[1]), int(e[2])) for e in raw_exes]
-        paths = [str(p) for p in doc.get("preload") or []]
+        paths = [str(p) for p in doc["preload"]]
         preloads = {path: tuple((str(e[0]), int(e[1]), int(e[3]), int(e[4][i])) for e in raw_exes
                                 if len(e) > 4 and int(e[3]) > 0)
                     for i, path in enumerate(paths)}
@@ -406,7 +416,7 @@ def read(doc: dict | None) -> Profile | None:
         def at(key: str, pairs) -> None:
             documents.add_buckets(when.setdefault(key, []), pairs)
 
-        for exe, n, _elided, idx, *rest in doc.get("stacks") or []:
+        for exe, n, _elided, idx, *rest in doc["stacks"]:
             n = int(n)
             names = [frames[int(i)] for i in idx]
             cls, detail = classify(names)
@@ -432,21 +442,20 @@ def read(doc: dict | None) -> Profile | None:
             by_exe.setdefault(name, Counter())[cls] += n
         _share_out_common_paths(kinds, when)
         counts = _share_out_entries(by_exe, when)
-        total = int(doc.get("samples") or 0)
-        cut = int(doc.get("cut_stacks") or 0)
+        total = int(doc["samples"])
+        cut = int(doc["cut_stacks"])
         if cut:
             counts[OTHER] += cut        # stacks beyond ms-run's table: counted, not classified
             other["(stacks not kept)"] += cut
-        why = str(doc.get("why") or "")
+        why = str(doc["why"])
         if not why and frames and all(f.startswith("0x") for f in frames):
             why = "kernel frames unnamed"
-        return Profile(period_ns=int(doc.get("period_ns") or 0), samples=total, counts=dict(counts),
-                       fault_kinds=dict(kinds), other_top=tuple(other.most_common(8)), executables=tuple(exes),
-                       preloads=preloads, by_executable={k: dict(v) for k, v in by_exe.items()},
-                       fault_release=dict(release), address_space=dict(space),
+        return Profile(period_ns=int(doc["period_ns"]), samples=total, counts=counts,
+                       fault_kinds=kinds, other_top=tuple(other.most_common(8)), executables=tuple(exes),
+                       preloads=preloads, by_executable=by_exe, fault_release=release, address_space=space,
                        when={k: tuple(v) for k, v in when.items() if any(v)},
-                       when_bucket_ns=int(doc.get("when_bucket_ns") or 0), when_span_ns=int(doc.get("when_span_ns") or 0),
-                       lost=int(doc.get("lost_records") or 0), why=why)
+                       when_bucket_ns=int(doc["when_bucket_ns"]), when_span_ns=int(doc["when_span_ns"]),
+                       lost=int(doc["lost_records"]), why=why)
     except (TypeError, ValueError, IndexError, KeyError):
         return None
 

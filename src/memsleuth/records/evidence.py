@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from memsleuth.records.cpu_stacks import CpuStacks
 from memsleuth.records.documents import with_defaults
 from memsleuth.records.heap import Heap
+from memsleuth.records.model import Counts, Readings
 from memsleuth.records.syscall_args import SyscallArgs
 
 
@@ -31,19 +32,19 @@ SAMPLE_DEFAULTS = {"status": "error", "detail": None, "exit_code": None, "signal
 
 class CounterReadings:
     """Named access to a `counters` dict of perf readings (a region's, or medians of several)."""
-    counters: dict[str, float | None]
+    counters: Readings
 
     @property
     def minflt(self) -> float | None:
-        return self.counters.get("page-faults-minor")
+        return self.counters["page-faults-minor"]
 
     @property
     def majflt(self) -> float | None:
-        return self.counters.get("page-faults-major")
+        return self.counters["page-faults-major"]
 
     @property
     def context_switches(self) -> float | None:
-        return self.counters.get("context-switches")
+        return self.counters["context-switches"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,8 @@ class Region(CounterReadings):
     wall_ns: int
     user_ns: int
     sys_ns: int
-    counters: dict[str, float | None]
-    syscalls: dict[str, int]
+    counters: Readings
+    syscalls: Counts
     brk_delta_bytes: int | None = None   # how far the program break moved during the region
     rss_start_kb: int | None = None
     rss_end_kb: int | None = None
@@ -63,15 +64,15 @@ class Region(CounterReadings):
     @classmethod
     def from_line(cls, d: dict) -> "Region":
         d = with_defaults(d, REGION_DEFAULTS)
-        counters = dict(d["counters"])
+        counters = Readings(d["counters"])
         # Where perf cannot count faults (perf_event_paranoid, no root), the probe's getrusage
         # still does: the same faults of the whole process, read at the region's borders.
         for event, key in (("page-faults-minor", "rusage_minflt"), ("page-faults-major", "rusage_majflt")):
-            if counters.get(event) is None and d[key] is not None:
+            if counters[event] is None and d[key] is not None:
                 counters[event] = float(d[key])
         return cls(name=str(d["name"]), depth=int(d["depth"]), ops=int(d["ops"]), wall_ns=int(d["wall_ns"]),
                    user_ns=int(d["user_ns"]), sys_ns=int(d["sys_ns"]), counters=counters,
-                   syscalls={k: int(v) for k, v in d["syscalls"].items()},
+                   syscalls=Counts({k: int(v) for k, v in d["syscalls"].items()}),
                    brk_delta_bytes=d["brk_delta_bytes"], rss_start_kb=d["rss_start_kb"], rss_end_kb=d["rss_end_kb"])
 
     @property
@@ -175,8 +176,8 @@ class Sample:
     nvcsw: int
     nivcsw: int
     maxrss_kb: int
-    counters: dict[str, float | None]
-    syscalls: dict[str, int]
+    counters: Readings
+    syscalls: Counts
     unsupported: dict[str, str]
     regions: tuple[Region, ...]
     malloc_object: str | None
@@ -218,7 +219,7 @@ class Sample:
             status=d["status"], detail=d["detail"], exit_code=d["exit_code"], signal=d["signal"],
             signal_name=d["signal_name"], wall_ns=int(d["wall_ns"]), user_ns=int(d["user_ns"]), sys_ns=int(d["sys_ns"]),
             minflt=int(d["minflt"]), majflt=int(d["majflt"]), nvcsw=int(d["nvcsw"]), nivcsw=int(d["nivcsw"]),
-            maxrss_kb=peak_kb, counters=dict(d["counters"]), syscalls={k: int(v) for k, v in d["syscalls"].items()},
+            maxrss_kb=peak_kb, counters=Readings(d["counters"]), syscalls=Counts({k: int(v) for k, v in d["syscalls"].items()}),
             unsupported=dict(d["unsupported"]), regions=regions, malloc_object=d["malloc_object"], rss_kb=rss,
             stdout_tail=d["stdout_tail"], stderr_tail=d["stderr_tail"],
             leftover_processes=tuple(p for p in d["leftover_processes"] if isinstance(p, dict)),

@@ -8,6 +8,22 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 
+class Counts(dict):
+    """Counts by name (calls of each syscall, samples of each kernel path): a name never counted
+    reads 0. `name in counts` still tells whether it was counted at all."""
+
+    def __missing__(self, key) -> int:
+        return 0
+
+
+class Readings(dict):
+    """Readings by name (perf counters): a reading not taken (an event that did not open or was
+    never scheduled) reads None."""
+
+    def __missing__(self, key) -> None:
+        return None
+
+
 class Record:
     """to_dict/from_dict for a dataclass; nested records and lists of them are declared in NESTED."""
     NESTED: dict[str, type] = {}

@@ -53,7 +53,7 @@ def text(run: StoredRun) -> str:
                    s.wall_ns, s.user_ns, s.sys_ns, s.minflt, s.majflt, s.maxrss_kb,
                    main.ops if main else "", main.wall_ns if main else "", _num(s.ops_per_s)]
             row += [s.syscalls.get(n, "") for n in SYSCALLS]
-            row += [_num(s.counters.get(n)) for n in SOFTWARE]
-            row += [_num(s.counters.get(n)) for n in HARDWARE]
+            row += [_num(s.counters[n]) for n in SOFTWARE]
+            row += [_num(s.counters[n]) for n in HARDWARE]
             w.writerow([cell_text(v) for v in row])
     return out.getvalue()

@@ -15,6 +15,7 @@ from memsleuth.analysis.cost import confidence_from_share
 from memsleuth.analysis.findings.base import Finding
 from memsleuth.analysis.view import CellView
 from memsleuth.records.cpu_profile import FAULT, UNNAMED_FAULT, when_key
+from memsleuth.records.model import Counts
 
 # Per kind: the title's words, the mechanism, and what to change.
 KINDS: dict[str, tuple[str, str, str]] = {
@@ -142,15 +143,15 @@ def check(view: CellView) -> list[Finding]:
         handlers = ", ".join(f"{k[len(UNNAMED_FAULT):]} {v:.0%}"
                              for k, v in sorted(unnamed.items(), key=lambda kv: -kv[1]))
         words["unknown"] = (UNKNOWN[0], UNKNOWN[1].format(handlers=handlers), UNKNOWN[2])
-        kinds = {**{k: v for k, v in kinds.items() if k not in unnamed}, "unknown": sum(unnamed.values())}
+        kinds = Counts({**{k: v for k, v in kinds.items() if k not in unnamed}, "unknown": sum(unnamed.values())})
     if "munmap" in sc.syscalls and sc.syscalls["munmap"] < KEPT_MAPPED_MUNMAPS:     # counted, and few
         words["file-backed"] = (KINDS["file-backed"][0], *FILE_KEPT_MAPPED)
-    rt = user_time.runtime_running(view.cpu_stacks) if kinds.get("copy-on-write") else None
+    rt = user_time.runtime_running(view.cpu_stacks) if kinds["copy-on-write"] else None
     if rt is not None and rt.after_fork:    # the runtime's own writes to what the child shares, where it runs
         title, mechanism, advice = words["copy-on-write"]
         words["copy-on-write"] = (title, mechanism, f"{advice}; {rt.after_fork}")
     for kind, (title, mechanism, advice) in words.items():
-        share = kinds.get(kind, 0.0)
+        share = kinds[kind]
         spent = faults * share
         if not share or not split.material(spent):
             continue

@@ -48,7 +48,7 @@ def _advice() -> str:
 
 def _process(view: CellView) -> list[Finding]:
     sc = view.process
-    if sc is None or sc.minflt is None or sc.syscalls.get("brk", 0) < MIN_BRK_CALLS:
+    if sc is None or sc.minflt is None or sc.syscalls["brk"] < MIN_BRK_CALLS:
         return []
     brk = sc.syscalls["brk"]
     split = view.kernel_split(sc)
@@ -155,7 +155,7 @@ def _steps(view: CellView, steps) -> list[Finding]:
     ratio = faulting.minflt_per_step / returned_pages
     if ratio < cost_mod.REFAULT_SHARE:
         return []
-    brk_calls = sum(s.syscalls_per_step.get("brk", 0) for s in steps)
+    brk_calls = sum(s.syscalls_per_step["brk"] for s in steps)
     evidence = [
         f"the program break moved down {mib(shrink.brk_shrink_per_step)} per step in region '{shrink.name}' "
         f"({shrink.shrinking_steps} of {shrink.steps} steps)",

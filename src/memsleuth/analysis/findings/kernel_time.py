@@ -24,7 +24,7 @@ def check(view: CellView) -> list[Finding]:
         return []
     where = "the process" if sc.name == "process" else f"region {sc.name}"
     faults = (sc.minflt or 0) + (sc.majflt or 0)
-    calls = {k: sc.syscalls[k] for k in SYSCALLS if sc.syscalls.get(k)}   # mprotect too
+    calls = {k: sc.syscalls[k] for k in SYSCALLS if sc.syscalls[k]}   # mprotect too
     split = view.kernel_split(sc, upper_bound=False)
     # It speaks for memory work no rule named: when the counted faults and memory syscalls are at
     # most half of the kernel time, the rest is another kernel path (I/O, exec, start-up's file

@@ -34,7 +34,7 @@ def title(cost: str) -> str:
 
 def _process(view: CellView) -> list[Finding]:
     sc = view.process
-    if sc is None or sc.syscalls.get("futex", 0) < MIN_FUTEX or not sc.wall_ns:
+    if sc is None or sc.syscalls["futex"] < MIN_FUTEX or not sc.wall_ns:
         return []
     futex = sc.syscalls["futex"]
     per_s = futex / (sc.wall_ns / 1e9)

@@ -9,7 +9,7 @@ cost only, and says the advice was not recorded.
 from __future__ import annotations
 
 from memsleuth.analysis.findings.base import Finding, mib
-from memsleuth.analysis.cost import ADVICE_FAMILY, ADVICE_NAMES, confidence_from_share
+from memsleuth.analysis.cost import ADVICE_NAMES, advice_family, confidence_from_share
 from memsleuth.events import MECHANISM_FLOORS
 from memsleuth.records.cpu_profile import FAULT, when_key
 from memsleuth.analysis.view import CellView
@@ -62,7 +62,7 @@ WORDS = {
 
 def check(view: CellView) -> list[Finding]:
     sc = view.scope
-    if sc is None or sc.syscalls.get("madvise", 0) < MIN_CALLS:
+    if sc is None or sc.syscalls["madvise"] < MIN_CALLS:
         return []
     calls = sc.syscalls["madvise"]
     split = view.kernel_split(sc)
@@ -135,6 +135,6 @@ def _advice_names(view: CellView, family: str) -> str:
     madvise = s.syscall_args.of("madvise") if s else None
     parts = []
     for k, (n, _) in madvise.by_advice.items() if madvise else ():
-        if ADVICE_FAMILY.get(k, "other") == family:
+        if advice_family(k) == family:
             parts.append((n, f"MADV_{ADVICE_NAMES.get(k, str(k))}"))
     return ", ".join(f"{name} x{n:,.0f}" for n, name in sorted(parts, reverse=True)[:3]) or family

@@ -54,8 +54,8 @@ def check(view: CellView) -> list[Finding]:
         if not part.material:
             continue
         k, share, head = part.samples, part.share, part.headline
-        by_call = ", ".join(f"{c} {p.counts[c] / k:.0%}" for c in calls if p.counts.get(c))
-        made = ", ".join(c for c in calls if p.counts.get(c))
+        by_call = ", ".join(f"{c} {p.counts[c] / k:.0%}" for c in calls if p.counts[c])
+        made = ", ".join(c for c in calls if p.counts[c])
         phase = view.phase(*calls)
         evidence = [f"{made} took {head}: {by_call} of those samples (the "
                     "explaining run's kernel chains; these calls are not counted in the measured runs)"]

@@ -39,9 +39,9 @@ def _process(view: CellView) -> list[Finding]:
     if sc is None or sc.minflt is None:
         return []
     floor = MIN_MUNMAPS_TRACED if view.traced_for(sc) is not None and view.sampled_for(sc) is not None else MIN_MUNMAPS
-    if sc.syscalls.get("munmap", 0) < floor:
+    if sc.syscalls["munmap"] < floor:
         return []
-    munmaps, mmaps = sc.syscalls["munmap"], sc.syscalls.get("mmap", 0)
+    munmaps, mmaps = sc.syscalls["munmap"], sc.syscalls["mmap"]
     split = view.kernel_split(sc)
     unmapped = view.args("munmap", "bytes")
     fault_bytes = sc.minflt * PAGE_BYTES
@@ -163,8 +163,8 @@ def check(view: CellView) -> list[Finding]:
         return _process(view)
     steps = view.step_regions()
     if steps:
-        munmaps = sum(s.syscalls_per_step.get("munmap", 0) for s in steps)
-        mmaps = sum(s.syscalls_per_step.get("mmap", 0) for s in steps)
+        munmaps = sum(s.syscalls_per_step["munmap"] for s in steps)
+        mmaps = sum(s.syscalls_per_step["mmap"] for s in steps)
         faults = max(s.minflt_per_step for s in steps)
         faulting = max(steps, key=lambda s: s.minflt_per_step).name
         where, unit, threshold, rate = "per step", "step", MUNMAP_PER_STEP, munmaps
@@ -172,7 +172,7 @@ def check(view: CellView) -> list[Finding]:
         sc = view.main
         if sc is None or not sc.ops or "munmap" not in sc.syscalls or sc.minflt is None:
             return []
-        munmaps, mmaps, faults, faulting = sc.syscalls["munmap"], sc.syscalls.get("mmap", 0), sc.minflt, "main"
+        munmaps, mmaps, faults, faulting = sc.syscalls["munmap"], sc.syscalls["mmap"], sc.minflt, "main"
         where, unit, threshold, rate = "in region main", "1000 ops", MUNMAP_PER_KOP, sc.per_kop(sc.syscalls["munmap"])
     if rate < threshold or munmaps == 0:
         return []

@@ -32,7 +32,7 @@ TITLE = "Page protections changed again and again (mprotect)"
 
 def check(view: CellView) -> list[Finding]:
     sc = view.scope
-    if sc is None or sc.syscalls.get("mprotect", 0) < MIN_CALLS:
+    if sc is None or sc.syscalls["mprotect"] < MIN_CALLS:
         return []
     calls = sc.syscalls["mprotect"]
     split = view.kernel_split(sc)

@@ -16,7 +16,7 @@ MIN_MREMAP = MECHANISM_FLOORS["mremap"]
 
 def check(view: CellView) -> list[Finding]:
     sc = view.main or view.process
-    if sc is None or sc.minflt is None or sc.syscalls.get("mremap", 0) < MIN_MREMAP:
+    if sc is None or sc.minflt is None or sc.syscalls["mremap"] < MIN_MREMAP:
         return []
     calls = sc.syscalls["mremap"]
     split = view.kernel_split(sc)

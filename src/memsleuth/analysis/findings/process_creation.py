@@ -40,7 +40,7 @@ def check(view: CellView) -> list[Finding]:
     if phase is not None and phase.name == "start-up":
         return []       # a launcher's chain of execs (a pyenv shim runs a dozen programs), paid once
     head = part.headline
-    by_call = ", ".join(f"{c} {p.counts[c] / k:.0%}" for c in cpu_profile.SPAWN if p.counts.get(c))
+    by_call = ", ".join(f"{c} {p.counts[c] / k:.0%}" for c in cpu_profile.SPAWN if p.counts[c])
     evidence = [f"starting processes took {head}: {by_call} of those samples (the explaining run's kernel chains)"]
     # the programs started most often (the command itself, one process, only where nothing else repeats)
     ranked = sorted(p.executables, key=lambda e: -e[2])
@@ -48,7 +48,7 @@ def check(view: CellView) -> list[Finding]:
     evidence.append(f"{started:,} programs were exec'd beside the command: "
                     + ", ".join(f"{name} ({n:,} process{'es' if n != 1 else ''})" for name, _, n in most))
     space = p.address_space
-    copy = space.get("copy", 0) + space.get("teardown in exec", 0) + space.get("teardown in fork", 0)
+    copy = space["copy"] + space["teardown in exec"] + space["teardown in fork"]
     if copy >= COPY_SHARE * k:
         evidence.append(f"{copy / k:.0%} of them copy the parent's page tables (fork: dup_mmap, copy_page_range) or "
                         "tear that copy down (exec: exit_mmap)")

@@ -19,7 +19,7 @@ CLONES = ("clone", "clone3")
 def thread_ends(p) -> int:
     """The samples in exit that tore no address space down: threads ending (a process's last thread
     tears its memory down, cpu_profile.MM_TEARDOWN)."""
-    return max(0, p.counts.get(cpu_profile.EXIT, 0) - p.address_space.get("teardown in exit", 0))
+    return max(0, p.counts[cpu_profile.EXIT] - p.address_space["teardown in exit"])
 
 
 def threads_made(view: CellView) -> tuple[cost.SampledPart, int] | None:
@@ -46,7 +46,7 @@ def check(view: CellView) -> list[Finding]:
     if phase is not None and phase.name == "start-up":
         return []       # a pool's threads started once
     head = part.headline
-    parts = [(c, p.counts[c]) for c in CLONES if p.counts.get(c)] + [("the threads' ends (exit)", thread_ends(p))]
+    parts = [(c, p.counts[c]) for c in CLONES if p.counts[c]] + [("the threads' ends (exit)", thread_ends(p))]
     by_call = ", ".join(f"{c} {n / part.samples:.0%}" for c, n in parts if n)
     evidence = [f"creating and ending threads took {head}: {by_call} of those samples (the explaining run's kernel "
                 "chains)",

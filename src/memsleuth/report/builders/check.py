@@ -72,7 +72,7 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
         tables.append(Table(title, ["wall", "user", "sys", "minor faults", "major faults", "peak RSS", *CHECK_SYSCALLS],
                             [[fmt_seconds(p.wall_ns), fmt_seconds(p.user_ns), fmt_seconds(p.sys_ns), fmt_count(p.minflt),
                               fmt_count(p.majflt), fmt_bytes((a.view.maxrss_kb or 0) * 1024),
-                              *[fmt_count(p.syscalls.get(s)) if s in p.syscalls else "n/a" for s in CHECK_SYSCALLS]]],
+                              *[fmt_count(p.syscalls[s]) if s in p.syscalls else "n/a" for s in CHECK_SYSCALLS]]],
                             notes=[a.counting.text] if a.counting else [],
                             align_right=set(range(6 + len(CHECK_SYSCALLS)))))
     tables += cpu_time_tables(a)

@@ -276,7 +276,7 @@ def evidence_table(groups: list[Group], swept: list[str]) -> Table:
                 f"{100 * e.sys_share:.1f}%" if e.sys_share is not None else "n/a",
                 fmt_count(e.minflt), fmt_count(e.majflt),
                 fmt_bytes(e.maxrss_kb * 1024 if e.maxrss_kb is not None else None)]
-        row += [fmt_count(e.syscalls.get(s)) if s in e.syscalls else "n/a" for s in SYSCALL_COLUMNS]
+        row += [fmt_count(e.syscalls[s]) if s in e.syscalls else "n/a" for s in SYSCALL_COLUMNS]
         if have_hw:
             row += [fmt_si(e.hardware.get(h)) if e.hardware.get(h) is not None else "n/a" for h in HARDWARE_EVENTS]
         else:
