@@ -16,7 +16,9 @@ import time
 
 from memsleuth.errors import stop_signal
 from memsleuth.measure import native, workdirs
+from memsleuth.records.documents import of_type, with_defaults
 from memsleuth.records.evidence import Sample
+from memsleuth.records.model import Counts
 from memsleuth.measure.plan import Cell
 
 # ms-run's own limit is the timeout; this margin only guards against ms-run itself hanging.
@@ -90,16 +92,20 @@ def check_preload(cell: Cell) -> dict:
     return native.run_preload_check(argv)
 
 
+# ms-run --preload-check's answer (native.run_preload_check): the fields read, where it lacks them.
+PRELOAD_CHECK_DEFAULTS = {"preload_ok": None, "malloc_object": None, "why": None, "stderr_tail": "", "signal": None,
+                          "signal_name": None}
+
+
 def preload_failure(cell: Cell, check: dict) -> Sample | None:
     """The sample that records a failed preload check, or None when the preload took effect."""
-    if check.get("preload_ok") is not False:
+    c = with_defaults(check, PRELOAD_CHECK_DEFAULTS)
+    if c["preload_ok"] is not False:
         return None
-    got = check.get("malloc_object") or "(no report)"
-    detail = f"{check.get('why')}: expected {cell.allocator.malloc_object}, got {got}"
+    detail = f"{c['why']}: expected {cell.allocator.malloc_object}, got {c['malloc_object'] or '(no report)'}"
     return Sample.from_msrun({"status": "preload-failed", "detail": detail, "argv": list(cell.command),
-                              "stderr_tail": check.get("stderr_tail", ""), "signal": check.get("signal"),
-                              "signal_name": check.get("signal_name"), "malloc_object": check.get("malloc_object"),
-                              "preload_check": check})
+                              "stderr_tail": c["stderr_tail"], "signal": c["signal"], "signal_name": c["signal_name"],
+                              "malloc_object": c["malloc_object"], "preload_check": check})
 
 
 # With --metric, this much of the program's stdout is kept to find its figure in.
@@ -179,7 +185,7 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
             doc["where"] = sites.read_sampled(sites_dir, cell.allocator.preload)
         if stacks_dir is not None:
             from memsleuth.records import cpu_stacks
-            doc["cpu_stacks"] = cpu_stacks.read(stacks_dir, doc.get("cpu_stacks"),
+            doc["cpu_stacks"] = cpu_stacks.read(stacks_dir, of_type(doc, "cpu_stacks", dict),
                                                 int(cpu_sample_us) * 1000).to_dict()
         if heap_dir is not None or sites_dir is not None or stacks_dir is not None:
             doc["read_s"] = round(time.monotonic() - read_from, 3)
@@ -206,8 +212,8 @@ def _remove_left_behind(out: str, heap_dir: str | None, sites_dir: str | None, s
         with open(out, encoding="utf-8", errors="replace") as f:
             doc = json.load(f)
         for sampler in ("outside_sites", "cpu_stacks"):
-            pids += [p for p in (doc.get(sampler) or {}).get("pids") or [] if isinstance(p, int)]
-        cwds += [d for d in doc.get("cwds") or [] if isinstance(d, str) and d not in cwds]
+            pids += [p for p in of_type(of_type(doc, sampler, dict, {}), "pids", list, []) if isinstance(p, int)]
+        cwds += [d for d in of_type(doc, "cwds", list, []) if isinstance(d, str) and d not in cwds]
     except (OSError, ValueError, AttributeError):
         pass
     from memsleuth.measure import perfmaps
@@ -219,19 +225,20 @@ def read_metric(doc: dict, metric) -> None:
     """The benchmark's own figure from its output, as the sample's result; an ok run whose output
     does not match is a recorded error, never a crash."""
     from memsleuth.measure.plan import MetricTimeout
+    doc.update(with_defaults(doc, {"stdout_tail": "", "status": "error"}))
     try:
-        value = metric.read(doc.get("stdout_tail", "")) if doc.get("status") == "ok" else None
+        value = metric.read(doc["stdout_tail"]) if doc["status"] == "ok" else None
     except MetricTimeout as e:
         doc["status"], doc["detail"] = "error", str(e)
         value = None
     if value is not None:
-        doc["result"] = {**(doc.get("result") or {}), "metric": value, "metric_name": metric.name,
+        doc["result"] = {**of_type(doc, "result", dict, {}), "metric": value, "metric_name": metric.name,
                          "higher_is_better": metric.higher_is_better}
-    elif doc.get("status") == "ok":
+    elif doc["status"] == "ok":
         doc["status"] = "error"
         doc["detail"] = f"the output has no match for --metric {metric.name}={metric.regex} that is a finite number"
     # Only the end of the output goes into the store.
-    doc["stdout_tail"] = doc.get("stdout_tail", "")[-4096:]
+    doc["stdout_tail"] = doc["stdout_tail"][-4096:]
 
 
 def normalise(doc: dict) -> dict:
@@ -247,7 +254,7 @@ def normalise(doc: dict) -> dict:
         except (json.JSONDecodeError, TypeError):
             probe.append(line)
             continue
-        if isinstance(item, dict) and item.get("type") == "result" and isinstance(item.get("result"), dict):
+        if isinstance(item, dict) and of_type(item, "type", str) == "result" and of_type(item, "result", dict):
             result = item["result"]
         else:
             probe.append(item)
@@ -333,13 +340,13 @@ def attach_window(pids: list[int], duration_s: float | None, fault_period: int =
                     {"unavailable": "the window was not measured"}, stopped_by)
         if timer is not None:
             timer.cancel()
+        sample = Sample.from_msrun(normalise(doc))
         if ended is not None:
-            ended(float(doc.get("wall_ns") or 0) / 1e9)
-        counted = {**(doc.get("syscalls") or {}),
-                   "page-faults": (doc.get("counters") or {}).get("page-faults-minor", 0)}
+            ended(sample.wall_ns / 1e9)
+        counted = Counts({**sample.syscalls, "page-faults": sample.counters["page-faults-minor"] or 0})
         found = where.stop_recorder(recorder, counted)
         kernel = read_sampled(sites_dir, None, counts=counted)
         sites = found if found and "events" in found else kernel
         if found and "unavailable" in found and "events" in kernel:
             kernel.setdefault("notes", []).append(found["unavailable"])
-    return Sample.from_msrun(normalise(doc)), sites, stopped_by
+    return sample, sites, stopped_by

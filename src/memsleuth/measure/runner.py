@@ -30,6 +30,7 @@ from memsleuth.errors import stop_signal
 from memsleuth.measure import launcher, native, where
 from memsleuth import stats
 from memsleuth.records.evidence import metric_kind
+from memsleuth.records.model import Counts
 from memsleuth.measure.plan import REFERENCE_LABEL, Plan
 from memsleuth.records.stored import EXPLAIN_ROUND
 from memsleuth.records.store import Store
@@ -179,10 +180,10 @@ def needs_heap(samples: list) -> bool:
     return bool(ok) and sorted(s.maxrss_kb for s in ok)[len(ok) // 2] * 1024 >= MEMORY_FLOOR_BYTES
 
 
-def site_counts(ok: list) -> dict[str, float]:
+def site_counts(ok: list) -> Counts:
     """The measured runs' median count of each event whose call sites are looked for."""
     from statistics import median
-    counts = {"page-faults": median(s.counters["page-faults-minor"] or s.minflt for s in ok)}
+    counts = Counts({"page-faults": median(s.counters["page-faults-minor"] or s.minflt for s in ok)})
     for name in where.EVENTS:
         if name != "page-faults" and all(name in s.syscalls for s in ok):
             counts[name] = median(s.syscalls[name] for s in ok)
@@ -212,14 +213,14 @@ def args_every(counts: dict[str, float]) -> dict[str, int]:
     """{syscall: P} for an explaining run: the syscalls counted more than ARGS_RECORDS times have
     the arguments of one call in P recorded (P prime and at least MIN_ARGS_EVERY: a repeating
     pattern of calls shorter than P is sampled evenly), each standing for P calls."""
-    out = {}
+    out, counts = {}, Counts(counts)
     for name in SAMPLED_ARGS:
-        n = counts.get(name) or 0
+        n = counts[name]
         if n > ARGS_RECORDS:
             out[name] = _prime_at_least(max(MIN_ARGS_EVERY, int(-(-n // ARGS_RECORDS))))
     # The page faults, each looked up in the ranges released before it (ms-run's "faults"): every
     # one up to ARGS_RECORDS, else one in a prime P of them.
-    faults = counts.get("page-faults") or 0
+    faults = counts["page-faults"]
     if faults:
         out["faults"] = 1 if faults <= ARGS_RECORDS else _prime_at_least(int(-(-faults // ARGS_RECORDS)))
     return out

@@ -35,6 +35,7 @@ import signal
 import subprocess
 
 from memsleuth.measure import native, workdirs
+from memsleuth.records.model import Counts
 from memsleuth.records.sites import at_rate, name_perf_frames, parse, summarise
 from memsleuth.events import SITE_FLOORS, SYSCALLS
 
@@ -85,9 +86,9 @@ def periods(counts: dict[str, float]) -> dict[str, int]:
     runs counted, whatever the program's length; MINOR_SAMPLES of an event counted below the count
     from which it can be a finding (SITE_FLOORS). Each sample unwinds a stack in the program: node's
     start-up (442 futex and 408 mprotect calls, neither a finding's) took 1,100 of a check's 2,000."""
-    out = {}
+    out, counts = {}, Counts(counts)
     for event in ("page-faults", *SYSCALLS):
-        n = counts.get(event) or 0
+        n = counts[event]
         if n > 0:
             target = TARGET_SAMPLES if n >= SITE_FLOORS.get(event, 0) else MINOR_SAMPLES
             out[event] = max(1, int(n // target))
@@ -101,10 +102,11 @@ def sites_spec(periods_: dict[str, int]) -> str:
 
 def plan_events(counts: dict[str, float]) -> list[tuple[list[str], int, int | None]]:
     """perf runs to make: (event names, default period, page-fault period or None)."""
-    faults = counts.get("page-faults") or 0
+    counts = Counts(counts)
+    faults = counts["page-faults"]
     fault_period = max(1, int(faults // TARGET_SAMPLES)) if faults else None
-    light = [s for s in SYSCALLS if 0 < (counts.get(s) or 0) <= LIGHT_CALLS]
-    heavy = [s for s in SYSCALLS if (counts.get(s) or 0) > LIGHT_CALLS]
+    light = [s for s in SYSCALLS if 0 < counts[s] <= LIGHT_CALLS]
+    heavy = [s for s in SYSCALLS if counts[s] > LIGHT_CALLS]
     runs = []
     if light or fault_period:
         runs.append((light, 1, fault_period))

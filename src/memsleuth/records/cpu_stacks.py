@@ -19,6 +19,11 @@ KEEP_INNER = 24
 KEEP_OUTER = 8
 MAX_STACKS = 2000
 KERNEL_EVENT = "cpu-clock:kernel"
+# The stored document's fields (CpuStacks.to_dict), with their values where it lacks them.
+STORED_DEFAULTS = {"stacks": [], "period_ns": 0, "samples": 0, "kernel": 0, "cut": 0, "why": "",
+                   "when_bucket_ns": 0, "when_span_ns": 0}
+# What ms-run's own document says of the sampler.
+SUMMARY_DEFAULTS = {"why": "", "opened": None, "cut_stacks": 0}
 
 
 @dataclass(frozen=True)
@@ -57,17 +62,17 @@ class CpuStacks:
     @classmethod
     def from_dict(cls, d) -> "CpuStacks | None":
         """The stored document, or None where it is not one (an older run, ms-run's bare summary)."""
-        if not isinstance(d, dict) or not isinstance(d.get("functions"), list):
+        if not isinstance(d, dict) or documents.of_type(d, "functions", list) is None:
             return None
+        d = documents.with_defaults(d, STORED_DEFAULTS)
         try:
             names = [str(n) for n in d["functions"]]
             stacks = tuple(UserStack(str(exe), bool(k), int(n), tuple(names[int(i)] for i in idx),
                                      tuple(int(x) for x in (when[0] if when else ())))
-                           for exe, k, n, idx, *when in d.get("stacks") or [])
-            return cls(period_ns=int(d.get("period_ns") or 0), samples=int(d.get("samples") or 0),
-                       kernel=int(d.get("kernel") or 0), stacks=stacks, cut=int(d.get("cut") or 0),
-                       why=str(d.get("why") or ""), when_bucket_ns=int(d.get("when_bucket_ns") or 0),
-                       when_span_ns=int(d.get("when_span_ns") or 0))
+                           for exe, k, n, idx, *when in d["stacks"])
+            return cls(period_ns=int(d["period_ns"]), samples=int(d["samples"]), kernel=int(d["kernel"]),
+                       stacks=stacks, cut=int(d["cut"]), why=str(d["why"]), when_bucket_ns=int(d["when_bucket_ns"]),
+                       when_span_ns=int(d["when_span_ns"]))
         except (TypeError, ValueError, IndexError):
             return None
 
@@ -92,10 +97,10 @@ def _kept(functions: list[str]) -> tuple[str, ...]:
 def read(folder: str, summary: dict | None, period_ns: int) -> CpuStacks:
     """The named stacks of the documents ms-run wrote in `folder` (cpu-PID.json); `summary`: what
     ms-run's own document says of the sampler (whether it opened, its cut stacks)."""
-    summary = summary if isinstance(summary, dict) else {}
+    summary = documents.with_defaults(summary if isinstance(summary, dict) else {}, SUMMARY_DEFAULTS)
     docs = documents.stack_documents(folder, "cpu")
     if not docs:
-        why = str(summary.get("why") or "") or ("the sampler did not open" if summary.get("opened") is False
+        why = str(summary["why"]) or ("the sampler did not open" if summary["opened"] is False
                                                  else "no process of the tree was sampled")
         return CpuStacks(period_ns, 0, 0, (), why=why)
     from memsleuth.records import calls, symbols     # the naming's imports only where a run is read
@@ -105,8 +110,8 @@ def read(folder: str, summary: dict | None, period_ns: int) -> CpuStacks:
     when: dict[tuple, list[int]] = {}
     total = kernel = 0
     for d_i, d in enumerate(docs):
-        events = [e.get("name") if isinstance(e, dict) else None for e in d.get("events") or []]
-        exe = str(d.get("comm") or "?")
+        events = [e["name"] for e in d["events"]]
+        exe = str(d["comm"] or "?")
         for st in d["stacks"]:
             fields = documents.stack_fields(st)
             if fields is None or not 0 <= fields[0] < len(events):
@@ -120,8 +125,8 @@ def read(folder: str, summary: dict | None, period_ns: int) -> CpuStacks:
             total += n
             kernel += n if in_kernel else 0
     kept = counts.most_common(MAX_STACKS)
-    cut = total - sum(n for _, n in kept) + int(summary.get("cut_stacks") or 0)
-    stacks = tuple(UserStack(exe, k, n, fns, tuple(when.get((exe, k, fns), ()))) for (exe, k, fns), n in kept)
-    return CpuStacks(period_ns, total + int(summary.get("cut_stacks") or 0), kernel, stacks, cut=cut,
-                     why="; ".join(notes), when_bucket_ns=int(docs[0].get("when_bucket_ns") or 0),
-                     when_span_ns=max(int(d.get("when_span_ns") or 0) for d in docs))
+    cut = total - sum(n for _, n in kept) + int(summary["cut_stacks"])
+    stacks = tuple(UserStack(exe, k, n, fns, tuple(when[exe, k, fns])) for (exe, k, fns), n in kept)
+    return CpuStacks(period_ns, total + int(summary["cut_stacks"]), kernel, stacks, cut=cut,
+                     why="; ".join(notes), when_bucket_ns=int(docs[0]["when_bucket_ns"]),
+                     when_span_ns=max(int(d["when_span_ns"]) for d in docs))

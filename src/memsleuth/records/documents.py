@@ -3,9 +3,28 @@ that are numbers (a document from another version, or a program's own output, ma
 from __future__ import annotations
 
 
+# A sampler's per-process document (cpu-PID.json, sites-PID.json: native/launcher/msr_sites.c): each
+# field its readers take, with its value where the document lacks it; and each of its events'.
+SAMPLER_DEFAULTS = {"stacks": [], "events": [], "comm": "?", "pid": None, "maps": [], "async": 0, "sampled_by": None,
+                    "when_bucket_ns": 0, "when_span_ns": 0}
+EVENT_DEFAULTS = {"name": None, "opened": False, "why": None, "period": 1}
+
+
 def with_defaults(doc: dict, defaults: dict) -> dict:
     """A document's fields over their defaults (a field it lacks or writes as null takes its default)."""
     return {**defaults, **{k: v for k, v in doc.items() if v is not None}}
+
+
+def of_type(doc: dict, key: str, kind: type | tuple[type, ...], default=None):
+    """A document's field where it is of the kind its readers need (a list, a dict), else `default`."""
+    v = doc[key] if key in doc else None
+    return v if isinstance(v, kind) else default
+
+
+def number_in(doc: dict, key: str, default: float | None = None) -> float | None:
+    """A document's field as a float where it is a number (not a bool), else `default`."""
+    v = number(doc[key]) if key in doc else None
+    return default if v is None else v
 
 
 def number(v) -> float | None:
@@ -42,7 +61,7 @@ def stack_fields(st) -> tuple[int, int, list, list, int] | None:
 def stack_addresses(doc: dict) -> list[int]:
     """Every address a document's stacks name: their frames, and their leaves' return addresses."""
     out: list[int] = []
-    for st in doc.get("stacks") or []:
+    for st in doc["stacks"]:
         fields = stack_fields(st)
         if fields is not None:
             out += fields[2] + ([fields[4]] if fields[4] else [])
@@ -51,7 +70,8 @@ def stack_addresses(doc: dict) -> list[int]:
 
 def stack_documents(folder: str, prefix: str) -> list[dict]:
     """The per-process documents a sampler wrote in `folder` (PREFIX-PID.json, by name), each one
-    that reads as JSON with a list of stacks; the others (cut short, not JSON) are left out."""
+    that reads as JSON with a list of stacks, over SAMPLER_DEFAULTS (its events over EVENT_DEFAULTS);
+    the others (cut short, not JSON) are left out."""
     import glob
     import json
     import os
@@ -63,5 +83,8 @@ def stack_documents(folder: str, prefix: str) -> list[dict]:
         except (OSError, ValueError):
             continue
         if isinstance(doc, dict) and isinstance(doc.get("stacks"), list):
+            doc = with_defaults(doc, SAMPLER_DEFAULTS)
+            events = doc["events"] if isinstance(doc["events"], list) else []
+            doc["events"] = [with_defaults(e if isinstance(e, dict) else {}, EVENT_DEFAULTS) for e in events]
             docs.append(doc)
     return docs

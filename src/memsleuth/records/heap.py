@@ -53,7 +53,7 @@ STACK_WEIGHTS = ("alloc_bytes", "peak_bytes", "live_bytes")
 # the document lacks it (a process that ended before writing it, an older version).
 PROCESS_DEFAULTS = {"pid": None, "live_bytes": 0, "peak_live_bytes": 0, "allocs": 0, "frees": 0, "requested_bytes": 0,
                     "duration_us": 0, "dropped_samples": 0, "sample_bytes": None, "histogram": [], "malloc_object": None,
-                    "at_peak": {}, "at_exit": {}, "timeline": [], "sites": []}
+                    "at_peak": {}, "at_exit": {}, "timeline": [], "sites": [], "maps": []}
 SITE_DEFAULTS = {"frames": [], "alloc_bytes": 0, "alloc_count": 0, "peak_bytes": 0, "live_bytes": 0, "samples": 0}
 # The summary (the stored document): where an older one lacks a field.
 SUMMARY_DEFAULTS = {"processes": 1, "sample_bytes": None, "allocs": 0, "frees": 0, "requested_bytes": None,

@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from memsleuth.records import calls, documents, symbols
+from memsleuth.records.model import Counts
 
 TOP = 3                    # call sites kept per event and kind
 STACKS = 200               # distinct stacks kept per event (the most sampled), for flame graphs and pprof
@@ -98,7 +99,7 @@ class CallSites:
         if not isinstance(d, dict):
             return None
         d = {k: v for k, v in d.items() if v is not None}
-        events = d["events"] if isinstance(d.get("events"), dict) else {}
+        events = documents.of_type(d, "events", dict, {})
         return cls(events={str(k): EventSites.from_dict(v) for k, v in events.items() if isinstance(v, dict)},
                    notes=tuple(str(n) for n in d["notes"]) if "notes" in d else (),
                    sampler=d["sampler"] if "sampler" in d else None,
@@ -112,9 +113,10 @@ class CallSites:
 def at_rate(sites: dict[str, dict], counts: dict[str, float]) -> None:
     """Events sampled at a rate, not a period (attach): each event's period is then its count over
     the same window divided by its samples, so a stack's samples x period estimate its events."""
+    counts = Counts(counts)
     for name, found in sites.items():
-        if found.get("samples"):
-            found["period"] = max(1, round(float(counts.get(name) or 0) / found["samples"]))
+        if found["samples"]:
+            found["period"] = max(1, round(float(counts[name] or 0) / found["samples"]))
 
 
 def read_sampled(folder: str, allocator: str | None, counts: dict[str, float] | None = None) -> dict:
@@ -129,37 +131,37 @@ def read_sampled(folder: str, allocator: str | None, counts: dict[str, float] | 
                                    "calls or faults then, or the kernel's sampler could not open)"}
         return {"unavailable": "the program left no sampled stacks (it ended without exit(), or the sampler did not "
                                "load)"}
-    events = {e.get("name"): e for d in docs for e in d.get("events") or [] if isinstance(e, dict)}
-    if not any(e.get("opened") for e in events.values()):
-        why = "; ".join(f"{name}: {e.get('why')}" for name, e in events.items())
+    events = {e["name"]: e for d in docs for e in d["events"]}
+    if not any(e["opened"] for e in events.values()):
+        why = "; ".join(f"{name}: {e['why']}" for name, e in events.items())
         return {"unavailable": f"the sampler could not open its events ({why})"}
     notes: list[str] = []
     named = symbols.resolve(docs, documents.stack_addresses, notes=notes)
     samples = []
     for d_i, d in enumerate(docs):
-        names = [e.get("name") for e in d.get("events") or []]
+        names = [e["name"] for e in d["events"]]
         for st in d["stacks"]:
             fields = documents.stack_fields(st)
             if fields is None or not 0 <= fields[0] < len(names):
                 continue
             ev, n, addresses, _, ret = fields
-            samples.append((str(d.get("comm") or "?"), names[ev], calls.chain(named, d_i, addresses, ret), n))
+            samples.append((str(d["comm"] or "?"), names[ev], calls.chain(named, d_i, addresses, ret), n))
     sites = summarise(samples, allocator=allocator)
     for name, found in sites.items():
-        found["period"] = int((events.get(name) or {}).get("period") or 1)
+        found["period"] = int(events[name]["period"] or 1)
     if counts is not None:
         at_rate(sites, counts)
-    notes += [f"{name}: not sampled ({e.get('why')})" for name, e in events.items() if not e.get("opened")]
+    notes += [f"{name}: not sampled ({e['why']})" for name, e in events.items() if not e["opened"]]
     notes += language_notes(docs, samples)
-    late = sum(int(d.get("async") or 0) for d in docs)
+    late = sum(int(d["async"]) for d in docs)
     if late and late >= LATE_NOTED * (late + sum(n for *_, n in samples)):
         notes.append(f"{late} sampled stack{'s' if late != 1 else ''} left out: taken while the program blocked the "
                      "signal the sampler unwinds in (SIGTRAP), so the stack was no longer the one that made the call")
-    outside = sorted({str(d.get("comm") or "?") for d in docs if d.get("sampled_by") == "kernel"})
+    outside = sorted({str(d["comm"] or "?") for d in docs if d["sampled_by"] == "kernel"})
     if outside:
         notes.append(f"sampled by the kernel, unwound by frame pointers (the in-program sampler could not load in "
                      f"them: a static executable, or a cleared environment): {', '.join(outside)}")
-    own = any(d.get("sampled_by") != "kernel" for d in docs)
+    own = any(d["sampled_by"] != "kernel" for d in docs)
     return {"events": sites, "notes": notes, "sampler": "in-program" if own else "kernel"}
 
 
@@ -234,7 +236,7 @@ def language_notes(docs: list[dict], samples) -> list[str]:
     if any(f.language for _, _, frames, *_ in samples for f in frames):
         return []
     for d in docs:
-        for m in d.get("maps") or []:
+        for m in d["maps"]:
             found = re.match(r"^(?:libpython3\.(\d+)\S*\.so\S*|python3\.(\d+))$",
                              os.path.basename(str(m[3])) if len(m) >= 4 else "")
             minor = found and int(found.group(1) or found.group(2))

@@ -593,14 +593,14 @@ def resolve(docs: list[dict], frames_of, skip=None, notes: list[str] | None = No
     perf_maps: dict[int, PerfMap] = {}
     named: dict[tuple[int, int], tuple[Frame, ...]] = {}
     for d_i, d in enumerate(docs):
-        maps = d.get("maps") or []
+        maps = d["maps"]
         for a in frames_of(d):
             if not isinstance(a, int) or (d_i, a) in placed:
                 continue
             found = locate(maps, a)
             placed[(d_i, a)] = found
             if found is None:
-                pid = d.get("pid")
+                pid = d["pid"]
                 if isinstance(pid, int) and pid not in perf_maps:
                     perf_maps[pid] = PerfMap(perf_map_path(pid), pid)
                 name = perf_maps[pid].find(a - 1) if isinstance(pid, int) else None

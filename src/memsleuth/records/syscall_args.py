@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memsleuth.records.documents import number as _number
+from memsleuth.records.documents import number as _number, number_in, of_type
 
 # The totals each call may carry (bytes, and the break's and mremap's moves).
 TOTALS = ("calls", "bytes", "anon_calls", "anon_bytes", "populate_calls", "populate_bytes", "old_bytes", "new_bytes",
@@ -26,15 +26,14 @@ class CallArgs:
     @classmethod
     def from_dict(cls, d: dict) -> "CallArgs":
         totals = {k: n for k in TOTALS if k in d and (n := _number(d[k])) is not None}
-        sizes = tuple((float(r[0]), float(r[1])) for r in d["sizes"] if _pair(r)) \
-            if isinstance(d.get("sizes"), list) else ()
+        rows = of_type(d, "sizes", list, [])
+        sizes = tuple((float(r[0]), float(r[1])) for r in rows if _pair(r))
         advice = {}
-        for k, v in (d["by_advice"] if isinstance(d.get("by_advice"), dict) else {}).items():
+        for k, v in of_type(d, "by_advice", dict, {}).items():
             if _pair(v) and str(k).lstrip("-").isdigit():
                 advice[int(k)] = (float(v[0]), float(v[1]))
-        every = int(d["every"]) if _number(d.get("every")) else 1
-        size_bytes = {float(r[0]): float(r[2]) for r in d["sizes"] if _pair(r) and len(r) > 2
-                      and _number(r[2]) is not None} if isinstance(d.get("sizes"), list) else {}
+        every = int(number_in(d, "every") or 1)
+        size_bytes = {float(r[0]): float(r[2]) for r in rows if _pair(r) and len(r) > 2 and _number(r[2]) is not None}
         return cls(totals, max(every, 1), sizes, size_bytes=size_bytes, by_advice=advice)
 
     def total(self, key: str) -> float | None:
@@ -65,13 +64,13 @@ class FaultSamples:
 
     @classmethod
     def from_dict(cls, d) -> "FaultSamples | None":
-        if not isinstance(d, dict) or not isinstance(d.get("by_release"), dict):
+        if not isinstance(d, dict) or of_type(d, "by_release", dict) is None:
             return None
         by = {k: (0.0, 0.0, 0.0) for k in RELEASES}
         by.update({str(k): (float(v[0]), float(v[1]), float(v[2])) for k, v in d["by_release"].items()
                    if isinstance(v, (list, tuple)) and len(v) >= 3 and all(_number(x) is not None for x in v[:3])})
-        every = int(d["every"]) if _number(d.get("every")) else 1
-        churned, samples, churned_samples = (_number(d.get(k)) or 0.0 for k in
+        every = int(number_in(d, "every") or 1)
+        churned, samples, churned_samples = (number_in(d, k, 0.0) for k in
                                              ("mapped_churned", "mapped_samples", "mapped_churned_samples"))
         return (cls(max(every, 1), by, churned, samples, churned_samples)
                 if sum(v[0] for v in by.values()) > 0 else None)
@@ -90,13 +89,12 @@ class SyscallArgs:
     def from_dict(cls, d) -> "SyscallArgs":
         if not isinstance(d, dict) or not d:
             return cls()
-        unsupported = {str(k): str(v) for k, v in d["unsupported"].items()} \
-            if isinstance(d.get("unsupported"), dict) else {}
+        unsupported = {str(k): str(v) for k, v in of_type(d, "unsupported", dict, {}).items()}
         calls = {name: CallArgs.from_dict(v) for name, v in d.items()
                  if name not in ("faults", "unsupported", "lost_records") and isinstance(v, dict)
                  and name not in unsupported}
-        return cls(calls, FaultSamples.from_dict(d.get("faults")), unsupported,
-                   int(d["lost_records"]) if _number(d.get("lost_records")) else 0, d)
+        return cls(calls, FaultSamples.from_dict(of_type(d, "faults", dict)), unsupported,
+                   int(number_in(d, "lost_records", 0)), d)
 
     def __bool__(self) -> bool:
         return bool(self.doc)
