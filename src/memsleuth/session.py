@@ -81,7 +81,7 @@ def emit(run: StoredRun, args, console: Console) -> None:
     report.timings["terminal output"] = round(time.monotonic() - t0, 3)
     write_formats(report, args)
     if getattr(args, "verbose", False):
-        phases = {**(run.spec.facts or {}).get("timings", {}), **report.timings}
+        phases = {**run.facts.timings, **report.timings}
         print("memsleuth: where this command's time went: "
               + "; ".join(f"{name} {seconds:.2f} s" for name, seconds in phases.items()), file=sys.stderr)
 

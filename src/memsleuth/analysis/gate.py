@@ -33,6 +33,7 @@ from typing import Callable
 
 from memsleuth import stats
 from memsleuth.events import MECHANISM_FLOORS
+from memsleuth.records.documents import with_defaults
 from memsleuth.records.evidence import Sample
 
 DEFAULT_TIME_THRESHOLD = 0.05
@@ -244,6 +245,14 @@ class Result:
     estimator: str
     threshold: float
     count_threshold: float
+
+
+def settings(run) -> tuple[str, float, float]:
+    """A stored gate or --try run's settings (RunSpec.gate): the time estimator, the time and the
+    count thresholds, each its default where the run has none; ValueError where one is not a number."""
+    d = with_defaults(run.spec.gate or {}, {"time": "cpu", "threshold": DEFAULT_TIME_THRESHOLD,
+                                             "count_threshold": DEFAULT_COUNT_THRESHOLD})
+    return str(d["time"]), float(d["threshold"]), float(d["count_threshold"])
 
 
 def evaluate(run, estimator: str, threshold: float, count_threshold: float) -> Result:

@@ -28,6 +28,13 @@ class SuiteSummary:
     entries: dict[tuple[str, str], SuiteEntry]    # per (contender, workload)
     means: dict[str, float | None]                # per contender: geometric mean of its ratios
 
+    def entry(self, contender: str, workload: str) -> SuiteEntry | None:
+        """The contender's entry for the workload; None where it has none (not run there)."""
+        return self.entries[contender, workload] if (contender, workload) in self.entries else None
+
+    def mean(self, contender: str) -> float | None:
+        return self.means[contender] if contender in self.means else None
+
 
 def summarise(runs: list[StoredRun], analyses: list[RunAnalysis]) -> SuiteSummary:
     """Per allocator and workload, its entry; per allocator, the geometric mean over the workloads.

@@ -46,12 +46,12 @@ class MedianEvidence:
     majflt: float | None = None
     maxrss_kb: float | None = None
     syscalls: Readings = field(default_factory=Readings)   # the counted calls; None: not counted
-    hardware: dict[str, float | None] = field(default_factory=dict)
+    hardware: Readings = field(default_factory=Readings)
     context_switches: float | None = None
     unsupported: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.syscalls = Readings(self.syscalls)
+        self.syscalls, self.hardware = Readings(self.syscalls), Readings(self.hardware)
 
     def to_dict(self) -> dict:
         return {"scope": self.scope, "user_s": self.user_s, "sys_s": self.sys_s, "sys_share": self.sys_share,
@@ -215,7 +215,7 @@ def _evidence(samples: list[Sample]) -> MedianEvidence:
     return MedianEvidence(scope="region main" if view.main else "process", user_s=sc.user_ns / 1e9, sys_s=sc.sys_ns / 1e9,
                     sys_share=sc.sys_share, minflt=sc.minflt, majflt=sc.majflt, maxrss_kb=view.maxrss_kb,
                     syscalls=Readings({k: sc.syscalls[k] for k in SYSCALLS if k in sc.syscalls}),
-                    hardware={h: sc.counters[h] for h in HARDWARE_EVENTS},
+                    hardware=Readings({h: sc.counters[h] for h in HARDWARE_EVENTS}),
                     context_switches=sc.context_switches, unsupported=view.unsupported)
 
 

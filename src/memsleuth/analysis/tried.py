@@ -79,7 +79,7 @@ def evaluate(run, estimator: str = "cpu", threshold: float = gating.DEFAULT_TIME
              count_threshold: float = gating.DEFAULT_COUNT_THRESHOLD) -> list[Trial]:
     """The trials of a stored `check --try` session: its first cell is the baseline, each other
     cell a candidate (run.spec.facts["tries"], in cell order)."""
-    tries = [Try.from_dict(d) for d in (run.spec.facts or {}).get("tries", [])]
+    tries = [Try.from_dict(d) for d in run.facts.tries]
     base_cell, *cells = run.cells
     base = {r: s for r, s in base_cell.measured()}
     out = []
@@ -88,7 +88,7 @@ def evaluate(run, estimator: str = "cpu", threshold: float = gating.DEFAULT_TIME
         time = gating.time_check(t.name, base, cand, estimator, threshold)
         counts = {c.metric: c for c in gating.count_checks(t.name, list(base.values()), list(cand.values()),
                                                            count_threshold)}
-        rss = counts.get("peak RSS")
+        rss = counts["peak RSS"] if "peak RSS" in counts else None
         evidence = [counts[m] for m in t.evidence if m in counts]
         judged = verdict(time, rss, evidence, t.primary)
         untouched: tuple[str, ...] = ()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from memsleuth.analysis.summary import cell_view
 from memsleuth.cases.base import (
+    params_of,
     Case,
     CaseResult,
     CaseTable,
@@ -34,6 +35,7 @@ from memsleuth.analysis.findings.heap_trim import MIN_SHRINK_PER_STEP, MIN_SHRIN
 from memsleuth.analysis.findings.mmap_churn import MUNMAP_PER_STEP
 from memsleuth.analysis.view import typical_step
 from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_num as fmt
+from memsleuth.records.model import Readings
 from memsleuth.records.stored import StoredCell, StoredRun
 from memsleuth.measure.workloads import alloc_churn
 from memsleuth.measure.workloads.base import Param
@@ -104,19 +106,24 @@ class CellEvidence:
         return f"{self.allocator}{t}, {self.variant}"
 
 
+# What the analysis reads of a cell's parameters.
+CELL_PARAMS = {"sizes": "4194304", "nbuf": 8, "tunables": "default", "variant": None, "steps": None}
+
+
 def _evidence(cell: StoredCell) -> CellEvidence:
     view = cell_view(cell)
-    sizes = [int(s) for s in str(cell.params.get("sizes", "4194304")).split(",")]
-    nbuf = int(cell.params.get("nbuf", 8))
+    params = params_of(cell.params, CELL_PARAMS)
+    sizes = [int(s) for s in str(params["sizes"]).split(",")]
+    nbuf = int(params["nbuf"])
     step_bytes = sum(sizes[i % len(sizes)] for i in range(nbuf))
-    calls = {}
+    calls = Readings()
     for sc in SYSCALLS:
-        per_region = [view.step(r, lambda x, sc=sc: x.syscalls.get(sc)) for r in REGIONS]
+        per_region = [view.step(r, lambda x, sc=sc: x.syscalls[sc] if sc in x.syscalls else None) for r in REGIONS]
         calls[sc] = sum(v for v in per_region if v is not None) if any(v is not None for v in per_region) else None
     return CellEvidence(
-        cell=cell, allocator=cell.allocator.name, tunables=str(cell.params.get("tunables", "default")),
-        variant=str(cell.params.get("variant")), step_bytes=step_bytes, nbuf=nbuf,
-        steps=int(cell.params["steps"]) if "steps" in cell.params else None,
+        cell=cell, allocator=cell.allocator.name, tunables=str(params["tunables"]),
+        variant=str(params["variant"]), step_bytes=step_bytes, nbuf=nbuf,
+        steps=int(params["steps"]) if params["steps"] is not None else None,
         faults={r: view.step(r, lambda x: x.minflt) for r in REGIONS},
         wall_ns={r: view.step(r, lambda x: x.wall_ns) for r in REGIONS},
         calls=calls,
@@ -142,10 +149,10 @@ def mechanism(e: CellEvidence) -> str:
         steps = f" in {e.shrinking_steps} of {e.steps - 1} steps after the first" if e.steps else ""
         causes.append(f"heap-top trimming: the program break moved down {fmt_mib(shrink)} per step in region "
                       f"free{steps}, with {fmt(e.calls['brk'], ',.0f')} brk calls per step")
-    if (e.calls.get("munmap") or 0) >= MUNMAP_PER_STEP:
+    if (e.calls["munmap"] or 0) >= MUNMAP_PER_STEP:
         causes.append(f"mmap/munmap of the large blocks: {fmt(e.calls['mmap'], ',.0f')} mmap and "
                       f"{fmt(e.calls['munmap'], ',.0f')} munmap calls per step")
-    if (e.calls.get("madvise") or 0) >= MADVISE_PER_STEP:
+    if (e.calls["madvise"] or 0) >= MADVISE_PER_STEP:
         causes.append(f"purging by madvise: {fmt(e.calls['madvise'], ',.0f')} madvise calls per step")
     if not causes:
         counted = ", ".join(f"{k} {fmt(v, ',.0f')}" for k, v in e.calls.items())
@@ -158,7 +165,7 @@ def call_sites(e: CellEvidence) -> list[str]:
     if not e.refaults or not e.cell.where:
         return []
     from memsleuth.records import sites
-    events = [s for s in ("brk", "munmap", "madvise") if (e.calls.get(s) or 0) >= 1] + ["page-faults"]
+    events = [s for s in ("brk", "munmap", "madvise") if (e.calls[s] or 0) >= 1] + ["page-faults"]
     return [line for s in events for line in sites.lines_for(e.cell.where, s)]
 
 
@@ -212,12 +219,12 @@ class AllocChurn(Case):
 
     def _statements(self, ev: list[CellEvidence]) -> list[str]:
         out = []
-        groups: dict[tuple[str, str], dict[str, CellEvidence]] = {}
+        groups: dict[tuple[str, str], Readings] = {}
         for e in ev:
-            groups.setdefault((e.allocator, e.tunables), {})[e.variant] = e
-        default_free_all = {a: g.get("free-all") for (a, t), g in groups.items() if t == "default"}
+            groups.setdefault((e.allocator, e.tunables), Readings())[e.variant] = e
+        default_free_all = Readings({a: g["free-all"] for (a, t), g in groups.items() if t == "default"})
         for (alloc, tun), by_variant in groups.items():
-            base = by_variant.get("free-all")
+            base = by_variant["free-all"]
             for variant, e in by_variant.items():
                 if e.total_faults is None:
                     out.append(f"{e.name}: no successful run ({e.status}).")
@@ -228,7 +235,7 @@ class AllocChurn(Case):
                     text += " Call sites: " + "; ".join(sites) + "."
                 if base is not None and e is not base and base.total_faults is not None:
                     text += " " + _against(e, base, "free-all", judge=variant != "target-first-touch")
-                elif e is base and tun != "default" and default_free_all.get(alloc) is not None:
+                elif e is base and tun != "default" and default_free_all[alloc] is not None:
                     text += " " + _against(e, default_free_all[alloc], f"{alloc} with default tunables")
                 out.append(text)
         return out
@@ -248,9 +255,9 @@ def _against(e: CellEvidence, ref: CellEvidence, ref_name: str, judge: bool = Tr
         parts.append(f"It did not remove the re-faulting ({ref_name}: {ref.total_faults:,.0f} faults per step)")
     elif not ref.refaults and e.refaults:
         parts.append(f"It introduced re-faulting ({ref_name}: {ref.total_faults:,.0f} faults per step)")
-    t, t0 = e.wall_ns.get("target"), ref.wall_ns.get("target")
+    t, t0 = e.wall_ns["target"], ref.wall_ns["target"]
     if t and t0:
-        ft = e.faults.get("target") or 0
+        ft = e.faults["target"] or 0
         paid = (f"; region target took {ft:,.0f} faults per step, so the timed region paid for first touch"
                 if ft >= REFAULT_SHARE * e.pages else "")
 

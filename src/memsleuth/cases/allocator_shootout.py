@@ -9,15 +9,20 @@ rules (madvise storm, heap-trim and mmap churn, first touch, ...).
 from __future__ import annotations
 
 from memsleuth.analysis.summary import CellSummary, analyse, failure_label
-from memsleuth.cases.base import Case, CaseResult, CaseTable, Num, Variant, mib_of, percent_of
+from memsleuth.cases.base import Case, CaseResult, CaseTable, Num, Variant, mib_of, params_of, percent_of
 from memsleuth.analysis.findings import unstable as unstable_rule
 from memsleuth.records.stored import StoredRun
 from memsleuth.measure.workloads import random_mixed
 from memsleuth.measure.workloads.base import Param
 
 
+# What the analysis reads of a cell's parameters.
+CELL_PARAMS = {"iterations": 0, "threads": 1, "run": "", "ws": 0}
+
+
 def _per_kop(c: CellSummary, value: float | None) -> float | None:
-    ops = int(c.cell.params.get("iterations", 0)) * int(c.cell.params.get("threads", 1))
+    params = params_of(c.cell.params, CELL_PARAMS)
+    ops = int(params["iterations"]) * int(params["threads"])
     return 1000 * value / ops if value is not None and ops else None
 
 
@@ -53,11 +58,12 @@ class AllocatorShootout(Case):
             for c in g.cells:
                 e, est = c.evidence, c.estimate
                 vs = "fastest" if c.is_best else (c.verdict.text if c.verdict else "-")
-                rows.append([c.cell.params.get("run", ""), Num(int(c.cell.params.get("ws", 0))),
-                             Num(int(c.cell.params.get("iterations", 0))), c.cell.allocator.name,
+                params = params_of(c.cell.params, CELL_PARAMS)
+                rows.append([params["run"], Num(int(params["ws"])),
+                             Num(int(params["iterations"])), c.cell.allocator.name,
                              Num(est.median / 1e6 if est else None, "Mops/s", ",.2f"), vs, percent_of(e.sys_share),
-                             Num(_per_kop(c, e.syscalls.get("madvise")), "", ",.2f"),
-                             Num(_per_kop(c, sum(e.syscalls.get(k, 0) for k in ("mmap", "munmap", "brk"))
+                             Num(_per_kop(c, e.syscalls["madvise"]), "", ",.2f"),
+                             Num(_per_kop(c, sum(e.syscalls[k] or 0 for k in ("mmap", "munmap", "brk"))
                                           if e.syscalls else None), "", ",.2f"),
                              Num(_per_kop(c, e.minflt), "", ",.2f"),
                              mib_of(e.maxrss_kb * 1024 if e.maxrss_kb is not None else None),
@@ -78,7 +84,8 @@ class AllocatorShootout(Case):
         out = []
         unstable = []
         for g in groups:
-            where = f"ws={g.cells[0].cell.params.get('ws')}, {int(g.cells[0].cell.params.get('iterations', 0)):,} ops"
+            params = params_of(g.cells[0].cell.params, CELL_PARAMS)
+            where = f"ws={params['ws']}, {int(params['iterations']):,} ops"
             ok = [c for c in g.cells if c.estimate is not None]
             best = next((c for c in ok if c.is_best), None)
             if best:

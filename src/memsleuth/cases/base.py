@@ -16,6 +16,7 @@ from typing import Callable
 from memsleuth.measure.allocators import Allocator
 from memsleuth.errors import UsageError
 from memsleuth.measure.plan import Cell, Plan, Rounds
+from memsleuth.records.documents import with_defaults
 from memsleuth.records.stored import StoredCell, StoredRun
 from memsleuth.measure.workloads.base import Param, Value, Workload
 from memsleuth import stats
@@ -213,6 +214,12 @@ def case_plan(case: Case, variants: list[Variant], allocators: list[Allocator], 
 # compares a few rounds of long runs, where 1% (compare's default) is below what a handful of
 # rounds resolves on a noisy machine.
 CASE_NOISE = 0.02
+
+
+def params_of(params: dict, defaults: dict) -> dict:
+    """A cell's (or a run's) parameters as a case's analysis reads them: over `defaults`, what it
+    takes where a stored run lacks one (an older run, a variant that does not set it)."""
+    return with_defaults(params, defaults)
 
 
 def status_text(cell: StoredCell) -> str:

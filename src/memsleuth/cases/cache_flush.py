@@ -22,6 +22,7 @@ from memsleuth.cases.base import (
     CaseTable,
     Num,
     Variant,
+    params_of,
     percent_of,
     median_text,
     result_rows,
@@ -29,6 +30,7 @@ from memsleuth.cases.base import (
 )
 from memsleuth.stats import median_of as med
 from memsleuth.errors import UsageError
+from memsleuth.records.model import Readings
 from memsleuth.records.stored import StoredCell, StoredRun
 from memsleuth.measure.workloads import cache_flush
 from memsleuth.measure.workloads.base import Param
@@ -67,8 +69,14 @@ class OpEvidence:
         return med(self.gbs_by_round.values())
 
 
+# What the analysis reads of a cell's parameters and of the run's facts (CacheFlush.prepare).
+CELL_PARAMS = {"bytes": 0, "op": None, "dirty": 1}
+FACTS = {"cpuid": {}, "unsupported": {}}
+
+
 def _evidence(cell: StoredCell) -> OpEvidence:
-    n = int(cell.params.get("bytes", 0))
+    params = params_of(cell.params, CELL_PARAMS)
+    n = int(params["bytes"])
     by_round = {}
     faults, shares = [], []
     for r, s in cell.measured():
@@ -77,10 +85,10 @@ def _evidence(cell: StoredCell) -> OpEvidence:
             by_round[r] = med(n / x.wall_ns for x in passes if x.wall_ns)
             faults.append(med(x.minflt for x in passes))
             shares.append(med(x.sys_ns / (x.user_ns + x.sys_ns) for x in passes if x.user_ns + x.sys_ns))
-    refused = next((s.result.get("reason") for s in cell_view(cell).samples
-                    if s.result and s.result.get("supported") is False),
+    refused = next((r["reason"] for s in cell_view(cell).samples
+                    if (r := params_of(s.result or {}, {"supported": None, "reason": None}))["supported"] is False),
                    None)
-    return OpEvidence(cell, str(cell.params.get("op")), cell.allocator.name, n, by_round, med(faults), med(shares),
+    return OpEvidence(cell, str(params["op"]), cell.allocator.name, n, by_round, med(faults), med(shares),
                       refused, status_text(cell))
 
 
@@ -115,14 +123,14 @@ class CacheFlush(Case):
         return {"cpuid": cpu, "unsupported": unsupported}
 
     def variants(self, values, facts) -> list[Variant]:
-        skip = facts.get("unsupported", {})
+        skip = params_of(facts, FACTS)["unsupported"]
         return [Variant({"op": op}, cache_flush.WORKLOAD,
                         {"op": op, "bytes": values["bytes"], "passes": values["passes"], "dirty": values["dirty"]})
                 for op in values["ops"] if op not in skip]
 
     def analyse(self, run: StoredRun) -> CaseResult:
         ev = [_evidence(c) for c in run.cells]
-        facts = run.spec.facts
+        facts = params_of(run.spec.facts, FACTS)
         several = len({e.allocator for e in ev}) > 1
         rows = []
         for e in ev:
@@ -131,12 +139,11 @@ class CacheFlush(Case):
                          Num(e.gbs, "GB/s", ".2f"), Num(line_ns, "ns", ".2f"), Num(e.faults_per_pass),
                          percent_of(e.sys_share),
                          e.status if not e.unsupported else f"not supported on this CPU ({e.unsupported})"])
-        for op, why in facts.get("unsupported", {}).items():
+        for op, why in facts["unsupported"].items():
             rows.append([op, FENCE.get(op, "-"), *(["-"] if several else []), "-", "-", "-", "-",
                          f"not supported on this CPU ({why}); never executed"])
-        n = int(run.spec.case_params.get("bytes", 0))
-        dirty = run.spec.case_params.get("dirty", 1)
-        cpu = facts.get("cpuid", {})
+        params = params_of(run.spec.case_params, CELL_PARAMS)
+        n, dirty, cpu = int(params["bytes"]), params["dirty"], facts["cpuid"]
         table = CaseTable(
             f"Over a {n / (1 << 20):,.0f} MiB buffer (median pass per run, median over runs)",
             ["op", "fence (timed)", *(["allocator"] if several else []), "bandwidth", "time per 64-B line",
@@ -153,15 +160,15 @@ class CacheFlush(Case):
 
     def _statements(self, ev: list[OpEvidence], facts: dict) -> list[str]:
         out = []
-        for op, why in facts.get("unsupported", {}).items():
+        for op, why in facts["unsupported"].items():
             out.append(f"{op}: not supported on this CPU ({why}), so it was never executed.")
-        by_op = {(e.op, e.allocator): e for e in ev}
+        by_op = Readings({(e.op, e.allocator): e for e in ev})
         for e in ev:
             if e.gbs is None:
                 out.append(f"{e.op}: no successful run ({e.unsupported or e.status}).")
         for a_op, b_op in PAIRS:
             for alloc in dict.fromkeys(e.allocator for e in ev):
-                a, b = by_op.get((a_op, alloc)), by_op.get((b_op, alloc))
+                a, b = by_op[a_op, alloc], by_op[b_op, alloc]
                 if not a or not b or not a.gbs or not b.gbs:
                     continue
                 r = paired(a, b)

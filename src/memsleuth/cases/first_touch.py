@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from memsleuth.analysis.findings.zero_page import MAX_RSS_PER_FAULT
 from memsleuth.analysis.summary import cell_view
 from memsleuth.cases.base import (
+    params_of,
     CASE_NOISE,
     Case,
     CaseFigure,
@@ -34,6 +35,7 @@ from memsleuth.cases.base import (
 )
 from memsleuth.stats import median_of
 from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, gb_per_s
+from memsleuth.records.model import Readings
 from memsleuth.records.stored import StoredCell, StoredRun
 from memsleuth.measure.workloads import first_touch
 from memsleuth.measure.workloads.base import Param
@@ -114,11 +116,13 @@ def _show_gbs(v: float) -> str:
 def _evidence(cell: StoredCell) -> SetupEvidence:
     view = cell_view(cell)
     results = [s.result for s in view.samples if s.result]
-    unsupported = next((r for r in results if r.get("supported") is False), None)
+    unsupported = next((r for r in (params_of(r, {"supported": None, "reason": None}) for r in results)
+                        if r["supported"] is False), None)
+    params = params_of(cell.params, {"setup": None, "bytes": 0})
     return SetupEvidence(
-        cell=cell, setup=str(cell.params.get("setup")), allocator=cell.allocator.name,
-        n_bytes=int(cell.params.get("bytes", 0)), supported=unsupported is None,
-        reason=unsupported.get("reason") if unsupported else None,
+        cell=cell, setup=str(params["setup"]), allocator=cell.allocator.name,
+        n_bytes=int(params["bytes"]), supported=unsupported is None,
+        reason=unsupported["reason"] if unsupported else None,
         copy_ns=view.region_value("copy", lambda r: r.wall_ns),
         copy_faults=view.region_value("copy", lambda r: r.minflt),
         again_ns=view.region_value("copy-again", lambda r: r.wall_ns),
@@ -180,7 +184,7 @@ class FirstTouch(Case):
 
     def _statements(self, ev: list[SetupEvidence], run: StoredRun) -> list[str]:
         out = []
-        ref = {e.allocator: e for e in ev if e.setup == "prefaulted" and e.copy_gbs}
+        ref = Readings({e.allocator: e for e in ev if e.setup == "prefaulted" and e.copy_gbs})
         for e in ev:
             if not e.supported:
                 out.append(f"{e.name}: not supported by this kernel ({e.reason}); nothing was measured.")
@@ -191,7 +195,7 @@ class FirstTouch(Case):
             faults, pages = e.copy_faults or 0, e.pages
             text = (f"{e.name}: the timed copy ran at {median_text(per_run(e.cell, _gbs(e, 'copy')), _show_gbs)} "
                     f"and took {faults:,.0f} page faults ({faults / pages:.2f} per page copied)")
-            r = ref.get(e.allocator)
+            r = ref[e.allocator]
             if r is not None and r is not e and faults >= FAULTED_SHARE * pages and \
                     (r.copy_faults or 0) < CLEAN_SHARE * pages:
                 slower = paired(r.cell, e.cell, _gbs(e, "copy"))

@@ -17,6 +17,7 @@ from memsleuth import stats
 from memsleuth.analysis.findings.lock_contention import FUTEX_PER_KOP
 from memsleuth.analysis.summary import cell_view
 from memsleuth.cases.base import (
+    params_of,
     CASE_NOISE,
     Case,
     CaseResult,
@@ -32,6 +33,7 @@ from memsleuth.cases.base import (
 )
 from memsleuth.stats import median_of as med
 from memsleuth.records.heap import Heap
+from memsleuth.records.model import Readings
 from memsleuth.records.stored import StoredCell, StoredRun
 from memsleuth.measure.workloads import thread_heap
 from memsleuth.measure.workloads.base import Param
@@ -80,9 +82,14 @@ def _per_k(samples, get, calls: int) -> float | None:
     return 1000 * v / calls if v is not None and calls else None
 
 
+# What the analysis reads of a cell's parameters.
+CELL_PARAMS = {"threads": 1, "calls": 1, "tunables": "default", "form": None, "mode": None}
+
+
 def _evidence(cell: StoredCell) -> VariantEvidence:
     samples = cell_view(cell).samples
-    workers, calls = int(cell.params.get("threads", 1)), int(cell.params.get("calls", 1))
+    params = params_of(cell.params, CELL_PARAMS)
+    workers, calls = int(params["threads"]), int(params["calls"])
     total = workers * calls
     per_call = {r: s.main.wall_ns / calls for r, s in cell.measured() if s.ok and s.main}
     main = [s.main for s in samples if s.main]
@@ -91,11 +98,12 @@ def _evidence(cell: StoredCell) -> VariantEvidence:
     cpu = [(s.user_ns, s.sys_ns) for s in samples]
     sys_share = med(sy / (u + sy) for u, sy in cpu if u + sy > 0)
     return VariantEvidence(
-        cell=cell, allocator=cell.allocator.name, tunables=str(cell.params.get("tunables", "default")),
-        form=str(cell.params.get("form")), mode=str(cell.params.get("mode")), per_call_ns=per_call,
-        futex_per_kcall=_per_k(main, lambda r: r.syscalls.get("futex"), total) if main else None,
+        cell=cell, allocator=cell.allocator.name, tunables=str(params["tunables"]),
+        form=str(params["form"]), mode=str(params["mode"]), per_call_ns=per_call,
+        futex_per_kcall=_per_k(main, lambda r: r.syscalls["futex"] if "futex" in r.syscalls else None, total)
+        if main else None,
         cs_per_kcall=_per_k(main, lambda r: r.context_switches, total) if main else None,
-        maps_per_kcall=_per_k(main, lambda r: (r.syscalls.get("mmap", 0) + r.syscalls.get("munmap", 0))
+        maps_per_kcall=_per_k(main, lambda r: (r.syscalls["mmap"] + r.syscalls["munmap"])
                               if "mmap" in r.syscalls else None, total) if main else None,
         sys_share=sys_share, heaps=heaps,
         malloc_object=accounted.malloc_object if accounted else None, status=status_text(cell))
@@ -162,15 +170,15 @@ class ThreadHeap(Case):
 
     def analyse(self, run: StoredRun) -> CaseResult:
         ev = [_evidence(c) for c in run.cells]
-        index = {(e.allocator, e.tunables, e.form, e.mode): e for e in ev}
+        index = Readings({(e.allocator, e.tunables, e.form, e.mode): e for e in ev})
         rows = []
         for e in ev:
-            procs = index.get((e.allocator, e.tunables, e.form, "processes"))
+            procs = index[e.allocator, e.tunables, e.form, "processes"]
             vs = Ratio(ratio(e, procs)) if e.mode == "threads" and procs else "-"
             rows.append([e.allocator, e.tunables, e.form, e.mode, Num(e.per_call, "ns"), vs,
                          Num(e.futex_per_kcall, "", ",.2f"), Num(e.cs_per_kcall, "", ",.2f"),
                          Num(e.maps_per_kcall, "", ",.2f"), percent_of(e.sys_share), heaps_cell(e), e.status])
-        workers = run.cells[0].params.get("threads") if run.cells else "?"
+        workers = params_of(run.cells[0].params, CELL_PARAMS)["threads"] if run.cells else "?"
         table = CaseTable(
             f"{workers} workers (median over runs)",
             ["allocator", "tunables", "form", "mode", "time per call", "threads / processes (paired)",
@@ -190,7 +198,7 @@ class ThreadHeap(Case):
             if e.per_call is None:
                 out.append(f"{e.where}, {e.form}, {e.mode}: no successful run ({e.status}).")
         for e in (x for x in ev if x.mode == "threads" and x.per_call is not None):
-            procs = index.get((e.allocator, e.tunables, e.form, "processes"))
+            procs = index[e.allocator, e.tunables, e.form, "processes"]
             if procs is None or procs.per_call is None:
                 continue
             r = ratio(e, procs)
@@ -206,10 +214,11 @@ class ThreadHeap(Case):
                          f"context switches per 1,000 calls (processes: {procs.futex_per_kcall or 0:,.2f} futex "
                          f"calls): they entered the kernel to wait for or wake each other")
                 if e.heaps:
-                    text += f", with {len(e.heaps[0])} arena(s) for {e.cell.params.get('threads')} threads"
+                    threads = params_of(e.cell.params, CELL_PARAMS)["threads"]
+                    text += f", with {len(e.heaps[0])} arena(s) for {threads} threads"
             out.append(text + ".")
         for e in (x for x in ev if x.form != "local" and x.tunables == "default" and x.per_call is not None):
-            local = index.get((e.allocator, e.tunables, "local", e.mode))
+            local = index[e.allocator, e.tunables, "local", e.mode]
             if local is None or local.per_call is None:
                 continue
             r = ratio(e, local)
@@ -228,7 +237,7 @@ class ThreadHeap(Case):
                            f"evidence.")
         unchanged = []
         for e in ev:
-            base = index.get((e.allocator, "default", e.form, e.mode))
+            base = index[e.allocator, "default", e.form, e.mode]
             if e.tunables == "default" or e.form != "local" or base is None or e.maps_per_kcall is None \
                     or base.maps_per_kcall is None:
                 continue

@@ -17,8 +17,8 @@ class Counts(dict):
 
 
 class Readings(dict):
-    """Readings by name (perf counters): a reading not taken (an event that did not open or was
-    never scheduled) reads None."""
+    """Readings by name (perf counters, a case's evidence by cell): a reading not taken (an event
+    that did not open or was never scheduled, a cell not run) reads None."""
 
     def __missing__(self, key) -> None:
         return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memsleuth.records.documents import number, with_defaults
+from memsleuth.records.documents import number, of_type, with_defaults
 from memsleuth.records.evidence import Sample
 from memsleuth.records.model import AllocatorInfo, MachineInfo, RunSpec, cell_label, contender
 from memsleuth.records.sites import CallSites
@@ -77,10 +77,14 @@ class AttachedWindow:
     cannot: str | None = None              # what attaching does not measure
     why: str | None = None                 # ended_by failed: why nothing was measured
 
+    def arenas_of(self, pid: str) -> GlibcArenas | None:
+        """glibc's arenas of one of the processes, where they were found."""
+        return self.arenas[pid] if pid in self.arenas else None
+
     @classmethod
     def from_facts(cls, facts: dict | None) -> "AttachedWindow | None":
-        at = (facts or {}).get("attached")
-        if not isinstance(at, dict) or not at:
+        at = of_type(facts or {}, "attached", dict)
+        if not at:
             return None
         d = with_defaults(at, ATTACHED_DEFAULTS)
         smaps = {str(pid): {str(k): float(v) for k, v in kinds.items() if number(v) is not None}
@@ -93,6 +97,33 @@ class AttachedWindow:
         return cls(tuple(int(p) for p in d["pids"]), number(d["duration_s"]), float(d["window_s"]),
                    d["threads_at_start"], d["threads_at_end"], d["ended_by"], number(d["exited_at_ns"]), smaps,
                    arenas, d["cannot"], d["why"])
+
+
+# The facts a run records beside its cells (RunSpec.facts), as their readers take them: check's
+# phase timings; a --try session's candidates and the check it follows; a fleet task Slurm did not
+# complete (commands/fleet.py); each with its value where the run has none.
+FACTS_DEFAULTS = {"timings": {}, "tries": [], "check_run": None, "slurm_job": "?", "slurm_state": "?",
+                  "exit_code": None, "partition": None, "node": None, "log_tail": ""}
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    timings: dict
+    tries: list
+    check_run: int | None
+    slurm_job: str
+    slurm_state: str
+    exit_code: int | None
+    partition: str | None
+    node: str | None
+    log_tail: str
+
+    @classmethod
+    def from_facts(cls, facts: dict | None) -> "RunFacts":
+        d = with_defaults(facts if isinstance(facts, dict) else {}, FACTS_DEFAULTS)
+        return cls(d["timings"] if isinstance(d["timings"], dict) else {},
+                   d["tries"] if isinstance(d["tries"], list) else [], d["check_run"], str(d["slurm_job"]),
+                   str(d["slurm_state"]), d["exit_code"], d["partition"], d["node"], str(d["log_tail"]))
 
 
 @dataclass
@@ -115,6 +146,11 @@ class StoredRun:
     def attached(self) -> AttachedWindow | None:
         """The window, when the run is a check --pid one."""
         return AttachedWindow.from_facts(self.spec.facts)
+
+    @property
+    def facts(self) -> RunFacts:
+        """What the run recorded beside its cells (RunFacts)."""
+        return RunFacts.from_facts(self.spec.facts)
 
 
 @dataclass

@@ -65,7 +65,7 @@ def render(report) -> str:
     doc = document(report.run, report.analysis)
     if report.answer:   # the report's first lines, as every format opens with them (check, diff: its builder's)
         doc["answer"] = list(report.answer)
-    if report.timings or (report.run.spec.facts or {}).get("timings"):
+    if report.timings or report.run.facts.timings:
         # where the command's time went: the measuring phases (stored with the run) and this report's own
-        doc["timings"] = {**(report.run.spec.facts or {}).get("timings", {}), **report.timings}
+        doc["timings"] = {**report.run.facts.timings, **report.timings}
     return json.dumps(doc, indent=2) + "\n"

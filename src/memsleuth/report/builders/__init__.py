@@ -29,19 +29,16 @@ def for_run(run: StoredRun) -> Report:
     """The report of a stored run, by its kind, from its analysis made once here."""
     from memsleuth.analysis import summary as analysis, gate as gating
     from memsleuth.report.builders import case, check, compare, fleet_task, gate, tried
-    settings = run.spec.gate or {}
-    time = settings.get("time", "cpu")
     compared = None     # the cells as compare analyses them: a gate or --try session's JSON, or its fallback
     is_try, is_gate = run.kind == "try" and len(run.cells) >= 2, bool(run.spec.gate) and len(run.cells) == 2
     if is_try or is_gate:
         compared = analysis.analyse_run(run)
         try:
-            threshold = float(settings.get("threshold", gating.DEFAULT_TIME_THRESHOLD))
-            count_threshold = float(settings.get("count_threshold", gating.DEFAULT_COUNT_THRESHOLD))
+            time, threshold, count_threshold = gating.settings(run)
             if is_try:
                 from memsleuth.analysis import tried as trying
                 return tried.build(run, trying.evaluate(run, time, threshold, count_threshold),
-                                   (run.spec.facts or {}).get("check_run"), compared)
+                                   run.facts.check_run, compared)
             return gate.build(run, gating.evaluate(run, time, threshold, count_threshold), list(run.argv), compared)
         except (KeyError, TypeError, ValueError):
             pass     # a damaged gate/try record: shown as the plain run it also is

@@ -211,7 +211,7 @@ def smaps_tables(run: StoredRun) -> list[Table]:
     rows = []
     for pid, kinds in at.smaps.items() if at else ():
         rows += [[pid, kind, fmt_bytes(v)] for kind, v in kinds.items()]
-        if (a := at.arenas.get(pid)) is not None:
+        if (a := at.arenas_of(pid)) is not None:
             rows += [[pid, "glibc main arena (brk heap)", fmt_bytes(a.main_arena_rss)],
                      [pid, f"glibc other arenas ({a.arenas}), their heaps", fmt_bytes(a.arena_rss)]]
     if not rows:

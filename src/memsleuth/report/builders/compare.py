@@ -278,7 +278,7 @@ def evidence_table(groups: list[Group], swept: list[str]) -> Table:
                 fmt_bytes(e.maxrss_kb * 1024 if e.maxrss_kb is not None else None)]
         row += [fmt_count(e.syscalls[s]) if s in e.syscalls else "n/a" for s in SYSCALL_COLUMNS]
         if have_hw:
-            row += [fmt_si(e.hardware.get(h)) if e.hardware.get(h) is not None else "n/a" for h in HARDWARE_EVENTS]
+            row += [fmt_si(e.hardware[h]) if e.hardware[h] is not None else "n/a" for h in HARDWARE_EVENTS]
         else:
             row.append("n/a (no PMU)" if _no_pmu(e.unsupported) else "n/a")
         rows.append(row)

@@ -13,13 +13,13 @@ def build(runs: list[StoredRun], summary: SuiteSummary, argv: list[str] | None =
     """`compare --suite`: allocator x workload, the throughput ratio to each workload's fastest
     (paired by round) with the peak RSS beside it, and the geometric mean over the workloads
     (suite.summarise computes them)."""
-    contenders, names, entries = summary.contenders, summary.workloads, summary.entries
+    contenders, names = summary.contenders, summary.workloads
     cols = ["allocator", *names, "geometric mean"]
     rows, failed = [], set()
     for i, who in enumerate(contenders):
         row = [who]
         for j, name in enumerate(names):
-            e = entries.get((who, name))
+            e = summary.entry(who, name)
             if e is None:
                 row.append("-")
             elif e.status != "ok":
@@ -29,7 +29,7 @@ def build(runs: list[StoredRun], summary: SuiteSummary, argv: list[str] | None =
                 ratio = "-" if e.ratio is None else f"{e.ratio:.2f}x" + ("" if e.resolved else " n.r.")
                 rss = f" · {fmt_bytes(e.peak_rss_kb * 1024)}" if e.peak_rss_kb else ""
                 row.append(ratio + rss)
-        gm = summary.means.get(who)
+        gm = summary.mean(who)
         row.append(f"{gm:.2f}x" if gm else "-")
         rows.append(row)
     what, unit = ("application", "applications") if apps else ("workload", "workloads")
@@ -45,9 +45,9 @@ def build(runs: list[StoredRun], summary: SuiteSummary, argv: list[str] | None =
     header = [f"{len(runs)} {unit}; {runs[0].spec.rounds if runs else ''}", *machine]
     footer = [f"Interrupted: the table shows the {unit} that finished."] if interrupted else []
     fig = RatioFigure(names, contenders,
-                      [[(e.ratio if (e := entries.get((who, n))) and e.ratio else None) for n in names]
+                      [[(e.ratio if (e := summary.entry(who, n)) and e.ratio else None) for n in names]
                        for who in contenders],
-                      [[bool((e := entries.get((who, n))) and e.resolved) for n in names] for who in contenders])
+                      [[bool((e := summary.entry(who, n)) and e.resolved) for n in names] for who in contenders])
     return Report("memsleuth compare --suite", header,
                   [Table("Applications" if apps else "Allocator suite", cols, rows, notes,
                          align_right=set(range(1, len(cols))), failed=failed)],
