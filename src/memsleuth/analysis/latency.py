@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memsleuth.records.documents import of_type, with_defaults
+from memsleuth.records.model import Counts
+
 
 @dataclass(frozen=True)
 class Latency:
@@ -29,10 +32,10 @@ class Latency:
 
 def merge(histograms: list[list[list[int]]]) -> list[tuple[int, int]]:
     """Bucket-wise sum of several runs' histograms of one operation."""
-    total: dict[int, int] = {}
+    total = Counts()
     for h in histograms:
         for high, count in h:
-            total[int(high)] = total.get(int(high), 0) + int(count)
+            total[int(high)] += int(count)
     return sorted(total.items())
 
 
@@ -54,27 +57,39 @@ def summarise(results: list[dict]) -> dict[str, Latency]:
     """Per operation, the merged latency of several runs' results (their "latency" member)."""
     per_op: dict[str, list[dict]] = {}
     for r in results:
-        for op, h in ((r or {}).get("latency") or {}).get("ops", {}).items():
-            if h.get("n"):
+        for op, h in _latency(r)["ops"].items():
+            h = with_defaults(h, {"n": 0, "buckets": [], "max": 0, "sum": 0})
+            if h["n"]:
                 per_op.setdefault(op, []).append(h)
     out = {}
     for op, hs in per_op.items():
-        buckets = merge([h.get("buckets") or [] for h in hs])
+        buckets = merge([h["buckets"] for h in hs])
         n = sum(c for _, c in buckets)
         if not n:
             continue
         out[op] = Latency(op, n, quantile(buckets, 0.50), quantile(buckets, 0.99), quantile(buckets, 0.999),
-                          float(max(h.get("max", 0) for h in hs)), sum(h.get("sum", 0) for h in hs) / n, buckets)
+                          float(max(h["max"] for h in hs)), sum(h["sum"] for h in hs) / n, buckets)
     return out
 
 
 def sampling_info(results: list[dict]) -> tuple[int, float] | None:
     """(mean operations between samples, timer cost ns) as the workload reported them."""
     for r in results:
-        lat = (r or {}).get("latency")
-        if lat and lat.get("every"):
-            return int(lat["every"]), float(lat.get("timer_ns", 0))
+        lat = _latency(r)
+        if lat["every"]:
+            return int(lat["every"]), float(lat["timer_ns"])
     return None
+
+
+def operations_timed(result: dict | None) -> int:
+    """How many operations a workload's result says it timed, over all of them."""
+    return sum(int(with_defaults(h, {"n": 0})["n"]) for h in _latency(result)["ops"].values())
+
+
+def _latency(result: dict | None) -> dict:
+    """A workload result's "latency" member (docs/json-schema.md) over its defaults."""
+    lat = of_type(result or {}, "latency", dict, {})
+    return with_defaults(lat, {"ops": {}, "every": 0, "timer_ns": 0})
 
 
 # What one timed call costs beyond the call, in units of the workload's measured timer_ns (the

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memsleuth.records import cpu_profile
+from memsleuth.records.documents import with_defaults
+from memsleuth.records.model import Counts
 from memsleuth.textsafe import data_text
 
 Frame = tuple[str, str, int, str]
@@ -81,16 +84,17 @@ def from_cpu(doc: dict | None) -> list[StackSet]:
     """The CPU samples' kernel chains under their executable (ms-run's cpu_profile document)."""
     if not isinstance(doc, dict):
         return []
+    doc = with_defaults(doc, cpu_profile.PROFILE_DEFAULTS)
     try:
-        names = [str(f) for f in doc.get("frames") or []]
-        exes = [str(e[0]) for e in doc.get("executables") or []]
-        period = float(doc.get("period_ns") or 0)
-        stacks: dict[tuple[Frame, ...], float] = {}
-        for exe, n, _elided, idx, *_ in doc.get("stacks") or []:
+        names = [str(f) for f in doc["frames"]]
+        exes = [str(e[0]) for e in doc["executables"]]
+        period = float(doc["period_ns"])
+        stacks = Counts()
+        for exe, n, _elided, idx, *_ in doc["stacks"]:
             top: Frame = (exes[int(exe)] if 0 <= int(exe) < len(exes) else "?", "", 0, "program")
             chain = tuple((names[int(i)], "", 0, "kernel") for i in reversed(idx))
             key = (top, *chain) if chain else (top, (USER_MODE, "", 0, "program"))
-            stacks[key] = stacks.get(key, 0.0) + int(n) * period
+            stacks[key] += int(n) * period
     except (TypeError, ValueError, IndexError):
         return []
     return [StackSet("CPU time", "cpu", "nanoseconds", list(stacks.items()))] if stacks and period else []
@@ -110,13 +114,13 @@ def from_cpu_stacks(c) -> list[StackSet]:
     def kind(fn: str) -> str:
         return "runtime" if any(rt.frames.search(fn) or (rt.gc is not None and rt.gc.search(fn))
                                 for rt in runtimes.TABLE) else "program"
-    stacks: dict[tuple[Frame, ...], float] = {}
+    stacks = Counts()
     for st in c.stacks:
         key = ((data_text(st.executable), "", 0, "program"),
                *((data_text(fn), "", 0, kind(fn)) for fn in reversed(st.functions)))
         if st.in_kernel:
             key += ((KERNEL_MODE, "", 0, "kernel"),)
-        stacks[key] = stacks.get(key, 0.0) + st.samples * float(c.period_ns)
+        stacks[key] += st.samples * float(c.period_ns)
     return [StackSet("CPU time by user call chain", "cpu_user", "nanoseconds", list(stacks.items()))]
 
 

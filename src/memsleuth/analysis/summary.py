@@ -192,7 +192,7 @@ def _sampling_share(ok: list[Sample]) -> float | None:
         main = s.region("main")
         if info is None or main is None:
             continue
-        taken = sum(h.get("n", 0) for h in s.result["latency"].get("ops", {}).values())
+        taken = latency_mod.operations_timed(s.result)
         share = latency_mod.sampling_cost_share(taken, info[1], main.wall_ns)
         if share is not None:
             shares.append(share)
@@ -587,7 +587,7 @@ THROUGH_ALLOCATOR, THROUGH_PROGRAM = 0.8, 0.2
 def mapped_by(where: CallSites | None):
     """(the runtime, its share) whose own code made the sampled mmap calls; None where no runtime did
     (or they were not sampled)."""
-    e = where.events.get("mmap") if where else None
+    e = where.events["mmap"] if where else None
     if e is None:
         return None
     return runtimes.runtime_of(e.makers or e.user_sites) or runtimes.runtime_of(e.maker_objects)
@@ -596,7 +596,7 @@ def mapped_by(where: CallSites | None):
 def _first_event(finding: str, where: CallSites):
     """A finding without calls of its own (first-touch: faults): its first site event and its words."""
     name = next(iter(SITE_EVENTS.get(finding, ())), None)
-    e = where.events.get(name) if name else None
+    e = where.events[name] if name else None
     return (e, name.replace("-", " ")) if e else (None, "")
 
 
@@ -608,7 +608,7 @@ def _faults_elsewhere(f: findings.Finding, made, where: CallSites) -> str | None
     script ran a C program that maps and frees 32 MiB per step, then a Python one-liner whose 100
     bytearrays are unmapped at its exit: the 84% of munmap calls from python3 made the finding
     CPython's, advising bytearray reuse, for faults that were the C program's."""
-    faults = where.events.get("page-faults")
+    faults = where.events["page-faults"]
     if made is None or not f.calls or "page-faults" not in SITE_EVENTS.get(f.id, ()) or faults is None \
             or not made.commands or not faults.commands:
         return None
@@ -636,7 +636,7 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
         events = tuple(dict.fromkeys((*((f.calls,) if f.calls else ()), *SITE_EVENTS.get(f.id, ()))))
         lines = [line for e in events for line in where_mod.lines_for(where, e)]
         who, extra, via_malloc = f.who, [], False
-        e = where.events.get(f.calls or "")
+        e = where.events[f.calls or ""]
         through = None
         if e and e.internal_paths is not None:
             through = e.through_allocator

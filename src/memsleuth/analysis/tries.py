@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from memsleuth.analysis import runtimes
 from memsleuth.analysis.findings.base import Finding
+from memsleuth.records.documents import with_defaults
 
 # Environment variables that hold a runtime's list of options: a candidate's option is appended to
 # the program's own (commands/check.py), never put in their place.
@@ -65,9 +66,10 @@ class Try:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Try":
-        return cls(str(d["name"]), str(d["finding"]), tuple(d.get("evidence") or ()), tuple(d.get("tunables") or ()),
-                   dict(d.get("env") or {}), d.get("allocator"), str(d.get("primary") or "time"),
-                   tuple((str(f), tuple(ms)) for f, ms in d.get("addresses") or ()))
+        d = with_defaults(d, {"evidence": (), "tunables": (), "env": {}, "allocator": None, "primary": "time",
+                              "addresses": ()})
+        return cls(str(d["name"]), str(d["finding"]), tuple(d["evidence"]), tuple(d["tunables"]), dict(d["env"]),
+                   d["allocator"], str(d["primary"] or "time"), tuple((str(f), tuple(ms)) for f, ms in d["addresses"]))
 
 
 def _glibc(name: str, finding: str, evidence: tuple[str, ...], *tunables: str, primary: str = "time") -> Try:
@@ -112,8 +114,8 @@ def _mmap_churn(f: Finding, allocator: str) -> list[Try]:
 def mmap_block_bytes(f: Finding) -> float | None:
     """The size of the blocks an mmap-churn finding's munmap calls give back: the size class that
     carries most of the bytes, else the average, when recorded."""
-    unmapped, calls = f.numbers.get("unmapped_bytes"), f.numbers.get("munmap")
-    return f.numbers.get("block_bytes") or (unmapped / calls if unmapped and calls else None)
+    unmapped, calls = f.numbers["unmapped_bytes"], f.numbers["munmap"]
+    return f.numbers["block_bytes"] or (unmapped / calls if unmapped and calls else None)
 
 
 def _madvise_storm(f: Finding, allocator: str) -> list[Try]:
@@ -141,7 +143,7 @@ def _rss_blowup(f: Finding, allocator: str) -> list[Try]:
 
 
 def _heap_overhead(f: Finding, allocator: str) -> list[Try]:
-    if allocator != "glibc" or not (f.numbers or {}).get("arenas", 0) >= 2:
+    if allocator != "glibc" or not (f.numbers["arenas"] or 0) >= 2:
         return []
     ev = ("peak RSS", "time-averaged RSS")
     return [_glibc("arena_max=1", f.id, ev, "glibc.malloc.arena_max=1", primary="peak RSS"),
@@ -151,7 +153,7 @@ def _heap_overhead(f: Finding, allocator: str) -> list[Try]:
 def _arena_growth(f: Finding, allocator: str) -> list[Try]:
     """mprotect calls glibc makes growing its thread arenas (mprotect_calls.made_by_allocator): fewer
     arenas, so that threads use the main one, which grows by brk."""
-    if allocator != "glibc" or f.who != "allocator" or not (f.numbers or {}).get("glibc_arenas"):
+    if allocator != "glibc" or f.who != "allocator" or not f.numbers["glibc_arenas"]:
         return []
     ev = ("mprotect calls",)
     return [_glibc("arena_max=1", f.id, ev, "glibc.malloc.arena_max=1"),
@@ -225,7 +227,7 @@ def for_findings(found: list[Finding], allocator: str, installed: list[str], com
     for f in found:
         if f.who == "program":
             continue        # the program makes the calls itself: no setting changes them
-        rt = runtimes.by_name(f.numbers.get("runtime")) if f.who == "runtime" else None
+        rt = runtimes.by_name(f.numbers["runtime"]) if f.who == "runtime" else None
         if rt is not None and f.id == "garbage-collection":
             # Its collector: the runtime's own knob, judged on time, its memory shown (collecting less
             # often keeps more garbage).
@@ -236,7 +238,7 @@ def for_findings(found: list[Finding], allocator: str, installed: list[str], com
             continue
         if rt is not None and f.id == "lock-contention":
             continue        # the runtime's own locks (CPython's GIL): no allocator or tunable reaches them
-        if rt is not None and rt.own_memory and not f.numbers.get("via_malloc"):
+        if rt is not None and rt.own_memory and not f.numbers["via_malloc"]:
             # A runtime's own heap: neither another allocator nor glibc's tunables reach it; its own
             # release knob, where it is an environment setting, does.
             # (a heap that shrinks and grows again faults in what it gave back: churn findings too)

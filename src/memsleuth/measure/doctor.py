@@ -10,6 +10,8 @@ from pathlib import Path
 from memsleuth.measure import allocators, machine, native
 from memsleuth.events import SYSCALLS
 from memsleuth.errors import UsageError
+from memsleuth.records.documents import with_defaults
+from memsleuth.records.model import Readings
 
 VIRTIO_ID_BALLOON = 5
 VIRTIO_BALLOON_F_FREE_PAGE_HINT = 3
@@ -44,7 +46,8 @@ def events_by() -> tuple[str | None, str | None]:
             subprocess.run([str(native.ms_run()), "--out", out, "--", "true"], capture_output=True, timeout=30)
             with open(out, encoding="utf-8") as f:
                 doc = json.load(f)
-        return doc.get("events_by"), doc.get("events_by_why")
+        doc = with_defaults(doc, {"events_by": None, "events_by_why": None})
+        return doc["events_by"], doc["events_by_why"]
     except (OSError, subprocess.SubprocessError, json.JSONDecodeError, UsageError):
         return None, None
 
@@ -66,16 +69,16 @@ def balloon_features() -> tuple[bool, set[int]]:
 
 
 def checks() -> list[Check]:
-    ev = probe_events()
-    opened = set(ev.get("opened", []))
-    unsupported = ev.get("unsupported", {})
+    ev = with_defaults(probe_events(), {"opened": [], "unsupported": {}, "error": "unknown", "tracefs": None})
+    opened = set(ev["opened"])
+    unsupported = Readings(ev["unsupported"])
     result: list[Check] = []
 
     if "cycles" in opened:
         result.append(Check("PMU (hardware counters)", "present", "cycles, instructions, cache, branch, L1d and dTLB "
                             "misses are measured", True))
     else:
-        why = unsupported.get("cycles", ev.get("error", "unknown"))
+        why = unsupported["cycles"] or ev["error"]
         # "Permission denied" is not "no PMU": the hardware may be there and the kernel refuse it.
         denied = "Permission denied" in why or "not permitted" in why
         value = "not permitted" if denied else "absent"
@@ -94,11 +97,11 @@ def checks() -> list[Check]:
                         root or (paranoid is not None and int(paranoid) <= 1)))
 
     syscalls_open = sorted(o for o in opened if o in SYSCALLS)
-    if ev.get("tracefs") and syscalls_open:
+    if ev["tracefs"] and syscalls_open:
         result.append(Check("tracefs (syscall counts)", ev["tracefs"], "syscalls counted by name from "
                             f"syscalls:sys_enter_* tracepoints: {', '.join(syscalls_open)}", True))
     else:
-        why = unsupported.get("madvise", "tracefs not found")
+        why = unsupported["madvise"] or "tracefs not found"
         result.append(Check("tracefs (syscall counts)", "unavailable", f"{why}. mmap/munmap/madvise/brk/futex columns "
                             "read n/a; run as root so tracefs can be mounted and read.", False))
 

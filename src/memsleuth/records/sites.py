@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from memsleuth.records import calls, documents, symbols
-from memsleuth.records.model import Counts
+from memsleuth.records.model import Counts, Readings
 
 TOP = 3                    # call sites kept per event and kind
 STACKS = 200               # distinct stacks kept per event (the most sampled), for flame graphs and pprof
@@ -87,7 +87,7 @@ class EventSites:
 class CallSites:
     """A cell's call sites as stored (read_sampled, where.record): per event, or why there are none
     (`unavailable`: the sampler or perf could not take them; `skipped`: nothing called for them)."""
-    events: dict[str, EventSites] = field(default_factory=dict)
+    events: Readings = field(default_factory=Readings)    # name -> EventSites; None: not sampled
     notes: tuple[str, ...] = ()
     sampler: str | None = None                   # in-program, kernel, perf record; None: perf record (older)
     unavailable: str | None = None
@@ -100,7 +100,7 @@ class CallSites:
             return None
         d = {k: v for k, v in d.items() if v is not None}
         events = documents.of_type(d, "events", dict, {})
-        return cls(events={str(k): EventSites.from_dict(v) for k, v in events.items() if isinstance(v, dict)},
+        return cls(events=Readings({str(k): EventSites.from_dict(v) for k, v in events.items() if isinstance(v, dict)}),
                    notes=tuple(str(n) for n in d["notes"]) if "notes" in d else (),
                    sampler=d["sampler"] if "sampler" in d else None,
                    unavailable=str(d["unavailable"]) if "unavailable" in d else None,
@@ -309,7 +309,7 @@ def lines_for(where: CallSites | None, event: str) -> list[str]:
         return []
     if where.unavailable is not None:
         return [f"call sites not recorded: {where.unavailable}"]
-    e = where.events.get(event)
+    e = where.events[event]
     if not e:
         return []
     label = "page faults" if event == "page-faults" else f"{event} calls"

@@ -100,7 +100,7 @@ def who_text(f) -> str | None:
     if f.who == "allocator":
         return f"the allocator (it makes the {f.calls} calls: see the evidence)"
     if f.who == "runtime":
-        return f"{f.numbers.get('runtime', 'the runtime')} (its own code makes the {f.calls} calls: see the call sites)"
+        return f"{f.numbers['runtime'] or 'the runtime'} (its own code makes the {f.calls} calls: see the call sites)"
     compare = (f"run `memsleuth compare` under two allocators (the {f.calls} calls are the program's if their count "
                "does not change)")
     if getattr(f, "call_sites", None):

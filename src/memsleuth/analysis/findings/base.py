@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from memsleuth.analysis import cost, phase as phase_mod
+from memsleuth.records.model import Readings
 
 if TYPE_CHECKING:
     from memsleuth.analysis.view import CellView
@@ -21,7 +22,7 @@ class Finding:
     advice: str                 # what to change
     confidence: str             # "high", "medium" or "low"
     subject: str = ""           # the cell or region it is about
-    numbers: dict = field(default_factory=dict)  # the same numbers, machine-readable
+    numbers: Readings = field(default_factory=Readings)  # the same numbers, machine-readable; None: not one of them
     # Who makes the costly calls: "program", "allocator", or "undetermined"; `calls` names the
     # syscall whose count decides it (analysis.attribute compares it across allocators).
     who: str = "undetermined"
@@ -37,6 +38,9 @@ class Finding:
     # Advice that holds whoever makes the calls (the huge pages a churn's re-faults zero): kept first
     # when the culprit's advice replaces the rule's (analysis/summary.with_call_sites).
     advice_first: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "numbers", Readings(self.numbers or {}))
 
     def with_advice(self, advice: str) -> str:
         """`advice` with advice_first before it, said once (a runtime's advice quotes the rule's, which

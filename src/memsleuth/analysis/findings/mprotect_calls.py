@@ -72,7 +72,7 @@ def made_by_allocator(f: Finding) -> Finding:
     """The finding where its calls' sites say the allocator makes them (summary.with_call_sites):
     under glibc with thread arenas (the heap accounting read them), its arenas growing a page at a
     time; otherwise the allocator's own growth and trimming, whichever allocator it is."""
-    arenas, held = f.numbers.get("glibc_arenas") or 0, f.numbers.get("arena_bytes") or 0.0
+    arenas, held = f.numbers["glibc_arenas"] or 0, f.numbers["arena_bytes"] or 0.0
     cost = f.title.removeprefix(f"{TITLE}: ")     # the cost as check() worded it
     if not arenas:
         return replace(
