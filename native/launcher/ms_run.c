@@ -487,6 +487,21 @@ static void open_cpu_stacks(msr_sites *u, const msr_targets *t, const msr_option
   u->prefix = "cpu";
 }
 
+/* Reads what every sampler still holds once the run has ended, and writes the stack samplers'
+ * documents. */
+static void drain_samplers(run_result *r) {
+  if (r->args.enabled) msr_args_drain(&r->args);
+  if (r->cpu.enabled) msr_cpu_drain(&r->cpu);
+  if (r->outside.enabled) {
+    msr_sites_drain(&r->outside);
+    msr_sites_write(&r->outside);
+  }
+  if (r->ustacks.enabled) {
+    msr_sites_drain(&r->ustacks);
+    msr_sites_write(&r->ustacks);
+  }
+}
+
 static int write_document(const msr_options *o, run_result *r, const ms_counters *ctr, const ms_snapshot *s0,
                           const ms_snapshot *s1, int out_fd, int err_fd) {
   char detail[512];
@@ -835,16 +850,7 @@ static int attach_mode(const msr_options *o) {
   r.tasks1 = msr_machine_tasks();
   if (r.ctr) read_counters(&r, &s1);
   else memset(&s1, 0, sizeof s1);
-  if (r.args.enabled) msr_args_drain(&r.args);
-  if (r.cpu.enabled) msr_cpu_drain(&r.cpu);
-  if (r.outside.enabled) {
-    msr_sites_drain(&r.outside);
-    msr_sites_write(&r.outside);
-  }
-  if (r.ustacks.enabled) {
-    msr_sites_drain(&r.ustacks);
-    msr_sites_write(&r.ustacks);
-  }
+  drain_samplers(&r);
   long hz = sysconf(_SC_CLK_TCK);
   uint64_t ut = 0, st = 0, minf = 0, majf = 0;
   for (int k = 0; k < w.n; k++) {
@@ -1027,16 +1033,7 @@ static int run_mode(const msr_options *o) {
   supervise(o, &r, probe_pipe[0], t0);
   r.tasks1 = msr_machine_tasks();
   if (r.ctr) read_counters(&r, &s1);
-  if (r.args.enabled) msr_args_drain(&r.args);
-  if (r.cpu.enabled) msr_cpu_drain(&r.cpu);
-  if (r.outside.enabled) {
-    msr_sites_drain(&r.outside);
-    msr_sites_write(&r.outside);
-  }
-  if (r.ustacks.enabled) {
-    msr_sites_drain(&r.ustacks);
-    msr_sites_write(&r.ustacks);
-  }
+  drain_samplers(&r);
   int rc = write_document(o, &r, r.ctr ? r.ctr : &ctr, &s0, &s1, out_fd, err_fd);
   ms_counters_close(&ctr);
   for (int k = 0; k < r.nctr; k++) ms_counters_close(&percpu[k]);

@@ -139,10 +139,7 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every) {
         /* TIME: the per-CPU buffers are merged in time order, so that a process's break moves are
        * read in the order they happened even when it migrates between CPUs. */
         attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
-        attr.disabled = !t->attach;
-        attr.enable_on_exec = !t->attach;
-        attr.inherit = 1;
-        attr.wakeup_events = 1 << 30; /* ms-run polls; no wake-ups needed */
+        msr_follow(&attr, t->attach);
         long fd = msr_open_for(t, p, &attr, cpu);
         if (fd < 0) {
           if (errno != ENODEV && errno != EINVAL) snprintf(a->ev[i].why, sizeof a->ev[i].why, "%s", strerror(errno));

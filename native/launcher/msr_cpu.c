@@ -57,10 +57,7 @@ int msr_cpu_open(msr_cpu *c, const msr_targets *t, uint64_t period_ns, const cha
       attr.comm = 1;
       attr.comm_exec = 1;
       attr.task = 1;
-      attr.disabled = !t->attach;
-      attr.enable_on_exec = !t->attach;
-      attr.inherit = 1;
-      attr.wakeup_events = 1 << 30; /* ms-run polls; no wake-ups needed */
+      msr_follow(&attr, t->attach);
       long fd = msr_open_for(t, p, &attr, cpu);
       if (fd < 0) {
         if (errno != ENODEV && errno != EINVAL && errno != ESRCH)

@@ -7,6 +7,13 @@
 
 int msr_target_n(const msr_targets *t) { return t->cgroup_fd >= 0 ? 1 : t->n; }
 
+void msr_follow(struct perf_event_attr *a, int attach) {
+  a->disabled = !attach;
+  a->enable_on_exec = !attach;
+  a->inherit = 1;
+  a->wakeup_events = 1 << 30;
+}
+
 long msr_open_for(const msr_targets *t, int p, struct perf_event_attr *a, int cpu) {
   if (t->cgroup_fd < 0) return syscall(SYS_perf_event_open, a, t->pid[p], cpu, -1, PERF_FLAG_FD_CLOEXEC);
   a->inherit = 0;

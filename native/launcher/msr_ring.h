@@ -23,6 +23,9 @@ typedef struct {
 
 /* How many opens a sampler makes per CPU: one per target, or one for the cgroup. */
 int msr_target_n(const msr_targets *t);
+/* A polled sampler's event follows its targets: from the command's exec (a running process: at
+ * once), into the tasks they create, with no wake-ups (ms-run polls its buffers). */
+void msr_follow(struct perf_event_attr *a, int attach);
 /* perf_event_open of `a` for target `p` on `cpu`, or for the cgroup (its attributes adjusted). */
 long msr_open_for(const msr_targets *t, int p, struct perf_event_attr *a, int cpu);
 

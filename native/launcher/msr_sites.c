@@ -32,10 +32,7 @@ static void base_attr(struct perf_event_attr *a, int attach) {
   a->sample_id_all = 1;
   a->exclude_callchain_kernel = 1; /* the program's frames only */
   a->sample_max_stack = MSR_SITES_FRAMES;
-  a->disabled = !attach; /* a command: from its exec; a running process: at once */
-  a->enable_on_exec = !attach;
-  a->inherit = 1;
-  a->wakeup_events = 1 << 30; /* ms-run polls */
+  msr_follow(a, attach);
 }
 
 /* msr_open_for, and again without the user stack's word where the kernel refuses it (an architecture

@@ -273,6 +273,14 @@ class CellView:
         cpu, all_cpu = sc.user_ns + sc.sys_ns, (whole.user_ns + whole.sys_ns) if whole else 0.0
         return p if all_cpu and cpu >= SAMPLED_REGION * all_cpu else None
 
+    def calling(self, syscall: str, floor: float) -> tuple[Scope, float, cost_mod.Split] | None:
+        """(the scope, its calls of `syscall`, its kernel split) where the scope made at least
+        `floor` of them; None otherwise (a rule about the call has nothing to say)."""
+        sc = self.scope
+        if sc is None or sc.syscalls[syscall] < floor:
+            return None
+        return sc, sc.syscalls[syscall], self.kernel_split(sc)
+
     def kernel_split(self, sc: Scope, upper_bound: bool = True) -> cost_mod.Split:
         """The scope's kernel time split across its faults and system calls (analysis/cost.py):
         measured from the explaining run's samples where they cost the scope (`sampled_for`),

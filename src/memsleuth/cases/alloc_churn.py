@@ -12,24 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memsleuth.analysis.summary import cell_view
-from memsleuth.cases.base import (
-    params_of,
-    Case,
-    CaseResult,
-    CaseTable,
-    Num,
-    Seq,
-    Tunable,
-    Variant,
-    median_text,
-    mib_of,
-    ms_of,
-    paired,
-    per_run,
-    ratio_text,
-    status_text,
-    tunable_variant,
-)
+from memsleuth.cases.base import (Case, CaseResult, CaseTable, Num, Seq, Tunable, Variant, median_text, mib_of, ms_of,
+    paired, params_of, per_run, ratio_text, status_text, tunable_variant)
 from memsleuth.analysis.cost import REFAULT_SHARE
 from memsleuth.analysis.findings.heap_trim import MIN_SHRINK_PER_STEP, MIN_SHRINKING_SHARE
 from memsleuth.analysis.findings.mmap_churn import MUNMAP_PER_STEP

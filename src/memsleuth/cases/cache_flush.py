@@ -14,20 +14,8 @@ from dataclasses import dataclass
 from memsleuth.measure import native
 from memsleuth import stats
 from memsleuth.analysis.summary import cell_view
-from memsleuth.cases.base import (
-    CASE_NOISE,
-    Case,
-    CaseFigure,
-    CaseResult,
-    CaseTable,
-    Num,
-    Variant,
-    params_of,
-    percent_of,
-    median_text,
-    result_rows,
-    status_text,
-)
+from memsleuth.cases.base import (CASE_NOISE, Case, CaseFigure, CaseResult, CaseTable, Num, Variant, median_text,
+    params_of, percent_of, result_rows, status_text)
 from memsleuth.stats import median_of as med
 from memsleuth.errors import UsageError
 from memsleuth.records.model import Readings

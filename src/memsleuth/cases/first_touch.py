@@ -13,26 +13,8 @@ from dataclasses import dataclass
 
 from memsleuth.analysis.findings.zero_page import MAX_RSS_PER_FAULT
 from memsleuth.analysis.summary import cell_view
-from memsleuth.cases.base import (
-    params_of,
-    CASE_NOISE,
-    Case,
-    CaseFigure,
-    CaseResult,
-    CaseTable,
-    Num,
-    Seq,
-    Variant,
-    mib_of,
-    ms_of,
-    median_text,
-    paired,
-    per_run,
-    ratio_text,
-    resolved_above,
-    result_rows,
-    status_text,
-)
+from memsleuth.cases.base import (CASE_NOISE, Case, CaseFigure, CaseResult, CaseTable, Num, Seq, Variant, median_text,
+    mib_of, ms_of, paired, params_of, per_run, ratio_text, resolved_above, result_rows, status_text)
 from memsleuth.stats import median_of
 from memsleuth.units import PAGE_BYTES, fmt_mib, fmt_ms, gb_per_s
 from memsleuth.records.model import Readings

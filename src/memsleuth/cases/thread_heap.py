@@ -16,21 +16,8 @@ from dataclasses import dataclass
 from memsleuth import stats
 from memsleuth.analysis.findings.lock_contention import FUTEX_PER_KOP
 from memsleuth.analysis.summary import cell_view
-from memsleuth.cases.base import (
-    params_of,
-    CASE_NOISE,
-    Case,
-    CaseResult,
-    CaseTable,
-    Num,
-    Ratio,
-    Seq,
-    Tunable,
-    Variant,
-    percent_of,
-    status_text,
-    tunable_variant,
-)
+from memsleuth.cases.base import (CASE_NOISE, Case, CaseResult, CaseTable, Num, Ratio, Seq, Tunable, Variant, params_of,
+    percent_of, status_text, tunable_variant)
 from memsleuth.stats import median_of as med
 from memsleuth.records.heap import Heap
 from memsleuth.records.model import Readings

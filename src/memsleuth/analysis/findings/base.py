@@ -126,6 +126,23 @@ class UserCost:
     phase: phase_mod.Phase | None
 
 
+def costed(view: "CellView", parts) -> list[tuple]:
+    """The parts (analysis/user_time: collectors, stack growths) that cost a material share, each
+    with its cost (user_cost)."""
+    return [(part, paid) for part in parts if (paid := user_cost(view, part)) is not None]
+
+
+def runtime_part_finding(view: "CellView", part, paid: UserCost, evidence: list[str], numbers: dict,
+                         **words) -> Finding:
+    """A finding on a runtime's part of the user-mode samples (a collector, its stacks' growth):
+    `evidence` then when it arises; `words`: id, title, mechanism, advice."""
+    return Finding(evidence=evidence + ([paid.phase.text] if paid.phase else []), subject=view.label,
+                   confidence=cost.confidence_from_share(paid.share), who="runtime",
+                   numbers={"runtime": part.runtime.name, "samples": part.samples, "total_samples": part.total,
+                            "share": part.share, "ci_low": part.interval[0], "ci_high": part.interval[1], **numbers},
+                   cost_ns=paid.ns, cost_share=paid.share, phase=paid.phase.name if paid.phase else None, **words)
+
+
 def user_cost(view: "CellView", part) -> UserCost | None:
     """What a part of the explaining run's user-mode samples (analysis/user_time: a collector, a runtime's
     stack growth) costs in the measured runs' account (cost.user_part); None where the cell has no

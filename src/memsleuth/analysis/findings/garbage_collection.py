@@ -7,18 +7,14 @@ the runtime's own (how often it collects, how much it scans), never an allocator
 is the runtime's memory."""
 from __future__ import annotations
 
-from memsleuth.analysis.cost import confidence_from_share
-from memsleuth.analysis.findings.base import Finding, user_cost
+from memsleuth.analysis.findings.base import Finding, costed, runtime_part_finding
 from memsleuth.analysis.user_time import collectors
 from memsleuth.analysis.view import CellView
 
 
 def check(view: CellView) -> list[Finding]:
     found = []
-    for c in collectors(view.cpu_stacks):
-        paid = user_cost(view, c)
-        if paid is None:
-            continue
+    for c, paid in costed(view, collectors(view.cpu_stacks)):
         rt = c.runtime
         evidence = [f"{c.samples:,} of the {c.total:,} CPU samples ran in {rt.name}'s collector, in user mode "
                     f"(a frame of it in the sample's call chain)",
@@ -28,17 +24,12 @@ def check(view: CellView) -> list[Finding]:
                             "from the collector (its page faults and calls): the kernel's account, not counted here")
         if c.executables:
             evidence.append("in the processes of " + ", ".join(f"{exe} ({k:,} samples)" for exe, k in c.executables))
-        if paid.phase:
-            evidence.append(paid.phase.text)
-        found.append(Finding(
+        found.append(runtime_part_finding(
+            view, c, paid, evidence, {"kernel_samples": c.kernel_samples},
             id="garbage-collection",
             title=f"{rt.name}'s garbage collector: {paid.headline}",
             mechanism=(f"{rt.name}'s collector walks the objects it manages each time it runs (a tracing "
                        "collector the live heap, CPython's cyclic one the containers of the generations it collects), "
                        "so its time grows with how often it runs and with how many objects and pointers it walks"),
-            evidence=evidence, advice=rt.gc_advice, subject=view.label,
-            confidence=confidence_from_share(paid.share), who="runtime",
-            numbers={"runtime": rt.name, "samples": c.samples, "kernel_samples": c.kernel_samples,
-                     "total_samples": c.total, "share": c.share, "ci_low": c.interval[0], "ci_high": c.interval[1]},
-            cost_ns=paid.ns, cost_share=paid.share, phase=paid.phase.name if paid.phase else None))
+            advice=rt.gc_advice))
     return found

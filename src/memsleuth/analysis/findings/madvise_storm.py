@@ -61,11 +61,9 @@ WORDS = {
 
 
 def check(view: CellView) -> list[Finding]:
-    sc = view.scope
-    if sc is None or sc.syscalls["madvise"] < MIN_CALLS:
+    if (calling := view.calling("madvise", MIN_CALLS)) is None:
         return []
-    calls = sc.syscalls["madvise"]
-    split = view.kernel_split(sc)
+    sc, calls, split = calling
     trace = view.traced_for(sc)
     # Where the faults are traced by address, those that touch again what madvise purged are part
     # of its cost; otherwise they are only said to be possible.

@@ -31,11 +31,9 @@ TITLE = "Page protections changed again and again (mprotect)"
 
 
 def check(view: CellView) -> list[Finding]:
-    sc = view.scope
-    if sc is None or sc.syscalls["mprotect"] < MIN_CALLS:
+    if (calling := view.calling("mprotect", MIN_CALLS)) is None:
         return []
-    calls = sc.syscalls["mprotect"]
-    split = view.kernel_split(sc)
+    sc, calls, split = calling
     spent = split.cost("mprotect")
     if not split.material(spent):
         return []

@@ -8,18 +8,14 @@ The advice is the runtime's and the program's, never an allocator's: a goroutine
 runtime's memory."""
 from __future__ import annotations
 
-from memsleuth.analysis.cost import confidence_from_share
-from memsleuth.analysis.findings.base import Finding, named_callers, user_cost
+from memsleuth.analysis.findings.base import Finding, costed, named_callers, runtime_part_finding
 from memsleuth.analysis.user_time import stack_growth
 from memsleuth.analysis.view import CellView
 
 
 def check(view: CellView) -> list[Finding]:
     found = []
-    for g in stack_growth(view.cpu_stacks):
-        paid = user_cost(view, g)
-        if paid is None:
-            continue
+    for g, paid in costed(view, stack_growth(view.cpu_stacks)):
         rt = g.runtime
         evidence = [f"{g.samples:,} of the {g.total:,} CPU samples ran in {rt.name}'s growth of {rt.stacks}, in user "
                     "mode (a frame of it in the sample's call chain: the stack copied to a larger one)",
@@ -28,18 +24,13 @@ def check(view: CellView) -> list[Finding]:
         named = named_callers(g.callers, g.samples)
         if named:
             evidence.append("the stacks grew under " + ", ".join(f"{fn} ({share:.0%})" for fn, share in named))
-        if paid.phase:
-            evidence.append(paid.phase.text)
-        found.append(Finding(
+        found.append(runtime_part_finding(
+            view, g, paid, evidence, {},
             id="stack-growth",
             title=f"{rt.name} growing {rt.stacks}: {paid.headline}",
             mechanism=(f"{rt.name} starts {rt.stacks} small; a call that needs more stack than is left makes the runtime "
                        "copy the whole stack to one twice the size and adjust every pointer into it: the cost recurs "
                        "where goroutines with a deep call path are started again and again (each starts small), or "
                        "where the collector shrinks a stack that then grows again"),
-            evidence=evidence, advice=rt.stack_advice, subject=view.label,
-            confidence=confidence_from_share(paid.share), who="runtime",
-            numbers={"runtime": rt.name, "samples": g.samples, "total_samples": g.total, "share": g.share,
-                     "ci_low": g.interval[0], "ci_high": g.interval[1]},
-            cost_ns=paid.ns, cost_share=paid.share, phase=paid.phase.name if paid.phase else None))
+            advice=rt.stack_advice))
     return found

@@ -130,6 +130,17 @@ def sampling_params(every: int = LATENCY_EVERY) -> tuple[Param, ...]:
     )
 
 
+# The random seed every randomised workload takes.
+SEED = Param("seed", 1, 0, (1 << 63) - 1, "random seed")
+
+
+def size_range(smallest: int, largest: int, floor: int = 16, ceiling: int = 1 << 30, what: str = "block, bytes",
+               spread: str = "", kind: str = "size") -> tuple[Param, Param]:
+    """min-size and max-size: the sizes a workload draws from (checked in order by size_order)."""
+    return (Param("min-size", smallest, floor, ceiling, f"smallest {what}", kind=kind),
+            Param("max-size", largest, floor, ceiling, f"largest {what}" + (f" ({spread})" if spread else ""), kind=kind))
+
+
 def size_order(name: str, lo: str = "min-size", hi: str = "max-size") -> Callable[[dict[str, Value]], None]:
     """A validator: parameter lo must not exceed hi."""
     def check(values: dict[str, Value]) -> None:

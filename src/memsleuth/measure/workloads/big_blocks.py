@@ -1,7 +1,7 @@
 """big-blocks: 64 KiB - 64 MiB blocks, touched page by page."""
 from __future__ import annotations
 
-from memsleuth.measure.workloads.base import Param, Workload, sampling_params, size_order
+from memsleuth.measure.workloads.base import SEED, Param, Workload, sampling_params, size_order, size_range
 
 TOUCH = ("pages", "ends")
 
@@ -12,12 +12,11 @@ WORKLOAD = Workload(
     params=(
         Param("iterations", 1000, 1, 1 << 40, "operations per thread"),
         Param("ws", 8, 1, 1 << 20, "slots per thread"),
-        Param("min-size", 64 << 10, 16, 1 << 36, "smallest block", kind="size"),
-        Param("max-size", 64 << 20, 16, 1 << 36, "largest block", kind="size"),
+        *size_range(64 << 10, 64 << 20, ceiling=1 << 36, what="block"),
         Param("touch", "pages", help="pages (one write per 4 KiB) or ends (the two cookies only)", kind="choice",
               choices=TOUCH),
         Param("threads", 1, 1, 1024, "threads, each with its own slots"),
-        Param("seed", 1, 0, (1 << 63) - 1, "random seed"),
+        SEED,
         *sampling_params(every=1),
     ),
     oom_exit_code=3,

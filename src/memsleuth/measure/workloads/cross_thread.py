@@ -1,7 +1,7 @@
 """cross-thread: producer threads allocate, consumer threads free (xmalloc-test in kind)."""
 from __future__ import annotations
 
-from memsleuth.measure.workloads.base import Param, Workload, sampling_params, size_order
+from memsleuth.measure.workloads.base import SEED, Param, Workload, sampling_params, size_order, size_range
 
 WORKLOAD = Workload(
     name="cross-thread",
@@ -10,10 +10,9 @@ WORKLOAD = Workload(
     params=(
         Param("iterations", 1_000_000, 1, 1 << 40, "blocks per producer"),
         Param("threads", 1, 1, 512, "producer-consumer pairs (2 threads each)"),
-        Param("min-size", 16, 16, 1 << 30, "smallest block, bytes", kind="size"),
-        Param("max-size", 256, 16, 1 << 30, "largest block, bytes (sizes are log-uniform)", kind="size"),
+        *size_range(16, 256, spread="sizes are log-uniform"),
         Param("queue", 256, 1, 1 << 24, "ring entries between a producer and its consumer"),
-        Param("seed", 1, 0, (1 << 63) - 1, "random seed"),
+        SEED,
         *sampling_params(),
     ),
     oom_exit_code=3,

@@ -1,7 +1,7 @@
 """false-sharing: small blocks written hard by different threads (cache-thrash/cache-scratch in kind)."""
 from __future__ import annotations
 
-from memsleuth.measure.workloads.base import Param, Workload, sampling_params
+from memsleuth.measure.workloads.base import SEED, Param, Workload, sampling_params
 
 MODES = ("active", "passive")
 
@@ -17,7 +17,7 @@ WORKLOAD = Workload(
         Param("threads", 2, 1, 1024, "threads"),
         Param("size", 8, 1, 4096, "block size, bytes", kind="size"),
         Param("writes", 200, 1, 1 << 20, "byte writes per block"),
-        Param("seed", 1, 0, (1 << 63) - 1, "random seed"),
+        SEED,
         *sampling_params(),
     ),
     oom_exit_code=3,

@@ -1,7 +1,7 @@
 """fragmentation: phases of changing size classes that keep a scattered few alive."""
 from __future__ import annotations
 
-from memsleuth.measure.workloads.base import LATENCY_EVERY, Param, Workload, size_order
+from memsleuth.measure.workloads.base import LATENCY_EVERY, SEED, Param, Workload, size_order, size_range
 
 WORKLOAD = Workload(
     name="fragmentation",
@@ -10,12 +10,11 @@ WORKLOAD = Workload(
     params=(
         Param("phases", 24, 1, 1 << 20, "phases (each a size class, in turn)"),
         Param("count", 50_000, 1, 1 << 26, "blocks per phase"),
-        Param("min-size", 32, 16, 1 << 24, "smallest size class, bytes", kind="size"),
-        Param("max-size", 4096, 16, 1 << 24, "largest size class, bytes", kind="size"),
+        *size_range(32, 4096, ceiling=1 << 24, what="size class, bytes"),
         Param("keep", 4, 1, 1 << 20, "one block in this many survives its phase"),
         Param("live-max", 64 << 20, 0, 1 << 40, "live bytes beyond which the oldest survivors are freed",
               kind="size"),
-        Param("seed", 1, 0, (1 << 63) - 1, "random seed"),
+        SEED,
         Param("latency-every", LATENCY_EVERY, 0, 1 << 30, "time a random 1 in N allocator calls (0: none)"),
         Param("harness-phases", 6, 0, 1 << 20, "phases of the harness phase (0: none)"),
     ),

@@ -1,15 +1,7 @@
 """random-mixed (seed 003): random malloc/free of 16..1024-byte blocks over a working set."""
 from __future__ import annotations
 
-from memsleuth.errors import UsageError
-from memsleuth.measure.workloads.base import Param, Workload, sampling_params
-
-
-def _validate(values: dict[str, int]) -> None:
-    if values["min-size"] > values["max-size"]:
-        raise UsageError(
-            f"random-mixed: min-size ({values['min-size']}) must not exceed max-size ({values['max-size']})"
-        )
+from memsleuth.measure.workloads.base import SEED, Param, Workload, sampling_params, size_order, size_range
 
 
 WORKLOAD = Workload(
@@ -19,15 +11,14 @@ WORKLOAD = Workload(
     params=(
         Param("iterations", 1_000_000, 1, 1 << 40, "operations per thread"),
         Param("ws", 400, 1, 1 << 28, "working-set slots per thread"),
-        Param("seed", 1, 0, (1 << 63) - 1, "random seed"),
-        Param("min-size", 16, 16, 1 << 30, "smallest block, bytes"),
-        Param("max-size", 1024, 16, 1 << 30, "largest block, bytes"),
+        SEED,
+        *size_range(16, 1024, kind="int"),
         Param("threads", 1, 1, 1024, "threads, each with its own slots"),
         Param("warmup-ops", None, 0, 1 << 40, "operations per thread before region main (default 2 x ws)"),
         *sampling_params(),
     ),
     default_sweep={"ws": (400, 4000, 10000, 40000)},
     oom_exit_code=3,
-    validate=_validate,
+    validate=size_order("random-mixed"),
     suite={"iterations": 1_000_000, "ws": 4000},
 )

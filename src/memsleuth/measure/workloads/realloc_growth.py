@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from memsleuth.errors import UsageError
-from memsleuth.measure.workloads.base import Param, Workload, sampling_params
+from memsleuth.measure.workloads.base import SEED, Param, Workload, sampling_params
 
 GROWTH = ("add", "double")
 
@@ -26,7 +26,7 @@ WORKLOAD = Workload(
         Param("live", 4, 1, 1 << 20, "buffers grown at the same time, in turn"),
         Param("iterations", 200, 1, 1 << 40, "buffers grown per thread"),
         Param("threads", 1, 1, 1024, "threads"),
-        Param("seed", 1, 0, (1 << 63) - 1, "random seed"),
+        SEED,
         *sampling_params(),
     ),
     oom_exit_code=3,

@@ -1,7 +1,7 @@
 """server: threads replace random objects in a shared table (larson in kind)."""
 from __future__ import annotations
 
-from memsleuth.measure.workloads.base import Param, Workload, sampling_params, size_order
+from memsleuth.measure.workloads.base import SEED, Param, Workload, sampling_params, size_order, size_range
 
 WORKLOAD = Workload(
     name="server",
@@ -11,9 +11,8 @@ WORKLOAD = Workload(
         Param("iterations", 500_000, 1, 1 << 40, "replacements per thread"),
         Param("threads", 2, 1, 1024, "threads"),
         Param("slots", 4000, 1, 1 << 28, "blocks in the shared table"),
-        Param("min-size", 32, 24, 1 << 30, "smallest block, bytes", kind="size"),
-        Param("max-size", 512, 24, 1 << 30, "largest block, bytes (log-uniform)", kind="size"),
-        Param("seed", 1, 0, (1 << 63) - 1, "random seed"),
+        *size_range(32, 512, floor=24, spread="log-uniform"),
+        SEED,
         *sampling_params(),
     ),
     oom_exit_code=3,

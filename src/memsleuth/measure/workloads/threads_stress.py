@@ -1,7 +1,7 @@
 """threads-stress: many threads, random sizes, short, medium and long lifetimes (mstress in kind)."""
 from __future__ import annotations
 
-from memsleuth.measure.workloads.base import Param, Workload, sampling_params, size_order
+from memsleuth.measure.workloads.base import SEED, Param, Workload, sampling_params, size_order, size_range
 
 WORKLOAD = Workload(
     name="threads-stress",
@@ -10,11 +10,10 @@ WORKLOAD = Workload(
     params=(
         Param("iterations", 200_000, 1, 1 << 40, "mallocs per thread"),
         Param("threads", 8, 1, 1024, "threads"),
-        Param("min-size", 16, 16, 1 << 30, "smallest block, bytes", kind="size"),
-        Param("max-size", 4096, 16, 1 << 30, "largest block, bytes (log-uniform)", kind="size"),
+        *size_range(16, 4096, spread="log-uniform"),
         Param("medium", 64, 1, 1 << 24, "medium lifetime: blocks in the FIFO"),
         Param("long", 4096, 1, 1 << 24, "long lifetime: slots replaced at random"),
-        Param("seed", 1, 0, (1 << 63) - 1, "random seed"),
+        SEED,
         *sampling_params(),
     ),
     oom_exit_code=3,
