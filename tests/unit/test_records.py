@@ -1,0 +1,84 @@
+"""The typed records (issue 41): what a reader gets for a name never counted, never read, or a
+field a stored document lacks or holds as something else; without processes."""
+from __future__ import annotations
+
+import json
+
+from memsleuth.analysis import summary
+from memsleuth.analysis.findings.base import Finding
+from memsleuth.analysis.view import CellView
+from memsleuth.records import cpu_profile, syscall_args
+from memsleuth.records.evidence import Sample
+from memsleuth.records.model import Counts, Readings
+from memsleuth.records.sites import CallSites
+from memsleuth.records.stored import RunFacts
+
+
+def _sample(**doc) -> Sample:
+    return Sample.from_msrun({"status": "ok", "wall_ns": 10**9, "user_ns": 6 * 10**8, "sys_ns": 4 * 10**8, **doc})
+
+
+def test_a_count_never_made_reads_zero_and_is_not_said_counted():
+    c = Counts({"mmap": 3})
+    assert c["munmap"] == 0 and "munmap" not in c and c == {"mmap": 3}
+    assert json.loads(json.dumps(c)) == {"mmap": 3}     # stored as the plain object it is
+
+
+def test_a_reading_not_taken_reads_none():
+    r = Readings({"page-faults-minor": 12.0})
+    assert r["page-faults-major"] is None and r["page-faults-minor"] == 12.0 and "page-faults-major" not in r
+
+
+def test_a_sample_counts_its_syscalls_and_reads_its_counters_as_taken():
+    s = _sample(syscalls={"mmap": 40}, counters={"page-faults-minor": 900, "cycles": None})
+    assert s.syscalls["mmap"] == 40 and s.syscalls["munmap"] == 0
+    assert s.counters["cycles"] is None and s.counters["instructions"] is None
+
+
+def test_the_median_scope_keeps_none_for_a_counter_one_run_lacked_and_zero_for_an_uncounted_call():
+    runs = [_sample(syscalls={"mmap": 40, "brk": 2}, counters={"page-faults-minor": 900, "cycles": 5e9}),
+            _sample(syscalls={"mmap": 60}, counters={"page-faults-minor": 1100})]
+    sc = CellView("glibc", "c", runs).process
+    assert sc.syscalls["mmap"] == 50 and "brk" not in sc.syscalls and sc.syscalls["brk"] == 0
+    assert sc.counters["cycles"] is None and sc.minflt == 1000
+
+
+def test_the_evidence_table_says_not_counted_apart_from_zero():
+    e = summary.MedianEvidence(scope="process", syscalls={"mmap": 0.0})
+    assert e.syscalls["mmap"] == 0.0 and e.syscalls["madvise"] is None and e.hardware["cycles"] is None
+
+
+def test_a_profile_built_from_plain_dicts_reads_zero_for_a_class_not_sampled():
+    p = cpu_profile.Profile(period_ns=1000, samples=10, counts={"munmap": 10}, by_executable={"a": {"munmap": 10}})
+    assert p.counts["mmap"] == 0 and p.by_executable["a"][cpu_profile.FAULT] == 0 and p.share("munmap") == 1.0
+
+
+def test_a_profile_document_with_missing_or_null_fields_reads_as_empty():
+    p = cpu_profile.read({"samples": None, "stacks": None, "frames": None})
+    assert p is not None and p.samples == 0 and p.counts == {} and not p.usable
+
+
+def test_syscall_arguments_of_the_wrong_kind_are_left_out_never_raised():
+    a = syscall_args.SyscallArgs.from_dict({"munmap": {"calls": 5, "sizes": "x", "by_advice": [], "every": "7"},
+                                            "unsupported": [], "faults": 3, "lost_records": True})
+    m = a.of("munmap")
+    assert m.total("calls") == 5 and m.sizes == () and m.by_advice == {} and m.every == 1
+    assert a.faults is None and a.unsupported == {} and a.lost_records == 0
+
+
+def test_a_finding_without_a_number_reads_none_for_it():
+    f = Finding("x", "t", "m", [], "a", "high", numbers={"runtime": "Go"})
+    assert f.numbers["runtime"] == "Go" and f.numbers["via_malloc"] is None
+    assert Finding("y", "t", "m", [], "a", "high", numbers=None).numbers == {}
+
+
+def test_call_sites_name_an_event_not_sampled_as_none():
+    sites = CallSites.from_dict({"events": {"mmap": {"samples": 3}}})
+    assert sites.events["mmap"].samples == 3 and sites.events["munmap"] is None
+    assert CallSites.from_dict({"events": ["not", "a", "dict"]}).events == {}
+
+
+def test_a_run_s_facts_take_their_defaults_where_a_stored_run_lacks_them():
+    f = RunFacts.from_facts({"timings": [1, 2], "check_run": 7, "slurm_state": None})
+    assert f.timings == {} and f.tries == [] and f.check_run == 7 and f.slurm_state == "?" and f.log_tail == ""
+    assert RunFacts.from_facts(None).slurm_job == "?"
