@@ -311,9 +311,24 @@ def _unlined_key(path: str) -> str | None:
     return "n-" + hashlib.sha1(f"{ident}\0{bid}\0{debug}".encode()).hexdigest()
 
 
+# The cache files this process has read or changed, by path: each read from disk once and written
+# back once, at exit (flush_caches), not at every store. A check names its frames in three readings
+# (heap, call sites, CPU stacks), and node's file holds 20,000 entries: reading and rewriting it at
+# each took 0.27 s of a node check's 4.6 s under cProfile.
+_CACHES: dict[str, dict[str, list]] = {}
+_CHANGED: set[str] = set()
+
+
 def _cache_load(key: str) -> dict[str, list]:
+    path = os.path.join(cache_dir(), key + ".json")
+    if path not in _CACHES:
+        _CACHES[path] = _cache_read(path)
+    return _CACHES[path]
+
+
+def _cache_read(path: str) -> dict[str, list]:
     try:
-        with open(os.path.join(cache_dir(), key + ".json"), encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             doc = json.load(f)
         return doc["frames"] if doc.get("v") == CACHE_VERSION and isinstance(doc.get("frames"), dict) else {}
     except (OSError, ValueError, KeyError, AttributeError):
@@ -328,14 +343,25 @@ CACHE_ENTRIES = 20_000
 def _cache_store(key: str, frames: dict[str, list]) -> None:
     if len(frames) > CACHE_ENTRIES:
         frames = dict(list(frames.items())[-CACHE_ENTRIES:])
-    try:
-        os.makedirs(cache_dir(), 0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache_dir(), prefix=".tmp-")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps({"v": CACHE_VERSION, "frames": frames}))   # dumps: the C encoder, ~10x json.dump
-        os.replace(tmp, os.path.join(cache_dir(), key + ".json"))
-    except OSError:
-        pass   # a cache that cannot be written only costs the next run the same work
+    path = os.path.join(cache_dir(), key + ".json")
+    _CACHES[path] = frames
+    _CHANGED.add(path)
+
+
+@atexit.register
+def flush_caches() -> None:
+    """Writes the cache files this process changed (each whole, replaced at once)."""
+    for path in sorted(_CHANGED):
+        folder = os.path.dirname(path)
+        try:
+            os.makedirs(folder, 0o700, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps({"v": CACHE_VERSION, "frames": _CACHES[path]}))   # dumps: the C encoder
+            os.replace(tmp, path)
+        except OSError:
+            pass   # a cache that cannot be written only costs the next run the same work
+    _CHANGED.clear()
 
 
 Chain = list  # [[function or None, source path or None, line or None], ...] innermost inlined first
