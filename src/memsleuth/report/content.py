@@ -6,6 +6,7 @@ disagree on a number. The builders that fill it are in `report/builders/`, one p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from memsleuth.records.stored import StoredRun
 
@@ -112,6 +113,9 @@ class Report:
     question: str | None = None                    # a case study's question, shown before the tables
     statements: list[str] = field(default_factory=list)   # a case's "what the evidence shows"
     figures: list = field(default_factory=list)    # ThroughputFigure, RatioFigure, TimelineFigure, ChangeFigure
+    # figures made only where a format draws them (the flame graphs: 0.16 s of a node check's report
+    # under cProfile, for a terminal that shows none)
+    later_figures: Callable[[], list] | None = field(default=None, repr=False)
     command: str = ""                              # the memsleuth command line, shell-quoted
     run: StoredRun | None = None                   # the stored run it shows: the records csv and pyperf export
     analysis: object | None = None                 # what analysis computed from it, once (the JSON export's numbers)

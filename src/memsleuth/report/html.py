@@ -48,10 +48,11 @@ def render(report: Report) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader("memsleuth.report", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     # Small multiples of memory over time share their axes, so that panels compare at a glance.
-    lines = [f for f in report.figures if isinstance(f, TimelineFigure)]
+    every = report.figures + (report.later_figures() if report.later_figures else [])
+    lines = [f for f in every if isinstance(f, TimelineFigure)]
     limits = ((max(t[-1] for f in lines for t, _ in f.runs if t), max(v for f in lines for _, r in f.runs for v in r))
               if lines else None)
-    figures = [d for i, f in enumerate(report.figures) if (d := draw(f, i, limits)) is not None]
+    figures = [d for i, f in enumerate(every) if (d := draw(f, i, limits)) is not None]
     sections = [(SECTIONS[name], [d for d in figures if not d.wide and d.section == name]) for name in SECTIONS]
     flames = [d for d in figures if d.section == "flame"]
     return env.get_template("report.html.j2").render(report=report, figures=figures, who=who_text,

@@ -99,7 +99,7 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
     return Report(f"memsleuth check — run {run.id}", header, tables, footer, a.findings, own_subject=cell.label,
                   quiet=quiet,
                   answer=failures_answer(a.failed, measured) + findings_answer(a.findings, quiet, cell.label),
-                  figures=[f for f in (comp, fig) if f] + flame_figures(run.cells),
+                  figures=[f for f in (comp, fig) if f], later_figures=lambda: flame_figures(run.cells),
                   command=memsleuth_command(run.argv), run=run, analysis=a)
 
 

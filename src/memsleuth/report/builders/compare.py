@@ -61,10 +61,10 @@ def build(run: StoredRun, a: RunAnalysis) -> Report:
     figures = [throughput_figure(groups, swept, metric_title(run, groups)), ratio_figure(groups, swept)]
     figures += [f for g in groups for c in g.cells if (f := timeline_figure(c.short_label or c.cell.label,
                                                                            [s for _, s in c.ok_samples]))]
-    figures += flame_figures(run.cells)   # compare --where: each cell's sampled stacks
     return Report(f"memsleuth compare — run {run.id}", header, tables, footer, a.all_findings, quiet=a.quiet,
-                  answer=compare_answer(a.standings),
-                  figures=[f for f in figures if f], command=memsleuth_command(run.argv), run=run, analysis=a)
+                  answer=compare_answer(a.standings), figures=[f for f in figures if f],
+                  later_figures=lambda: flame_figures(run.cells),   # compare --where: each cell's sampled stacks
+                  command=memsleuth_command(run.argv), run=run, analysis=a)
 
 
 def throughput_table(run: StoredRun, groups: list[Group], swept: list[str]) -> Table:
