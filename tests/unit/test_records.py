@@ -82,3 +82,16 @@ def test_a_run_s_facts_take_their_defaults_where_a_stored_run_lacks_them():
     f = RunFacts.from_facts({"timings": [1, 2], "check_run": 7, "slurm_state": None})
     assert f.timings == {} and f.tries == [] and f.check_run == 7 and f.slurm_state == "?" and f.log_tail == ""
     assert RunFacts.from_facts(None).slurm_job == "?"
+
+
+def test_a_result_line_s_latency_that_is_not_histograms_is_left_out():
+    """A result line is whatever the program wrote to MEMSLEUTH_FD: a latency member of the wrong
+    shape (ops a number, a histogram a string, buckets not pairs, inf) is no histogram, never a crash."""
+    from memsleuth.analysis import latency
+    good = {"every": 64, "timer_ns": 16, "ops": {"malloc": {"n": 3, "buckets": [[10, 2], [20, 1]], "max": 18, "sum": 40}}}
+    for bad in ({"ops": 5}, {"ops": {"x": 3}}, {"ops": {"x": {"n": "a", "buckets": "zz"}}},
+                {"ops": {"x": {"n": 1e400, "buckets": [[1e400, 1], [1, "q"]]}}}, {"every": "x"}, {"every": 1e400}):
+        assert latency.summarise([{"latency": bad}]) == {} and latency.sampling_info([{"latency": bad}]) is None
+        assert latency.operations_timed({"latency": bad}) == 0
+    got = latency.summarise([{"latency": good}, {"latency": {"ops": 5}}])
+    assert got["malloc"].n == 3 and got["malloc"].p50 == 10 and latency.sampling_info([{"latency": good}]) == (64, 16.0)

@@ -8,9 +8,10 @@ exact. Every sampled latency includes one timer cost (`timer_ns`, measured by th
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from memsleuth.records.documents import of_type, with_defaults
+from memsleuth.records.documents import number, number_in, of_type
 from memsleuth.records.model import Counts
 
 
@@ -57,8 +58,7 @@ def summarise(results: list[dict]) -> dict[str, Latency]:
     """Per operation, the merged latency of several runs' results (their "latency" member)."""
     per_op: dict[str, list[dict]] = {}
     for r in results:
-        for op, h in _latency(r)["ops"].items():
-            h = with_defaults(h, {"n": 0, "buckets": [], "max": 0, "sum": 0})
+        for op, h in _histograms(r).items():
             if h["n"]:
                 per_op.setdefault(op, []).append(h)
     out = {}
@@ -75,21 +75,36 @@ def summarise(results: list[dict]) -> dict[str, Latency]:
 def sampling_info(results: list[dict]) -> tuple[int, float] | None:
     """(mean operations between samples, timer cost ns) as the workload reported them."""
     for r in results:
-        lat = _latency(r)
-        if lat["every"]:
-            return int(lat["every"]), float(lat["timer_ns"])
+        lat = of_type(r or {}, "latency", dict, {})
+        every = number_in(lat, "every", 0.0)
+        if every >= 1:
+            return int(every), number_in(lat, "timer_ns", 0.0)
     return None
 
 
 def operations_timed(result: dict | None) -> int:
     """How many operations a workload's result says it timed, over all of them."""
-    return sum(int(with_defaults(h, {"n": 0})["n"]) for h in _latency(result)["ops"].values())
+    return sum(h["n"] for h in _histograms(result).values())
 
 
-def _latency(result: dict | None) -> dict:
-    """A workload result's "latency" member (docs/json-schema.md) over its defaults."""
-    lat = of_type(result or {}, "latency", dict, {})
-    return with_defaults(lat, {"ops": {}, "every": 0, "timer_ns": 0})
+def _histograms(result: dict | None) -> dict[str, dict]:
+    """A workload result's per-operation histograms (its "latency" member, docs/json-schema.md),
+    each {"n", "buckets": [(upper edge, count), ...], "max", "sum"}. A result line is whatever the
+    program wrote to MEMSLEUTH_FD: a member, an operation or a bucket that is not numbers is left out."""
+    ops = of_type(of_type(result or {}, "latency", dict, {}), "ops", dict, {})
+    out = {}
+    for op, h in ops.items():
+        if not isinstance(h, dict):
+            continue
+        buckets = [(int(b[0]), int(b[1])) for b in of_type(h, "buckets", list, [])
+                   if isinstance(b, (list, tuple)) and len(b) == 2 and all(_finite(x) for x in b)]
+        out[str(op)] = {"n": int(number_in(h, "n", 0.0)), "buckets": buckets, "max": number_in(h, "max", 0.0),
+                        "sum": number_in(h, "sum", 0.0)}
+    return out
+
+
+def _finite(v) -> bool:
+    return (x := number(v)) is not None and math.isfinite(x)
 
 
 # What one timed call costs beyond the call, in units of the workload's measured timer_ns (the

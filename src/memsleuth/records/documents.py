@@ -2,6 +2,8 @@
 that are numbers (a document from another version, or a program's own output, may hold anything)."""
 from __future__ import annotations
 
+import math
+
 
 # A sampler's per-process document (cpu-PID.json, sites-PID.json: native/launcher/msr_sites.c): each
 # field its readers take, with its value where the document lacks it; and each of its events'.
@@ -22,9 +24,9 @@ def of_type(doc: dict, key: str, kind: type | tuple[type, ...], default=None):
 
 
 def number_in(doc: dict, key: str, default: float | None = None) -> float | None:
-    """A document's field as a float where it is a number (not a bool), else `default`."""
+    """A document's field as a float where it is a finite number (not a bool), else `default`."""
     v = number(doc[key]) if key in doc else None
-    return default if v is None else v
+    return default if v is None or not math.isfinite(v) else v
 
 
 def number(v) -> float | None:
