@@ -1,22 +1,22 @@
-"""What a measured run costs beside the program alone: the same program run plain and under ms-run
-as `check` and `compare` run it (counters on, the RSS timeline every 10 ms, the tracepoint holder
-alive), interleaved, on three shapes of program: a CPU loop (no system calls), a fault-heavy one
-(maps 64 MiB, writes every page, unmaps it, again and again) and a syscall-heavy one (small
-madvise calls in a loop), and two that create tasks (a thread per task, a process per task: fork,
-exit, wait). Each line is the paired ratio of wall times, ms-run over alone, with its
-95% CI; the target is <= 1.02 (issue 44). Also shown: the same without the holder, where every
-process pays the tracepoints' unregistration at exit.
+"""What a measured run costs beside the program alone: the same program run plain and under ms-run,
+interleaved, on three shapes of program: a CPU loop (no system calls), a fault-heavy one (maps 64
+MiB, writes every page, unmaps it, again and again) and a syscall-heavy one (small madvise calls in
+a loop), and two that create tasks (a thread per task, a process per task: fork, exit, wait). Each
+line is the paired ratio of wall times, ms-run over alone, with its 95% CI; the target is <= 1.02
+(issue 44).
 
-Measured here (2 vCPUs, 2026-11-26, 8 rounds): cpu loop 0.977x [0.931, 1.095]; fault-heavy 1.026x
-[1.019, 1.111]; syscall-heavy 1.298x [1.250, 1.360]; cpu loop without the holder 1.306x. The last two
-are the syscall tracepoints: counting a call by name runs the kernel's tracepoint path on every
-system call (about 100 ns each here, 30% of a 300 ns madvise; bench/syscall_distortion.py sets it
-beside strace), and closing the last event on a tracepoint waits out an RCU grace period, which the
-holder memsleuth keeps open during its runs avoids.
+Two ways of running, each against the program alone under the same conditions:
+- timed: as compare's, the cases' and the suites' timed rounds run it (`ms-run --no-syscalls`, no
+  tracepoint holder: the counters, the 10 ms RSS timeline, the cgroup; the syscalls by name are
+  counted in the warm-up, docs/architecture.md);
+- counting: as check's measured run and gate's rounds (every memory syscall counted on its
+  tracepoint, the holder alive, which also slows the program alone: every syscall of every task
+  then takes the kernel's slow path).
 
-Measured here (2 vCPUs, 2026-11-27, 5 rounds, on the command's cgroup): cpu loop 1.016x, fault-heavy
-1.042x, syscall-heavy 1.319x, thread per task 1.031x (inherited: 2.705x), process per task 1.123x
-(inherited: 1.384x).
+Measured here (2 vCPUs, 2026-11-26, 8 rounds, counting): cpu loop 0.977x [0.931, 1.095]; fault-heavy
+1.026x [1.019, 1.111]; syscall-heavy 1.298x [1.250, 1.360]. The syscall-heavy line is the syscall
+tracepoints: counting a call by name runs the kernel's tracepoint path on every system call (about
+100 ns each here, 30% of a 300 ns madvise; bench/syscall_distortion.py sets it beside strace).
 
 The task-creating programs are also run with `--inherited-events`: an event inherited by each new
 thread or process is copied into it and summed back at its end, which a cgroup of the command's own
@@ -101,21 +101,22 @@ def run() -> None:
         progs = build(Path(tmp))
         out = os.path.join(tmp, "run.json")
         for name, exe in progs.items():
-            def under() -> float:
-                return wall([ms_run, "--out", out, "--", exe])
-            variants = {"alone": lambda: wall([exe]), "ms-run": under}
+            variants = {"alone": lambda: wall([exe]),
+                        "timed": lambda: wall([ms_run, "--no-syscalls", "--out", out, "--", exe])}
             if name in CREATE_TASKS:
-                variants["inherited"] = lambda: wall([ms_run, "--inherited-events", "--out", out, "--", exe])
-            with Holder():
-                res = interleave(variants, ROUNDS)
-            print(ratio_line(f"  {name:16s} ms-run / alone, holder alive", res["ms-run"], res["alone"]))
+                variants["inherited"] = lambda: wall([ms_run, "--no-syscalls", "--inherited-events", "--out", out,
+                                                      "--", exe])
+            res = interleave(variants, ROUNDS)
+            print(ratio_line(f"  {name:16s} timed (ms-run --no-syscalls) / alone", res["timed"], res["alone"]))
             if "inherited" in res:
-                print(ratio_line(f"  {name:16s} ms-run --inherited-events / alone", res["inherited"], res["alone"]))
-        exe = progs["cpu loop"]
-        res = interleave({"alone": lambda: wall([exe]),
-                          "ms-run": lambda: wall([ms_run, "--out", out, "--", exe])}, max(3, ROUNDS // 2))
-        print(ratio_line("  cpu loop       ms-run / alone, no holder (each process unregisters the "
-                         "tracepoints)", res["ms-run"], res["alone"]))
+                print(ratio_line(f"  {name:16s} timed --inherited-events / alone", res["inherited"], res["alone"]))
+        for name in ("cpu loop", "fault-heavy", "syscall-heavy"):
+            exe = progs[name]
+            with Holder():
+                res = interleave({"alone": lambda: wall([exe]),
+                                  "counting": lambda: wall([ms_run, "--out", out, "--", exe])}, max(3, ROUNDS // 2))
+            print(ratio_line(f"  {name:16s} counting (syscalls by name, holder alive) / alone, holder alive",
+                             res["counting"], res["alone"]))
 
 
 if __name__ == "__main__":

@@ -246,6 +246,7 @@ static pid_t spawn(const msr_options *o, int out_fd, int err_fd, int probe_w, in
   snprintf(fdstr, sizeof fdstr, "%d", wfd);
   setenv("MEMSLEUTH_FD", fdstr, 1);
   msr_apply_env(o);
+  if (o->no_syscalls) setenv("MEMSLEUTH_NO_SYSCALLS", "1", 1); /* the probe's regions count none either */
   if (o->preload) setenv("LD_PRELOAD", o->preload, 1);
   char go;
   if (read(go_r, &go, 1) != 1) _exit(127);
@@ -556,6 +557,7 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   else msj_null(&j, "mem_limit_bytes");
   msj_str(&j, "preload", o->preload);
   msj_i64(&j, "counters_grouped", ctr->grouped);
+  msj_bool(&j, "syscalls_counted", !o->no_counters && !o->no_syscalls);
   if (o->no_counters) {
     static const char *empty[] = {"counters", "syscalls", "running_fraction", "unsupported"};
     for (int k = 0; k < 4; k++) {
@@ -884,7 +886,7 @@ static int attach_mode(const msr_options *o) {
 
 /* The counters as per-CPU events of the command's own cgroup (msr_cgroup.c): one set per CPU,
  * `*sets`. Returns how many, or 0 with the reason in `why` (nothing left open). */
-static int cgroup_counters(const msr_cgroup *cg, ms_counters **sets, char *why, size_t cap) {
+static int cgroup_counters(const msr_cgroup *cg, int flags, ms_counters **sets, char *why, size_t cap) {
   long ncpu = sysconf(_SC_NPROCESSORS_CONF);
   if (ncpu < 1 || ncpu > 4096) return 0;
   /* about a dozen events per CPU: many CPUs need more descriptors than the usual soft limit */
@@ -897,7 +899,7 @@ static int cgroup_counters(const msr_cgroup *cg, ms_counters **sets, char *why, 
   int n = 0, ok = c != NULL;
   if (!c) snprintf(why, cap, "out of memory");
   for (long k = 0; ok && k < ncpu; k++) {
-    ms_counters_open_cgroup(&c[n], cg->fd, (int)k, 0);
+    ms_counters_open_cgroup(&c[n], cg->fd, (int)k, flags);
     if (c[n].ev[0].err == ENODEV) { /* an offline CPU */
       ms_counters_close(&c[n]);
       continue;
@@ -907,7 +909,7 @@ static int cgroup_counters(const msr_cgroup *cg, ms_counters **sets, char *why, 
   /* What a task's events open here: the cgroup's must open as many on every CPU. Opened after the
    * cgroup's, so that closing it unregisters no tracepoint (each waits out an RCU grace period). */
   static ms_counters task;
-  ms_counters_open(&task, getpid(), 0);
+  ms_counters_open(&task, getpid(), flags);
   ms_counters_close(&task);
   for (int k = 0; ok && k < n; k++)
     for (int i = 0; ok && i < c[k].n; i++) {
@@ -936,7 +938,9 @@ static void open_counters(const msr_options *o, run_result *r, msr_cgroup *cg, m
   r->events_by = "inherited";
   if (o->inherited_events) snprintf(r->events_why, sizeof r->events_why, "--inherited-events");
   else if (!msr_cgroup_make(cg, r->events_why, sizeof r->events_why)) {
-    int n = o->no_counters ? -1 : cgroup_counters(cg, percpu, r->events_why, sizeof r->events_why);
+    int n = o->no_counters ? -1
+                           : cgroup_counters(cg, o->no_syscalls ? MS_OPEN_NO_SYSCALLS : 0, percpu, r->events_why,
+                                             sizeof r->events_why);
     if (n && msr_cgroup_enter(cg, r->pid, r->events_why, sizeof r->events_why)) {
       for (int k = 0; k < n; k++) ms_counters_close(&(*percpu)[k]);
       n = 0;
@@ -956,7 +960,8 @@ static void open_counters(const msr_options *o, run_result *r, msr_cgroup *cg, m
     msr_cgroup_remove(cg);
   }
   if (!o->no_counters) {
-    ms_counters_open(ctr, r->pid, MS_OPEN_INHERIT | MS_OPEN_ENABLE_ON_EXEC);
+    ms_counters_open(ctr, r->pid,
+                     MS_OPEN_INHERIT | MS_OPEN_ENABLE_ON_EXEC | (o->no_syscalls ? MS_OPEN_NO_SYSCALLS : 0));
     r->ctr = ctr;
   }
 }

@@ -25,6 +25,7 @@ typedef struct {
   uint64_t sample_ms;
   uint64_t max_points; /* the RSS timeline is thinned to at most this many points */
   int no_counters;
+  int no_syscalls;      /* --no-syscalls: count no system call by name (a timed run: each count costs the call) */
   int inherited_events; /* --inherited-events: no cgroup of the command's own (msr_cgroup.c) */
   int note_cwds;    /* --note-cwds: the working directories the tree's processes ran in (what they may leave there) */
   int syscall_args; /* record munmap/madvise/mmap/mremap/brk arguments (msr_args.c) */

@@ -176,6 +176,11 @@ static const msr_opt OPTIONS[] = {
      .section = RUN, .set = set_u64, .field = AT(max_points), .lo = 16, .hi = 1u << 20},
     {.name = "no-counters", .help = "open no perf events (to measure the instrumentation's cost)",
      .section = RUN, .set = set_flag, .field = AT(no_counters)},
+    {.name = "no-syscalls",
+     .help = "count no system call by name (a timed run): a syscall tracepoint registered sends\n"
+             "every call of every task through the kernel's slow path, and a counted call costs\n"
+             "more again; the probe's regions count none either (MEMSLEUTH_NO_SYSCALLS)",
+     .section = RUN, .set = set_flag, .field = AT(no_syscalls)},
     {.name = "inherited-events",
      .help = "follow the tree with perf events copied into each of its tasks, not with per-CPU\n"
              "events of a cgroup of the command's own (each new thread or process then costs more)",

@@ -138,8 +138,8 @@ static int open_all(ms_counters *c, const target *t, int flags, int grouped) {
       continue;
     }
     if (d->kind == MS_KIND_SYSCALL && (flags & MS_OPEN_NO_SYSCALLS)) {
-      e->err = EPERM;
-      snprintf(e->why, sizeof e->why, "disabled by option");
+      e->err = ECANCELED;
+      snprintf(e->why, sizeof e->why, "not counted in a timed run");
       continue;
     }
     uint64_t config = d->config;
@@ -257,6 +257,7 @@ const char *ms_event_reason(const ms_event *e, char *buf, int len) {
       hint = "not permitted: see /proc/sys/kernel/perf_event_paranoid or run as root";
     else if (e->err == ENOSYS) hint = "kernel has no perf_event_open";
   }
-  snprintf(buf, len, "%s%s%s", strerror(e->err), hint[0] ? ": " : "", hint);
+  if (e->err == ECANCELED) snprintf(buf, len, "%s", hint); /* left closed on purpose: the why alone */
+  else snprintf(buf, len, "%s%s%s", strerror(e->err), hint[0] ? ": " : "", hint);
   return buf;
 }

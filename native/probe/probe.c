@@ -83,8 +83,9 @@ void ms_probe_init(void) {
   g_statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   /* MEMSLEUTH_NO_COUNTERS: regions keep their clock and rusage but open no perf events, to
    * measure what the counters themselves cost (bench/overhead.py). */
+  /* MEMSLEUTH_NO_SYSCALLS (ms-run --no-syscalls, a timed run): no syscall tracepoint either. */
   if (!getenv("MEMSLEUTH_NO_COUNTERS")) {
-    ms_counters_open(&g_ctr, 0, MS_OPEN_INHERIT);
+    ms_counters_open(&g_ctr, 0, MS_OPEN_INHERIT | (getenv("MEMSLEUTH_NO_SYSCALLS") ? MS_OPEN_NO_SYSCALLS : 0));
     ms_counters_enable(&g_ctr);
   }
   if (g_out_fd >= 0) {

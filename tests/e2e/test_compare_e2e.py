@@ -11,7 +11,7 @@ import time
 import pytest
 
 from memsleuth.measure import allocators
-from conftest import fixture, memsleuth
+from conftest import fixture, memsleuth, needs_tracepoints
 
 SMALL = ["--param", "iterations=20000", "--param", "ws=100,1000"]
 
@@ -45,6 +45,22 @@ def test_report_has_throughput_evidence_and_machine(two_way):
     assert text.startswith("# memsleuth compare")
     assert "| ws | allocator |" in text and "| ws=100 |" in text and "| ws=1000 |" in text
     assert "machine:" in text and "glibc" in text
+
+
+@needs_tracepoints
+def test_the_timed_rounds_count_no_syscall_and_take_their_warm_ups_counts(two_way):
+    names, db, md, js, proc = two_way
+    for cell in json.loads(js.read_text())["cells"]:
+        warm = [s for s in cell["samples"] if s["warmup"] and s["round"] == -1]
+        timed = [s for s in cell["samples"] if not s["warmup"]]
+        assert len(warm) == 1 and warm[0]["syscalls_counted"] and warm[0]["syscalls_from"] is None
+        assert sum(warm[0]["syscalls"].values()) > 0
+        main = next(r for r in warm[0]["regions"] if r["name"] == "main")
+        for s in timed:
+            assert s["syscalls_counted"] is False and s["syscalls_from"] == "counting run"
+            assert s["syscalls"] == warm[0]["syscalls"]
+            assert next(r for r in s["regions"] if r["name"] == "main")["syscalls"] == main["syscalls"]
+    assert "counted in each cell's warm-up" in md.read_text()
 
 
 def test_json_export_has_every_sample_and_summary(two_way):
@@ -167,8 +183,14 @@ def test_ctrl_c_keeps_finished_samples(tmp_path):
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] >= 3
     shown = memsleuth("show", "1", "--db", str(db))
     assert shown.returncode == 0 and "interrupted" in shown.stdout
-    # No measured process is left behind.
-    ps = subprocess.run(["pgrep", "-f", "random-mixed --iterations=3000000"], capture_output=True, text=True)
+    # No measured process is left behind. A Ctrl-C that lands while ms-run is being spawned leaves it
+    # to its parent-death signal (ms-run then ends the tree itself), a moment after memsleuth exits.
+    deadline = time.monotonic() + 10
+    while True:
+        ps = subprocess.run(["pgrep", "-f", "random-mixed --iterations=3000000"], capture_output=True, text=True)
+        if not ps.stdout.strip() or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert ps.stdout.strip() == ""
 
 

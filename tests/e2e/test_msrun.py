@@ -9,7 +9,7 @@ import json
 import subprocess
 
 from memsleuth.measure import allocators, native
-from conftest import fixture, ms_run, needs_pmu, regions_of
+from conftest import fixture, ms_run, needs_pmu, needs_tracepoints, regions_of
 
 
 def test_segfault_is_crashed_with_signal_and_stderr_tail():
@@ -123,6 +123,21 @@ def test_counters_inherit_into_children():
     assert doc["counters"]["page-faults-minor"] >= pages
     assert doc["counters"]["task-clock-ns"] > 0
     assert regions_of(doc), "the grandchild's probe lines reach ms-run through the inherited fd"
+
+
+@needs_tracepoints
+def test_a_timed_run_counts_no_syscall_and_its_regions_none_while_a_counting_run_counts_them():
+    # fx-regions maps and touches its pages inside its probe's regions (brk or mmap by malloc)
+    counted = ms_run("--", fixture("fx-regions"), "4096")
+    timed = ms_run("--no-syscalls", "--", fixture("fx-regions"), "4096")
+    assert counted["syscalls_counted"] is True and sum(counted["syscalls"].values()) > 0
+    assert timed["status"] == "ok" and timed["syscalls_counted"] is False and timed["syscalls"] == {}
+    assert all(timed["unsupported"][s] == "not counted in a timed run" for s in counted["syscalls"])
+    # the other counters still count: faults, CPU time
+    assert timed["counters"]["page-faults-minor"] >= 4096 and timed["counters"]["task-clock-ns"] > 0
+    regions = regions_of(timed)
+    assert regions and all(not r.get("syscalls") for r in regions)
+    assert any(r.get("syscalls") for r in regions_of(counted))
 
 
 def _cgroup_v2() -> tuple[str, str] | None:

@@ -491,6 +491,22 @@ def test_the_tracepoint_holder_is_let_go_without_waiting_for_its_closes(tmp_path
     assert h.proc.returncode == 0
 
 
+def test_a_released_holder_is_gone_before_the_timed_rounds(tmp_path, monkeypatch):
+    """Before compare's timed rounds (which count no syscall), the warm-ups' holder is let go and
+    waited for: while it holds a syscall tracepoint, every call of every task takes the slow path."""
+    from memsleuth.measure import native, runner
+    holder = tmp_path / "holder"
+    holder.write_text("#!/bin/sh\necho ready\ncat >/dev/null\nsleep 0.3\n")
+    holder.chmod(0o755)
+    monkeypatch.setattr(native, "ms_run", lambda: holder)
+    h = runner.TracepointHolder()
+    with h:
+        assert h.proc.poll() is None
+        h.release()
+        assert h.proc is None and h.released.returncode == 0     # reaped: its closes are done
+    assert h.proc is None
+
+
 @needs_tracepoints
 def test_the_explaining_runs_holder_keeps_their_fault_and_mapping_tracepoints_registered():
     """Around the explaining runs the holder also holds the tracepoints they record arguments and

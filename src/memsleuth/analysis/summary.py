@@ -271,7 +271,10 @@ def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list
 
 
 def _counting(label: str, ok: list, units: UnitCosts | None) -> list[quality.QualityWarning]:
-    """The cell's warning that memsleuth's counting of its system calls cost a material share of it."""
+    """The cell's warning that memsleuth's counting of its system calls cost a material share of it;
+    none where the timed runs counted none (their counts are a warm-up's: Sample.syscalls_from)."""
+    if any(s.syscalls_from for _, s in ok):
+        return []
     w = quality.counting_cost(label, findings.CellView("", "", [s for _, s in ok]).scope, units)
     return [w] if w else []
 
@@ -509,9 +512,14 @@ def program_advice(call: str | None) -> str:
 
 
 def _run_counts(c: CellSummary, call: str) -> list[float]:
-    """The call's count in each ok run of a cell, from the scope its evidence reads."""
+    """The call's count in each ok run of a cell that counted it, from the scope its evidence reads:
+    the timed runs' own, or where they counted none, each of the cell's counting runs once (one such
+    run has no spread to weigh a difference against, so it decides nothing)."""
     out = []
-    for _, s in c.ok_samples:
+    runs = [s for _, s in c.ok_samples]
+    if any(s.syscalls_from for s in runs):
+        runs = c.cell.counting_samples
+    for s in runs:
         src = s.main.syscalls if c.evidence.scope == "region main" and s.main is not None else s.syscalls
         if call in src:
             out.append(float(src[call]))
@@ -555,9 +563,15 @@ def attribute(cells: list[CellSummary]) -> None:
         for i, f in enumerate(c.findings):
             if not f.calls:
                 continue
-            got = count_attribution({x.cell.contender: _run_counts(x, f.calls) for x in cells},
-                                    c.metric != "output", f.calls)
+            counts = {x.cell.contender: _run_counts(x, f.calls) for x in cells}
+            got = count_attribution(counts, c.metric != "output", f.calls)
             if got is None:
+                once = any(len(v) == 1 for v in counts.values())
+                if once and any(s.syscalls_from for x in cells for _, s in x.ok_samples):
+                    c.findings[i] = replace(f, who_why=(
+                        f"the {f.calls} calls were counted once per allocator (in its warm-up: the timed rounds count "
+                        "none), which leaves no run-to-run spread to weigh their difference against: give --warmup 2 or "
+                        "more, or record the call sites (--where)"))
                 continue
             who, line = got
             # a rule's own advice already fits a program's mechanism; a decision for the program replaces one for

@@ -167,7 +167,8 @@ def _try(store, check_run: int, p, args, console: Console, max_rounds: int, budg
     for t in candidates:
         cells.append(_candidate_cell(base, t))
     plan = planning.Plan("command", p.name, tuple(cells), (), planning.Rounds(6, max_rounds, None), 1, p.timeout_s,
-                         p.mem_limit_bytes, settled=tried.settled("cpu", gating.DEFAULT_TIME_THRESHOLD))
+                         p.mem_limit_bytes, settled=tried.settled("cpu", gating.DEFAULT_TIME_THRESHOLD),
+                         rounds_count=True)
     spec = spec_for(plan, rounds=f"--try: rounds until every candidate's paired CPU time resolves ±5% (6..{max_rounds})",
                     command=list(base.command), env=dict(base.env),
                     facts={"tries": [t.to_dict() for t in candidates], "check_run": check_run},

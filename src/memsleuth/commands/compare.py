@@ -39,7 +39,8 @@ def add_arguments(c) -> None:
                    help="run exactly N interleaved rounds (default: adaptive, see --target-ci)")
     c.add_argument("--warmup", metavar="N", action=options.Once,
                    help="unmeasured runs of each cell before the rounds (default 1: caches, page cache and the "
-                        "allocator's first growth out of the figures; 0 for none)")
+                        "allocator's first growth out of the figures; they count the syscalls by name, which the "
+                        "timed rounds do not; 0 for none, and the rounds count them)")
     c.add_argument("--target-ci", metavar="PCT", action=options.Once,
                    help=f"add rounds until each median's 95%% CI half-width is at most this "
                         f"(default {options.DEFAULT_TARGET_CI.replace('%', '%%')})")

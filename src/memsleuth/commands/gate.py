@@ -144,7 +144,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
     name = args.workload or cells[1].command[0]
     p = planning.Plan(kind, name, tuple(cells), (), planning.Rounds(lo, hi, None), 1,
                       options.timeout(args.timeout), options.mem_limit(args.mem_limit),
-                      syscall_args=bool(args.released_bytes), settled=settled)
+                      syscall_args=bool(args.released_bytes), settled=settled, rounds_count=True)
     store = Store(args.db)
     spec = spec_for(p, rounds=f"gate: rounds until the paired {estimator} time resolves ±{threshold:.0%} ({lo}..{hi})",
                     noise=threshold, env=env, command=list(cells[1].command) if kind == "command" else None,

@@ -34,11 +34,13 @@ def _env_args(cell: Cell) -> list[str]:
 
 
 def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_bytes: int | None,
-               counters: bool = True, syscall_args: bool = False, heap_dir: str | None = None,
+               counters: bool = True, syscalls: bool = True, syscall_args: bool = False,
+               heap_dir: str | None = None,
                sites_dir: str | None = None, sites: dict[str, int] | None = None,
                args_every: dict[str, int] | None = None, cpu_sample_us: int | None = None,
                cpu_stacks_dir: str | None = None) -> list[str]:
-    """heap_dir: account the heap (libmsheap in front of the allocator), its documents written there;
+    """syscalls False: a timed run, which counts no syscall by name (ms-run --no-syscalls);
+    heap_dir: account the heap (libmsheap in front of the allocator), its documents written there;
     sites_dir: sample the call sites of `sites` ({event: period}, libmssites), their documents there;
     cpu_sample_us: sample the tree's CPU time with kernel call chains (Sample.cpu_profile), and with
     cpu_stacks_dir, with user call chains too, their documents there (Sample.cpu_stacks)."""
@@ -72,6 +74,8 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
         argv += ["--oom-exit-code", str(cell.oom_exit_code)]
     if not counters:
         argv.append("--no-counters")
+    elif not syscalls and not syscall_args:
+        argv.append("--no-syscalls")
     if syscall_args and counters:
         argv.append("--syscall-args")
         for name, every in (args_every or {}).items():
@@ -133,10 +137,12 @@ def _run_msrun(argv: list[str], timeout: float | None) -> subprocess.CompletedPr
 
 
 def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None, counters: bool = True,
-             syscall_args: bool = False, metric=None, heap: bool = False, sites: dict[str, int] | None = None,
-             args_every: dict[str, int] | None = None, cpu_sample_us: int | None = None) -> Sample:
-    """One run. Explaining runs only: `heap`, with the heap accounting in front of the allocator
-    (Sample.heap); `sites` ({event: period}), with the call sites sampled (Sample.where);
+             syscalls: bool = True, syscall_args: bool = False, metric=None, heap: bool = False,
+             sites: dict[str, int] | None = None, args_every: dict[str, int] | None = None,
+             cpu_sample_us: int | None = None) -> Sample:
+    """One run; `syscalls` False: a timed run that counts no syscall by name. Explaining runs only:
+    `heap`, with the heap accounting in front of the allocator (Sample.heap); `sites` ({event: period}),
+    with the call sites sampled (Sample.where);
     `args_every` ({syscall: P}), the arguments of one call in P recorded (runner.args_every);
     `cpu_sample_us`, the CPU time sampled with kernel chains (Sample.cpu_profile)."""
     with workdirs.workdir("run") as tmp:
@@ -152,8 +158,8 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
             sites_dir = os.path.join(tmp, "sites")
             os.mkdir(sites_dir, 0o700)
         argv = msrun_argv(cell, out, timeout_s=timeout_s, mem_limit_bytes=mem_limit_bytes, counters=counters,
-                          syscall_args=syscall_args, heap_dir=heap_dir, sites_dir=sites_dir, sites=sites,
-                          args_every=args_every, cpu_sample_us=cpu_sample_us, cpu_stacks_dir=stacks_dir)
+                          syscalls=syscalls, syscall_args=syscall_args, heap_dir=heap_dir, sites_dir=sites_dir,
+                          sites=sites, args_every=args_every, cpu_sample_us=cpu_sample_us, cpu_stacks_dir=stacks_dir)
         if metric is not None:
             argv[1:1] = ["--tail", str(METRIC_TAIL_BYTES)]
         started = time.time()

@@ -186,6 +186,15 @@ class Plan:
     # it needs, from every cell's ok measured runs by round; it replaces the per-cell CI target
     # (gate: until the paired time verdict is resolved, gate.resolved).
     settled: Callable[[list[dict[int, Sample]]], bool] | None = None
+    # The measured rounds count the syscalls by name too (gate, --try: their count verdicts pair the
+    # rounds). Else, with a warm-up, the rounds count none (ms-run --no-syscalls: a counted call costs
+    # 80-260 ns, a third of a small madvise) and the warm-ups count them for all (with_counts).
+    rounds_count: bool = False
+
+    @property
+    def quiet_rounds(self) -> bool:
+        """Whether the measured rounds are timed without counting a syscall by name."""
+        return self.warmup > 0 and not self.rounds_count
 
     def label(self, i: int) -> str:
         """A cell as progress and reports name it: its allocator and the swept parameters."""

@@ -29,7 +29,7 @@ from memsleuth.textsafe import visible
 from memsleuth.errors import stop_signal
 from memsleuth.measure import launcher, native, where
 from memsleuth import stats
-from memsleuth.records.evidence import metric_kind
+from memsleuth.records.evidence import metric_kind, with_counts
 from memsleuth.records.model import Counts
 from memsleuth.measure.plan import REFERENCE_LABEL, Plan
 from memsleuth.records.stored import EXPLAIN_ROUND
@@ -77,6 +77,10 @@ class Clock:
         return {k: round(v, 3) for k, v in self.phases.items() if k}
 
 
+# The longest a holder's exit is waited for (its closes: one RCU grace period per tracepoint).
+HOLDER_EXIT_S = 10.0
+
+
 class TracepointHolder:
     """Keeps the syscall tracepoints registered while a comparison runs (`ms-run --hold-events`).
 
@@ -90,6 +94,7 @@ class TracepointHolder:
         exit): held only around the explaining runs, since a registered page-fault tracepoint adds
         work to every fault of the measured ones."""
         self.proc: subprocess.Popen | None = None
+        self.released: subprocess.Popen | None = None     # the holder release() let go, gone
         self.args = args
 
     def __enter__(self) -> "TracepointHolder":
@@ -105,11 +110,24 @@ class TracepointHolder:
 
     def __exit__(self, *exc) -> None:
         """Lets the holder go without waiting for it: its closes wait out one RCU grace period per
-        tracepoint (~0.27 s here), which nothing after the runs needs (the analysis and the report
+        tracepoint (~0.25 s here), which nothing after the runs needs (the analysis and the report
         run meanwhile). A thread reaps it; a daemon thread, so memsleuth's own exit never waits."""
         if self.proc is not None:
             self.proc.stdin.close()
             threading.Thread(target=self.proc.wait, name="tracepoint-holder", daemon=True).start()
+
+    def release(self) -> None:
+        """Lets the holder go and waits until it is gone: while a syscall tracepoint is registered,
+        every system call of every task takes the kernel's slow path (+80 ns each here), which a
+        timed run that counts none must not pay."""
+        if self.proc is not None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=HOLDER_EXIT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.released, self.proc = self.proc, None
 
 
 def cell_settled(values: list[float], target: float | None, min_reps: int) -> bool:
@@ -294,6 +312,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
     samples: dict[int, list] = {i: [] for i in range(len(plan.cells))}
     by_round: list[dict[int, object]] = [{} for _ in plan.cells]
     failed: set[int] = set()
+    counting: dict[int, list] = {i: [] for i in range(len(plan.cells))}   # the warm-ups that counted the syscalls
     reference = plan.reference if reference_id is not None else None
     # The explaining runs count too: at most one per cell (syscall arguments, heap accounting and
     # call sites together); the total only ever shrinks to what is really left.
@@ -305,26 +324,32 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
     def measure_reference(round_: int) -> None:
         """The reference cell, once per round (and once as warm-up): how fast the machine is now."""
         progress.now(f"{REFERENCE_LABEL}: " + ("warm-up" if round_ < 0 else f"round {round_ + 1}"))
-        sample = launcher.run_cell(reference, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes)
+        sample = launcher.run_cell(reference, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
+                                   syscalls=not plan.quiet_rounds)
         store.add_sample(reference_id, round_, round_ < 0, sample)
         progress.advance()
 
     def measure(i: int, round_: int, warmup: bool, what: str) -> None:
         cell = plan.cells[i]
         progress.now(f"{plan.label(i)}: {what}")
+        # The warm-ups count the syscalls by name for the timed rounds, which count none (Plan.quiet_rounds).
         sample = launcher.run_cell(cell, timeout_s=plan.timeout_s, mem_limit_bytes=plan.mem_limit_bytes,
-                                   metric=plan.metric)
+                                   metric=plan.metric, syscalls=warmup or not plan.quiet_rounds)
         store.add_sample(cell_ids[i], round_, warmup, sample)
         progress.advance()
+        if warmup and sample.ok and sample.syscalls_counted:
+            counting[i].append(sample)
         if warmup and not sample.ok:
             failed.add(i)
         elif not warmup and sample.ok:
+            sample = with_counts(sample, counting[i])     # what the explaining run is chosen from
             values[i].append(sample.metric(metric_kind([sample])))
             samples[i].append(sample)
             by_round[i][round_] = sample
 
+    holder = TracepointHolder()
     try:
-        with TracepointHolder(), progress:
+        with holder, progress:
             clock.start("measured runs")
             if reference is not None:
                 measure_reference(-1)
@@ -340,6 +365,10 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                     for _ in range(plan.warmup):
                         if i not in failed:
                             measure(i, -1, True, "warm-up")
+            if plan.quiet_rounds:
+                # The counting is done: no syscall tracepoint stays registered through the timed rounds.
+                progress.now("the warm-ups' syscall tracepoints let go (the timed rounds count no syscall)")
+                holder.release()
             active = [list(idx) for idx in groups]
             for r in range(rounds.max_reps):
                 if not active:

@@ -5,7 +5,7 @@ what the store keeps; these classes are how everything downstream reads it.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from memsleuth.records.cpu_stacks import CpuStacks
 from memsleuth.records.documents import with_defaults
@@ -27,7 +27,7 @@ SAMPLE_DEFAULTS = {"status": "error", "detail": None, "exit_code": None, "signal
                    "syscall_args": None, "heap": None, "where": None, "cpu_profile": None, "cpu_stacks": None,
                    "result": None,
                    "timeline": None, "rss_kb": None, "machine_tasks_created": None,
-                   "events_by": None}
+                   "events_by": None, "syscalls_counted": True}
 
 
 class CounterReadings:
@@ -199,6 +199,10 @@ class Sample:
     # how ms-run's perf events followed the tree: "cgroup" (per-CPU events of the command's own
     # cgroup) or "inherited" (a copy in each task, which makes creating one cost more); None: older
     events_by: str | None = None
+    # False: a timed run that counted no syscall by name (ms-run --no-syscalls: counting costs each
+    # call); its cell's counting run(s) give them (with_counts), and syscalls_from then says so
+    syscalls_counted: bool = True
+    syscalls_from: str | None = None
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -232,7 +236,8 @@ class Sample:
             cpu_profile=d["cpu_profile"] if isinstance(d["cpu_profile"], dict) else None,
             cpu_stacks=CpuStacks.from_dict(d["cpu_stacks"]),
             machine_tasks_created=_int_or_none(d["machine_tasks_created"]),
-            events_by=d["events_by"] if d["events_by"] in ("cgroup", "inherited") else None, raw=doc,
+            events_by=d["events_by"] if d["events_by"] in ("cgroup", "inherited") else None,
+            syscalls_counted=d["syscalls_counted"] is not False, raw=doc,
         )
 
     @property
@@ -345,3 +350,46 @@ def _rss_pairs(doc: dict) -> tuple[tuple[int, int], ...]:
     if t is None:
         return ()
     return tuple(zip(t.times_ms, t.column("rss_kb") or []))
+
+
+# Where a timed run's syscall counts come from when it counted none (Sample.syscalls_from).
+COUNTING_RUN = "counting run"
+NOT_COUNTED = "not counted in a timed run"   # ms-run's reason for each syscall left closed
+
+
+def with_counts(sample: Sample, counting: list[Sample]) -> Sample:
+    """A timed run that counted no syscall by name (ms-run --no-syscalls), with its cell's counts
+    from the untimed run(s) that counted them (its warm-ups): the median of each name over them,
+    for the process and for each region (by name and occurrence); `syscalls_from` says so. Any
+    other sample, or one without a counting run, as it is. A program that makes the same calls run
+    after run (most do) has the same counts in both; one paced by time or by its threads' contention
+    (futex) has the counting run's."""
+    if sample.syscalls_counted or not counting:
+        return sample
+
+    def med(dicts: list[Counts]) -> Counts:
+        names = [k for k in dicts[0] if all(k in d for d in dicts)]
+        return Counts({k: sorted(d[k] for d in dicts)[(len(dicts) - 1) // 2] for k in names})
+
+    def occurrences(regions) -> dict[tuple[str, int], Region]:
+        seen: dict[str, int] = {}
+        out = {}
+        for r in regions:
+            k = seen[r.name] = seen.get(r.name, -1) + 1
+            out[(r.name, k)] = r
+        return out
+
+    theirs = [occurrences(c.regions) for c in counting]
+    regions = []
+    for key, r in occurrences(sample.regions).items():
+        found = [t[key].syscalls for t in theirs if key in t]
+        regions.append(replace(r, syscalls=med(found)) if len(found) == len(theirs) else r)
+    syscalls = med([c.syscalls for c in counting])
+    # a name the counting run could not count either keeps that run's reason
+    unsupported = {k: v for k, v in sample.unsupported.items() if NOT_COUNTED not in v}
+    for c in counting:
+        for k, v in c.unsupported.items():
+            if k not in syscalls:
+                unsupported.setdefault(k, v)
+    return replace(sample, syscalls=syscalls, regions=tuple(regions), unsupported=unsupported,
+                   syscalls_from=COUNTING_RUN)

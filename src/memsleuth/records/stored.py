@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memsleuth.records.documents import number, of_type, with_defaults
-from memsleuth.records.evidence import Sample
+from memsleuth.records.evidence import Sample, with_counts
 from memsleuth.records.model import AllocatorInfo, MachineInfo, RunSpec, cell_label, contender
 from memsleuth.records.sites import CallSites
 
@@ -30,6 +30,18 @@ class StoredCell:
     command: list
     samples: list[tuple[int, bool, Sample]]  # (round, warmup, sample)
     where: CallSites | None = None            # call sites (sites.py), when recorded
+
+    def __post_init__(self):
+        # Timed runs that counted no syscall by name read their cell's counting runs' (with_counts).
+        counting = self.counting_samples
+        if counting:
+            self.samples = [(r, w, s if w else with_counts(s, counting)) for r, w, s in self.samples]
+
+    @property
+    def counting_samples(self) -> list[Sample]:
+        """The untimed runs that counted the syscalls by name for the timed ones: the ok warm-ups
+        (the explaining run counts too, but its own libraries make calls the program does not)."""
+        return [s for r, w, s in self.samples if w and r == WARMUP_ROUND and s.ok and s.syscalls_counted]
 
     @property
     def label(self) -> str:

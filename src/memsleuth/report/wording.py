@@ -101,6 +101,8 @@ def who_text(f) -> str | None:
         return f"the allocator (it makes the {f.calls} calls: see the evidence)"
     if f.who == "runtime":
         return f"{f.numbers['runtime'] or 'the runtime'} (its own code makes the {f.calls} calls: see the call sites)"
+    if getattr(f, "who_why", None):
+        return f"not determined: {f.who_why}"
     compare = (f"run `memsleuth compare` under two allocators (the {f.calls} calls are the program's if their count "
                "does not change)")
     if getattr(f, "call_sites", None):

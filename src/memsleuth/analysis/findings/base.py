@@ -27,6 +27,7 @@ class Finding:
     # syscall whose count decides it (analysis.attribute compares it across allocators).
     who: str = "undetermined"
     calls: str | None = None
+    who_why: str | None = None  # undetermined: why the counts could not decide (analysis.attribute)
     call_sites: list[str] = field(default_factory=list)   # where the faults and calls come from (sites.py)
     # What the mechanism costs in this run (analysis/cost.py): kernel time in ns and its share of
     # the scope's CPU time for the time mechanisms, bytes for the memory ones; findings are

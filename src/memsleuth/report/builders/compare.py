@@ -286,6 +286,9 @@ def evidence_table(groups: list[Group], swept: list[str]) -> Table:
     where = ' / '.join(sorted(scopes)) or "no successful run"
     notes = [f"Medians per run. Time, faults and syscalls are from {where}; "
              "peak RSS is the whole process's."]
+    if any(s.syscalls_from for c in cells for _, s in c.ok_samples):
+        notes.append("The syscalls are counted in each cell's warm-up, which is not timed: the timed rounds count "
+                     "none, since counting each call slows the program (bench/msrun_overhead.py).")
     offset = 1 if swept else 0   # the allocator column
     marked = {(r, cols.index(name, offset + 1)) for r, c in enumerate(cells) for name in c.standout if name in cols}
     if marked:
