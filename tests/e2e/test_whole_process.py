@@ -144,14 +144,23 @@ def test_compare_says_who_makes_the_calls(tmp_path):
     if other is None:
         pytest.skip("mimalloc not installed")
     js = tmp_path / "w.json"
-    proc = memsleuth("compare", "--alloc", "glibc,mimalloc", "--reps", "2", "--db", str(tmp_path / "w.db"),
-                     "--json", str(js), "--", fixture("plain-madvise_pool"), "100000")
+    # the timed rounds count no syscall: two warm-ups per allocator count them, and give their spread
+    proc = memsleuth("compare", "--alloc", "glibc,mimalloc", "--reps", "2", "--warmup", "2", "--db",
+                     str(tmp_path / "w.db"), "--json", str(js), "--", fixture("plain-madvise_pool"), "100000")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(js.read_text())
     storms = [f for c in doc["cells"] for f in c["summary"]["findings"] if f["id"] == "madvise-storm"]
     assert storms and all(f["who"] == "program" for f in storms)
     assert all("MALLOC" not in f["advice"] and "trim_threshold" not in f["advice"] for f in storms)
     assert "who makes the calls: the program" in proc.stdout
+    # one warm-up each: one count per allocator, no spread; the counts decide nothing, and say why
+    js1 = tmp_path / "w1.json"
+    proc = memsleuth("compare", "--alloc", "glibc,mimalloc", "--reps", "2", "--db", str(tmp_path / "w1.db"),
+                     "--json", str(js1), "--", fixture("plain-madvise_pool"), "100000")
+    assert proc.returncode == 0, proc.stderr
+    storms = [f for c in json.loads(js1.read_text())["cells"] for f in c["summary"]["findings"]
+              if f["id"] == "madvise-storm"]
+    assert storms and all(f["who"] == "undetermined" and "--warmup 2" in f["who_why"] for f in storms)
 
 
 def test_a_slower_allocator_on_any_command_gets_a_kernel_finding(tmp_path):

@@ -61,7 +61,8 @@ class Finding:
     def to_dict(self) -> dict:
         return {"id": self.id, "title": self.title, "mechanism": self.mechanism, "evidence": self.evidence,
                 "advice": self.advice, "confidence": self.confidence, "subject": self.subject,
-                "numbers": self.numbers, "who": self.who, "calls": self.calls, "call_sites": self.call_sites,
+                "numbers": self.numbers, "who": self.who, "calls": self.calls, "who_why": self.who_why,
+                "call_sites": self.call_sites,
                 "cost_ns": self.cost_ns, "cost_share": self.cost_share, "cost_bytes": self.cost_bytes,
                 "phase": self.phase}
 
