@@ -19,7 +19,7 @@ def _region(name: str, **syscalls) -> dict:
 
 
 def _timed(*regions) -> Sample:
-    return Sample.from_msrun({"status": "ok", "wall_ns": 10**9, "syscalls_counted": False, "syscalls": {},
+    return Sample.from_msrun({"status": "ok", "wall_ns": 10**9, "minflt": 1000, "syscalls_counted": False, "syscalls": {},
                               "unsupported": {**NOT, "cycles": "no PMU"}, "probe": list(regions)})
 
 
@@ -114,3 +114,15 @@ def test_rounds_are_quiet_only_with_a_warm_up_to_count_and_no_per_round_count_ve
                                      mem_limit_bytes=None).quiet_rounds          # check: no warm-up
     import dataclasses
     assert not dataclasses.replace(cmd, rounds_count=True).quiet_rounds         # gate, --try
+
+
+def test_a_count_check_reads_each_counting_run_once_not_its_copies_in_every_round():
+    from memsleuth.analysis import gate
+    a = [s for _, s in _cell([300_000]).measured()]
+    b = [s for _, s in _cell([3_000_000]).measured()]
+    madvise = next(c for c in gate.count_checks("x", a, b, 0.10) if c.metric == "madvise calls")
+    # five timed rounds a side would look like five identical runs: one warm-up a side is one count each
+    assert madvise.n == (1, 1) and madvise.verdict == gate.UNRESOLVED
+    assert "warm-ups that counted the calls" in madvise.text
+    faults = next(c for c in gate.count_checks("x", a, b, 0.10) if c.metric == "page faults")
+    assert faults.n == (3, 3)           # the timed runs' own counts, every one

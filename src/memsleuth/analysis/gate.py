@@ -55,6 +55,16 @@ class CountMetric:
     floor: float
     read: Callable[[Sample], float | None]
     gates: bool = True
+    syscall: str | None = None      # a call counted by name: where the timed runs counted none, each
+                                    # counting run's count once (Sample.counted_in), not its copies
+
+    def values(self, samples: list[Sample]) -> list[float]:
+        """The count in each ok run that has it: one value per run that counted it."""
+        ok = [s for s in samples if s.ok]
+        borrowed = next((s.counted_in for s in ok if s.syscalls_from), None)
+        if self.syscall is not None and borrowed is not None:
+            return [float(c[self.syscall]) for c in borrowed if self.syscall in c]
+        return [v for s in ok if (v := self.read(s)) is not None]
 
 
 MIB = 1 << 20
@@ -80,10 +90,11 @@ COUNTS: tuple[CountMetric, ...] = (
     CountMetric("peak RSS", "bytes", MIB, lambda s: float(s.maxrss_kb) * 1024 if s.maxrss_kb else None),
     CountMetric("time-averaged RSS", "bytes", MIB, _mean_rss),
     *(CountMetric(f"{name} calls", "calls", MECHANISM_FLOORS.get(name, CALL_FLOOR),
-                  (lambda n: lambda s: float(s.syscalls[n]) if n in s.syscalls else None)(name))
+                  (lambda n: lambda s: float(s.syscalls[n]) if n in s.syscalls else None)(name), syscall=name)
       for name in GATED_SYSCALLS),
     *(CountMetric(f"{name} calls", "calls", CALL_FLOOR, (lambda n: lambda s: float(s.syscalls[n]) if n in s.syscalls
-                                                         else None)(name), gates=False) for name in SHOWN_SYSCALLS),
+                                                         else None)(name), gates=False, syscall=name)
+      for name in SHOWN_SYSCALLS),
     CountMetric("bytes released (munmap, brk, madvise)", "bytes", MIB, _released),
 )
 
@@ -174,7 +185,7 @@ def _fmt(v: float, unit: str) -> str:
 
 
 def count_check(cell: str, metric: CountMetric, a: list[float], b: list[float], threshold: float,
-                sides: tuple[str, str] = ("the baseline", "the candidate")) -> Check | None:
+                sides: tuple[str, str] = ("the baseline", "the candidate"), runs: str = "runs") -> Check | None:
     """A count compared across two sets of runs; None when neither side has it."""
     if not any(a) and not any(b):
         return None                      # never happened on either side: nothing to compare
@@ -202,7 +213,7 @@ def count_check(cell: str, metric: CountMetric, a: list[float], b: list[float], 
                      text=f"{shown} ({pct}): within ±{threshold:.0%}", **common)
     if min(len(a), len(b)) < MIN_COUNT_RUNS:
         return Check(verdict=UNRESOLVED, baseline=ma, candidate=mb, change=change, **ranges,
-                     text=f"{shown} ({pct}), but fewer than {MIN_COUNT_RUNS} runs a side: not called", **common)
+                     text=f"{shown} ({pct}), but fewer than {MIN_COUNT_RUNS} {runs} a side: not called", **common)
     if min(b) > max(a):
         return Check(verdict=REGRESSION, baseline=ma, candidate=mb, change=change, **ranges,
                      text=f"{shown} ({pct}): every run of {sides[1]} above every run of {sides[0]} ({spread})", **common)
@@ -217,9 +228,10 @@ def count_checks(cell: str, baseline: list[Sample], candidate: list[Sample], thr
                  sides: tuple[str, str] = ("the baseline", "the candidate")) -> list[Check]:
     out = []
     for m in COUNTS:
-        a = [v for s in baseline if s.ok and (v := m.read(s)) is not None]
-        b = [v for s in candidate if s.ok and (v := m.read(s)) is not None]
-        c = count_check(cell, m, a, b, threshold, sides)
+        a, b = m.values(baseline), m.values(candidate)
+        warm = m.syscall is not None and any(s.syscalls_from for s in baseline + candidate if s.ok)
+        c = count_check(cell, m, a, b, threshold, sides,
+                        "warm-ups that counted the calls (the timed rounds count none)" if warm else "runs")
         if c is not None:
             out.append(c)
     return out

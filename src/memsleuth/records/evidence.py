@@ -203,6 +203,7 @@ class Sample:
     # call); its cell's counting run(s) give them (with_counts), and syscalls_from then says so
     syscalls_counted: bool = True
     syscalls_from: str | None = None
+    counted_in: tuple = ()      # with syscalls_from: each counting run's own counts (Counts), once each
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -295,6 +296,7 @@ class Sample:
         out["heap"] = self.heap.to_dict() if self.heap else None
         out["cpu_stacks"] = self.cpu_stacks.to_dict() if self.cpu_stacks else None
         out["syscall_args"] = self.syscall_args.to_dict()
+        out["counted_in"] = [dict(c) for c in self.counted_in]
         return out
 
 
@@ -392,4 +394,4 @@ def with_counts(sample: Sample, counting: list[Sample]) -> Sample:
             if k not in syscalls:
                 unsupported.setdefault(k, v)
     return replace(sample, syscalls=syscalls, regions=tuple(regions), unsupported=unsupported,
-                   syscalls_from=COUNTING_RUN)
+                   syscalls_from=COUNTING_RUN, counted_in=tuple(c.syscalls for c in counting))
