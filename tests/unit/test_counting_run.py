@@ -58,6 +58,7 @@ def test_a_counting_run_that_could_not_count_passes_its_own_reason_on():
     refused = Sample.from_msrun({"status": "ok", "syscalls": {}, "unsupported": {"madvise": "not permitted"}})
     got = with_counts(_timed(), [refused])
     assert got.syscalls == {} and got.unsupported["madvise"] == "not permitted"
+    assert got.syscalls_from is None and got.counted_in == ()     # nothing was counted anywhere: never said so
 
 
 def _cell(madvise: list[int], warmups: int = 1) -> StoredCell:

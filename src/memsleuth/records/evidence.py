@@ -393,5 +393,7 @@ def with_counts(sample: Sample, counting: list[Sample]) -> Sample:
         for k, v in c.unsupported.items():
             if k not in syscalls:
                 unsupported.setdefault(k, v)
+    if not syscalls:        # the counting run could not count either (no root, no tracefs): its reasons only
+        return replace(sample, unsupported=unsupported)
     return replace(sample, syscalls=syscalls, regions=tuple(regions), unsupported=unsupported,
                    syscalls_from=COUNTING_RUN, counted_in=tuple(c.syscalls for c in counting))
