@@ -231,7 +231,7 @@ def count_checks(cell: str, baseline: list[Sample], candidate: list[Sample], thr
         a, b = m.values(baseline), m.values(candidate)
         warm = m.syscall is not None and any(s.syscalls_from for s in baseline + candidate if s.ok)
         c = count_check(cell, m, a, b, threshold, sides,
-                        "warm-ups that counted the calls (the timed rounds count none)" if warm else "runs")
+                        "warm-ups that counted the calls" if warm else "runs")
         if c is not None:
             out.append(c)
     return out

@@ -566,12 +566,12 @@ def attribute(cells: list[CellSummary]) -> None:
             counts = {x.cell.contender: _run_counts(x, f.calls) for x in cells}
             got = count_attribution(counts, c.metric != "output", f.calls)
             if got is None:
-                once = any(len(v) == 1 for v in counts.values())
+                once = [k for k, v in counts.items() if len(v) == 1]
                 if once and any(s.syscalls_from for x in cells for _, s in x.ok_samples):
                     c.findings[i] = replace(f, who_why=(
-                        f"the {f.calls} calls were counted once per allocator (in its warm-up: the timed rounds count "
-                        "none), which leaves no run-to-run spread to weigh their difference against: give --warmup 2 or "
-                        "more, or record the call sites (--where)"))
+                        f"the {f.calls} calls were counted once per allocator for {', '.join(once)} (in one warm-up: the "
+                        "timed rounds count none), which leaves no run-to-run spread to weigh their difference "
+                        "against: give --warmup 2 or more, or record the call sites (--where)"))
                 continue
             who, line = got
             # a rule's own advice already fits a program's mechanism; a decision for the program replaces one for

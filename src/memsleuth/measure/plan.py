@@ -187,8 +187,9 @@ class Plan:
     # (gate: until the paired time verdict is resolved, gate.resolved).
     settled: Callable[[list[dict[int, Sample]]], bool] | None = None
     # The measured rounds count the syscalls by name too (gate, --try: their count verdicts pair the
-    # rounds). Else, with a warm-up, the rounds count none (ms-run --no-syscalls: a counted call costs
-    # 80-260 ns, a third of a small madvise) and the warm-ups count them for all (with_counts).
+    # rounds). Else, with a warm-up, the rounds count none (ms-run --no-syscalls: while a syscall
+    # tracepoint is registered each call costs ~80 ns more, a counted one ~260 ns more; perf stat on
+    # 3 M small madvise calls of ~400 ns) and the warm-ups count them for all (with_counts).
     rounds_count: bool = False
 
     @property
