@@ -409,6 +409,7 @@ static void supervise(const msr_options *o, run_result *r, int probe_r, uint64_t
       if (r->cpu.enabled) msr_cpu_drain(&r->cpu);
       if (r->outside.enabled) msr_sites_drain(&r->outside);
       if (r->ustacks.enabled) msr_sites_drain(&r->ustacks);
+      msr_args_tick(&r->args); /* the CPU samples read, joined to the faults: the next tick's faults */
       next_sample = t + r->tl.interval_ms * 1000000u;
     }
     if (deadline && t >= deadline && !r->timed_out) {
@@ -503,6 +504,21 @@ static void drain_samplers(run_result *r) {
   }
 }
 
+/* The run's page faults, as its counters have them (minor and major), or -1 where they did not count. */
+static double tree_faults(const ms_counters *ctr, const ms_snapshot *s0, const ms_snapshot *s1) {
+  double total = -1;
+  for (int i = 0; i < ctr->n; i++) {
+    const ms_event *e = &ctr->ev[i];
+    double v;
+    if (e->fd < 0 || e->user_only ||
+        (strcmp(e->def->name, "page-faults-minor") && strcmp(e->def->name, "page-faults-major")) ||
+        ms_scale(ms_reading_delta(s0->r[i], s1->r[i]), &v) == MS_NOT_COUNTED)
+      continue;
+    total = (total < 0 ? 0 : total) + v;
+  }
+  return total;
+}
+
 static int write_document(const msr_options *o, run_result *r, const ms_counters *ctr, const ms_snapshot *s0,
                           const ms_snapshot *s1, int out_fd, int err_fd) {
   char detail[512];
@@ -571,7 +587,7 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
     msj_str(&j, "events_by", r->events_by);
     msj_str(&j, "events_by_why", r->events_why[0] ? r->events_why : NULL);
   }
-  if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args);
+  if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args, tree_faults(ctr, s0, s1));
   if (o->cpu_sample_us) msr_cpu_json(&j, &r->cpu);
   if (o->outside_sites) msr_sites_json(&j, "outside_sites", &r->outside);
   if (o->cpu_sample_us && o->cpu_stacks_dir) msr_sites_json(&j, "cpu_stacks", &r->ustacks);
@@ -805,7 +821,7 @@ static int attach_mode(const msr_options *o) {
     fprintf(stderr, "ms-run: no counter opened on the attached threads: the window's counts are not measured\n");
   }
   msr_targets targets = {tids, ntid, 1, -1};
-  if (o->syscall_args) msr_args_open(&r.args, &targets, o->args_every);
+  if (o->syscall_args) msr_args_open(&r.args, &targets, o->args_every, o->fault_share);
   if (o->cpu_sample_us) {
     msr_cpu_open(&r.cpu, &targets, o->cpu_sample_us * 1000u, NULL);
     r.cpu.faults = &r.args;
@@ -833,6 +849,7 @@ static int attach_mode(const msr_options *o) {
     if (r.cpu.enabled) msr_cpu_drain(&r.cpu);
     if (r.outside.enabled) msr_sites_drain(&r.outside);
     if (r.ustacks.enabled) msr_sites_drain(&r.ustacks);
+    msr_args_tick(&r.args);
     the_tree(&r, &procs);
     if (procs.n) {
       times_update(&w, &procs, 0);
@@ -1015,7 +1032,7 @@ static int run_mode(const msr_options *o) {
   ms_counters *percpu = NULL;
   open_counters(o, &r, &cg, &ctr, &percpu);
   msr_targets command = {&r.pid, 1, 0, cg.fd};
-  if (o->syscall_args) msr_args_open(&r.args, &command, o->args_every);
+  if (o->syscall_args) msr_args_open(&r.args, &command, o->args_every, o->fault_share);
   if (o->cpu_sample_us) {
     msr_cpu_open(&r.cpu, &command, o->cpu_sample_us * 1000u, o->preload);
     r.cpu.faults = &r.args;

@@ -30,6 +30,7 @@ typedef struct {
   int note_cwds;    /* --note-cwds: the working directories the tree's processes ran in (what they may leave there) */
   int syscall_args; /* record munmap/madvise/mmap/mremap/brk arguments (msr_args.c) */
   uint64_t args_every[MSR_A_N]; /* --syscall-args-every NAME=P, by msr_args index (0: every call) */
+  double fault_share;           /* --fault-share: the faults traced in this share of the ticks (0: all) */
   uint64_t cpu_sample_us;       /* --cpu-sample-us: sample CPU time by kernel path (msr_cpu.c); 0: off */
   const char *cpu_stacks_dir; /* --cpu-stacks-dir: the CPU samples' user call chains, DIR/cpu-PID.json (msr_sites.c) */
   const char *outside_sites;  /* --outside-sites EVENT=PERIOD,...: call sites sampled by the kernel (msr_sites.c) */

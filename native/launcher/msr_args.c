@@ -93,8 +93,11 @@ int msr_args_sampled_index(const char *name) {
   return -1; /* munmap, madvise, mmap, mremap, faults */
 }
 
-int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every) {
+int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every, double fault_share) {
   memset(a, 0, sizeof *a);
+  a->fault_share = fault_share > 0 && fault_share < 1 ? fault_share : 0;
+  a->faults_on = 1;
+  a->rng = 0x9e3779b97f4a7c15ull; /* the same ticks traced in every run of a command (repeatable) */
   for (int i = 0; i < MSR_A_N; i++)
     a->every[i] = every && every[i] > 1 && i != MSR_A_BRK && i != MSR_A_BRKQ ? every[i] : 1;
   long page = sysconf(_SC_PAGESIZE);
@@ -175,6 +178,8 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every) {
           continue;
         }
         if (msr_fd_push(&a->fds, &a->nfds, &a->capfds, (int)fd)) continue;
+        if ((i == MSR_A_FAULT || i == MSR_A_FAULTK) && a->fault_share)
+          msr_fd_push(&a->fault_fds, &a->nfault, &a->capfault, (int)fd); /* also in fds, which closes it */
         if (!big) a->ev[i].opened++;
       }
   }
@@ -182,6 +187,20 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every) {
     if (a->ev[i].opened) a->ev[i].why[0] = 0;
   a->enabled = a->nbuf > 0;
   return a->nfds;
+}
+
+void msr_args_tick(msr_args *a) {
+  if (!a->fault_share || !a->nfault) return;
+  a->rng ^= a->rng << 13; /* xorshift64 */
+  a->rng ^= a->rng >> 7;
+  a->rng ^= a->rng << 17;
+  int on = (double)(a->rng >> 11) / (double)(1ull << 53) < a->fault_share;
+  a->ticks++;
+  a->ticks_on += (uint64_t)on;
+  if (on == a->faults_on) return;
+  for (int k = 0; k < a->nfault; k++) /* an inherited event's copies in the tasks follow it */
+    ioctl(a->fault_fds[k], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+  a->faults_on = on;
 }
 
 int msr_args_hold(int *fds) {
@@ -376,8 +395,10 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
     case MSR_A_FAULT:
     case MSR_A_FAULTK:
       if (i == MSR_A_FAULTK &&
-          (u64_at(raw, size, off[0]) >= MSR_USER_TOP || (size > 2 && (raw[2] & MSR_TRACE_IRQ_FLAGS))))
-        break; /* the kernel's own memory, or a fault in interrupt context */
+          (u64_at(raw, size, off[0]) >= MSR_USER_TOP || (size > 2 && (raw[2] & MSR_TRACE_IRQ_FLAGS)))) {
+        a->fault_rejected += w; /* the kernel's own memory, or a fault in interrupt context */
+        break;
+      }
       on_fault(a, (pid_t)pid, tid, time, u64_at(raw, size, off[0]), u64_at(raw, size, off[1]), w);
       break;
     case MSR_A_MADVISE: {
@@ -555,6 +576,9 @@ void msr_args_close(msr_args *a) {
   a->nbuf = a->nfds = a->capfds = 0;
   free(a->rel);
   free(a->recent);
+  free(a->fault_fds);
+  a->fault_fds = NULL;
+  a->nfault = a->capfault = 0;
   a->rel = NULL;
   a->recent = NULL;
 }
@@ -572,7 +596,24 @@ static void hist_json(ms_json *j, const char *key, const uint64_t *h, const uint
   msj_arr_end(j);
 }
 
-void msr_args_json(ms_json *j, const msr_args *a) {
+/* The share of the run's faults that were traced, where they were traced in a share of the ticks (else
+ * 1): the faults the tracepoints counted while on (each hit counts, recorded or not), less those not
+ * the program's, over the run's page faults; without those, the share of ticks traced. */
+static double traced_share(const msr_args *a, double tree_faults) {
+  if (!a->fault_share || !a->ticks) return 1;
+  uint64_t hits = 0;
+  for (int k = 0; k < a->nfault; k++) {
+    uint64_t v = 0;
+    if (read(a->fault_fds[k], &v, sizeof v) == (ssize_t)sizeof v) hits += v;
+  }
+  double traced = (double)hits - (double)a->fault_rejected;
+  double share = tree_faults > 0 && traced > 0 ? traced / tree_faults : (double)a->ticks_on / (double)a->ticks;
+  return share > 1 ? 1 : share > 0 ? share : 1;
+}
+
+static uint64_t scaled(uint64_t v, double share) { return (uint64_t)((double)v / share + 0.5); }
+
+void msr_args_json(ms_json *j, const msr_args *a, double tree_faults) {
   msj_obj_begin(j, "syscall_args");
   for (int i = 0; i < MSR_A_N; i++) {
     if (i == MSR_A_BRKQ || i == MSR_A_FAULT || i == MSR_A_FAULTK || i == MSR_A_AREA ||
@@ -630,17 +671,22 @@ void msr_args_json(ms_json *j, const msr_args *a) {
      *  missing page]} (the rest read a missing page),
      *  "madvise_advice": {"4": faults}} */
     static const char *rel_names[MSR_REL_N] = {"none", "munmap", "madvise", "brk", "mapped"};
+    double share = traced_share(a, tree_faults); /* the counts stand for all the run's faults */
     msj_obj_begin(j, "faults");
-    msj_u64(j, "every", a->every[MSR_A_FAULT]);
-    msj_u64(j, "mapped_churned", a->mapped_churned);
+    msj_u64(j, "every", scaled(a->every[MSR_A_FAULT], share));
+    if (a->fault_share) {
+      msj_dbl(j, "traced_share", share); /* of the run's faults, those traced (each record: every/share) */
+      msj_dbl(j, "ticks_share", a->ticks ? (double)a->ticks_on / (double)a->ticks : 1);
+    }
+    msj_u64(j, "mapped_churned", scaled(a->mapped_churned, share));
     msj_u64(j, "mapped_samples", a->mapped_samples);
     msj_u64(j, "mapped_churned_samples", a->mapped_churned_samples);
     msj_obj_begin(j, "by_release");
     for (int k = 0; k < MSR_REL_N; k++) {
       msj_arr_begin(j, rel_names[k]);
-      msj_u64(j, NULL, a->refault[k]);
-      msj_u64(j, NULL, a->fault_present[k]);
-      msj_u64(j, NULL, a->fault_write[k]);
+      msj_u64(j, NULL, scaled(a->refault[k], share));
+      msj_u64(j, NULL, scaled(a->fault_present[k], share));
+      msj_u64(j, NULL, scaled(a->fault_write[k], share));
       msj_arr_end(j);
     }
     msj_obj_end(j);
@@ -649,7 +695,7 @@ void msr_args_json(ms_json *j, const msr_args *a) {
       if (!a->refault_advice[k]) continue;
       char key[16];
       snprintf(key, sizeof key, "%d", k);
-      msj_u64(j, key, a->refault_advice[k]);
+      msj_u64(j, key, scaled(a->refault_advice[k], share));
     }
     msj_obj_end(j);
     msj_obj_end(j);

@@ -141,10 +141,23 @@ typedef struct {
    * inside a fault handler is the time of the latest of them before it (msr_cpu.c). */
   msr_recent *recent; /* MSR_LAST_FAULTS threads, by tid (with the ranges) */
   msr_last_mmap last_mmap[MSR_LAST_FAULTS];
+  /* Faults traced in a share of the ticks only (msr_args_tick): every traced fault enters the
+   * tracepoint, recorded or not (~0.2 us here, 10% of a fault-heavy program), so a run of many faults
+   * traces them in a random share of its ticks, and the counts are scaled to all its faults. */
+  double fault_share; /* 0 or 1: every tick */
+  int *fault_fds;     /* the fault events (user and kernel), switched on and off together */
+  int nfault, capfault;
+  int faults_on; /* traced in the tick under way */
+  uint64_t ticks, ticks_on, rng;
+  uint64_t fault_rejected; /* kernel-fault records not the program's (interrupt context, kernel memory) */
 } msr_args;
 
-/* Opens the events on `pid` (not yet exec'd: enable_on_exec). Returns how many opened. */
-int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every);
+/* Opens the events on `pid` (not yet exec'd: enable_on_exec). Returns how many opened.
+ * fault_share in (0, 1): the faults are traced in that share of the ticks (msr_args_tick). */
+int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every, double fault_share);
+/* At each tick of the run: whether the faults are traced until the next one (at random, in
+ * fault_share of the ticks). */
+void msr_args_tick(msr_args *a);
 /* Keeps every tracepoint msr_args_open reads registered (one counting event each on the calling
  * process) so that an explaining run's closes are cheap (ms-run --hold-events --syscall-args): fds
  * opened into `fds` (at most MSR_A_N), their number returned. */
@@ -159,6 +172,8 @@ void msr_args_drain(msr_args *a);
  * counted to that mapping (mapped_samples, mapped_churned_samples). */
 int msr_args_join(msr_args *a, uint32_t tid, uint64_t time, uint64_t window_ns);
 void msr_args_close(msr_args *a);
-/* "syscall_args": totals, the break's moves, size histograms, and what did not open. */
-void msr_args_json(ms_json *j, const msr_args *a);
+/* "syscall_args": totals, the break's moves, size histograms, and what did not open. `tree_faults`:
+ * the run's page faults (its counters; < 0 unknown), to which the faults traced in a share of the
+ * ticks are scaled. */
+void msr_args_json(ms_json *j, const msr_args *a, double tree_faults);
 #endif

@@ -118,6 +118,14 @@ static int set_args_every(const msr_opt *opt, const char *v, msr_options *o) {
   return parse_u64(opt, eq + 1, &o->args_every[i]);
 }
 
+static int set_fault_share(const msr_opt *opt, const char *v, msr_options *o) {
+  double s;
+  if (parse_seconds(opt, v, 0, "expected a share above 0, at most 1", &s)) return 2;
+  if (s > 1) return bad(opt->name, v, "expected a share above 0, at most 1");
+  o->fault_share = s;
+  return 0;
+}
+
 static int set_outside_sites(const msr_opt *opt, const char *v, msr_options *o) {
   if (!strchr(v, '=')) return bad(opt->name, v, "expected EVENT=PERIOD[,EVENT=PERIOD...]");
   o->outside_sites = v;
@@ -199,6 +207,11 @@ static const msr_opt OPTIONS[] = {
              "faults=P samples one user page fault in P, each looked up in the ranges\n"
              "released before it (munmap, purging madvise, the break moving down)",
      .section = RUN, .set = set_args_every, .lo = 1, .hi = 1u << 30},
+    {.name = "fault-share", .value = "S",
+     .help = "trace the page faults (faults=P) in about this share of the ticks only,\n"
+             "chosen at random (each traced fault costs its thread ~0.2 us); the counts\n"
+             "are scaled to the run's page faults (0 < S <= 1; default 1)",
+     .section = RUN, .set = set_fault_share},
     {.name = "cpu-sample-us", .value = "N",
      .help = "sample the tree's CPU time every N us with kernel call chains: where the\n"
              "kernel time goes, by path and executable (root)",

@@ -291,3 +291,27 @@ def test_a_workloads_result_survives_any_amount_of_output():
     doc = ms_run("--", "sh", "-c", f"{rm} --iterations=1000 --ws=10; head -c 100000 /dev/zero | tr '\\0' x; {fake}")
     result = normalise(doc)["result"]
     assert result["workload"] == "random-mixed" and result["ops"] == 1000
+
+
+@needs_tracepoints
+def test_faults_traced_in_a_share_of_the_ticks_are_scaled_to_the_whole_run():
+    """--fault-share: the faults traced in a random quarter of the ticks only (each traced fault costs
+    its thread the tracepoint), the counts scaled to the run's faults: the total is the counters' and
+    the causes' shares are those of a run that traced every fault (half in fresh mappings munmap gave
+    back, half in memory madvise purged)."""
+    cmd = ["--", fixture("plain-refault_mix"), "60"]
+    full = ms_run("--syscall-args", "--syscall-args-every", "faults=7", *cmd)["syscall_args"]["faults"]
+    doc = ms_run("--syscall-args", "--syscall-args-every", "faults=7", "--fault-share", "0.25", *cmd)
+    part = doc["syscall_args"]["faults"]
+    assert "traced_share" not in full and 0.05 < part["traced_share"] < 0.6, part
+    assert part["every"] > 7        # one in 7 of the faults traced: one in every/share of all of them
+    faults = doc["counters"]["page-faults-minor"] + doc["counters"]["page-faults-major"]
+    total = sum(v[0] for v in part["by_release"].values())
+    assert abs(total - faults) < 0.02 * faults, (total, faults)
+
+    def shares(f: dict) -> dict:
+        n = sum(v[0] for v in f["by_release"].values())
+        return {k: v[0] / n for k, v in f["by_release"].items()}
+    for cause in ("madvise", "mapped"):
+        assert abs(shares(part)[cause] - shares(full)[cause]) < 0.1, (shares(part), shares(full))
+    assert 0.35 < shares(part)["madvise"] < 0.65, shares(part)

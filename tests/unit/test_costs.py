@@ -342,6 +342,10 @@ def test_the_churned_share_of_fresh_mappings_is_weighed_by_time_where_the_sample
     assert how == "count" and by_count["munmap"] == pytest.approx(10_000 / 10_100 * 0.2)
     older = FaultTrace.of(FaultSamples.from_dict({k: v for k, v in doc.items() if "samples" not in k}))
     assert older.causes({"mapped": 390, "none": 10})[0]["munmap"] == pytest.approx(0.975 * 0.2)
+    assert trace.traced_share == 1.0                                     # every tick traced
+    part = FaultTrace.of(FaultSamples.from_dict({**doc, "every": 20, "traced_share": 0.05}))
+    assert part.traced_share == 0.05 and part.causes(None) == trace.causes(None)   # the counts were scaled
+    assert FaultSamples.from_dict({**doc, "traced_share": "x"}).traced_share == 1.0   # a damaged field
 
 
 def test_arguments_from_a_run_whose_count_differs_far_from_the_measured_one_say_both_counts():

@@ -172,6 +172,27 @@ def test_a_storms_arguments_are_sampled_with_a_prime_period_never_below_the_mini
     assert "brk" not in got                                                    # its moves are read in order
 
 
+def test_a_run_of_many_faults_traces_them_in_a_share_of_its_ticks_and_samples_those(monkeypatch):
+    """Each traced fault costs its thread the tracepoint, recorded or not: beyond FAULT_TRACED faults
+    they are traced in a share of the ticks (about FAULT_TRACED of them), one in P of those recorded."""
+    from memsleuth.measure import runner, launcher
+    from memsleuth.measure.plan import Cell
+    from memsleuth.measure import allocators, native
+    monkeypatch.setattr(native, "ms_run", lambda: "ms-run")     # the argv only: nothing is run
+    few = {"page-faults": runner.FAULT_TRACED}
+    assert runner.fault_share(few) is None and runner.args_every(few)["faults"] == 29   # 25 -> prime
+    many = {"page-faults": 4 * runner.FAULT_TRACED}
+    assert runner.fault_share(many) == 0.25
+    assert runner.args_every(many)["faults"] == runner.args_every(few)["faults"]       # as many records
+    assert runner.fault_share({"page-faults": 0}) is None
+    cell = Cell(allocators.glibc(), {}, ("prog",))
+    argv = launcher.msrun_argv(cell, "out", timeout_s=None, mem_limit_bytes=None, syscall_args=True,
+                               args_every={"faults": 29}, fault_share=0.25)
+    assert argv[argv.index("--fault-share") + 1] == "0.25"
+    assert "--fault-share" not in launcher.msrun_argv(cell, "out", timeout_s=None, mem_limit_bytes=None,
+                                                      syscall_args=True, args_every={"faults": 29})
+
+
 def test_the_sampler_runs_from_the_kernel_that_delivers_a_blocked_sigtrap_late():
     assert not where.sampler_usable("6.1.0-18-amd64")      # Debian 12's stock kernel: perf record instead
     assert where.sampler_usable("6.2.0") and where.sampler_usable("6.18.44-fc")

@@ -86,6 +86,7 @@ class FaultTrace:
     mapped_churned: float = 0.0     # of the faults in mappings made during the run, those munmap gave back later
     mapped_samples: float = 0.0     # the CPU samples taken in faults of those mappings
     mapped_churned_samples: float = 0.0   # of them, those in mappings that churned
+    traced_share: float = 1.0       # the share of the run's faults traced (in random ticks), the counts scaled
 
     @classmethod
     def of(cls, f: FaultSamples | None) -> "FaultTrace | None":
@@ -367,6 +368,8 @@ class CellView:
             causes, how = self.fault_causes(sc)
             share = causes[released_by]
             every = f", one fault in {t.every:,}" if t.every > 1 else ""
+            if t.traced_share < 1:
+                every += f", traced in random slices of the run that held {t.traced_share:.0%} of its faults"
             what = ("of the page faults' sampled time" if how == "time" else f"of {t.records():,.0f} sampled page faults")
             return split.cost("page-faults") * min(share, self.zero_fill_share()), (
                 f"{share:.0%} {what} is in memory given back before by {RELEASED_BY.get(released_by, released_by)} "

@@ -38,10 +38,11 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
                heap_dir: str | None = None,
                sites_dir: str | None = None, sites: dict[str, int] | None = None,
                args_every: dict[str, int] | None = None, cpu_sample_us: int | None = None,
-               cpu_stacks_dir: str | None = None) -> list[str]:
+               cpu_stacks_dir: str | None = None, fault_share: float | None = None) -> list[str]:
     """syscalls False: a timed run, which counts no syscall by name (ms-run --no-syscalls);
     heap_dir: account the heap (libmsheap in front of the allocator), its documents written there;
     sites_dir: sample the call sites of `sites` ({event: period}, libmssites), their documents there;
+    fault_share: the page faults traced in this share of the run's ticks only (runner.fault_share);
     cpu_sample_us: sample the tree's CPU time with kernel call chains (Sample.cpu_profile), and with
     cpu_stacks_dir, with user call chains too, their documents there (Sample.cpu_stacks)."""
     argv = [str(native.ms_run()), "--out", out_path]
@@ -80,6 +81,8 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
         argv.append("--syscall-args")
         for name, every in (args_every or {}).items():
             argv += ["--syscall-args-every", f"{name}={int(every)}"]
+        if fault_share and fault_share < 1:
+            argv += ["--fault-share", repr(float(fault_share))]
     if cpu_sample_us and counters:
         argv += ["--cpu-sample-us", str(int(cpu_sample_us))]
         if cpu_stacks_dir is not None:
@@ -139,11 +142,12 @@ def _run_msrun(argv: list[str], timeout: float | None) -> subprocess.CompletedPr
 def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None, counters: bool = True,
              syscalls: bool = True, syscall_args: bool = False, metric=None, heap: bool = False,
              sites: dict[str, int] | None = None, args_every: dict[str, int] | None = None,
-             cpu_sample_us: int | None = None) -> Sample:
+             cpu_sample_us: int | None = None, fault_share: float | None = None) -> Sample:
     """One run; `syscalls` False: a timed run that counts no syscall by name. Explaining runs only:
     `heap`, with the heap accounting in front of the allocator (Sample.heap); `sites` ({event: period}),
     with the call sites sampled (Sample.where);
-    `args_every` ({syscall: P}), the arguments of one call in P recorded (runner.args_every);
+    `args_every` ({syscall: P}), the arguments of one call in P recorded (runner.args_every), the
+    faults in `fault_share` of the run's ticks (runner.fault_share);
     `cpu_sample_us`, the CPU time sampled with kernel chains (Sample.cpu_profile)."""
     with workdirs.workdir("run") as tmp:
         out = os.path.join(tmp, "run.json")
@@ -159,7 +163,8 @@ def run_cell(cell: Cell, *, timeout_s: float | None, mem_limit_bytes: int | None
             os.mkdir(sites_dir, 0o700)
         argv = msrun_argv(cell, out, timeout_s=timeout_s, mem_limit_bytes=mem_limit_bytes, counters=counters,
                           syscalls=syscalls, syscall_args=syscall_args, heap_dir=heap_dir, sites_dir=sites_dir,
-                          sites=sites, args_every=args_every, cpu_sample_us=cpu_sample_us, cpu_stacks_dir=stacks_dir)
+                          sites=sites, args_every=args_every, cpu_sample_us=cpu_sample_us, cpu_stacks_dir=stacks_dir,
+                          fault_share=fault_share)
         if metric is not None:
             argv[1:1] = ["--tail", str(METRIC_TAIL_BYTES)]
         started = time.time()
@@ -277,12 +282,15 @@ def _failed(detail: str) -> Sample:
 
 # The attached window samples at rates, not periods (nothing was counted before it): each event's
 # call chains about this often a second per CPU, the CPU time every ms, the faults' addresses one
-# in ATTACH_FAULTS_EVERY. The memory syscalls' arguments are read at every call (~0.7 us each here):
+# in ATTACH_FAULTS_EVERY of those traced, in ATTACH_FAULT_SHARE of the window's ticks (each traced
+# fault costs its thread ~0.2 us: tracing all of them made an mmap storm 11-15% slower in the window,
+# bench/attach_overhead.py). The memory syscalls' arguments are read at every call (~0.7 us each here):
 # a fault is told apart as a re-fault of memory given back only when the range it touches was
 # seen given back, and a sampled subset misnamed most of a churn's faults first touches.
 ATTACH_SITES_HZ = 100
 ATTACH_CPU_US = 1000
-ATTACH_FAULTS_EVERY = 101
+ATTACH_FAULTS_EVERY = 23
+ATTACH_FAULT_SHARE = 0.2
 
 
 def attach_argv(pids: list[int], out_path: str, sites_dir: str, duration_s: float | None) -> list[str]:
@@ -292,7 +300,7 @@ def attach_argv(pids: list[int], out_path: str, sites_dir: str, duration_s: floa
             "--duration", repr(float(duration_s or 0)), "--syscall-args", "--cpu-sample-us", str(ATTACH_CPU_US),
             "--outside-sites", where.sites_spec({e: 1 for e in where.EVENTS}), "--outside-freq", str(ATTACH_SITES_HZ),
             "--outside-dir", sites_dir]
-    return argv + ["--syscall-args-every", f"faults={ATTACH_FAULTS_EVERY}"]
+    return argv + ["--syscall-args-every", f"faults={ATTACH_FAULTS_EVERY}", "--fault-share", repr(ATTACH_FAULT_SHARE)]
 
 
 # The signals that end an attached window (Ctrl-C, SIGTERM, SIGHUP); once it has ended they are held

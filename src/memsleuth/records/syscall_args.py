@@ -55,12 +55,15 @@ class FaultSamples:
     "mapped": a mapping made during the run), each (faults, on a present page, writes of a missing
     page); each counts for `every` faults. `mapped_churned`: of the faults in mappings made during
     the run, those in mappings munmap gave back later. `mapped_samples`, `mapped_churned_samples`:
-    the same by the CPU samples taken in those faults (by time; absent from older runs: 0)."""
+    the same by the CPU samples taken in those faults (by time; absent from older runs: 0).
+    `traced_share`: the share of the run's faults traced, where they were traced in random ticks only
+    (ms-run --fault-share; the counts are scaled to all of them), else 1."""
     every: int
     by_release: dict[str, tuple[float, float, float]]
     mapped_churned: float = 0.0
     mapped_samples: float = 0.0
     mapped_churned_samples: float = 0.0
+    traced_share: float = 1.0
 
     @classmethod
     def from_dict(cls, d) -> "FaultSamples | None":
@@ -72,7 +75,8 @@ class FaultSamples:
         every = int(number_in(d, "every") or 1)
         churned, samples, churned_samples = (number_in(d, k, 0.0) for k in
                                              ("mapped_churned", "mapped_samples", "mapped_churned_samples"))
-        return (cls(max(every, 1), by, churned, samples, churned_samples)
+        share = min(max(number_in(d, "traced_share", 1.0), 0.0), 1.0) or 1.0
+        return (cls(max(every, 1), by, churned, samples, churned_samples, share)
                 if sum(v[0] for v in by.values()) > 0 else None)
 
 
