@@ -1,6 +1,8 @@
 """records/sites.py reads perf script text: synthetic stacks, no perf needed."""
 from __future__ import annotations
 
+import pytest
+
 from memsleuth.analysis import runtimes
 from memsleuth.records import calls, symbols
 from memsleuth.measure import perfmaps, where
@@ -191,6 +193,11 @@ def test_a_run_of_many_faults_traces_them_in_a_share_of_its_ticks_and_samples_th
     assert argv[argv.index("--fault-share") + 1] == "0.25"
     assert "--fault-share" not in launcher.msrun_argv(cell, "out", timeout_s=None, mem_limit_bytes=None,
                                                       syscall_args=True, args_every={"faults": 29})
+    # an attached window: from the fault rate before it, about ATTACH_FAULTS_TRACED_S traced a second
+    storm = launcher.attach_argv([1], "out", "dir", 5, 6 * launcher.ATTACH_FAULTS_TRACED_S)
+    assert float(storm[storm.index("--fault-share") + 1]) == pytest.approx(1 / 6, abs=1e-3)
+    assert "--fault-share" not in launcher.attach_argv([1], "out", "dir", 5, 1000.0)
+    assert "--fault-share" not in launcher.attach_argv([1], "out", "dir", 5, None)
 
 
 def test_the_sampler_runs_from_the_kernel_that_delivers_a_blocked_sigtrap_late():

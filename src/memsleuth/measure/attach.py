@@ -250,13 +250,17 @@ FAULT_PROBE_S = 0.2
 ATTACH_FAULT_SAMPLES_S = 100
 
 
-def fault_period(pids: list[int]) -> int:
-    """The page-fault period for about ATTACH_FAULT_SAMPLES_S samples a second at the processes' rate now."""
+def fault_rate(pids: list[int]) -> float:
+    """The processes' page faults a second now (their minor faults over FAULT_PROBE_S)."""
     def faults() -> int:
         return sum(int(f[7]) for f in map(stat_fields, pids) if f and len(f) > 7 and f[7].isdigit())
     before = faults()
     time.sleep(FAULT_PROBE_S)
-    rate = (faults() - before) / FAULT_PROBE_S
+    return max(0, faults() - before) / FAULT_PROBE_S
+
+
+def fault_period(rate: float) -> int:
+    """perf's page-fault period for about ATTACH_FAULT_SAMPLES_S samples a second at `rate`."""
     return max(1, int(rate / ATTACH_FAULT_SAMPLES_S))
 
 
@@ -321,7 +325,8 @@ def run(store, pids: list[int], duration_s: float | None, argv: list[str]) -> tu
         print(f"memsleuth: the window ended after {seconds:.1f} s; naming its call sites and reading the "
               "processes' memory", file=sys.stderr, flush=True)
 
-    sample, where, stopped_by = launcher.attach_window(pids, duration_s, fault_period(pids), ended)
+    rate = fault_rate(pids)
+    sample, where, stopped_by = launcher.attach_window(pids, duration_s, fault_period(rate), ended, rate)
     named = time.monotonic()
     # Read at the end only where the pid still names the process that was attached to.
     after = {p: read_if_same(p, started[p], smaps) for p in pids}

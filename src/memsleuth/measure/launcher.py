@@ -282,25 +282,36 @@ def _failed(detail: str) -> Sample:
 
 # The attached window samples at rates, not periods (nothing was counted before it): each event's
 # call chains about this often a second per CPU, the CPU time every ms, the faults' addresses one
-# in ATTACH_FAULTS_EVERY of those traced, in ATTACH_FAULT_SHARE of the window's ticks (each traced
-# fault costs its thread ~0.2 us: tracing all of them made an mmap storm 11-15% slower in the window,
-# bench/attach_overhead.py). The memory syscalls' arguments are read at every call (~0.7 us each here):
-# a fault is told apart as a re-fault of memory given back only when the range it touches was
-# seen given back, and a sampled subset misnamed most of a churn's faults first touches.
+# in ATTACH_FAULTS_EVERY of those traced, in a share of the window's ticks where they come faster than
+# ATTACH_FAULTS_TRACED_S (each traced fault costs its thread ~0.2 us: tracing all of them made an mmap
+# storm 11-15% slower in the window, bench/attach_overhead.py). The memory syscalls' arguments are
+# read at every call (~0.7 us each here): a fault is told apart as a re-fault of memory given back
+# only when the range it touches was seen given back, and a sampled subset misnamed most of a
+# churn's faults first touches.
 ATTACH_SITES_HZ = 100
 ATTACH_CPU_US = 1000
 ATTACH_FAULTS_EVERY = 23
-ATTACH_FAULT_SHARE = 0.2
+ATTACH_FAULTS_TRACED_S = 100_000    # at most about this many faults a second traced (~2% of a CPU)
 
 
-def attach_argv(pids: list[int], out_path: str, sites_dir: str, duration_s: float | None) -> list[str]:
-    """ms-run --attach for a window on `pids` (None: until ms-run is told to stop)."""
+def attach_fault_share(rate: float | None) -> float | None:
+    """The share of the window's ticks in which the faults are traced, from the processes' fault rate
+    before it (None: every tick): a storm of 600,000 faults a second is traced in a sixth of them."""
+    return round(ATTACH_FAULTS_TRACED_S / rate, 4) if rate and rate > ATTACH_FAULTS_TRACED_S else None
+
+
+def attach_argv(pids: list[int], out_path: str, sites_dir: str, duration_s: float | None,
+                fault_rate: float | None = None) -> list[str]:
+    """ms-run --attach for a window on `pids` (None: until ms-run is told to stop); `fault_rate`: their
+    page faults a second before it (attach_fault_share)."""
     from memsleuth.measure import where
     argv = [str(native.ms_run()), "--attach", ",".join(str(p) for p in pids), "--out", out_path,
             "--duration", repr(float(duration_s or 0)), "--syscall-args", "--cpu-sample-us", str(ATTACH_CPU_US),
             "--outside-sites", where.sites_spec({e: 1 for e in where.EVENTS}), "--outside-freq", str(ATTACH_SITES_HZ),
             "--outside-dir", sites_dir]
-    return argv + ["--syscall-args-every", f"faults={ATTACH_FAULTS_EVERY}", "--fault-share", repr(ATTACH_FAULT_SHARE)]
+    share = attach_fault_share(fault_rate)
+    return argv + ["--syscall-args-every", f"faults={ATTACH_FAULTS_EVERY}",
+                   *(["--fault-share", repr(share)] if share else [])]
 
 
 # The signals that end an attached window (Ctrl-C, SIGTERM, SIGHUP); once it has ended they are held
@@ -309,7 +320,7 @@ STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 def attach_window(pids: list[int], duration_s: float | None, fault_period: int = 1000,
-                  ended=None) -> tuple[Sample, dict, int | None]:
+                  ended=None, fault_rate: float | None = None) -> tuple[Sample, dict, int | None]:
     """(the window as a Sample, its call sites, the signal that ended it or None) of running
     processes: ms-run --attach, and perf record (DWARF call graphs) beside it where perf is
     installed. Ctrl-C, SIGTERM or SIGHUP ends the window: both stop, and what they measured is kept.
@@ -321,7 +332,7 @@ def attach_window(pids: list[int], duration_s: float | None, fault_period: int =
         out, sites_dir = os.path.join(tmp, "run.json"), os.path.join(tmp, "sites")
         os.mkdir(sites_dir, 0o700)
         recorder = where.attach_recorder(pids, tmp, fault_period)
-        proc = subprocess.Popen(attach_argv(pids, out, sites_dir, duration_s), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(attach_argv(pids, out, sites_dir, duration_s, fault_rate), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
         # perf is told to stop when the window ends, not after ms-run has written it: its own stop
         # (draining its buffers, ~1 s of DWARF stacks) then overlaps ms-run's (analysis/attach cost).
