@@ -407,7 +407,10 @@ static void supervise(const msr_options *o, run_result *r, int probe_r, uint64_t
     if (t >= next_sample) {
       sample_tree(o, r, t, t0); /* drains the traced faults first: the CPU samples are joined to them */
       if (r->cpu.enabled) msr_cpu_drain(&r->cpu);
-      if (r->outside.enabled) msr_sites_drain(&r->outside);
+      if (r->outside.enabled) {
+        msr_sites_drain(&r->outside);
+        msr_sites_gate(&r->outside);
+      }
       if (r->ustacks.enabled) msr_sites_drain(&r->ustacks);
       msr_args_tick(&r->args); /* the CPU samples read, joined to the faults: the next tick's faults */
       next_sample = t + r->tl.interval_ms * 1000000u;

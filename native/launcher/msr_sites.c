@@ -171,6 +171,7 @@ int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_
           continue;
         }
         if (msr_fd_push(&s->extra, &s->nextra, &s->capextra, (int)efd)) continue;
+        if (s->skip) msr_fd_push(&s->sampling, &s->nsampling, &s->capsampling, (int)efd); /* closed as extra */
         s->ids[s->nids] = id;
         s->id_ev[s->nids++] = (uint8_t)e;
         s->opened[e] = 1;
@@ -179,6 +180,7 @@ int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_
     }
   }
   s->enabled = s->nids > 0;
+  s->sampling_on = 1;
   if (!s->enabled && !s->why[0]) snprintf(s->why, sizeof s->why, "no event opened");
   return s->enabled ? 0 : -1;
 }
@@ -357,7 +359,12 @@ static void on_side(msr_sites *s, const unsigned char *rec, size_t n) {
     if (h.misc & PERF_RECORD_MISC_COMM_EXEC) { /* a new image: nothing of the old one is mapped */
       p->nmaps = 0;
       p->skip = 0;
+      p->gone = 0;
     }
+  } else if (h.type == PERF_RECORD_EXIT && n >= hs + 16 + TRAILER) { /* { pid, ppid, tid, ptid, time } */
+    memcpy(&tid, rec + hs + 8, 4);
+    msr_site_proc *p = pid == tid ? proc_of(s, (pid_t)pid, 0) : NULL;
+    if (p) p->gone = 1;
   } else if (h.type == PERF_RECORD_FORK && n >= hs + 16 + TRAILER) {
     uint32_t ppid;
     memcpy(&ppid, rec + hs + 4, 4);
@@ -490,6 +497,18 @@ static void write_doc(msr_sites *s, int32_t pi) {
   free(j.buf);
 }
 
+void msr_sites_gate(msr_sites *s) {
+  if (!s->skip || !s->nsampling) return;
+  int want = s->nproc == MSR_SITES_PROCS; /* a full table: some processes are not followed */
+  for (int k = 0; k < s->nproc && !want; k++) want = !s->procs[k].gone && !s->procs[k].skip;
+  s->ticks++;
+  s->ticks_on += (uint64_t)want;
+  if (want == s->sampling_on) return;
+  for (int k = 0; k < s->nsampling; k++)
+    ioctl(s->sampling[k], want ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+  s->sampling_on = want;
+}
+
 void msr_sites_write(msr_sites *s) {
   if (!s->enabled || !s->dir) return;
   for (int k = 0; k < s->nproc; k++)
@@ -511,6 +530,9 @@ void msr_sites_close(msr_sites *s) {
   free(s->stacks);
   free(s->slot);
   free(s->extra);
+  free(s->sampling);
+  s->sampling = NULL;
+  s->nsampling = s->capsampling = 0;
   free(s->ids);
   free(s->id_ev);
   s->paths = NULL;
@@ -531,6 +553,8 @@ void msr_sites_json(ms_json *j, const char *key, const msr_sites *s) {
   msj_u64(j, "lost_records", s->lost);
   msj_u64(j, "cut_stacks", s->cut);
   msj_i64(j, "documents", s->written);
+  if (s->skip && s->nsampling) /* the share of the ticks sampling: a process the program's sampler did not reach */
+    msj_dbl(j, "on_share", s->ticks ? (double)s->ticks_on / (double)s->ticks : 1);
   msj_arr_begin(j, "pids"); /* every process of the tree seen: what it may have left behind is found */
   for (int k = 0; k < s->nproc; k++) msj_i64(j, NULL, s->procs[k].pid);
   msj_arr_end(j);

@@ -38,6 +38,7 @@ typedef struct {
   pid_t pid;
   char comm[17];
   uint8_t skip; /* its image mapped libmssites: the in-program sampler has it */
+  uint8_t gone; /* it exited (PERF_RECORD_EXIT of its main thread) */
   int nmaps, capmaps;
   msr_site_map *maps; /* newest last */
   uint64_t samples;
@@ -85,6 +86,13 @@ typedef struct {
   const char *prefix; /* the documents: PREFIX-PID.json ("sites" unless set) */
   int timed;          /* cpu-clock is sampled: the documents say when (a stack's fourth member) */
   msr_when when;
+  /* With `skip`, the sampling events are on only while a live process of the tree has not mapped
+   * it (msr_sites_gate): each event costs every fault or call of every process it watches, and the
+   * in-program sampler already samples those that did. */
+  int *sampling; /* the sampling events (not the side-band ones, which stay on) */
+  int nsampling, capsampling;
+  int sampling_on; /* 1 at the start (enabled at exec) */
+  uint64_t ticks, ticks_on;
 } msr_sites;
 
 /* Opens the sampling on the targets (a command not yet exec'd, or running threads). `spec`:
@@ -96,6 +104,9 @@ int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_
 /* A running process's executable mappings, from /proc (attach: they were made before). */
 void msr_sites_seed(msr_sites *s, pid_t pid);
 void msr_sites_drain(msr_sites *s);
+/* At each tick, after msr_sites_drain: with `skip`, the sampling events on while some live process
+ * has not mapped it (a static executable, one started with env -i), off otherwise. */
+void msr_sites_gate(msr_sites *s);
 /* Writes the documents of the processes sampled that did not map `skip`. */
 void msr_sites_write(msr_sites *s);
 void msr_sites_close(msr_sites *s);

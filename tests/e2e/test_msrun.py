@@ -315,3 +315,32 @@ def test_faults_traced_in_a_share_of_the_ticks_are_scaled_to_the_whole_run():
     for cause in ("madvise", "mapped"):
         assert abs(shares(part)[cause] - shares(full)[cause]) < 0.1, (shares(part), shares(full))
     assert 0.35 < shares(part)["madvise"] < 0.65, shares(part)
+
+
+@needs_tracepoints
+def test_the_kernel_samples_call_sites_only_while_a_process_the_program_sampler_missed_lives():
+    """--outside-sites beside the in-program sampler: off while every live process mapped it (each
+    sampling event costs every fault of every process it watches), on from the next tick once a
+    static executable runs, whose faults it then samples nearly all of."""
+    lib = str(native.native_path("libmssites.so"))
+    spec = "page-faults=1000,mmap=1,munmap=1"
+
+    def run(tmp, *cmd) -> tuple[dict, dict]:
+        sites = tmp / "sites"
+        sites.mkdir()
+        doc = ms_run("--preload", lib, "--env", f"MEMSLEUTH_SITES_OUT={sites}", "--env", f"MEMSLEUTH_SITES={spec}",
+                     "--outside-sites", spec, "--outside-dir", str(sites), "--outside-skip", lib, "--", *cmd)
+        docs = {int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in sites.glob("sites-*.json")}
+        return doc["outside_sites"], {pid: d for pid, d in docs.items() if d.get("sampled_by") == "kernel"}
+
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        reached, by_kernel = run(Path(a), fixture("plain-bigtouch"), "256")
+        assert reached["on_share"] < 0.5 and not by_kernel, reached
+        # the shell and the dynamic program are the in-program sampler's; the static one, started later, the kernel's
+        mixed, by_kernel = run(Path(b), "sh", "-c", f"{fixture('plain-bigtouch')} 256; {fixture('fx-static_touch')} 256")
+        assert 0 < mixed["on_share"] < 1 and len(by_kernel) == 1, (mixed, list(by_kernel))
+        (static,) = by_kernel.values()
+        faults = sum(s[1] for s in static["stacks"] if s[0] == 0)     # event 0: page-faults, one in 1000
+        assert faults >= 0.8 * (256 << 20) / 4096 / 1000, faults
