@@ -37,9 +37,11 @@ from memsleuth.records.store import Store
 
 # Without a terminal, a progress line every this many seconds (CI logs stay short).
 PLAIN_PROGRESS_EVERY_S = 10.0
-# The explaining run's CPU samples aimed for: a share's 95% interval is then within about +-1.5
+# The explaining run's CPU samples aimed for: a share's 95% interval is then within about +-2.2
 # points (cpu_profile.wilson at 50%), and the sampling costs the same whatever the run's length.
-CPU_SAMPLES = 4000
+# Each sample costs ~50 us of the run in this VM (a guest timer's interrupt and a kernel chain): at
+# 4,000 and 2 kHz the sampling made a 1 s Node.js program 12% and a 2.2 s C one 10% slower, 6% at 1 kHz.
+CPU_SAMPLES = 2000
 
 
 @dataclass
@@ -173,12 +175,12 @@ def needs_user_profile(samples: list) -> bool:
 
 def cpu_sample_us(samples: list) -> int:
     """The explaining run's sampling period: about CPU_SAMPLES samples of the measured runs' median
-    CPU time, at 2 kHz at most and at least every 4 ms. A sample is not free: on this project's VM
+    CPU time, at 1 kHz at most and at least every 4 ms. A sample is not free: on this project's VM
     (a guest's timer) the kernel-chain sampler made a 1.5 s fault-heavy program 6% slower at 500 us,
     10% with the user-chain sampler beside it, 3% for both at 2 ms (docs/findings.md)."""
     ok = [s for s in samples if s.ok]
     cpu_ns = sorted(s.user_ns + s.sys_ns for s in ok)[len(ok) // 2] if ok else 0
-    return int(min(max(cpu_ns / CPU_SAMPLES / 1000, 500), 4000))
+    return int(min(max(cpu_ns / CPU_SAMPLES / 1000, 1000), 4000))
 
 
 def needs_arguments(samples: list) -> bool:
