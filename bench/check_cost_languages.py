@@ -154,7 +154,7 @@ def main() -> None:
                 got = interleave({"program": lambda a=cmd: wall(a), "check": lambda a=cmd: check_wall(a, db)}, ROUNDS)
                 t, c = statistics.median(got["program"]), statistics.median(got["check"])
                 budget = 2 * t + 1
-                with Holder():      # as the runner holds the tracepoints for its runs
+                with Holder(args=True):      # as the runner holds the tracepoints for its explaining runs
                     parts = breakdown(cmd)
                 rest = c - parts["measured"] - parts["explaining"] - parts["perf fallback"]
                 print(f"{lang:12} ~{secs:>2} s: program {t:6.2f} s, check {c:6.2f} s, budget {budget:6.2f} s: "

@@ -171,8 +171,11 @@ static int open_event(event *e, int index) {
   memset(&a, 0, sizeof a);
   a.size = sizeof a;
   if (!strcmp(e->name, "page-faults")) {
+    /* The minor faults (the period is sized from their count): their event is already on for the
+     * counters, so sampling it costs a fault ~36 ns here, where the all-faults event, off until then,
+     * cost ~65 ns (a 10 s program of 5.7 million faults: ~0.4 s). Major faults are not sampled. */
     a.type = PERF_TYPE_SOFTWARE;
-    a.config = PERF_COUNT_SW_PAGE_FAULTS;
+    a.config = PERF_COUNT_SW_PAGE_FAULTS_MIN;
   } else {
     long id = ms_tracepoint_id(e->name, e->why, sizeof e->why);
     if (id < 0) return (int)id;

@@ -78,9 +78,9 @@ static int config_of(msr_sites *s, int e, struct perf_event_attr *a) {
     a->config = PERF_COUNT_SW_CPU_CLOCK;
     return 0;
   }
-  if (!strcmp(s->name[e], "page-faults")) {
+  if (!strcmp(s->name[e], "page-faults")) { /* the minor faults, as libmssites samples them (ms_sites.c) */
     a->type = PERF_TYPE_SOFTWARE;
-    a->config = PERF_COUNT_SW_PAGE_FAULTS;
+    a->config = PERF_COUNT_SW_PAGE_FAULTS_MIN;
     return 0;
   }
   long id = ms_tracepoint_id(s->name[e], s->ev_why[e], sizeof s->ev_why[e]);
