@@ -12,7 +12,7 @@ page faults a second): the window traces every memory syscall and hits the page-
 every fault (one in 101 sampled), and perf copies a stack at each call until its 16 MiB are full.
 2026-11-28, with the faults traced in a share of the window's ticks (about 100,000 a second): malloc
 loop 0.984x, 5.99 s; mmap loop 0.857x (-14%), 6.52 s (3 rounds). What is left of the mmap loop's
-cost, measured apart that day in 3 s windows: perf record ~9%, every memory syscall's arguments ~5%.
+cost, measured apart on 2026-11-27 in 3 s windows: perf record ~9%, every memory syscall's arguments ~5%.
 Run it with `make bench` or `.venv/bin/python bench/attach_overhead.py` (root: the window traces
 the memory syscalls).
 """

@@ -178,8 +178,9 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every, doub
           continue;
         }
         if (msr_fd_push(&a->fds, &a->nfds, &a->capfds, (int)fd)) continue;
-        if ((i == MSR_A_FAULT || i == MSR_A_FAULTK) && a->fault_share)
-          msr_fd_push(&a->fault_fds, &a->nfault, &a->capfault, (int)fd); /* also in fds, which closes it */
+        if ((i == MSR_A_FAULT || i == MSR_A_FAULTK) && a->fault_share &&
+            msr_fd_note(&a->fault_fds, &a->nfault, &a->capfault, (int)fd))
+          a->fault_share = 0; /* an event it could not switch: every tick traced, nothing scaled */
         if (!big) a->ev[i].opened++;
       }
   }
@@ -198,8 +199,7 @@ void msr_args_tick(msr_args *a) {
   a->ticks++;
   a->ticks_on += (uint64_t)on;
   if (on == a->faults_on) return;
-  for (int k = 0; k < a->nfault; k++) /* an inherited event's copies in the tasks follow it */
-    ioctl(a->fault_fds[k], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+  msr_fds_enable(a->fault_fds, a->nfault, on);
   a->faults_on = on;
 }
 

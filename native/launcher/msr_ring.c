@@ -2,6 +2,7 @@
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -22,19 +23,26 @@ long msr_open_for(const msr_targets *t, int p, struct perf_event_attr *a, int cp
   return syscall(SYS_perf_event_open, a, t->cgroup_fd, cpu, -1, PERF_FLAG_FD_CLOEXEC | PERF_FLAG_PID_CGROUP);
 }
 
-int msr_fd_push(int **fds, int *n, int *cap, int fd) {
+int msr_fd_note(int **fds, int *n, int *cap, int fd) {
   if (*n == *cap) {
     int c = *cap ? 2 * *cap : 64;
     int *t = realloc(*fds, (size_t)c * sizeof *t);
-    if (!t) {
-      close(fd);
-      return -1;
-    }
+    if (!t) return -1;
     *fds = t;
     *cap = c;
   }
   (*fds)[(*n)++] = fd;
   return 0;
+}
+
+int msr_fd_push(int **fds, int *n, int *cap, int fd) {
+  if (msr_fd_note(fds, n, cap, fd) == 0) return 0;
+  close(fd);
+  return -1;
+}
+
+void msr_fds_enable(const int *fds, int n, int on) {
+  for (int k = 0; k < n; k++) ioctl(fds[k], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
 }
 
 static int by_time(const void *a, const void *b) {

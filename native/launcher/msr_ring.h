@@ -31,6 +31,10 @@ long msr_open_for(const msr_targets *t, int p, struct perf_event_attr *a, int cp
 
 /* Appends `fd` to a list that grows; on failure closes it and returns -1. */
 int msr_fd_push(int **fds, int *n, int *cap, int fd);
+/* The same for an fd another list owns (and closes): on failure -1, the fd left open. */
+int msr_fd_note(int **fds, int *n, int *cap, int fd);
+/* Switches the events on or off (an inherited event's copies in the tasks follow it). */
+void msr_fds_enable(const int *fds, int n, int on);
 
 typedef struct {
   uint64_t time;

@@ -171,7 +171,12 @@ int msr_sites_open(msr_sites *s, const msr_targets *t, const char *spec, uint64_
           continue;
         }
         if (msr_fd_push(&s->extra, &s->nextra, &s->capextra, (int)efd)) continue;
-        if (s->skip) msr_fd_push(&s->sampling, &s->nsampling, &s->capsampling, (int)efd); /* closed as extra */
+        if (s->skip && !s->skip_gate && msr_fd_note(&s->sampling, &s->nsampling, &s->capsampling, (int)efd)) {
+          free(s->sampling); /* an event it could not switch: never gated, every tick sampling */
+          s->sampling = NULL;
+          s->nsampling = s->capsampling = 0;
+          s->skip_gate = 1;
+        }
         s->ids[s->nids] = id;
         s->id_ev[s->nids++] = (uint8_t)e;
         s->opened[e] = 1;
@@ -498,14 +503,13 @@ static void write_doc(msr_sites *s, int32_t pi) {
 }
 
 void msr_sites_gate(msr_sites *s) {
-  if (!s->skip || !s->nsampling) return;
+  if (!s->skip || !s->nsampling || s->skip_gate) return;
   int want = s->nproc == MSR_SITES_PROCS; /* a full table: some processes are not followed */
   for (int k = 0; k < s->nproc && !want; k++) want = !s->procs[k].gone && !s->procs[k].skip;
   s->ticks++;
   s->ticks_on += (uint64_t)want;
   if (want == s->sampling_on) return;
-  for (int k = 0; k < s->nsampling; k++)
-    ioctl(s->sampling[k], want ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+  msr_fds_enable(s->sampling, s->nsampling, want);
   s->sampling_on = want;
 }
 
@@ -553,7 +557,8 @@ void msr_sites_json(ms_json *j, const char *key, const msr_sites *s) {
   msj_u64(j, "lost_records", s->lost);
   msj_u64(j, "cut_stacks", s->cut);
   msj_i64(j, "documents", s->written);
-  if (s->skip && s->nsampling) /* the share of the ticks sampling: a process the program's sampler did not reach */
+  if (s->skip && s->nsampling &&
+      !s->skip_gate) /* the share of the ticks sampling: a process the program's sampler did not reach */
     msj_dbl(j, "on_share", s->ticks ? (double)s->ticks_on / (double)s->ticks : 1);
   msj_arr_begin(j, "pids"); /* every process of the tree seen: what it may have left behind is found */
   for (int k = 0; k < s->nproc; k++) msj_i64(j, NULL, s->procs[k].pid);

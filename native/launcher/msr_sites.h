@@ -92,6 +92,7 @@ typedef struct {
   int *sampling; /* the sampling events (not the side-band ones, which stay on) */
   int nsampling, capsampling;
   int sampling_on; /* 1 at the start (enabled at exec) */
+  int skip_gate;   /* a sampling event could not be listed: never gated, always on */
   uint64_t ticks, ticks_on;
 } msr_sites;
 
