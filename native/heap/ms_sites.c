@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -260,13 +259,14 @@ __attribute__((constructor)) static void sites_init(void) {
 
 static void write_report(void) {
   if (!g_ready) return;
-  /* No sample may arrive on this thread while it holds the table. */
+  /* No sample may arrive on this thread while it holds the table (one that does is taken as late,
+   * g_async). The events stay on: in a forked child the fd is its parent's event, and switching that
+   * off switches off every inherited copy of it, so a worker that exits would end the sampling of its
+   * parent and of every other worker (and a parent that exits first, of the children it leaves). */
   sigset_t trap, old;
   sigemptyset(&trap);
   sigaddset(&trap, SIGTRAP);
   pthread_sigmask(SIG_BLOCK, &trap, &old);
-  for (int i = 0; i < g_nevents; i++)
-    if (g_events[i].fd >= 0) ioctl(g_events[i].fd, PERF_EVENT_IOC_DISABLE, 0);
   char path[4200];
   static char buf[1 << 16]; /* once per process */
   FILE *f = ms_dump_open(g_out, "sites", path, sizeof path, buf, sizeof buf);

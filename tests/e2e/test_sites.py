@@ -7,6 +7,9 @@ import json
 import os
 import re
 import subprocess
+import sys
+
+import pytest
 
 from memsleuth.measure import allocators, launcher, native
 from memsleuth.measure.plan import Cell
@@ -53,6 +56,32 @@ def test_a_sigtrap_that_is_not_the_samplers_keeps_its_default_action(tmp_path):
                                                               "MEMSLEUTH_SITES": "page-faults=1000",
                                                               "MEMSLEUTH_SITES_OUT": str(out), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == -5        # killed by SIGTRAP, as without the sampler
+
+
+def test_a_forked_worker_that_exits_leaves_its_parent_sampled(tmp_path):
+    # The worker's fd is its parent's event: switching it off at the worker's exit switched off the
+    # parent's sampling (and every other worker's) for the rest of the run.
+    out = tmp_path / "sites"
+    out.mkdir()
+    program = ("import os\n"
+               "for _ in range(3):\n"
+               "    pid = os.fork()\n"
+               "    if pid == 0:\n"
+               "        os._exit(0)\n"
+               "    os.waitpid(pid, 0)\n"
+               "for _ in range(10):\n"
+               "    b = b'x' * (32 << 20)\n"
+               "print(os.getpid())\n")
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
+                          env={**os.environ, "LD_PRELOAD": str(native.native_path("libmssites.so")),
+                               "MEMSLEUTH_SITES": "page-faults=500", "MEMSLEUTH_SITES_OUT": str(out)})
+    docs = {json.loads(p.read_text())["pid"]: json.loads(p.read_text()) for p in out.glob("sites-*.json")}
+    parent = docs[int(proc.stdout.split()[-1])]
+    if not parent["events"][0]["opened"]:
+        pytest.skip(f"the sampler's event did not open here: {parent['events'][0].get('why')}")
+    assert len(docs) == 4, sorted(docs)                  # the parent and its three workers
+    # 80,000 pages written after the workers ended: one sample in 500 is ~160
+    assert parent["samples"] > 80, parent["samples"]
 
 
 @needs_tracepoints
