@@ -18,6 +18,7 @@
  * not open and why, and memsleuth falls back to perf record. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <signal.h>
@@ -82,6 +83,12 @@ static _Atomic uint64_t g_samples, g_async, g_dropped, g_unwound_none;
 static struct sigaction g_previous;
 static char g_out[4096];
 static int g_ready;
+/* MEMSLEUTH_SITES_SWITCH=SHARE: ms-run switches the page-faults event on and off with the ticks in
+ * which it traces the faults (msr_inside.c), on in about SHARE of them; the event is sampled SHARE
+ * times as often, opened in the state ms-run wrote for the tick under way, and its fd is written
+ * to OUT/.switch/PID for ms-run to take. */
+static double g_switch_share;
+static int g_switch_on = 1;
 
 static uint64_t mix(uint64_t x) {
   x ^= x >> 33;
@@ -183,6 +190,11 @@ static int open_event(event *e, int index) {
   }
   /* No PERF_SAMPLE_PERIOD: with it the kernel overflows a tracepoint on every hit. */
   a.sample_period = (uint64_t)e->period;
+  if (g_switch_share && a.type == PERF_TYPE_SOFTWARE) { /* on in a share of the ticks: as many samples */
+    double p = (double)e->period * g_switch_share;
+    a.sample_period = p >= 1 ? (uint64_t)(p + 0.5) : 1;
+    a.disabled = !g_switch_on;
+  }
   a.sigtrap = 1;
   a.remove_on_exec = 1; /* the kernel asks it of sigtrap; the new image opens its own */
   a.inherit = 1;
@@ -220,6 +232,39 @@ static void parse_events(const char *spec) {
 
 static void write_report(void);
 
+/* The state ms-run wrote for the tick under way; no file (ms-run cannot switch): not switched. */
+static void switch_read(void) {
+  const char *share = getenv("MEMSLEUTH_SITES_SWITCH");
+  double s = share ? atof(share) : 0;
+  if (!(s > 0 && s < 1)) return;
+  char path[4200], c = 0;
+  snprintf(path, sizeof path, "%s/.switch/state", g_out);
+  int f = open(path, O_RDONLY | O_CLOEXEC);
+  if (f < 0) return;
+  if (pread(f, &c, 1, 0) == 1 && (c == '0' || c == '1')) {
+    g_switch_share = s;
+    g_switch_on = c == '1';
+  }
+  close(f);
+}
+
+/* OUT/.switch/PID: the page-faults event's fd, for ms-run to take (written whole, then renamed). */
+static void switch_note(void) {
+  int fd = -1;
+  for (int i = 0; i < g_nevents; i++)
+    if (!strcmp(g_events[i].name, "page-faults")) fd = g_events[i].fd;
+  if (!g_switch_share || fd < 0) return;
+  char path[4200], tmp[4300], line[24];
+  snprintf(path, sizeof path, "%s/.switch/%d", g_out, (int)getpid());
+  snprintf(tmp, sizeof tmp, "%s.new", path);
+  int f = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (f < 0) return;
+  int n = snprintf(line, sizeof line, "%d\n", fd);
+  int ok = write(f, line, (size_t)n) == n;
+  close(f);
+  if (!ok || rename(tmp, path)) unlink(tmp);
+}
+
 static void on_fork_child(void) {
   /* The child's events are inherited copies; its samples start from nothing. */
   ms_dump_forked();
@@ -230,6 +275,9 @@ static void on_fork_child(void) {
   atomic_store(&g_dropped, 0);
   atomic_store(&g_unwound_none, 0);
   atomic_flag_clear(&g_lock);
+  /* Its copy of the event follows the parent's; ms-run takes the fd from it too, so that the copy
+   * keeps being switched if the parent ends first. */
+  switch_note();
 }
 
 __attribute__((constructor)) static void sites_init(void) {
@@ -238,6 +286,7 @@ __attribute__((constructor)) static void sites_init(void) {
   if (!spec || !out || !*out) return;
   snprintf(g_out, sizeof g_out, "%s", out);
   parse_events(spec);
+  switch_read();
   /* The unwinder loads and caches on first use: do it here, not in a signal handler. */
   uintptr_t frames[MAX_FRAMES];
   ms_unwind(frames, MAX_FRAMES, 0, 0);
@@ -252,6 +301,7 @@ __attribute__((constructor)) static void sites_init(void) {
     g_events[i].fd = fd >= 0 ? fd : -1;
     g_events[i].err = fd >= 0 ? 0 : -fd;
   }
+  switch_note();
   pthread_atfork(NULL, NULL, on_fork_child);
   ms_dump_at_exit(write_report);
   g_ready = 1;
@@ -291,6 +341,7 @@ static void write_report(void) {
     fprintf(f, "%s{\"name\":", i ? "," : "");
     ms_dump_json_str(f, e->name);
     fprintf(f, ",\"period\":%ld,\"opened\":%s", e->period, e->fd >= 0 ? "true" : "false");
+    if (g_switch_share && !strcmp(e->name, "page-faults")) fprintf(f, ",\"switched\":%.4f", g_switch_share);
     if (e->fd < 0) {
       fputs(",\"why\":", f);
       ms_dump_json_str(f, e->why[0] ? e->why : strerror(e->err));

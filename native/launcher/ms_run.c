@@ -30,6 +30,7 @@
 #include "ms_report.h"
 #include "msr.h"
 #include "msr_args.h"
+#include "msr_inside.h"
 
 #define MAX_LEFTOVERS 32
 #define MAX_CWDS 32 /* distinct working directories noted (--note-cwds) */
@@ -218,6 +219,7 @@ typedef struct {
   msr_args args;
   msr_cpu cpu;
   msr_sites outside;
+  msr_inside inside; /* the in-program sampler's fault event, switched with the fault trace's ticks */
   msr_sites ustacks; /* --cpu-stacks-dir: the CPU samples' user chains */
   sbuf lines;
   int nleft; /* processes still running when the command ended */
@@ -413,6 +415,7 @@ static void supervise(const msr_options *o, run_result *r, int probe_r, uint64_t
       }
       if (r->ustacks.enabled) msr_sites_drain(&r->ustacks);
       msr_args_tick(&r->args); /* the CPU samples read, joined to the faults: the next tick's faults */
+      msr_inside_tick(&r->inside, r->args.faults_on);
       next_sample = t + r->tl.interval_ms * 1000000u;
     }
     if (deadline && t >= deadline && !r->timed_out) {
@@ -593,6 +596,7 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
   if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args, tree_faults(ctr, s0, s1));
   if (o->cpu_sample_us) msr_cpu_json(&j, &r->cpu);
   if (o->outside_sites) msr_sites_json(&j, "outside_sites", &r->outside);
+  if (r->inside.enabled || r->inside.why[0]) msr_inside_json(&j, &r->inside);
   if (o->cpu_sample_us && o->cpu_stacks_dir) msr_sites_json(&j, "cpu_stacks", &r->ustacks);
   if (o->note_cwds) {
     msj_arr_begin(&j, "cwds");
@@ -1041,6 +1045,9 @@ static int run_mode(const msr_options *o) {
     r.cpu.faults = &r.args;
   }
   if (o->outside_sites) msr_sites_open(&r.outside, &command, o->outside_sites, 0, o->outside_dir, o->outside_skip);
+  /* libmssites' faults switched with the traced ones: where they are traced in a share of the ticks. */
+  if (o->outside_dir && o->outside_skip && r.args.fault_share && r.args.nfault)
+    msr_inside_open(&r.inside, o->outside_dir, r.pid);
   if (o->cpu_sample_us && o->cpu_stacks_dir) open_cpu_stacks(&r.ustacks, &command, o);
   tl_columns(&r.tl, r.ctr, &r.args);
   ms_snapshot s0, s1;
@@ -1068,6 +1075,7 @@ static int run_mode(const msr_options *o) {
   msr_cpu_close(&r.cpu);
   msr_sites_close(&r.outside);
   msr_sites_close(&r.ustacks);
+  msr_inside_close(&r.inside);
   if (rc) return rc;
   return g_interrupted ? 130 : 0;
 }

@@ -318,6 +318,39 @@ def test_faults_traced_in_a_share_of_the_ticks_are_scaled_to_the_whole_run():
 
 
 @needs_tracepoints
+def test_the_program_samplers_faults_are_switched_with_the_traced_ones(tmp_path):
+    """--fault-share beside libmssites: ms-run takes each process's fault-sampling event (its fd, from
+    the process) and switches it with the ticks whose faults it traces, each sampled four times as often
+    while on (each sampling event costs every fault ~36 ns while it is on): as many samples as a
+    sampler left on, in each process the shell starts."""
+    lib = str(native.native_path("libmssites.so"))
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    prog = fixture("plain-bigtouch")
+    doc = ms_run("--syscall-args", "--syscall-args-every", "faults=7", "--fault-share", "0.25", "--preload", lib,
+                 "--env", f"MEMSLEUTH_SITES_OUT={sites}",
+                 "--env", "MEMSLEUTH_SITES=page-faults=500", "--env", "MEMSLEUTH_SITES_SWITCH=0.25",
+                 "--outside-sites", "page-faults=500", "--outside-dir", str(sites), "--outside-skip", lib,
+                 "--", "sh", "-c", f"{prog} 512 & {prog} 512; wait")
+    switch = doc["inside_switch"]
+    if not switch["enabled"]:
+        pytest.skip(f"ms-run cannot take the sampler's events here: {switch.get('why')}")
+    assert switch["taken"] >= 3 and switch["refused"] == 0, switch      # the shell and both programs
+    assert not (sites / ".switch").exists()
+    touched = [d for d in (json.loads(p.read_text()) for p in sites.glob("sites-*.json")) if d["samples"] > 50]
+    assert len(touched) == 2, [d["samples"] for d in touched]
+    traced = doc["syscall_args"]["faults"]["traced_share"]
+    for d in touched:
+        (ev,) = [e for e in d["events"] if e["name"] == "page-faults"]
+        assert ev["switched"] == 0.25 and ev["period"] == 500, ev
+        # 131,072 faults each, on in `traced` of them, one in 125 of those: about 500 * traced / 0.25 a
+        # sampler left on at 500 would take
+        want = (512 << 20) / 4096 * traced / 125
+        got = sum(s[1] for s in d["stacks"] if s[0] == 0)
+        assert 0.6 * want < got < 1.5 * want, (got, want, traced)
+
+
+@needs_tracepoints
 def test_the_kernel_samples_call_sites_only_while_a_process_the_program_sampler_missed_lives():
     """--outside-sites beside the in-program sampler: off while every live process mapped it (each
     sampling event costs every fault of every process it watches), on from the next tick once a

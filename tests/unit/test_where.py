@@ -193,6 +193,16 @@ def test_a_run_of_many_faults_traces_them_in_a_share_of_its_ticks_and_samples_th
     assert argv[argv.index("--fault-share") + 1] == "0.25"
     assert "--fault-share" not in launcher.msrun_argv(cell, "out", timeout_s=None, mem_limit_bytes=None,
                                                       syscall_args=True, args_every={"faults": 29})
+    # the in-program sampler's faults switched in the same ticks, where it samples them
+    monkeypatch.setattr(where, "library", lambda: "libmssites.so")
+
+    def switch(**kw) -> list[str]:
+        a = launcher.msrun_argv(cell, "out", timeout_s=None, mem_limit_bytes=None, sites_dir="d", **kw)
+        return [x for x in a if x.startswith("MEMSLEUTH_SITES_SWITCH=")]
+    assert switch(syscall_args=True, sites={"page-faults": 40}, fault_share=0.25) == ["MEMSLEUTH_SITES_SWITCH=0.25"]
+    assert switch(syscall_args=True, sites={"page-faults": 40}) == []
+    assert switch(syscall_args=True, sites={"munmap": 1}, fault_share=0.25) == []
+    assert switch(syscall_args=False, sites={"page-faults": 40}, fault_share=0.25) == []
     # an attached window: from the fault rate before it, about ATTACH_FAULTS_TRACED_S traced a second
     storm = launcher.attach_argv([1], "out", "dir", 5, 6 * launcher.ATTACH_FAULTS_TRACED_S)
     assert float(storm[storm.index("--fault-share") + 1]) == pytest.approx(1 / 6, abs=1e-3)

@@ -58,6 +58,9 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
         from memsleuth.measure import where
         preloads.append(where.library())
         env += ["--env", f"MEMSLEUTH_SITES_OUT={sites_dir}", "--env", f"MEMSLEUTH_SITES={where.sites_spec(sites)}"]
+        if syscall_args and counters and fault_share and fault_share < 1 and "page-faults" in sites:
+            # its faults sampled in the ticks the faults are traced in (ms-run's msr_inside.c)
+            env += ["--env", f"MEMSLEUTH_SITES_SWITCH={float(fault_share)!r}"]
         # The processes it cannot reach (a static executable, env -i) are sampled by the kernel.
         argv += ["--outside-sites", where.sites_spec(sites), "--outside-dir", sites_dir,
                  "--outside-skip", where.library()]

@@ -1,0 +1,163 @@
+#define _GNU_SOURCE
+#include "msr_inside.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+static int pidfd_open_(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+static int pidfd_getfd_(int pidfd, int fd) { return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0); }
+
+/* Whether `fd` (ours) is a perf event: what a process's file names is checked, not trusted. */
+static int is_perf_event(int fd) {
+  char link[64], target[64];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n <= 0) return 0;
+  target[n] = 0;
+  return !strcmp(target, "anon_inode:[perf_event]");
+}
+
+void msr_inside_open(msr_inside *w, const char *sites_dir, pid_t child) {
+  memset(w, 0, sizeof *w);
+  w->state_fd = -1;
+  /* The child has not exec'd yet: its credentials are the command's (a setuid image drops
+   * LD_PRELOAD, so it never runs the sampler). */
+  int pidfd = pidfd_open_(child), got = -1;
+  for (int fd = 0; pidfd >= 0 && fd <= 2 && got < 0; fd++) got = pidfd_getfd_(pidfd, fd);
+  if (got < 0) {
+    snprintf(w->why, sizeof w->why, "cannot take a file from the command (pidfd_getfd): %s", strerror(errno));
+    if (pidfd >= 0) close(pidfd);
+    return;
+  }
+  close(got);
+  close(pidfd);
+  if (snprintf(w->dir, sizeof w->dir, "%s/.switch", sites_dir) >= (int)sizeof w->dir ||
+      (mkdir(w->dir, 0700) && errno != EEXIST)) {
+    snprintf(w->why, sizeof w->why, "its folder: %s", strerror(errno));
+    return;
+  }
+  char path[4200];
+  snprintf(path, sizeof path, "%s/state", w->dir);
+  w->state_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (w->state_fd < 0 || pwrite(w->state_fd, "1", 1, 0) != 1) {
+    snprintf(w->why, sizeof w->why, "its state file: %s", strerror(errno));
+    if (w->state_fd >= 0) close(w->state_fd);
+    w->state_fd = -1;
+    unlink(path);
+    rmdir(w->dir);
+    return;
+  }
+  w->on = 1;
+  w->enabled = 1;
+}
+
+static void drop(msr_inside *w, int k) {
+  close(w->fd[k]);
+  close(w->pidfd[k]);
+  w->nheld--;
+  w->pid[k] = w->pid[w->nheld];
+  w->fd[k] = w->fd[w->nheld];
+  w->pidfd[k] = w->pidfd[w->nheld];
+}
+
+/* The event `num` of process `pid`, taken and set to the tick's state. */
+static void take(msr_inside *w, pid_t pid, int num) {
+  if (w->nheld == MSR_INSIDE_PROCS) {
+    w->full++;
+    return;
+  }
+  int pidfd = pidfd_open_(pid);
+  int fd = pidfd >= 0 ? pidfd_getfd_(pidfd, num) : -1;
+  if (fd < 0 || !is_perf_event(fd)) {
+    if (fd < 0 && (errno == ESRCH || errno == EBADF)) w->gone++; /* it ended, or exec'd, first */
+    else w->refused++;
+    if (fd >= 0) close(fd);
+    if (pidfd >= 0) close(pidfd);
+    return;
+  }
+  ioctl(fd, w->on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+  w->pid[w->nheld] = pid;
+  w->pidfd[w->nheld] = pidfd;
+  w->fd[w->nheld] = fd;
+  w->nheld++;
+  w->taken++;
+}
+
+void msr_inside_tick(msr_inside *w, int on) {
+  if (!w->enabled) return;
+  if (on != w->on) {
+    w->on = on;
+    (void)!pwrite(w->state_fd, on ? "1" : "0", 1, 0);
+    for (int k = 0; k < w->nheld; k++) ioctl(w->fd[k], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+  }
+  if (w->nheld) { /* a process that exited: its pidfd reads ready */
+    struct pollfd p[MSR_INSIDE_PROCS];
+    for (int k = 0; k < w->nheld; k++) p[k] = (struct pollfd){.fd = w->pidfd[k], .events = POLLIN};
+    if (poll(p, (nfds_t)w->nheld, 0) > 0)
+      for (int k = w->nheld - 1; k >= 0; k--)
+        if (p[k].revents) drop(w, k);
+  }
+  DIR *d = opendir(w->dir);
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d));) {
+    char *end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (*end || pid <= 0 || e->d_name[0] == '0') continue; /* the state, a file being written */
+    char path[4400], buf[32];
+    snprintf(path, sizeof path, "%s/%s", w->dir, e->d_name);
+    int f = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    ssize_t n = f >= 0 ? read(f, buf, sizeof buf - 1) : -1;
+    if (f >= 0) close(f);
+    unlink(path);
+    if (n <= 0) continue;
+    buf[n] = 0;
+    long num = strtol(buf, &end, 10);
+    if (end != buf && num >= 0 && num < (1L << 30)) take(w, (pid_t)pid, (int)num);
+  }
+  closedir(d);
+}
+
+void msr_inside_close(msr_inside *w) {
+  if (!w->dir[0]) return; /* never opened (a zeroed struct: no fd of its own) */
+  while (w->nheld) drop(w, w->nheld - 1);
+  if (w->state_fd >= 0) close(w->state_fd);
+  w->state_fd = -1;
+  DIR *d = opendir(w->dir); /* what no tick took: a process that ended first */
+  if (d) {
+    for (struct dirent *e; (e = readdir(d));) {
+      if (e->d_name[0] == '.') continue;
+      char path[4400];
+      snprintf(path, sizeof path, "%s/%s", w->dir, e->d_name);
+      unlink(path);
+    }
+    closedir(d);
+  }
+  rmdir(w->dir);
+}
+
+void msr_inside_json(ms_json *j, const msr_inside *w) {
+  msj_obj_begin(j, "inside_switch");
+  msj_bool(j, "enabled", w->enabled);
+  msj_u64(j, "taken", w->taken);
+  msj_u64(j, "gone", w->gone);
+  msj_u64(j, "refused", w->refused);
+  msj_u64(j, "full", w->full);
+  if (w->why[0]) msj_str(j, "why", w->why);
+  msj_obj_end(j);
+}
