@@ -239,13 +239,16 @@ static void switch_read(void) {
   if (!(s > 0 && s < 1)) return;
   char path[4200], c = 0;
   snprintf(path, sizeof path, "%s/.switch/state", g_out);
+  int saved = errno;
   int f = open(path, O_RDONLY | O_CLOEXEC);
-  if (f < 0) return;
-  if (pread(f, &c, 1, 0) == 1 && (c == '0' || c == '1')) {
-    g_switch_share = s;
-    g_switch_on = c == '1';
+  if (f >= 0) {
+    if (pread(f, &c, 1, 0) == 1 && (c == '0' || c == '1')) {
+      g_switch_share = s;
+      g_switch_on = c == '1';
+    }
+    close(f);
   }
-  close(f);
+  errno = saved;
 }
 
 /* OUT/.switch/PID: the page-faults event's fd, for ms-run to take (written whole, then renamed). */
@@ -254,15 +257,18 @@ static void switch_note(void) {
   for (int i = 0; i < g_nevents; i++)
     if (!strcmp(g_events[i].name, "page-faults")) fd = g_events[i].fd;
   if (!g_switch_share || fd < 0) return;
+  int saved = errno; /* in a forked child, before fork returns to the program */
   char path[4200], tmp[4300], line[24];
   snprintf(path, sizeof path, "%s/.switch/%d", g_out, (int)getpid());
   snprintf(tmp, sizeof tmp, "%s.new", path);
   int f = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (f < 0) return;
-  int n = snprintf(line, sizeof line, "%d\n", fd);
-  int ok = write(f, line, (size_t)n) == n;
-  close(f);
-  if (!ok || rename(tmp, path)) unlink(tmp);
+  if (f >= 0) {
+    int n = snprintf(line, sizeof line, "%d\n", fd);
+    int ok = write(f, line, (size_t)n) == n;
+    close(f);
+    if (!ok || rename(tmp, path)) unlink(tmp);
+  }
+  errno = saved;
 }
 
 static void on_fork_child(void) {
