@@ -78,6 +78,8 @@ static void drop(msr_inside *w, int k) {
 
 /* The event `num` of process `pid`, taken and set to the tick's state. */
 static void take(msr_inside *w, pid_t pid, int num) {
+  for (int k = w->nheld - 1; k >= 0; k--) /* its image before an exec: that event went with it */
+    if (w->pid[k] == pid) drop(w, k);
   if (w->nheld == MSR_INSIDE_PROCS) {
     w->full++;
     return;
