@@ -87,7 +87,9 @@ static void take(msr_inside *w, pid_t pid, int num) {
   int pidfd = pidfd_open_(pid);
   int fd = pidfd >= 0 ? pidfd_getfd_(pidfd, num) : -1;
   if (fd < 0 || !is_perf_event(fd)) {
-    if (fd < 0 && (errno == ESRCH || errno == EBADF)) w->gone++; /* it ended, or exec'd, first */
+    /* It ended first, or exec'd (a forked child's fd closed at exec, its number maybe reused by
+     * the new image); refused: not permitted. */
+    if (fd >= 0 || errno == ESRCH || errno == EBADF) w->gone++;
     else w->refused++;
     if (fd >= 0) close(fd);
     if (pidfd >= 0) close(pidfd);

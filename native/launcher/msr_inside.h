@@ -32,7 +32,7 @@ typedef struct {
   int nheld;
   pid_t pid[MSR_INSIDE_PROCS];
   int pidfd[MSR_INSIDE_PROCS], fd[MSR_INSIDE_PROCS];
-  uint64_t taken, gone, refused, full; /* gone: it ended (or exec'd) before a tick took it */
+  uint64_t taken, gone, refused, full; /* gone: it ended or exec'd before a tick took it */
 } msr_inside;
 
 /* Before the command starts (`child`: forked, not yet exec'd): whether ms-run may take its fds, and
