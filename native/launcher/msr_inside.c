@@ -3,15 +3,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/perf_event.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "msr_ring.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -95,7 +94,7 @@ static void take(msr_inside *w, pid_t pid, int num) {
     if (pidfd >= 0) close(pidfd);
     return;
   }
-  ioctl(fd, w->on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+  msr_fds_enable(&fd, 1, w->on);
   w->pid[w->nheld] = pid;
   w->pidfd[w->nheld] = pidfd;
   w->fd[w->nheld] = fd;
@@ -108,7 +107,7 @@ void msr_inside_tick(msr_inside *w, int on) {
   if (on != w->on) {
     w->on = on;
     (void)!pwrite(w->state_fd, on ? "1" : "0", 1, 0);
-    for (int k = 0; k < w->nheld; k++) ioctl(w->fd[k], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+    msr_fds_enable(w->fd, w->nheld, on);
   }
   if (w->nheld) { /* a process that exited: its pidfd reads ready */
     struct pollfd p[MSR_INSIDE_PROCS];

@@ -50,6 +50,9 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
         argv += ["--timeout", repr(float(timeout_s))]
     if mem_limit_bytes:
         argv += ["--mem-limit", str(mem_limit_bytes)]
+    # the faults traced in a share of the ticks (ms-run --fault-share), and the in-program sampler's
+    # switched in the same ticks
+    share = fault_share if syscall_args and counters and fault_share and fault_share < 1 else None
     preloads, env = [], []
     if heap_dir is not None:
         preloads.append(str(native.native_path("libmsheap.so")))
@@ -58,9 +61,8 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
         from memsleuth.measure import where
         preloads.append(where.library())
         env += ["--env", f"MEMSLEUTH_SITES_OUT={sites_dir}", "--env", f"MEMSLEUTH_SITES={where.sites_spec(sites)}"]
-        if syscall_args and counters and fault_share and fault_share < 1 and "page-faults" in sites:
-            # its faults sampled in the ticks the faults are traced in (ms-run's msr_inside.c)
-            env += ["--env", f"MEMSLEUTH_SITES_SWITCH={float(fault_share)!r}"]
+        if share and "page-faults" in sites:      # ms-run's msr_inside.c
+            env += ["--env", f"MEMSLEUTH_SITES_SWITCH={float(share)!r}"]
         # The processes it cannot reach (a static executable, env -i) are sampled by the kernel.
         argv += ["--outside-sites", where.sites_spec(sites), "--outside-dir", sites_dir,
                  "--outside-skip", where.library()]
@@ -84,8 +86,8 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
         argv.append("--syscall-args")
         for name, every in (args_every or {}).items():
             argv += ["--syscall-args-every", f"{name}={int(every)}"]
-        if fault_share and fault_share < 1:
-            argv += ["--fault-share", repr(float(fault_share))]
+        if share:
+            argv += ["--fault-share", repr(float(share))]
     if cpu_sample_us and counters:
         argv += ["--cpu-sample-us", str(int(cpu_sample_us))]
         if cpu_stacks_dir is not None:
