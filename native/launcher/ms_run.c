@@ -94,7 +94,8 @@ static int events_mode(void) {
  * explaining runs, since a page-fault tracepoint registered adds work to every fault. */
 static int hold_events(int args) {
   ms_counters c;
-  ms_counters_open(&c, 0, MS_OPEN_NO_HARDWARE);
+  /* no fault event: one open anywhere switches on the lookup that every fault on the machine pays */
+  ms_counters_open(&c, 0, MS_OPEN_NO_HARDWARE | MS_OPEN_NO_FAULTS);
   int fds[MSR_A_N];
   int n = args ? msr_args_hold(fds) : 0;
   puts("ready");
@@ -175,8 +176,12 @@ typedef struct {
   uint64_t n, max, interval_ms;
   int ncols;
   const char *col[TL_MAX_COLS];
-  int event[TL_MAX_COLS]; /* the counter behind a column, or -1 */
+  int event[TL_MAX_COLS]; /* the counter behind a column, -1, or a TL_* source below */
 } timeline;
+
+/* Columns read from elsewhere than a counter: the tree's faults from its stat files and rusage
+ * (the command's run opens no fault event), and the syscall arguments (arg_value). */
+enum { TL_MINFLT = -8, TL_MAJFLT = -9 };
 
 static void tl_col(timeline *t, const char *name, int event) {
   if (t->ncols < TL_MAX_COLS) {
@@ -258,10 +263,15 @@ static pid_t spawn(const msr_options *o, int out_fd, int err_fd, int probe_w, in
   _exit(127);
 }
 
-/* The timeline's columns: fixed ones, then one per counter that opened, then the arguments. */
-static void tl_columns(timeline *t, const ms_counters *ctr, const msr_args *args) {
+/* The timeline's columns: fixed ones, the tree's faults where no counter counts them (`faults`),
+ * then one per counter that opened, then the arguments. */
+static void tl_columns(timeline *t, const ms_counters *ctr, const msr_args *args, int faults) {
   static const char *fixed[] = {"t_ms", "rss_kb", "anon_kb", "procs", "heap_kb"};
   for (int k = 0; k < 5; k++) tl_col(t, fixed[k], -1);
+  if (faults) {
+    tl_col(t, "page-faults-minor", TL_MINFLT);
+    tl_col(t, "page-faults-major", TL_MAJFLT);
+  }
   for (int i = 0; ctr && i < ctr->n; i++) {
     const ms_event *e = &ctr->ev[i];
     if (e->fd >= 0 && (e->def->kind == MS_KIND_SYSCALL || !strcmp(e->def->name, "page-faults-minor") ||
@@ -344,6 +354,13 @@ static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint
   ms_snapshot snap;
   if (r->ctr) read_counters(r, &snap);
   if (r->args.enabled) msr_args_drain(&r->args);
+  /* The live processes' faults (with their waited-for children's), and those of the processes
+   * ms-run itself reaped: every fault of the tree since it started, but those of a process that
+   * has exited and is not yet waited for (it counts again once it is). */
+  uint64_t flt[2];
+  msr_tree_faults(&procs, &flt[0], &flt[1]);
+  flt[0] += (uint64_t)r->reaper.others_ru.ru_minflt;
+  flt[1] += (uint64_t)r->reaper.others_ru.ru_majflt;
   uint64_t *p = tl_next(&r->tl);
   for (int c = 0; c < r->tl.ncols; c++) {
     int ev = r->tl.event[c];
@@ -351,6 +368,8 @@ static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint
       double v = 0;
       ms_scale(snap.r[ev], &v); /* counters start at zero: the reading is the running total */
       p[c] = (uint64_t)(v + 0.5);
+    } else if (ev == TL_MINFLT || ev == TL_MAJFLT) {
+      p[c] = flt[ev == TL_MINFLT ? 0 : 1];
     } else if (ev < -1) {
       p[c] = arg_value(&r->args, ev);
     }
@@ -510,8 +529,13 @@ static void drain_samplers(run_result *r) {
   }
 }
 
-/* The run's page faults, as its counters have them (minor and major), or -1 where they did not count. */
-static double tree_faults(const ms_counters *ctr, const ms_snapshot *s0, const ms_snapshot *s1) {
+/* The run's page faults, minor and major: a command's from rusage (its run opens no fault event),
+ * an attached window's as its counters have them, or -1 where they did not count. */
+static double tree_faults(const run_result *r, const ms_counters *ctr, const ms_snapshot *s0, const ms_snapshot *s1) {
+  if (!r->nroots) {
+    const struct rusage *a = &r->reaper.main_ru, *b = &r->reaper.others_ru;
+    return (double)(a->ru_minflt + b->ru_minflt + a->ru_majflt + b->ru_majflt);
+  }
   double total = -1;
   for (int i = 0; i < ctr->n; i++) {
     const ms_event *e = &ctr->ev[i];
@@ -593,7 +617,7 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
     msj_str(&j, "events_by", r->events_by);
     msj_str(&j, "events_by_why", r->events_why[0] ? r->events_why : NULL);
   }
-  if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args, tree_faults(ctr, s0, s1));
+  if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args, tree_faults(r, ctr, s0, s1));
   if (o->cpu_sample_us) msr_cpu_json(&j, &r->cpu);
   if (o->outside_sites) msr_sites_json(&j, "outside_sites", &r->outside);
   if (r->inside.enabled || r->inside.why[0]) msr_inside_json(&j, &r->inside);
@@ -841,7 +865,7 @@ static int attach_mode(const msr_options *o) {
     open_cpu_stacks(&r.ustacks, &targets, o);
     for (int i = 0; i < procs.n; i++) msr_sites_seed(&r.ustacks, procs.pid[i]);
   }
-  tl_columns(&r.tl, r.ctr, &r.args);
+  tl_columns(&r.tl, r.ctr, &r.args, 0);
   for (int k = 0; k < nctr; k++) ms_counters_enable(&ctrs[k]);
   times_update(&w, &procs, 1);
   ms_snapshot s0, s1;
@@ -963,8 +987,8 @@ static void open_counters(const msr_options *o, run_result *r, msr_cgroup *cg, m
   if (o->inherited_events) snprintf(r->events_why, sizeof r->events_why, "--inherited-events");
   else if (!msr_cgroup_make(cg, r->events_why, sizeof r->events_why)) {
     int n = o->no_counters ? -1
-                           : cgroup_counters(cg, o->no_syscalls ? MS_OPEN_NO_SYSCALLS : 0, percpu, r->events_why,
-                                             sizeof r->events_why);
+                           : cgroup_counters(cg, MS_OPEN_NO_FAULTS | (o->no_syscalls ? MS_OPEN_NO_SYSCALLS : 0), percpu,
+                                             r->events_why, sizeof r->events_why);
     if (n && msr_cgroup_enter(cg, r->pid, r->events_why, sizeof r->events_why)) {
       for (int k = 0; k < n; k++) ms_counters_close(&(*percpu)[k]);
       n = 0;
@@ -984,8 +1008,9 @@ static void open_counters(const msr_options *o, run_result *r, msr_cgroup *cg, m
     msr_cgroup_remove(cg);
   }
   if (!o->no_counters) {
-    ms_counters_open(ctr, r->pid,
-                     MS_OPEN_INHERIT | MS_OPEN_ENABLE_ON_EXEC | (o->no_syscalls ? MS_OPEN_NO_SYSCALLS : 0));
+    ms_counters_open(
+        ctr, r->pid,
+        MS_OPEN_INHERIT | MS_OPEN_ENABLE_ON_EXEC | MS_OPEN_NO_FAULTS | (o->no_syscalls ? MS_OPEN_NO_SYSCALLS : 0));
     r->ctr = ctr;
   }
 }
@@ -1049,7 +1074,7 @@ static int run_mode(const msr_options *o) {
   if (o->outside_dir && o->outside_skip && r.args.fault_share && r.args.nfault)
     msr_inside_open(&r.inside, o->outside_dir, r.pid);
   if (o->cpu_sample_us && o->cpu_stacks_dir) open_cpu_stacks(&r.ustacks, &command, o);
-  tl_columns(&r.tl, r.ctr, &r.args);
+  tl_columns(&r.tl, r.ctr, &r.args, 1);
   ms_snapshot s0, s1;
   memset(&s0, 0, sizeof s0);
   memset(&s1, 0, sizeof s1);

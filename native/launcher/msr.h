@@ -56,6 +56,10 @@ void msr_usage(FILE *f);
 typedef struct {
   int n;
   pid_t pid[MSR_MAX_PROCS];
+  /* Each process's page faults (minor, major) with those of the children it has waited for, as
+   * its stat file had them when the tree was found: the kernel's own per-task counts (rusage's),
+   * which cost the program nothing, unlike a perf event on every fault. */
+  uint64_t minflt[MSR_MAX_PROCS], majflt[MSR_MAX_PROCS];
 } msr_procs;
 
 /* The live descendants of this process (zombies excluded). Scans /proc. */
@@ -65,6 +69,8 @@ void msr_descendants(msr_procs *out);
 void msr_tree_in_cgroup(const char *dir, msr_procs *out);
 /* The live descendants of `roots`, and the roots themselves when `with_roots` (attach). */
 void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out);
+/* The page faults of those processes and of the children they have waited for, summed. */
+void msr_tree_faults(const msr_procs *p, uint64_t *minflt, uint64_t *majflt);
 /* Resident memory of those processes, summed (KiB): all of it, and the anonymous part. */
 void msr_tree_rss_kb(const msr_procs *p, uint64_t *rss_kb, uint64_t *anon_kb);
 /* The heap (the [heap] mapping: from the start of the break to the break) of those processes,

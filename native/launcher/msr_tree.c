@@ -45,22 +45,30 @@ int64_t msr_machine_tasks(void) {
   return n;
 }
 
-/* ppid and state from a stat file (/proc/PID/stat, or a thread's); the command name may hold
- * spaces and parentheses, so the fields are read after the last ')'. */
-static int stat_at(const char *path, pid_t *ppid, char *state) {
+/* ppid and state from a stat file (/proc/PID/stat, or a thread's), and where `flt` is not NULL
+ * the faults: minor and major, each the process's own (its threads', the ended ones' too) plus
+ * those of the children it has waited for. The command name may hold spaces and parentheses, so
+ * the fields are read after the last ')'. */
+static int stat_at(const char *path, pid_t *ppid, char *state, uint64_t *flt) {
   char buf[1024];
   if (read_small(path, buf, sizeof buf) <= 0) return -1;
   char *rp = strrchr(buf, ')');
   int pp = 0;
-  if (!rp || sscanf(rp + 1, " %c %d", state, &pp) != 2) return -1;
+  unsigned long long mn = 0, cmn = 0, mj = 0, cmj = 0;
+  int got = rp ? sscanf(rp + 1, " %c %d %*d %*d %*d %*d %*u %llu %llu %llu %llu", state, &pp, &mn, &cmn, &mj, &cmj) : 0;
+  if (got < 2) return -1;
   *ppid = (pid_t)pp;
+  if (flt) {
+    flt[0] = got == 6 ? mn + cmn : 0;
+    flt[1] = got == 6 ? mj + cmj : 0;
+  }
   return 0;
 }
 
-static int stat_of(pid_t pid, pid_t *ppid, char *state) {
+static int stat_of(pid_t pid, pid_t *ppid, char *state, uint64_t *flt) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  return stat_at(path, ppid, state);
+  return stat_at(path, ppid, state, flt);
 }
 
 static int dead(char state) { return state == 'Z' || state == 'X'; }
@@ -68,7 +76,7 @@ static int dead(char state) { return state == 'Z' || state == 'X'; }
 pid_t msr_live_task(pid_t pid) {
   pid_t pp;
   char st;
-  if (stat_of(pid, &pp, &st)) return 0;
+  if (stat_of(pid, &pp, &st, NULL)) return 0;
   if (!dead(st)) return pid;
   /* The main thread has exited (pthread_exit) or the process has: a live thread says which. */
   char path[96];
@@ -81,7 +89,7 @@ pid_t msr_live_task(pid_t pid) {
     pid_t tid = (pid_t)atoi(e->d_name);
     if (tid <= 0 || tid == pid) continue;
     snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    if (stat_at(path, &pp, &st) == 0 && !dead(st)) found = tid;
+    if (stat_at(path, &pp, &st, NULL) == 0 && !dead(st)) found = tid;
   }
   closedir(d);
   return found;
@@ -122,21 +130,38 @@ static void cgroup_members(const char *dir, int depth, msr_procs *out) {
   closedir(d);
 }
 
+static int by_pid(const void *a, const void *b) {
+  pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+  return (x > y) - (x < y);
+}
+
 void msr_tree_in_cgroup(const char *dir, msr_procs *out) {
-  msr_procs all;
-  all.n = 0;
-  cgroup_members(dir, 0, &all);
+  static pid_t all[MSR_MAX_PROCS];
+  msr_procs *found = out; /* cgroup_members fills pid[] and n only */
+  found->n = 0;
+  cgroup_members(dir, 0, found);
+  int n = found->n;
+  memcpy(all, found->pid, (size_t)n * sizeof all[0]);
+  /* A parent's stat read before its children's (pids ascend, wrap aside): a child that exits and is
+   * waited for between the two reads is then missed for a tick, not counted twice in the faults. */
+  qsort(all, (size_t)n, sizeof all[0], by_pid);
   out->n = 0;
-  for (int i = 0; i < all.n; i++) {
+  for (int i = 0; i < n; i++) {
     pid_t ppid;
     char state;
-    if (stat_of(all.pid[i], &ppid, &state) == 0 && alive(all.pid[i], state)) out->pid[out->n++] = all.pid[i];
+    uint64_t flt[2];
+    if (stat_of(all[i], &ppid, &state, flt) == 0 && alive(all[i], state)) {
+      out->minflt[out->n] = flt[0];
+      out->majflt[out->n] = flt[1];
+      out->pid[out->n++] = all[i];
+    }
   }
 }
 
 void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out) {
   static pid_t pid[MSR_MAX_PROCS], ppid[MSR_MAX_PROCS];
   static char state[MSR_MAX_PROCS];
+  static uint64_t flt[MSR_MAX_PROCS][2];
   int n = 0;
   out->n = 0;
   DIR *d = opendir("/proc");
@@ -145,7 +170,7 @@ void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out)
   while ((e = readdir(d)) && n < MSR_MAX_PROCS) {
     if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
     pid_t p = (pid_t)atoi(e->d_name);
-    if (stat_of(p, &ppid[n], &state[n]) == 0) pid[n++] = p;
+    if (stat_of(p, &ppid[n], &state[n], flt[n]) == 0) pid[n++] = p;
   }
   closedir(d);
   /* Breadth-first from the roots: their children, theirs, and so on. */
@@ -155,16 +180,34 @@ void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out)
     queue[tail++] = roots[r];
     if (!with_roots) continue;
     for (int i = 0; i < n; i++)
-      if (pid[i] == roots[r] && alive(pid[i], state[i]) && out->n < MSR_MAX_PROCS) out->pid[out->n++] = pid[i];
+      if (pid[i] == roots[r] && alive(pid[i], state[i]) && out->n < MSR_MAX_PROCS) {
+        out->minflt[out->n] = flt[i][0];
+        out->majflt[out->n] = flt[i][1];
+        out->pid[out->n++] = pid[i];
+      }
   }
   while (head < tail) {
     pid_t parent = queue[head++];
     for (int i = 0; i < n; i++) {
       if (ppid[i] != parent || tail >= MSR_MAX_PROCS) continue;
       queue[tail++] = pid[i];
-      if (alive(pid[i], state[i]) && out->n < MSR_MAX_PROCS) out->pid[out->n++] = pid[i];
+      if (alive(pid[i], state[i]) && out->n < MSR_MAX_PROCS) {
+        out->minflt[out->n] = flt[i][0];
+        out->majflt[out->n] = flt[i][1];
+        out->pid[out->n++] = pid[i];
+      }
     }
   }
+}
+
+void msr_tree_faults(const msr_procs *p, uint64_t *minflt, uint64_t *majflt) {
+  uint64_t mn = 0, mj = 0;
+  for (int i = 0; i < p->n; i++) {
+    mn += p->minflt[i];
+    mj += p->majflt[i];
+  }
+  *minflt = mn;
+  *majflt = mj;
 }
 
 void msr_tree_rss_kb(const msr_procs *p, uint64_t *rss_kb, uint64_t *anon_kb) {

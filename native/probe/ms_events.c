@@ -127,6 +127,9 @@ static int open_all(ms_counters *c, const target *t, int flags, int grouped) {
   c->grouped = grouped;
   for (int i = 0; i < N_EVENTS && i < MS_MAX_EVENTS; i++) {
     const ms_event_def *d = &k_events[i];
+    if ((flags & MS_OPEN_NO_FAULTS) && d->type == PERF_TYPE_SOFTWARE &&
+        (d->config == PERF_COUNT_SW_PAGE_FAULTS_MIN || d->config == PERF_COUNT_SW_PAGE_FAULTS_MAJ))
+      continue;
     ms_event *e = &c->ev[c->n++];
     memset(e, 0, sizeof *e);
     e->def = d;

@@ -35,6 +35,16 @@ def test_a_sample_counts_its_syscalls_and_reads_its_counters_as_taken():
     assert s.counters["cycles"] is None and s.counters["instructions"] is None
 
 
+def test_a_commands_faults_are_rusages_where_ms_run_opened_no_fault_event():
+    s = _sample(minflt=5000, majflt=3, counters={"task-clock-ns": 1e9})
+    assert s.counters["page-faults-minor"] == 5000 and s.counters["page-faults-major"] == 3
+    # an attached window's (or an older document's) perf readings are kept, a null one too
+    s = _sample(minflt=5000, majflt=3, counters={"page-faults-minor": 4960, "page-faults-major": None})
+    assert s.counters["page-faults-minor"] == 4960 and s.counters["page-faults-major"] is None
+    # a run that wrote no figure (it failed before) says nothing of its faults
+    assert _sample(counters={}).counters["page-faults-minor"] is None
+
+
 def test_the_median_scope_keeps_none_for_a_counter_one_run_lacked_and_zero_for_an_uncounted_call():
     runs = [_sample(syscalls={"mmap": 40, "brk": 2}, counters={"page-faults-minor": 900, "cycles": 5e9}),
             _sample(syscalls={"mmap": 60}, counters={"page-faults-minor": 1100})]

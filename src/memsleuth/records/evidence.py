@@ -220,11 +220,18 @@ class Sample:
         # single process) and the timeline's highest sum over the process tree, so that the
         # time-averaged RSS (the same timeline) can never exceed it.
         peak_kb = max([int(d["maxrss_kb"]), *(r for _, r in rss)])
+        # ms-run counts a command's faults from the kernel's per-task counts (rusage), not with a
+        # perf event, which would cost each fault: where the document has no fault event, its
+        # counters read the rusage figures (an attached window's, or an older document's, are perf's).
+        counters = Readings(d["counters"])
+        for event, key in (("page-faults-minor", "minflt"), ("page-faults-major", "majflt")):
+            if event not in counters and key in doc and _finite(doc[key]):
+                counters[event] = float(doc[key])
         return cls(
             status=d["status"], detail=d["detail"], exit_code=d["exit_code"], signal=d["signal"],
             signal_name=d["signal_name"], wall_ns=int(d["wall_ns"]), user_ns=int(d["user_ns"]), sys_ns=int(d["sys_ns"]),
             minflt=int(d["minflt"]), majflt=int(d["majflt"]), nvcsw=int(d["nvcsw"]), nivcsw=int(d["nivcsw"]),
-            maxrss_kb=peak_kb, counters=Readings(d["counters"]),
+            maxrss_kb=peak_kb, counters=counters,
             syscalls=Counts({k: int(v) for k, v in d["syscalls"].items()}),
             unsupported=dict(d["unsupported"]), regions=regions, malloc_object=d["malloc_object"], rss_kb=rss,
             stdout_tail=d["stdout_tail"], stderr_tail=d["stderr_tail"],
