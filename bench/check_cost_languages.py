@@ -4,13 +4,13 @@ For C, C++, Python, JavaScript (Node.js), Java and Go (static), a program of abo
 s (bench/langs: a buffer allocated, touched and dropped per step, so every check explains
 something). The programs do a fixed number of steps, calibrated here to those times alone, so a
 slower run under check shows as a longer run: the wall time of `memsleuth check` over the program's
-own (interleaved rounds, paired ratios) against the budget 2T + 1 s, and where check's extra time
-went, measured in this process the way check spends it: the measured run, the explaining run (heap
-accounting, call sites, syscall arguments, CPU samples, as check asks for them) and, inside it, the
-symbolization; the rest is check's start-up, its analysis and its report. A language whose runtime
-or compiler is missing is left out with the reason. The symbols cache starts empty (the first round
-pays for naming the frames; the medians are of later rounds, as a user's second check is). The
-Python row uses the newest CPython 3.12+ found (its perf trampolines name Python functions), else
+own (interleaved rounds, paired ratios) against the budget 2T + 1 s, and where check's time went:
+the medians over the same rounds of the phases each check timed itself (its JSON's `timings`: the
+measured runs, the explaining runs, the symbolization, perf's fallback, the analysis and report,
+the terminal output); the rest of its wall time is its start-up (the interpreter, the imports) and
+its exit. A language whose runtime or compiler is missing is left out with the reason. The
+symbols cache starts empty: the first round pays for naming the frames, and counts in the medians
+like the others. The Python row uses the newest CPython 3.12+ found (its perf trampolines name Python functions), else
 the one running this bench.
 
     MEMSLEUTH_TEST_FIXTURES=build/test python bench/check_cost_languages.py [--quick]
@@ -20,6 +20,7 @@ the one running this bench.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import statistics
@@ -29,11 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import Holder, interleave, ratio_line, wall
-
-from memsleuth.measure import allocators, launcher, runner, where
-from memsleuth.records import symbols
-from memsleuth.measure.plan import Cell
+from common import interleave, ratio_line, wall
 
 ROUNDS = 3
 HERE = Path(__file__).resolve().parent / "langs"
@@ -54,11 +51,21 @@ def steps_for(argv: list[str], seconds: float) -> int:
     return max(1, round((seconds - start) / per_step))
 
 
-def check_wall(argv: list[str], db: str) -> float:
+def check_wall(argv: list[str], db: str, phases: list[dict[str, float]]) -> float:
+    """The wall time of one `memsleuth check` of the program; the phases it timed (its JSON's
+    `timings`, with "start-up and exit": the rest of the wall time) appended to `phases`."""
+    out = f"{db}.json"
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "memsleuth", "check", "--db", db, "--", *argv],
+    subprocess.run([sys.executable, "-m", "memsleuth", "check", "--db", db, "--json", out, "--", *argv],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - t0
+    took = time.perf_counter() - t0
+    try:
+        with open(out) as f:
+            timings = {k: float(v) for k, v in json.load(f).get("timings", {}).items()}
+    except (OSError, ValueError):
+        timings = {}
+    phases.append({**timings, "start-up and exit": took - sum(timings.values())})
+    return took
 
 
 def python() -> str:
@@ -102,41 +109,6 @@ def build(tmp: str) -> dict[str, list[str] | str]:
     return out
 
 
-def breakdown(argv: list[str]) -> dict[str, float]:
-    """The measured run, the explaining run and its symbolization, as check makes them (seconds)."""
-    cell = Cell(allocators.glibc(), {}, tuple(argv))
-    t0 = time.perf_counter()
-    first = launcher.run_cell(cell, timeout_s=600, mem_limit_bytes=None)
-    measured = time.perf_counter() - t0
-    counts = runner.site_counts([first])
-    periods = where.periods(counts) if runner.needs_call_sites([first]) or runner.needs_cpu_profile([first]) else {}
-    spent = [0.0]
-    real = symbols.symbolize
-
-    def timed(*a, **k):
-        t = time.perf_counter()
-        try:
-            return real(*a, **k)
-        finally:
-            spent[0] += time.perf_counter() - t
-
-    symbols.symbolize = timed
-    try:
-        t0 = time.perf_counter()
-        s = launcher.run_cell(cell, timeout_s=600, mem_limit_bytes=None, syscall_args=True,
-                              heap=runner.needs_heap([first]), sites=periods or None,
-                              args_every=runner.args_every(counts), cpu_sample_us=runner.cpu_sample_us([first]))
-        explaining = time.perf_counter() - t0
-    finally:
-        symbols.symbolize = real
-    fallback = 0.0
-    if periods and "unavailable" in (s.where or {"unavailable": ""}):
-        t0 = time.perf_counter()
-        where.record(list(argv), {}, None, counts, 600)
-        fallback = time.perf_counter() - t0
-    return {"measured": measured, "explaining": explaining, "symbolizing": spent[0], "perf fallback": fallback}
-
-
 def main() -> None:
     quick = "--quick" in sys.argv[1:]
     with tempfile.TemporaryDirectory() as tmp:
@@ -151,18 +123,17 @@ def main() -> None:
                 continue
             for secs in (1, 10)[:1 if quick else 2]:
                 cmd = [*argv, str(steps_for(argv, secs))]
-                got = interleave({"program": lambda a=cmd: wall(a), "check": lambda a=cmd: check_wall(a, db)}, ROUNDS)
+                phases: list[dict[str, float]] = []
+                got = interleave({"program": lambda a=cmd: wall(a),
+                                  "check": lambda a=cmd: check_wall(a, db, phases)}, ROUNDS)
                 t, c = statistics.median(got["program"]), statistics.median(got["check"])
                 budget = 2 * t + 1
-                with Holder(args=True):      # as the runner holds the tracepoints for its explaining runs
-                    parts = breakdown(cmd)
-                rest = c - parts["measured"] - parts["explaining"] - parts["perf fallback"]
                 print(f"{lang:12} ~{secs:>2} s: program {t:6.2f} s, check {c:6.2f} s, budget {budget:6.2f} s: "
                       f"{'within' if c <= budget else 'OVER'}; " + ratio_line("check / program", got["check"],
                                                                               got["program"]), flush=True)
-                print(f"{'':12}        measured run {parts['measured']:.2f} s, explaining run {parts['explaining']:.2f} s "
-                      f"(of which symbolizing {parts['symbolizing']:.2f} s), perf-record fallback "
-                      f"{parts['perf fallback']:.2f} s, start-up + analysis + report {rest:.2f} s", flush=True)
+                names = list(dict.fromkeys(k for p in phases for k in p))
+                print(f"{'':12}        " + ", ".join(
+                    f"{k} {statistics.median(p.get(k, 0.0) for p in phases):.2f} s" for k in names), flush=True)
     print("Target: check within 2T + 1 s in every language (OVER marks a miss).")
 
 

@@ -20,9 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sched.h> /* clone3's struct clone_args, CLONE_INTO_CGROUP */
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "ms_events.h"
@@ -235,9 +237,29 @@ typedef struct {
   int ncwd;
 } run_result;
 
-/* Forks the command in its own process group with its environment; it execs when `go` is written. */
-static pid_t spawn(const msr_options *o, int out_fd, int err_fd, int probe_w, int go_r, int exec_w) {
-  pid_t pid = fork();
+/* Forks the command in its own process group with its environment; it execs when `go` is written.
+ * With a cgroup (its directory's fd, else -1) the child is created in it (clone3's
+ * CLONE_INTO_CGROUP; `*entered` says so): moving a task there afterwards takes the cgroups' write
+ * lock, whose RCU grace period cost 7-15 ms a run on the 2-vCPU VM. Else, or where the kernel
+ * refuses, a plain fork. */
+static pid_t spawn(const msr_options *o, int cgroup_fd, int *entered, int out_fd, int err_fd, int probe_w, int go_r,
+                   int exec_w) {
+  pid_t pid = -1;
+  *entered = 0;
+#ifdef CLONE_INTO_CGROUP
+  if (cgroup_fd >= 0) {
+    struct clone_args ca;
+    memset(&ca, 0, sizeof ca);
+    ca.flags = CLONE_INTO_CGROUP;
+    ca.exit_signal = SIGCHLD;
+    ca.cgroup = (uint64_t)cgroup_fd;
+    pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+    if (pid > 0) *entered = 1;
+  }
+#else
+  (void)cgroup_fd;
+#endif
+  if (pid < 0) pid = fork();
   if (pid != 0) return pid;
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL); /* if ms-run itself is killed, take the command with it */
@@ -411,8 +433,8 @@ static void supervise(const msr_options *o, run_result *r, int probe_r, uint64_t
   int pipe_open = 1;
   while (!msr_reap(&r->reaper)) {
     uint64_t t = msr_now_ns();
-    /* Asleep until the next sample to the nanosecond: a wait in whole milliseconds, rounded down,
-     * spun through the last fraction of every tick (a tenth of a CPU at 10 ms). */
+    /* Asleep until the next sample, to the nanosecond (ppoll): a wait in whole milliseconds, rounded
+     * down, would spin through the last fraction of every tick (a tenth of a CPU at 10 ms). */
     uint64_t wait_ns = next_sample > t ? next_sample - t : 0;
     if (wait_ns > o->sample_ms * 1000000u) wait_ns = o->sample_ms * 1000000u;
     struct timespec wait = {(time_t)(wait_ns / 1000000000u), (long)(wait_ns % 1000000000u)};
@@ -980,16 +1002,36 @@ static int cgroup_counters(const msr_cgroup *cg, int flags, ms_counters **sets, 
 
 /* The command's events follow it through a cgroup of its own where one can be made and its events
  * open (and the command moved into it), else through inheritance: `r->events_by`, and why not. */
-static void open_counters(const msr_options *o, run_result *r, msr_cgroup *cg, ms_counters *ctr, ms_counters **percpu) {
-  int any = !o->no_counters || o->syscall_args || o->cpu_sample_us || o->outside_sites;
-  if (!any) return;
+static int any_events(const msr_options *o) {
+  return !o->no_counters || o->syscall_args || o->cpu_sample_us || o->outside_sites;
+}
+
+/* Before the command is spawned: its own cgroup, and the counters' sets on it (one per CPU, in
+ * `*percpu`). Returns how many sets (-1: the cgroup without counters, for the samplers), or 0 where
+ * there is none: the reason is in `r->events_why`, nothing is left made or open. */
+static int cgroup_before_spawn(const msr_options *o, run_result *r, msr_cgroup *cg, ms_counters **percpu) {
+  if (!any_events(o)) return 0;
+  if (o->inherited_events) {
+    snprintf(r->events_why, sizeof r->events_why, "--inherited-events");
+    return 0;
+  }
+  if (msr_cgroup_make(cg, r->events_why, sizeof r->events_why)) return 0;
+  int n = o->no_counters ? -1
+                         : cgroup_counters(cg, MS_OPEN_NO_FAULTS | (o->no_syscalls ? MS_OPEN_NO_SYSCALLS : 0), percpu,
+                                           r->events_why, sizeof r->events_why);
+  if (!n) msr_cgroup_remove(cg);
+  return n;
+}
+
+/* The command's events follow it through a cgroup of its own where one was made, its events opened
+ * (`n` sets: cgroup_before_spawn) and the command is in it (`entered` at its spawn, else moved now),
+ * else through inheritance: `r->events_by`, and why not. */
+static void open_counters(const msr_options *o, run_result *r, msr_cgroup *cg, ms_counters *ctr, ms_counters **percpu,
+                          int n, int entered) {
+  if (!any_events(o)) return;
   r->events_by = "inherited";
-  if (o->inherited_events) snprintf(r->events_why, sizeof r->events_why, "--inherited-events");
-  else if (!msr_cgroup_make(cg, r->events_why, sizeof r->events_why)) {
-    int n = o->no_counters ? -1
-                           : cgroup_counters(cg, MS_OPEN_NO_FAULTS | (o->no_syscalls ? MS_OPEN_NO_SYSCALLS : 0), percpu,
-                                             r->events_why, sizeof r->events_why);
-    if (n && msr_cgroup_enter(cg, r->pid, r->events_why, sizeof r->events_why)) {
+  if (n) {
+    if (!entered && msr_cgroup_enter(cg, r->pid, r->events_why, sizeof r->events_why)) {
       for (int k = 0; k < n; k++) ms_counters_close(&(*percpu)[k]);
       n = 0;
     }
@@ -1044,10 +1086,19 @@ static int run_mode(const msr_options *o) {
     return 2;
   }
 
-  r.pid = spawn(o, out_fd, err_fd, probe_pipe[1], go_pipe[0], exec_pipe[1]);
+  ms_counters ctr;
+  memset(&ctr, 0, sizeof ctr);
+  msr_cgroup cg;
+  memset(&cg, 0, sizeof cg);
+  cg.fd = -1;
+  ms_counters *percpu = NULL;
+  int nsets = cgroup_before_spawn(o, &r, &cg, &percpu), entered = 0;
+  r.pid = spawn(o, nsets ? cg.fd : -1, &entered, out_fd, err_fd, probe_pipe[1], go_pipe[0], exec_pipe[1]);
   if (r.pid > 0) g_command_pgid = r.pid; /* spawn's child makes itself a group leader */
   if (r.pid < 0) {
     perror("ms-run: fork");
+    for (int k = 0; nsets > 0 && k < nsets; k++) ms_counters_close(&percpu[k]);
+    msr_cgroup_remove(&cg);
     return 2;
   }
   r.reaper.main = r.pid;
@@ -1056,13 +1107,7 @@ static int run_mode(const msr_options *o) {
   close(go_pipe[0]);
   close(exec_pipe[1]);
 
-  ms_counters ctr;
-  memset(&ctr, 0, sizeof ctr);
-  msr_cgroup cg;
-  memset(&cg, 0, sizeof cg);
-  cg.fd = -1;
-  ms_counters *percpu = NULL;
-  open_counters(o, &r, &cg, &ctr, &percpu);
+  open_counters(o, &r, &cg, &ctr, &percpu, nsets, entered);
   msr_targets command = {&r.pid, 1, 0, cg.fd};
   if (o->syscall_args) msr_args_open(&r.args, &command, o->args_every, o->fault_share);
   if (o->cpu_sample_us) {
