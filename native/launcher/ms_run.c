@@ -223,6 +223,7 @@ typedef struct {
   int nroots;
   int threads_at_start, threads_at_end, window_stop; /* attach (nroots > 0) */
   uint64_t exited_ns;                                /* attach: when the last attached process exited (0: it did not) */
+  uint64_t window_flt[2]; /* attach: the window's faults so far (minor, major), /proc's differences */
   msr_args args;
   msr_cpu cpu;
   msr_sites outside;
@@ -379,10 +380,12 @@ static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint
   /* The live processes' faults (with their waited-for children's), and those of the processes
    * ms-run itself reaped: every fault of the tree since it started, but those of a process that
    * has exited and is not yet waited for (it counts again once it is). */
-  uint64_t flt[2];
-  msr_tree_faults(&procs, &flt[0], &flt[1]);
-  flt[0] += (uint64_t)r->reaper.others_ru.ru_minflt;
-  flt[1] += (uint64_t)r->reaper.others_ru.ru_majflt;
+  uint64_t flt[2] = {r->window_flt[0], r->window_flt[1]};
+  if (!r->nroots) {
+    msr_tree_faults(&procs, &flt[0], &flt[1]);
+    flt[0] += (uint64_t)r->reaper.others_ru.ru_minflt;
+    flt[1] += (uint64_t)r->reaper.others_ru.ru_majflt;
+  }
   uint64_t *p = tl_next(&r->tl);
   for (int c = 0; c < r->tl.ncols; c++) {
     int ev = r->tl.event[c];
@@ -551,24 +554,11 @@ static void drain_samplers(run_result *r) {
   }
 }
 
-/* The run's page faults, minor and major: a command's from rusage (its run opens no fault event),
- * an attached window's as its counters have them, or -1 where they did not count. */
-static double tree_faults(const run_result *r, const ms_counters *ctr, const ms_snapshot *s0, const ms_snapshot *s1) {
-  if (!r->nroots) {
-    const struct rusage *a = &r->reaper.main_ru, *b = &r->reaper.others_ru;
-    return (double)(a->ru_minflt + b->ru_minflt + a->ru_majflt + b->ru_majflt);
-  }
-  double total = -1;
-  for (int i = 0; i < ctr->n; i++) {
-    const ms_event *e = &ctr->ev[i];
-    double v;
-    if (e->fd < 0 || e->user_only ||
-        (strcmp(e->def->name, "page-faults-minor") && strcmp(e->def->name, "page-faults-major")) ||
-        ms_scale(ms_reading_delta(s0->r[i], s1->r[i]), &v) == MS_NOT_COUNTED)
-      continue;
-    total = (total < 0 ? 0 : total) + v;
-  }
-  return total;
+/* The run's page faults, minor and major: rusage's (an attached window's, /proc's differences). No
+ * fault is a perf event: one costs every fault on the machine its lookup. */
+static double tree_faults(const run_result *r) {
+  const struct rusage *a = &r->reaper.main_ru, *b = &r->reaper.others_ru;
+  return (double)(a->ru_minflt + b->ru_minflt + a->ru_majflt + b->ru_majflt);
 }
 
 static int write_document(const msr_options *o, run_result *r, const ms_counters *ctr, const ms_snapshot *s0,
@@ -639,7 +629,7 @@ static int write_document(const msr_options *o, run_result *r, const ms_counters
     msj_str(&j, "events_by", r->events_by);
     msj_str(&j, "events_by_why", r->events_why[0] ? r->events_why : NULL);
   }
-  if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args, tree_faults(r, ctr, s0, s1));
+  if (r->args.enabled || o->syscall_args) msr_args_json(&j, &r->args, tree_faults(r));
   if (o->cpu_sample_us) msr_cpu_json(&j, &r->cpu);
   if (o->outside_sites) msr_sites_json(&j, "outside_sites", &r->outside);
   if (r->inside.enabled || r->inside.why[0]) msr_inside_json(&j, &r->inside);
@@ -790,6 +780,15 @@ static void times_update(window_times *w, const msr_procs *procs, int at_start) 
   }
 }
 
+/* The window's faults so far, minor and major: each process's since the start (or its birth). */
+static void window_faults(const window_times *w, uint64_t flt[2]) {
+  flt[0] = flt[1] = 0;
+  for (int k = 0; k < w->n; k++) {
+    flt[0] += w->last[k].minflt - w->start[k].minflt;
+    flt[1] += w->last[k].majflt - w->start[k].majflt;
+  }
+}
+
 /* The threads of the processes in `procs` (/proc/PID/task), appended to `tids` when new. */
 static void threads_of(const msr_procs *procs, pid_t **tids, int *n, int *cap) {
   for (int i = 0; i < procs->n; i++) {
@@ -862,7 +861,7 @@ static int attach_mode(const msr_options *o) {
   int nctr = 0;
   if (!o->no_counters && ctrs)
     for (int k = 0; k < ntid; k++)
-      if (ms_counters_open(&ctrs[nctr], tids[k], MS_OPEN_INHERIT) > 0) nctr++;
+      if (ms_counters_open(&ctrs[nctr], tids[k], MS_OPEN_INHERIT | MS_OPEN_NO_FAULTS) > 0) nctr++;
   if (nctr) {
     r.ctr = &ctrs[0];
     r.ctrs = ctrs;
@@ -887,7 +886,7 @@ static int attach_mode(const msr_options *o) {
     open_cpu_stacks(&r.ustacks, &targets, o);
     for (int i = 0; i < procs.n; i++) msr_sites_seed(&r.ustacks, procs.pid[i]);
   }
-  tl_columns(&r.tl, r.ctr, &r.args, 0);
+  tl_columns(&r.tl, r.ctr, &r.args, 1);
   for (int k = 0; k < nctr; k++) ms_counters_enable(&ctrs[k]);
   times_update(&w, &procs, 1);
   ms_snapshot s0, s1;
@@ -898,16 +897,18 @@ static int attach_mode(const msr_options *o) {
   while (!g_interrupted) {
     uint64_t t = msr_now_ns();
     if (deadline && t >= deadline) break;
+    the_tree(&r, &procs);
+    if (procs.n) { /* the tick's faults: read before its timeline row */
+      times_update(&w, &procs, 0);
+      window_faults(&w, r.window_flt);
+      r.threads_at_end = count_threads(&procs);
+    }
     sample_tree(o, &r, t, t0);
     if (r.cpu.enabled) msr_cpu_drain(&r.cpu);
     if (r.outside.enabled) msr_sites_drain(&r.outside);
     if (r.ustacks.enabled) msr_sites_drain(&r.ustacks);
     msr_args_tick(&r.args);
-    the_tree(&r, &procs);
-    if (procs.n) {
-      times_update(&w, &procs, 0);
-      r.threads_at_end = count_threads(&procs);
-    } else { /* every attached process has exited: what was measured is kept */
+    if (!procs.n) { /* every attached process has exited: what was measured is kept */
       r.exited_ns = t - t0;
       break;
     }
@@ -924,20 +925,19 @@ static int attach_mode(const msr_options *o) {
   else memset(&s1, 0, sizeof s1);
   drain_samplers(&r);
   long hz = sysconf(_SC_CLK_TCK);
-  uint64_t ut = 0, st = 0, minf = 0, majf = 0;
+  uint64_t ut = 0, st = 0, flt[2];
   for (int k = 0; k < w.n; k++) {
     ut += w.last[k].utime - w.start[k].utime;
     st += w.last[k].stime - w.start[k].stime;
-    minf += w.last[k].minflt - w.start[k].minflt;
-    majf += w.last[k].majflt - w.start[k].majflt;
   }
+  window_faults(&w, flt);
   struct rusage *ru = &r.reaper.main_ru;
   ru->ru_utime.tv_sec = (time_t)(ut / (uint64_t)hz);
   ru->ru_utime.tv_usec = (suseconds_t)(ut % (uint64_t)hz * 1000000u / (uint64_t)hz);
   ru->ru_stime.tv_sec = (time_t)(st / (uint64_t)hz);
   ru->ru_stime.tv_usec = (suseconds_t)(st % (uint64_t)hz * 1000000u / (uint64_t)hz);
-  ru->ru_minflt = (long)minf;
-  ru->ru_majflt = (long)majf;
+  ru->ru_minflt = (long)flt[0];
+  ru->ru_majflt = (long)flt[1];
   r.reaper.main_done = 1; /* classify: the window ended as it should */
   r.reaper.main_status = 0;
   r.window_stop = g_interrupted;
