@@ -13,6 +13,11 @@ every fault (one in 101 sampled), and perf copies a stack at each call until its
 2026-11-28, with the faults traced in a share of the window's ticks (about 100,000 a second): malloc
 loop 0.984x, 5.99 s; mmap loop 0.857x (-14%), 6.52 s (3 rounds). What is left of the mmap loop's
 cost, measured apart on 2026-11-27 in 3 s windows: perf record ~9%, every memory syscall's arguments ~5%.
+2026-11-28, with no perf event on the faults but perf record's (ms-run's counters read them from
+/proc, its kernel sampler leaves their call sites to perf), 6 rounds: malloc loop 0.982x [0.972,
+0.987], 6.01 s; mmap loop 0.926x [0.922, 0.951] (-7.4%), 6.65 s. Measured apart then in 3 s windows
+(ms-run alone, 3 rounds): its kernel sampler's fault event 3-4%, the CPU samples ~3.5%, the
+arguments ~5%, the counters ~2%.
 Run it with `make bench` or `.venv/bin/python bench/attach_overhead.py` (root: the window traces
 the memory syscalls).
 """

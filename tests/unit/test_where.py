@@ -208,6 +208,13 @@ def test_a_run_of_many_faults_traces_them_in_a_share_of_its_ticks_and_samples_th
     assert float(storm[storm.index("--fault-share") + 1]) == pytest.approx(1 / 6, abs=1e-3)
     assert "--fault-share" not in launcher.attach_argv([1], "out", "dir", 5, 1000.0)
     assert "--fault-share" not in launcher.attach_argv([1], "out", "dir", 5, None)
+    # beside perf record, which samples the faults' call sites, ms-run's kernel sampler leaves them to it
+
+    def spec(argv):
+        return argv[argv.index("--outside-sites") + 1]
+    assert "page-faults" in spec(launcher.attach_argv([1], "out", "dir", 5, None))
+    alongside = spec(launcher.attach_argv([1], "out", "dir", 5, None, perf_records=True))
+    assert "page-faults" not in alongside and "munmap" in alongside
 
 
 def test_the_sampler_runs_from_the_kernel_that_delivers_a_blocked_sigtrap_late():

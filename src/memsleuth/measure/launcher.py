@@ -292,7 +292,11 @@ def _failed(detail: str) -> Sample:
 # storm 11-15% slower in the window, bench/attach_overhead.py). The memory syscalls' arguments are
 # read at every call (~0.7 us each here): a fault is told apart as a re-fault of memory given back
 # only when the range it touches was seen given back, and a sampled subset misnamed most of a
-# churn's faults first touches.
+# churn's faults first touches. Where perf records the window (DWARF call chains, better than the
+# kernel's frame pointers), ms-run's kernel sampler leaves the faults to it: a sampling event on the
+# faults costs each of them its lookup (an mmap storm of 600,000 faults a second ran 3-4% slower
+# with it, bench/attach_overhead.py); the memory syscalls' samplers, cheap at their rates, stay as
+# the fallback should perf fail in the window.
 ATTACH_SITES_HZ = 100
 ATTACH_CPU_US = 1000
 ATTACH_FAULTS_EVERY = 23
@@ -306,13 +310,15 @@ def attach_fault_share(rate: float | None) -> float | None:
 
 
 def attach_argv(pids: list[int], out_path: str, sites_dir: str, duration_s: float | None,
-                fault_rate: float | None = None) -> list[str]:
+                fault_rate: float | None = None, perf_records: bool = False) -> list[str]:
     """ms-run --attach for a window on `pids` (None: until ms-run is told to stop); `fault_rate`: their
-    page faults a second before it (attach_fault_share)."""
+    page faults a second before it (attach_fault_share); `perf_records`: perf record samples the
+    faults' call sites beside it."""
     from memsleuth.measure import where
+    events = [e for e in where.EVENTS if not (perf_records and e == "page-faults")]
     argv = [str(native.ms_run()), "--attach", ",".join(str(p) for p in pids), "--out", out_path,
             "--duration", repr(float(duration_s or 0)), "--syscall-args", "--cpu-sample-us", str(ATTACH_CPU_US),
-            "--outside-sites", where.sites_spec({e: 1 for e in where.EVENTS}), "--outside-freq", str(ATTACH_SITES_HZ),
+            "--outside-sites", where.sites_spec({e: 1 for e in events}), "--outside-freq", str(ATTACH_SITES_HZ),
             "--outside-dir", sites_dir]
     share = attach_fault_share(fault_rate)
     return argv + ["--syscall-args-every", f"faults={ATTACH_FAULTS_EVERY}",
@@ -337,7 +343,8 @@ def attach_window(pids: list[int], duration_s: float | None, fault_period: int =
         out, sites_dir = os.path.join(tmp, "run.json"), os.path.join(tmp, "sites")
         os.mkdir(sites_dir, 0o700)
         recorder = where.attach_recorder(pids, tmp, fault_period)
-        proc = subprocess.Popen(attach_argv(pids, out, sites_dir, duration_s, fault_rate), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(attach_argv(pids, out, sites_dir, duration_s, fault_rate, recorder is not None),
+                                stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
         # perf is told to stop when the window ends, not after ms-run has written it: its own stop
         # (draining its buffers, ~1 s of DWARF stacks) then overlaps ms-run's (analysis/attach cost).

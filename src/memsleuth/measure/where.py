@@ -166,7 +166,7 @@ def attach_recorder(pids: list[int], tmp: str, fault_period: int):
     without perf: the page faults one in `fault_period`, each memory syscall (perf records a
     tracepoint at every call; ATTACH_MAX_DATA bounds a storm). Its own files stay in `tmp`."""
     perf = perf_path()
-    if perf is None:
+    if perf is None or not _runs(perf):
         return None
     data = os.path.join(tmp, "perf.data")
     argv = [perf, "record", "-q", "--no-buildid-cache", "--no-buildid", "-o", data, f"--max-size={ATTACH_MAX_DATA}",
@@ -183,6 +183,16 @@ def attach_recorder(pids: list[int], tmp: str, fault_period: int):
     except OSError:
         return None
     return proc, perf, data
+
+
+def _runs(perf: str) -> bool:
+    """Whether `perf` runs here: Debian's /usr/bin/perf is a wrapper that fails where the perf of
+    the running kernel's version is not installed."""
+    try:
+        return subprocess.run([perf, "--version"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def _stop_with_parent() -> None:
