@@ -18,6 +18,12 @@ Measured here (2 vCPUs, 2026-11-26, 8 rounds, counting): cpu loop 0.977x [0.931,
 tracepoints: counting a call by name runs the kernel's tracepoint path on every system call (about
 100 ns each here, 30% of a 300 ns madvise; bench/syscall_distortion.py sets it beside strace).
 
+Measured here 2026-11-28, 10 rounds, timed, after ms-run stopped counting the faults with perf
+events (rusage and /proc instead: an event on a fault type costs every fault ~45 ns) and started
+creating the command in its cgroup (clone3; moving it there waited out an RCU grace period): cpu
+loop 1.011x [0.986, 1.024]; fault-heavy 1.002x [0.984, 1.042] (1.060x before); syscall-heavy 1.015x
+[1.004, 1.021]; thread per task 0.988x, process per task 0.977x (their CIs 0.92-1.17).
+
 The task-creating programs are also run with `--inherited-events`: an event inherited by each new
 thread or process is copied into it and summed back at its end, which a cgroup of the command's own
 (msr_cgroup.c, the default where root may make one) avoids.
