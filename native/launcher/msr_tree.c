@@ -137,11 +137,10 @@ static int by_pid(const void *a, const void *b) {
 
 void msr_tree_in_cgroup(const char *dir, msr_procs *out) {
   static pid_t all[MSR_MAX_PROCS];
-  msr_procs *found = out; /* cgroup_members fills pid[] and n only */
-  found->n = 0;
-  cgroup_members(dir, 0, found);
-  int n = found->n;
-  memcpy(all, found->pid, (size_t)n * sizeof all[0]);
+  out->n = 0;
+  cgroup_members(dir, 0, out); /* the members' pids, read again below with their state and faults */
+  int n = out->n;
+  memcpy(all, out->pid, (size_t)n * sizeof all[0]);
   /* A parent's stat read before its children's (pids ascend, wrap aside): a child that exits and is
    * waited for between the two reads is then missed for a tick, not counted twice in the faults. */
   qsort(all, (size_t)n, sizeof all[0], by_pid);
