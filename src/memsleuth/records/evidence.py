@@ -220,9 +220,9 @@ class Sample:
         # single process) and the timeline's highest sum over the process tree, so that the
         # time-averaged RSS (the same timeline) can never exceed it.
         peak_kb = max([int(d["maxrss_kb"]), *(r for _, r in rss)])
-        # ms-run counts a command's faults from the kernel's per-task counts (rusage), not with a
-        # perf event, which would cost each fault: where the document has no fault event, its
-        # counters read the rusage figures (an attached window's, or an older document's, are perf's).
+        # ms-run counts faults from the kernel's per-task counts (a command's rusage, an attached
+        # window's /proc differences), not with a perf event, which would cost each fault: where the
+        # document has no fault event, its counters read those figures (an older document's are perf's).
         counters = Readings(d["counters"])
         for event, key in (("page-faults-minor", "minflt"), ("page-faults-major", "majflt")):
             if event not in counters and key in doc and _finite(doc[key]):
