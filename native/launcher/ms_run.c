@@ -876,6 +876,7 @@ static int attach_mode(const msr_options *o) {
   if (o->syscall_args) msr_args_open(&r.args, &targets, o->args_every, o->fault_share);
   if (o->cpu_sample_us) {
     msr_cpu_open(&r.cpu, &targets, o->cpu_sample_us * 1000u, NULL);
+    msr_cpu_name_later(&r.cpu);
     r.cpu.faults = &r.args;
   }
   if (o->outside_sites) {
@@ -1112,6 +1113,7 @@ static int run_mode(const msr_options *o) {
   if (o->syscall_args) msr_args_open(&r.args, &command, o->args_every, o->fault_share);
   if (o->cpu_sample_us) {
     msr_cpu_open(&r.cpu, &command, o->cpu_sample_us * 1000u, o->preload);
+    msr_cpu_name_later(&r.cpu); /* the command exists: nothing is forked after this thread starts */
     r.cpu.faults = &r.args;
   }
   if (o->outside_sites) msr_sites_open(&r.outside, &command, o->outside_sites, 0, o->outside_dir, o->outside_skip);

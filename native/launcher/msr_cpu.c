@@ -2,6 +2,7 @@
 #include "msr_cpu.h"
 #include <errno.h>
 #include <linux/perf_event.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@
  * fills 3 KiB; the rest is room for a tick ms-run misses on a busy machine. */
 #define DATA_PAGES 32
 #define HALF (MSR_CPU_FRAMES / 2)
+
+static void free_symbols(msr_cpu *c);
 
 int msr_cpu_open(msr_cpu *c, const msr_targets *t, uint64_t period_ns, const char *preload) {
   memset(c, 0, sizeof *c);
@@ -278,6 +281,7 @@ void msr_cpu_drain(msr_cpu *c) {
 }
 
 void msr_cpu_close(msr_cpu *c) {
+  free_symbols(c);
   long page = sysconf(_SC_PAGESIZE);
   for (int k = 0; k < c->nextra; k++) close(c->extra[k]);
   free(c->extra);
@@ -297,7 +301,7 @@ void msr_cpu_close(msr_cpu *c) {
 }
 
 /* ---- naming the kernel's addresses (/proc/kallsyms) ---- */
-typedef struct {
+typedef struct msr_ksym {
   uint64_t addr;
   char *name;
 } ksym;
@@ -354,6 +358,44 @@ static ksym *load_kallsyms(size_t *count, char *why, size_t wlen) {
   return s;
 }
 
+static void *load_in_background(void *arg) {
+  msr_cpu *c = arg;
+  c->ksyms = load_kallsyms(&c->nksym, c->kwhy, sizeof c->kwhy);
+  return NULL;
+}
+
+void msr_cpu_name_later(msr_cpu *c) {
+  if (!c->enabled || c->naming || c->ksyms) return;
+  /* Created with every signal blocked: a signal to ms-run (the child's exit, Ctrl-C) stays the
+   * main thread's, which waits for it in ppoll. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  c->naming = pthread_create(&c->namer, NULL, load_in_background, c) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* The symbols the background thread read (joined here), else read now. */
+static void take_symbols(msr_cpu *c) {
+  if (c->naming) {
+    pthread_join(c->namer, NULL);
+    c->naming = 0;
+  } else if (!c->ksyms && !c->kwhy[0]) {
+    c->ksyms = load_kallsyms(&c->nksym, c->kwhy, sizeof c->kwhy);
+  }
+}
+
+static void free_symbols(msr_cpu *c) {
+  if (c->naming) {
+    pthread_join(c->namer, NULL);
+    c->naming = 0;
+  }
+  for (size_t k = 0; c->ksyms && k < c->nksym; k++) free(c->ksyms[k].name);
+  free(c->ksyms);
+  c->ksyms = NULL;
+  c->nksym = 0;
+}
+
 static const char *name_of(const ksym *s, size_t n, uint64_t ip) {
   size_t lo = 0, hi = n;
   while (lo < hi) { /* the last symbol at or below ip */
@@ -364,7 +406,7 @@ static const char *name_of(const ksym *s, size_t n, uint64_t ip) {
   return lo ? s[lo - 1].name : NULL;
 }
 
-void msr_cpu_json(ms_json *j, const msr_cpu *c) {
+void msr_cpu_json(ms_json *j, msr_cpu *c) {
   msj_obj_begin(j, "cpu_profile");
   msj_u64(j, "period_ns", c->period_ns);
   msj_u64(j, "samples", c->samples);
@@ -387,10 +429,10 @@ void msr_cpu_json(ms_json *j, const msr_cpu *c) {
       if (!w || ips[k] != ips[w - 1]) ips[w++] = ips[k];
     u = w;
   }
-  size_t nsym = 0;
-  char kwhy[160] = "";
-  ksym *syms = u ? load_kallsyms(&nsym, kwhy, sizeof kwhy) : NULL;
-  msj_str(j, "why", c->why[0] ? c->why : kwhy);
+  if (u) take_symbols(c);
+  const ksym *syms = u ? c->ksyms : NULL;
+  size_t nsym = c->nksym;
+  msj_str(j, "why", c->why[0] ? c->why : u ? c->kwhy : "");
   msj_arr_begin(j, "frames"); /* frame k of "stacks" is frames[k] */
   for (size_t k = 0; k < u; k++) {
     const char *name = syms ? name_of(syms, nsym, ips[k]) : NULL;
@@ -458,8 +500,5 @@ void msr_cpu_json(ms_json *j, const msr_cpu *c) {
   }
   msj_arr_end(j);
   msj_obj_end(j);
-  if (syms)
-    for (size_t k = 0; k < nsym; k++) free(syms[k].name);
-  free(syms);
   free(ips);
 }

@@ -13,6 +13,7 @@
  * document says why). Nothing here runs in the measured process but the kernel's own sampling. */
 #ifndef MSR_CPU_H
 #define MSR_CPU_H
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include "ms_json.h"
@@ -66,15 +67,25 @@ typedef struct {
   int npreload;
   msr_args *faults; /* the traced faults, drained before these samples (or NULL) */
   msr_when when;    /* the stacks' buckets of time */
+  /* The kernel's symbols, read from /proc/kallsyms by a thread of ms-run while the run goes (reading
+   * and sorting them takes ~60 ms, which the document's writing would otherwise add to every run). */
+  pthread_t namer;
+  int naming; /* the thread was started and is not joined yet */
+  struct msr_ksym *ksyms;
+  size_t nksym;
+  char kwhy[160]; /* why the frames stay unnamed */
 } msr_cpu;
 
 /* Opens the sampler on `pid` (not yet exec'd: enable_on_exec), one sample per `period_ns` of CPU
  * time; `preload` (LD_PRELOAD's list, or NULL): the libraries whose mapping is checked in every
  * process of the tree. Returns 0 when it opened on at least one CPU. */
 int msr_cpu_open(msr_cpu *c, const msr_targets *t, uint64_t period_ns, const char *preload);
+/* Starts reading the kernel's symbols in the background (msr_cpu_json waits for it). Called once
+ * the command exists: ms-run forks nothing after it. */
+void msr_cpu_name_later(msr_cpu *c);
 /* Reads every record the ring buffers hold now. */
 void msr_cpu_drain(msr_cpu *c);
 void msr_cpu_close(msr_cpu *c);
 /* "cpu_profile": the counts, the executables and the distinct stacks with named frames. */
-void msr_cpu_json(ms_json *j, const msr_cpu *c);
+void msr_cpu_json(ms_json *j, msr_cpu *c);
 #endif
