@@ -60,6 +60,9 @@ typedef struct {
    * its stat file had them when the tree was found: the kernel's own per-task counts (rusage's),
    * which cost the program nothing, unlike a perf event on every fault. */
   uint64_t minflt[MSR_MAX_PROCS], majflt[MSR_MAX_PROCS];
+  /* The task whose files the tick reads: the process itself, or a live thread of it where its main
+   * thread has exited (msr_live_task), found with the tree so that no stat file is read twice. */
+  pid_t task[MSR_MAX_PROCS];
 } msr_procs;
 
 /* The live descendants of this process (zombies excluded). Scans /proc. */

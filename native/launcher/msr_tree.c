@@ -101,8 +101,19 @@ void msr_proc_file(pid_t pid, const char *name, char *path, size_t cap) {
   else snprintf(path, cap, "/proc/%d/%s", (int)pid, name);
 }
 
-/* A process that runs: its main thread does, or another of its threads (a zombie main thread). */
-static int alive(pid_t pid, char state) { return !dead(state) || (state == 'Z' && msr_live_task(pid) > 0); }
+/* A process that runs: its main thread does, or another of its threads (a zombie main thread).
+ * Returns the task whose files to read (the process, or that thread), else 0. */
+static pid_t alive(pid_t pid, char state) {
+  if (!dead(state)) return pid;
+  return state == 'Z' ? msr_live_task(pid) : 0;
+}
+
+/* /proc/PID/NAME of a listed process, or its live thread's. */
+static void listed_file(const msr_procs *p, int i, const char *name, char *path, size_t cap) {
+  pid_t t = p->task[i];
+  if (t > 0 && t != p->pid[i]) snprintf(path, cap, "/proc/%d/task/%d/%s", (int)p->pid[i], (int)t, name);
+  else snprintf(path, cap, "/proc/%d/%s", (int)p->pid[i], name);
+}
 
 void msr_descendants(msr_procs *out) {
   pid_t self = getpid();
@@ -149,7 +160,9 @@ void msr_tree_in_cgroup(const char *dir, msr_procs *out) {
     pid_t ppid;
     char state;
     uint64_t flt[2];
-    if (stat_of(all[i], &ppid, &state, flt) == 0 && alive(all[i], state)) {
+    pid_t task = stat_of(all[i], &ppid, &state, flt) == 0 ? alive(all[i], state) : 0;
+    if (task) {
+      out->task[out->n] = task;
       out->minflt[out->n] = flt[0];
       out->majflt[out->n] = flt[1];
       out->pid[out->n++] = all[i];
@@ -179,7 +192,7 @@ void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out)
     queue[tail++] = roots[r];
     if (!with_roots) continue;
     for (int i = 0; i < n; i++)
-      if (pid[i] == roots[r] && alive(pid[i], state[i]) && out->n < MSR_MAX_PROCS) {
+      if (pid[i] == roots[r] && out->n < MSR_MAX_PROCS && (out->task[out->n] = alive(pid[i], state[i]))) {
         out->minflt[out->n] = flt[i][0];
         out->majflt[out->n] = flt[i][1];
         out->pid[out->n++] = pid[i];
@@ -190,7 +203,7 @@ void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out)
     for (int i = 0; i < n; i++) {
       if (ppid[i] != parent || tail >= MSR_MAX_PROCS) continue;
       queue[tail++] = pid[i];
-      if (alive(pid[i], state[i]) && out->n < MSR_MAX_PROCS) {
+      if (out->n < MSR_MAX_PROCS && (out->task[out->n] = alive(pid[i], state[i]))) {
         out->minflt[out->n] = flt[i][0];
         out->majflt[out->n] = flt[i][1];
         out->pid[out->n++] = pid[i];
@@ -215,7 +228,7 @@ void msr_tree_rss_kb(const msr_procs *p, uint64_t *rss_kb, uint64_t *anon_kb) {
   uint64_t rss = 0, anon = 0;
   for (int i = 0; i < p->n; i++) {
     char path[96], buf[256];
-    msr_proc_file(p->pid[i], "statm", path, sizeof path);
+    listed_file(p, i, "statm", path, sizeof path);
     if (read_small(path, buf, sizeof buf) <= 0) continue;
     unsigned long size = 0, resident = 0, shared = 0;
     if (sscanf(buf, "%lu %lu %lu", &size, &resident, &shared) != 3) continue;
@@ -231,7 +244,7 @@ uint64_t msr_tree_heap_kb(const msr_procs *p) {
   uint64_t total = 0;
   for (int i = 0; i < p->n; i++) {
     char path[96], buf[8192];
-    msr_proc_file(p->pid[i], "maps", path, sizeof path);
+    listed_file(p, i, "maps", path, sizeof path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;
     /* [heap] follows the executable's own mappings: the first few KiB of maps hold it. */
