@@ -406,3 +406,22 @@ def test_memory_locked_per_job_is_named_locking_at_perfs_share(tmp_path):
     assert "pins" in f["mechanism"] and "locked pool" in f["advice"], f
     assert within_kernel(doc, f, refs, lambda r: r.get("mlock", 0.0) + r.get("munlock", 0.0)), (f["title"], refs)
     assert list(found)[0] == "memory-locking", list(found)        # the largest, first
+
+
+def test_a_calibration_started_early_is_the_one_read_and_only_once():
+    """check starts ms-calibrate beside its own imports (machine.calibrate_soon); unit_costs reads
+    that one, validated like any, and the next session's unit_costs runs a fresh one."""
+    from memsleuth.analysis import cost
+    from memsleuth.measure import machine
+    machine.calibrate_soon()
+    started = machine._calibrating
+    if started is None:
+        pytest.skip("this process may run on one CPU only: the calibration is not started early there")
+    machine.calibrate_soon()
+    assert machine._calibrating is started, "a second call starts no second calibration"
+    first = machine.unit_costs()
+    assert machine._calibrating is None and started.stdout.closed
+    units = cost.UnitCosts.from_dict(first)
+    assert units is not None and units.fault_ns > 0
+    assert {"mmap", "munmap", "madvise", "brk"} <= set(first["syscall_ns"])
+    assert cost.UnitCosts.from_dict(machine.unit_costs()) is not None

@@ -138,3 +138,12 @@ def test_a_temporary_folder_a_killed_memsleuth_left_is_removed_by_the_next(tmp_p
     other.mkdir()
     assert workdirs.sweep() == [str(left)]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, running.name, other.name])
+
+
+def test_what_the_session_loads_beside_an_explaining_run_names_modules_that_exist():
+    """session.REPORT_MODULES is imported in a thread that swallows failures (the report imports
+    them again where used): a renamed module would silently stop being loaded early."""
+    from memsleuth import session
+    mods = _modules()
+    assert session.REPORT_MODULES and all(m in mods for m in session.REPORT_MODULES), \
+        [m for m in session.REPORT_MODULES if m not in mods]

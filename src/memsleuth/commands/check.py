@@ -45,8 +45,6 @@ def add_arguments(k) -> None:
 
 
 def run(args, command: list[str] | None, console: Console) -> int:
-    from memsleuth.session import finish, measure, spec_for
-    from memsleuth.records.store import Store
     if not command and not args.pid:
         raise UsageError("check needs a command after --, like: memsleuth check -- ./my-benchmark "
                          "(or --pid PID for a process that is already running)")
@@ -69,14 +67,18 @@ def run(args, command: list[str] | None, console: Console) -> int:
                               env=env)
     # check explains: the syscalls' arguments (bytes, advice, the break's moves) are recorded.
     p = dataclasses.replace(p, syscall_args=True, where=not args.no_where, explain_if_needed=True, heap=True)
-    store = Store(args.db)
-    spec = spec_for(p, min_reps=None, max_reps=None, command=command, env=env)
     try_rounds = options.count(args.try_rounds, "--try-rounds")
     if try_rounds < 6:
         raise UsageError("--try-rounds must be at least 6 (the fewest rounds with a 95% CI)")
     budget = options.duration(args.try_budget, "--try-budget") if args.try_budget is not None else None
     if budget is not None and not args.try_:
         raise UsageError("--try-budget goes with --try")
+    from memsleuth.measure import machine
+    machine.calibrate_soon()     # beside the imports below, not after them
+    from memsleuth.session import finish, measure, spec_for
+    from memsleuth.records.store import Store
+    store = Store(args.db)
+    spec = spec_for(p, min_reps=None, max_reps=None, command=command, env=env)
     outcome = measure(store, p, kind="check", name=command[0], spec=spec, allocs=allocs)
     code = finish(store, outcome, args, console)
     if not args.try_ or outcome.interrupted or code != 0:

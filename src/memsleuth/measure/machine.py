@@ -81,18 +81,40 @@ def label() -> str | None:
     return os.environ.get("MEMSLEUTH_MACHINE_LABEL") or None
 
 
+_calibrating = None    # ms-calibrate, started by calibrate_soon and not read yet
+
+
+def _start_calibration():
+    import subprocess
+    from memsleuth.measure import native
+    return subprocess.Popen([str(native.native_path("ms-calibrate"))], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+
+
+def calibrate_soon() -> None:
+    """Starts ms-calibrate now, for unit_costs to read later: a measuring command calls it once its
+    arguments are checked, so that the calibration (~50 ms) runs beside the command's own start-up
+    (its imports, the store) instead of after it. Only where this process may run on two CPUs or
+    more: on one, the start-up would preempt the calibration's timed batches."""
+    global _calibrating
+    try:
+        if _calibrating is None and len(os.sched_getaffinity(0)) >= 2:
+            _calibrating = _start_calibration()
+    except Exception:   # noqa: BLE001 - no ms-calibrate: unit_costs then fails the usual way
+        _calibrating = None
+
+
 def unit_costs() -> dict:
     """What one page fault, one call of each memory system call, and counting one call cost here now
-    (ms-calibrate, about 40 ms); {} when it cannot run (the findings then use findings.cost.DEFAULT).
-    Read up to its output's end, not its exit: after it, ms-calibrate closes the tracepoint event it
-    counted with, which waits out an RCU grace period; a daemon thread reaps it."""
+    (ms-calibrate, about 40 ms; started earlier by calibrate_soon where it was); {} when it cannot
+    run (the findings then use findings.cost.DEFAULT). Read up to its output's end, not its exit:
+    after it, ms-calibrate closes the tracepoint event it counted with, which waits out an RCU grace
+    period; a daemon thread reaps it."""
+    global _calibrating
     import json
-    import subprocess
     import threading
-    from memsleuth.measure import native
     try:
-        proc = subprocess.Popen([str(native.native_path("ms-calibrate"))], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+        proc, _calibrating = _calibrating or _start_calibration(), None
         watchdog = threading.Timer(10, proc.kill)
         watchdog.start()
         try:

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -326,7 +327,9 @@ class _Progress:
 
 
 def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Console | None = None,
-        reference_id: int | None = None) -> Outcome:
+        reference_id: int | None = None, meanwhile: Callable[[], None] | None = None) -> Outcome:
+    """`meanwhile`: work of the caller's that must not overlap a measured run, started in a thread
+    as the explaining runs start (this process only waits for them then)."""
     console = console or Console(stderr=True)
     rounds = plan.rounds
     groups = [idx for _, idx in plan.groups()]
@@ -434,6 +437,8 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
             # 4 MiB resident: malloc and free 21% of its time, perf ~20%, and no explaining run before)
             profile_only = {i for i, *_ in todo if plan.explain_if_needed and needs_user_profile(samples[i])}
             progress.shrink(sum(bool(a or i in profile_only) for i, _, a, _, _ in todo))
+            if meanwhile is not None and any(a or i in profile_only for i, _, a, _, _ in todo):
+                threading.Thread(target=meanwhile, name="meanwhile", daemon=True).start()
             # the explaining runs' own tracepoints held too: their closes at each run's end are then cheap
             with TracepointHolder(args=True) if any(a for _, _, a, _, _ in todo) else contextlib.nullcontext():
                 for i, cell, args, sites, heap in todo:
