@@ -1,6 +1,6 @@
 """What `memsleuth check` costs in each language people bring, beside the program alone, in one run.
 
-For C, C++, Python, JavaScript (Node.js), Java and Go (static), a program of about 1 s and about 10
+For C, C++, Python, JavaScript (Node.js), Java, Go (static) and Rust, a program of about 1 s and about 10
 s (bench/langs: a buffer allocated, touched and dropped per step, so every check explains
 something). The programs do a fixed number of steps, calibrated here to those times alone, so a
 slower run under check shows as a longer run: the wall time of `memsleuth check` over the program's
@@ -106,6 +106,11 @@ def build(tmp: str) -> dict[str, list[str] | str]:
         out["Go (static)"] = [str(d / "churn")]
     else:
         out["Go (static)"] = "no Go toolchain"
+    if shutil.which("rustc"):
+        subprocess.run(["rustc", "-O", "-g", "-o", f"{tmp}/rs", str(HERE / "churn.rs")], check=True)
+        out["Rust"] = [f"{tmp}/rs"]
+    else:
+        out["Rust"] = "no rustc"
     return out
 
 
