@@ -33,12 +33,17 @@ MECHANISM_FLOORS = {"madvise": 10, "munmap": 100, "brk": 50, "mremap": 50}
 # explaining run then samples the CPU time only (no call sites), and says so.
 FAULT_FLOOR = 8000
 FUTEX_FLOOR = 1000
+# And at least this many per second of wall time (a program whose threads share an uncontended lock
+# makes none; 1000 a second is a queue): lock-contention's floor for a whole process.
+FUTEX_RATE_FLOOR = 1000.0
 # Fewer mprotect calls are set-up whatever they cost (findings/mprotect_calls.py).
 MPROTECT_FLOOR = 1000
 # The count from which an event can be a finding of the whole process: its call sites are then
 # sampled fully (measure/where.periods), below it a few stacks only. mmap is not here: its sites say
 # who maps memory (a runtime's own heap) whatever its count.
 SITE_FLOORS = {"page-faults": FAULT_FLOOR, "futex": FUTEX_FLOOR, "mprotect": MPROTECT_FLOOR, **MECHANISM_FLOORS}
+# And these rates (per second of wall time), where the rule has one.
+SITE_RATE_FLOORS = {"futex": FUTEX_RATE_FLOOR}
 # Below this peak resident memory, no memory finding speaks (findings/heap_*.py: what a process's
 # resident memory is made of matters from tens of MiB): `check` then skips the heap accounting.
 MEMORY_FLOOR_BYTES = 16 << 20

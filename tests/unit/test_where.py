@@ -165,6 +165,17 @@ def test_periods_aim_at_target_samples_whatever_the_length():
     assert where.periods({"futex": 5000, "mprotect": 4000})["mprotect"] == 4000 // where.TARGET_SAMPLES
 
 
+def test_futex_calls_below_lock_contentions_rate_get_a_few_stacks():
+    """node, 2.3 s: 1,100 futex calls (over the count floor, 480 a second, under the rate's): every
+    second call sampled made it 0.28 s slower; lock-contention cannot speak of them."""
+    from memsleuth.analysis.findings import lock_contention
+    assert where.SITE_RATE_FLOORS["futex"] == lock_contention.FUTEX_PER_S
+    assert where.periods({"futex": 1100}, wall_s=2.3) == {"futex": 1100 // where.MINOR_SAMPLES}
+    assert where.periods({"futex": 1100}, wall_s=0.9) == {"futex": 1100 // where.TARGET_SAMPLES}
+    assert where.periods({"futex": 1100}) == {"futex": 1100 // where.TARGET_SAMPLES}     # no wall time: the count
+    assert where.periods({"page-faults": 100_000}, wall_s=1000.0) == {"page-faults": 100_000 // where.TARGET_SAMPLES}
+
+
 def test_a_storms_arguments_are_sampled_with_a_prime_period_never_below_the_minimum():
     from memsleuth.measure import runner
     assert runner.args_every({"madvise": runner.ARGS_RECORDS}) == {}            # every call up to the target

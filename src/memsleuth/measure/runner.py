@@ -210,6 +210,13 @@ def needs_heap(samples: list) -> bool:
     return bool(ok) and sorted(s.maxrss_kb for s in ok)[len(ok) // 2] * 1024 >= MEMORY_FLOOR_BYTES
 
 
+def median_wall_s(samples: list) -> float | None:
+    """The measured runs' median wall time in seconds, or None."""
+    from statistics import median
+    walls = [s.wall_ns for s in samples if s.ok and s.wall_ns]
+    return median(walls) / 1e9 if walls else None
+
+
 def site_counts(ok: list) -> Counts:
     """The measured runs' median count of each event whose call sites are looked for."""
     from statistics import median
@@ -454,7 +461,7 @@ def run(plan: Plan, store: Store, run_id: int, cell_ids: list[int], console: Con
                         progress.now(f"{plan.label(i)}: {what} (one explaining run)")
                         counts = site_counts(samples[i])
                         every = args_every(counts)
-                        wanted_periods = where.periods(counts) if sites else {}
+                        wanted_periods = where.periods(counts, median_wall_s(samples[i])) if sites else {}
                         # The sampler rides this run where the kernel allows it (where.sampler_usable).
                         periods = wanted_periods if wanted_periods and where.sampler_usable() else None
                         sample_us = cpu_sample_us(samples[i])

@@ -37,7 +37,7 @@ import subprocess
 from memsleuth.measure import native, workdirs
 from memsleuth.records.model import Counts
 from memsleuth.records.sites import at_rate, name_perf_frames, parse, summarise
-from memsleuth.events import SITE_FLOORS, SYSCALLS
+from memsleuth.events import SITE_FLOORS, SITE_RATE_FLOORS, SYSCALLS
 
 TARGET_SAMPLES = 400       # per event: enough for the top sites' shares to be stable to a few %
 MINOR_SAMPLES = 50         # per event below its finding's floor (periods): its top site, no more
@@ -81,16 +81,22 @@ def sampler_usable(release: str | None = None) -> bool:
     return bool(m) and (int(m.group(1)), int(m.group(2))) >= SAMPLER_KERNEL
 
 
-def periods(counts: dict[str, float]) -> dict[str, int]:
+def periods(counts: dict[str, float], wall_s: float | None = None) -> dict[str, int]:
     """{event: period} for the sampler: about TARGET_SAMPLES samples of each event the measured
     runs counted, whatever the program's length; MINOR_SAMPLES of an event counted below the count
-    from which it can be a finding (SITE_FLOORS). Each sample unwinds a stack in the program: node's
-    start-up (442 futex and 408 mprotect calls, neither a finding's) took 1,100 of a check's 2,000."""
+    from which it can be a finding (SITE_FLOORS), or below its rate (SITE_RATE_FLOORS, over the
+    measured runs' `wall_s`). Each sample unwinds a stack in the program: node's start-up (442 futex
+    and 408 mprotect calls, neither a finding's) took 1,100 of a check's 2,000. And a futex sample
+    disturbs the waits: a node program of 2.3 s and 1,100 futex calls (480 a second), every second call
+    sampled, made ~290 more futex calls and ~250 more voluntary context switches (waits restarted
+    after the sample's SIGTRAP) and ran 0.28 s longer (12 interleaved rounds)."""
     out, counts = {}, Counts(counts)
     for event in ("page-faults", *SYSCALLS):
         n = counts[event]
         if n > 0:
-            target = TARGET_SAMPLES if n >= SITE_FLOORS.get(event, 0) else MINOR_SAMPLES
+            rate = SITE_RATE_FLOORS.get(event)
+            full = n >= SITE_FLOORS.get(event, 0) and not (rate and wall_s and n / wall_s < rate)
+            target = TARGET_SAMPLES if full else MINOR_SAMPLES
             out[event] = max(1, int(n // target))
     return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from memsleuth.analysis.findings.base import Finding, confidence_from_margin
 from memsleuth.analysis.findings.thread_creation import threads_made
 from memsleuth.analysis.view import CellView
-from memsleuth.events import FUTEX_FLOOR
+from memsleuth.events import FUTEX_FLOOR, FUTEX_RATE_FLOOR
 
 # futex is only entered when a lock is contended (the uncontended path stays in user space):
 # one call per 2000 operations is already a queue. glibc (per-thread arenas) and mimalloc
@@ -15,9 +15,8 @@ from memsleuth.events import FUTEX_FLOOR
 FUTEX_PER_KOP = 0.5
 
 
-# Whole process (no region main): futex calls per second of wall time, and in all. A program
-# whose threads share an uncontended lock makes none; 1000 per second is a queue.
-FUTEX_PER_S = 1000.0
+# Whole process (no region main): futex calls per second of wall time, and in all (events.py).
+FUTEX_PER_S = FUTEX_RATE_FLOOR
 MIN_FUTEX = FUTEX_FLOOR      # the floor under which check makes no explaining run either (events.py)
 # Joining a thread waits on a futex once, and the thread's exit wakes it from the kernel: a program
 # that makes a thread per task makes about one futex call per thread without any lock. Futex calls
