@@ -177,9 +177,9 @@ static int open_event(event *e, int index) {
   memset(&a, 0, sizeof a);
   a.size = sizeof a;
   if (!strcmp(e->name, "page-faults")) {
-    /* The minor faults (the period is sized from their count): their event is already on for the
-     * counters, so sampling it costs a fault ~36 ns here, where the all-faults event, off until then,
-     * cost ~65 ns (a 10 s program of 5.7 million faults: ~0.4 s). Major faults are not sampled. */
+    /* The minor faults (the period is sized from their count): ~100-115 ns a fault here while on,
+     * the only fault event open (msr_inside.h), and ms-run switches it with the ticks whose faults
+     * it traces. Major faults are not sampled. */
     a.type = PERF_TYPE_SOFTWARE;
     a.config = PERF_COUNT_SW_PAGE_FAULTS_MIN;
   } else {

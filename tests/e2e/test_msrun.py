@@ -343,7 +343,7 @@ def test_faults_traced_in_a_share_of_the_ticks_are_scaled_to_the_whole_run():
 def test_the_program_samplers_faults_are_switched_with_the_traced_ones(tmp_path):
     """--fault-share beside libmssites: ms-run takes each process's fault-sampling event (its fd, from
     the process) and switches it with the ticks whose faults it traces, each sampled four times as often
-    while on (each sampling event costs every fault ~36 ns while it is on): as many samples as a
+    while on (each sampling event costs every fault ~100 ns while it is on): as many samples as a
     sampler left on, in each process the shell starts."""
     lib = str(native.native_path("libmssites.so"))
     sites = tmp_path / "sites"
