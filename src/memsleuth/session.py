@@ -5,6 +5,7 @@ through `measure`; every command that prints a stored run goes through `emit`.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 import time
@@ -58,7 +59,7 @@ def measure(store: Store, p: Plan, *, kind: str, name: str, spec: RunSpec, alloc
         if announce:
             print(f"memsleuth: run {run_id}: {announce}; stored in {store.path}", file=sys.stderr, flush=True)
         return runner.run(p, store, run_id, cell_ids, console=Console(stderr=True), reference_id=reference_id,
-                          meanwhile=load_the_report)
+                          meanwhile=while_explaining)
     except BaseException:
         try:
             store.finish_run(run_id, "failed")
@@ -78,6 +79,38 @@ REPORT_MODULES = ("memsleuth.records.sites", "memsleuth.records.cpu_stacks", "me
                   "memsleuth.report.builders.gate", "memsleuth.report.builders.tried", "memsleuth.report.sections",
                   "memsleuth.report.terminal", "memsleuth.report.json_export", "memsleuth.report.markdown",
                   "memsleuth.report.html")
+
+
+# By then the explaining run's program has started and its loader has mapped its libraries.
+WARM_AFTER_S = 0.3
+
+
+def while_explaining() -> None:
+    """check's own work beside its explaining run (runner.run's `meanwhile`): what it imports after
+    the run, and the symbolizer made to read the objects the run's program maps."""
+    load_the_report()
+    warm_the_symbolizer()
+
+
+def warm_the_symbolizer() -> None:
+    """The executable files the explaining run's processes map (ms-run's descendants: not the
+    holder, not ms-calibrate), read by the symbolizer while the run goes (records/symbols.warm)."""
+    import time
+    from memsleuth.measure import native
+    from memsleuth.records import proc, symbols
+    time.sleep(WARM_AFTER_S)
+    ms_run = os.path.realpath(native.ms_run())
+    ours = os.path.realpath(native.native_dir()) + os.sep
+    paths: list[str] = []
+    for child in proc.descendants(os.getpid(), most=8):
+        try:
+            if os.path.realpath(f"/proc/{child}/exe") != ms_run:
+                continue
+        except OSError:
+            continue
+        for pid in proc.descendants(child):
+            paths += [p for p in proc.executable_files(pid) if not p.startswith(ours) and p not in paths]
+    symbols.warm(paths)
 
 
 def load_the_report() -> None:

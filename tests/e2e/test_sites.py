@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -179,3 +180,35 @@ def test_the_call_before_a_return_address_is_read_through_the_plt_the_got_and_di
         assert got.get("calloc") == ("calloc", False), (flags, got)
         assert got.get("mine") == ("mine", True), (flags, got)
     assert calls.callee(str(src), 100) is None                      # not an ELF object
+
+
+def test_the_symbolizer_reads_the_objects_a_running_tree_maps_before_it_is_asked():
+    """check's explaining run goes while the symbolizer reads the program's objects (session.
+    warm_the_symbolizer): a process's children are found through every thread's children list, the
+    files it maps executable from its maps; the symbolizer started then answers later queries."""
+    import shutil
+    from memsleuth.records import proc, symbols
+    if symbols._llvm_tool() is None:
+        pytest.skip("llvm-symbolizer is not installed")
+    shell = subprocess.Popen(["sh", "-c", "sleep 30; :"], start_new_session=True)
+    try:
+        sleep_bin = os.path.realpath(shutil.which("sleep"))
+        for _ in range(100):
+            below = proc.descendants(os.getpid())
+            sleeping = [p for p in below if os.path.realpath(f"/proc/{p}/exe") == sleep_bin]
+            if shell.pid in below and sleeping:
+                break
+            time.sleep(0.02)
+        assert shell.pid in below and sleeping, below
+        files = proc.executable_files(sleeping[0])
+        libc = next(f for f in files if os.path.basename(f).startswith("libc.so"))
+        assert files[0] == sleep_bin and len(set(files)) == len(files), files
+        assert proc.executable_files(2 ** 22 + 7) == [] and proc.descendants(2 ** 22 + 7) == []
+        symbols.warm([libc, "/nonexistent", 'a"quoted'])
+        started = symbols._SYMBOLIZER
+        assert started is not None and started.proc.poll() is None
+        found, notes = symbols.symbolize({libc: {symbols._entry(libc)}})
+        assert symbols._SYMBOLIZER is started and not notes and found
+    finally:
+        os.killpg(shell.pid, 9)
+        shell.wait()

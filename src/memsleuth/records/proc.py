@@ -37,3 +37,43 @@ def task_dir(pid: int) -> str:
         return f"/proc/{int(pid)}"
     live = next((t for t in tids if t != int(pid) and (stat_fields(t) or ["Z"])[0] not in ("Z", "X")), None)
     return f"/proc/{int(pid)}/task/{live}" if live is not None else f"/proc/{int(pid)}"
+
+
+def descendants(pid: int, most: int = 64) -> list[int]:
+    """The processes `pid` started and theirs (each thread's /proc/PID/task/TID/children), at most
+    `most`; [] where the kernel does not list children."""
+    import os
+    out: list[int] = []
+    todo = [int(pid)]
+    while todo and len(out) < most:
+        p = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{p}/task/{tid}/children", encoding="ascii") as f:
+                    found = [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            out += [c for c in found if c not in out]
+            todo += found
+    return out[:most]
+
+
+def executable_files(pid: int) -> list[str]:
+    """The files a process maps executable (/proc/PID/maps), each once, in the order of their
+    mappings; [] where it cannot be read."""
+    out: list[str] = []
+    try:
+        with open(f"/proc/{int(pid)}/maps", encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                fields = line.split(None, 5)
+                if len(fields) == 6 and "x" in fields[1] and fields[5].startswith("/"):
+                    path = fields[5].rstrip("\n")
+                    if not path.endswith(" (deleted)") and path not in out:
+                        out.append(path)
+    except OSError:
+        pass
+    return out

@@ -452,16 +452,30 @@ def _close_symbolizer() -> None:
         _SYMBOLIZER.close()
 
 
-def _llvm(tool: str, wanted: list[tuple[str, int]], deadline: float) -> dict[tuple[str, int], Chain]:
+_STARTING = threading.Lock()     # one symbolizer started, whichever thread asks first (warm)
+
+
+def _symbolizer(tool: str) -> _LlvmSymbolizer:
     global _SYMBOLIZER
+    with _STARTING:
+        if _SYMBOLIZER is None or _SYMBOLIZER.tool != tool or _SYMBOLIZER.proc.poll() is not None:
+            _SYMBOLIZER = _LlvmSymbolizer(tool)
+        return _SYMBOLIZER
+
+
+def _llvm_tool() -> str | None:
+    return shutil.which("llvm-symbolizer") or next(
+        (t for v in range(30, 10, -1) if (t := shutil.which(f"llvm-symbolizer-{v}"))), None)
+
+
+def _llvm(tool: str, wanted: list[tuple[str, int]], deadline: float) -> dict[tuple[str, int], Chain]:
     asked = [(p, a) for p, a in wanted if '"' not in p and "\n" not in p]   # a path it cannot quote stays unnamed
     if not asked:
         return {}
     text = "".join(f'"{p}" {hex(a)}\n' for p, a in asked).encode("utf-8", "surrogateescape")
-    if _SYMBOLIZER is None or _SYMBOLIZER.tool != tool or _SYMBOLIZER.proc.poll() is not None:
-        _SYMBOLIZER = _LlvmSymbolizer(tool)
-    with _SYMBOLIZER.lock:
-        out = _SYMBOLIZER.ask(text, len(asked), deadline)
+    symbolizer = _symbolizer(tool)
+    with symbolizer.lock:
+        out = symbolizer.ask(text, len(asked), deadline)
     blocks = _parse_blocks(out.split("\n"))
     return {ref: blocks[i] for i, ref in enumerate(asked) if i < len(blocks)}
 
@@ -563,8 +577,7 @@ def symbolize(wanted: dict[str, set[int]], budget_s: float = SYMBOLIZE_S) -> tup
     notes: list[str] = []
     if todo:
         got: dict[tuple[str, int], Chain] = {}
-        tool = shutil.which("llvm-symbolizer") or next(
-            (t for v in range(30, 10, -1) if (t := shutil.which(f"llvm-symbolizer-{v}"))), None)
+        tool = _llvm_tool()
         try:
             if tool:
                 got = _llvm(tool, [(p, a) for p, addrs in todo.items() for a in sorted(addrs)], deadline)
@@ -595,6 +608,36 @@ def symbolize(wanted: dict[str, set[int]], budget_s: float = SYMBOLIZE_S) -> tup
                 _cache_store(unlined_key, {**unlined, **rest})
     _demangle(found)    # names the symbolizer's demangler left mangled, cached ones included
     return found, notes
+
+
+def warm(paths: list[str], budget_s: float = SYMBOLIZE_S) -> None:
+    """Has the batch symbolizer read these objects before their addresses are asked (one query each,
+    at its entry point, the answer dropped): llvm-symbolizer's first query in an object reads its
+    symbols and debug information (node's 99 MB binary: ~0.1 s). Any failure leaves the naming as
+    it would have been."""
+    tool = _llvm_tool()
+    asked = [p for p in paths if '"' not in p and "\n" not in p and os.path.isfile(p)]
+    if not tool or not asked:
+        return
+    text = "".join(f'"{p}" {hex(_entry(p))}\n' for p in asked).encode("utf-8", "surrogateescape")
+    try:
+        symbolizer = _symbolizer(tool)
+        with symbolizer.lock:
+            symbolizer.ask(text, len(asked), time.monotonic() + budget_s)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        pass
+
+
+def _entry(path: str) -> int:
+    """An ELF object's entry point (e_entry), or 0x1000 where it has none or is not one."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(0x20)
+        if head[:4] == b"\x7fELF" and head[4] == 2:
+            return struct.unpack_from("<Q" if head[5] == 1 else ">Q", head, 0x18)[0] or 0x1000
+    except (OSError, struct.error, IndexError):
+        pass
+    return 0x1000
 
 
 def resolve_chain(path: str, key: int, chain: Chain | None) -> tuple[Frame, ...]:
