@@ -1,5 +1,6 @@
 """The one reader of /proc/PID/stat: the store (is a run's writer still alive?) and attach (is a
-pid still the process attached to?) both name a process by its pid and its start time."""
+pid still the process attached to?) both name a process by its pid and its start time. And of a
+process's children and executable mappings, for check's symbolizer warm-up (session)."""
 from __future__ import annotations
 
 
