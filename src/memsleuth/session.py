@@ -93,16 +93,16 @@ def while_explaining() -> None:
 
 
 def warm_the_symbolizer() -> None:
-    """The executable files the explaining run's processes map (ms-run's descendants: not the
-    holder, not ms-calibrate), read by the symbolizer while the run goes (records/symbols.warm)."""
-    import time
+    """The executable files the explaining run's processes map (the descendants of this process's
+    ms-run children: the holder, an ms-run too, has none; memsleuth's own files left out), read by
+    the symbolizer while the run goes (records/symbols.warm)."""
     from memsleuth.measure import native
     from memsleuth.records import proc, symbols
     time.sleep(WARM_AFTER_S)
     ms_run = os.path.realpath(native.ms_run())
     ours = os.path.realpath(native.native_dir()) + os.sep
     paths: list[str] = []
-    for child in proc.descendants(os.getpid(), most=8):
+    for child in proc.children(os.getpid()):
         try:
             if os.path.realpath(f"/proc/{child}/exe") != ms_run:
                 continue

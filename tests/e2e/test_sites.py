@@ -200,6 +200,8 @@ def test_the_symbolizer_reads_the_objects_a_running_tree_maps_before_it_is_asked
                 break
             time.sleep(0.02)
         assert shell.pid in below and sleeping, below
+        mine = proc.children(os.getpid())
+        assert shell.pid in mine and not set(sleeping) & set(mine), (mine, sleeping)
         files = proc.executable_files(sleeping[0])
         libc = next(f for f in files if os.path.basename(f).startswith("libc.so"))
         assert files[0] == sleep_bin and len(set(files)) == len(files), files

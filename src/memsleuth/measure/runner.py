@@ -212,9 +212,8 @@ def needs_heap(samples: list) -> bool:
 
 def median_wall_s(samples: list) -> float | None:
     """The measured runs' median wall time in seconds, or None."""
-    from statistics import median
-    walls = [s.wall_ns for s in samples if s.ok and s.wall_ns]
-    return median(walls) / 1e9 if walls else None
+    m = stats.median_of(s.wall_ns for s in samples if s.ok and s.wall_ns)
+    return m / 1e9 if m is not None else None
 
 
 def site_counts(ok: list) -> Counts:
@@ -276,9 +275,7 @@ def args_every(counts: dict[str, float]) -> dict[str, int]:
 
 def _call_sites_under_perf(cell, ok: list) -> dict:
     """The fallback: one run of the cell under perf record, sampling rates from the measured runs."""
-    from statistics import median
-    wall_s = median(s.wall_ns for s in ok) / 1e9
-    timeout = max(60.0, wall_s * where.TIMEOUT_FACTOR)
+    timeout = max(60.0, (median_wall_s(ok) or 0.0) * where.TIMEOUT_FACTOR)
     return where.record(list(cell.command), dict(cell.env), cell.allocator.preload, site_counts(ok), timeout)
 
 

@@ -40,26 +40,32 @@ def task_dir(pid: int) -> str:
     return f"/proc/{int(pid)}/task/{live}" if live is not None else f"/proc/{int(pid)}"
 
 
-def descendants(pid: int, most: int = 64) -> list[int]:
-    """The processes `pid` started and theirs (each thread's /proc/PID/task/TID/children), at most
-    `most`; [] where the kernel does not list children."""
+def children(pid: int) -> list[int]:
+    """The processes `pid`'s threads started (each thread's /proc/PID/task/TID/children); [] where
+    the kernel does not list children."""
     import os
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{int(pid)}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{int(pid)}/task/{tid}/children", encoding="ascii") as f:
+                out += [c for c in map(int, f.read().split()) if c not in out]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def descendants(pid: int, most: int = 64) -> list[int]:
+    """The processes `pid` started and theirs (children), at most `most`."""
     out: list[int] = []
     todo = [int(pid)]
     while todo and len(out) < most:
-        p = todo.pop()
-        try:
-            tids = os.listdir(f"/proc/{p}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{p}/task/{tid}/children", encoding="ascii") as f:
-                    found = [int(x) for x in f.read().split()]
-            except (OSError, ValueError):
-                continue
-            out += [c for c in found if c not in out]
-            todo += found
+        found = [c for c in children(todo.pop()) if c not in out]
+        out += found
+        todo += found
     return out[:most]
 
 
