@@ -88,8 +88,9 @@ def periods(counts: dict[str, float], wall_s: float | None = None) -> dict[str, 
     measured runs' `wall_s`). Each sample unwinds a stack in the program: node's start-up (442 futex
     and 408 mprotect calls, neither a finding's) took 1,100 of a check's 2,000. And a futex sample
     disturbs the waits: a node program of 2.3 s and 1,100 futex calls (480 a second), every second call
-    sampled, made ~290 more futex calls and ~250 more voluntary context switches (waits restarted
-    after the sample's SIGTRAP) and ran 0.28 s longer (12 interleaved rounds)."""
+    sampled, made ~290 more futex calls and ~250 more voluntary context switches (as if waits were
+    restarted after the sample's SIGTRAP: read from the counts, not traced) and ran 0.28 s longer
+    (12 interleaved rounds)."""
     out, counts = {}, Counts(counts)
     for event in ("page-faults", *SYSCALLS):
         n = counts[event]
