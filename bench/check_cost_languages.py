@@ -20,17 +20,14 @@ the one running this bench.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from common import interleave, ratio_line, wall
+from common import check_budget, wall
 
 ROUNDS = 3
 HERE = Path(__file__).resolve().parent / "langs"
@@ -49,23 +46,6 @@ def steps_for(argv: list[str], seconds: float) -> int:
     per_step = max((t4 - t1) / (3 * few), 1e-6)
     start = max(t1 - few * per_step, 0.0)
     return max(1, round((seconds - start) / per_step))
-
-
-def check_wall(argv: list[str], db: str, phases: list[dict[str, float]]) -> float:
-    """The wall time of one `memsleuth check` of the program; the phases it timed (its JSON's
-    `timings`, with "start-up and exit": the rest of the wall time) appended to `phases`."""
-    out = f"{db}.json"
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "memsleuth", "check", "--db", db, "--json", out, "--", *argv],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    took = time.perf_counter() - t0
-    try:
-        with open(out) as f:
-            timings = {k: float(v) for k, v in json.load(f).get("timings", {}).items()}
-    except (OSError, ValueError):
-        timings = {}
-    phases.append({**timings, "start-up and exit": took - sum(timings.values())})
-    return took
 
 
 def python() -> str:
@@ -127,18 +107,7 @@ def main() -> None:
                 print(f"{lang:12} left out: {argv}", flush=True)
                 continue
             for secs in (1, 10)[:1 if quick else 2]:
-                cmd = [*argv, str(steps_for(argv, secs))]
-                phases: list[dict[str, float]] = []
-                got = interleave({"program": lambda a=cmd: wall(a),
-                                  "check": lambda a=cmd: check_wall(a, db, phases)}, ROUNDS)
-                t, c = statistics.median(got["program"]), statistics.median(got["check"])
-                budget = 2 * t + 1
-                print(f"{lang:12} ~{secs:>2} s: program {t:6.2f} s, check {c:6.2f} s, budget {budget:6.2f} s: "
-                      f"{'within' if c <= budget else 'OVER'}; " + ratio_line("check / program", got["check"],
-                                                                              got["program"]), flush=True)
-                names = list(dict.fromkeys(k for p in phases for k in p))
-                print(f"{'':12}        " + ", ".join(
-                    f"{k} {statistics.median(p.get(k, 0.0) for p in phases):.2f} s" for k in names), flush=True)
+                check_budget(f"{lang:12} ~{secs:>2} s", [*argv, str(steps_for(argv, secs))], db, ROUNDS)
     print("Target: check within 2T + 1 s in every language (OVER marks a miss).")
 
 

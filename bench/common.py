@@ -1,7 +1,9 @@
 """Shared by the benchmarks: interleaved timing of alternatives, reported as paired ratios."""
 from __future__ import annotations
 
+import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -44,6 +46,39 @@ def ratio_line(label: str, num: list[float], den: list[float]) -> str:
     e = stats.paired_ratio(num, den)
     ci = f"[{e.low:.3f}, {e.high:.3f}]" if e.low is not None else "(too few rounds for a CI)"
     return f"{label}: {e.median:.3f}x {ci}  ({(e.median - 1) * 100:+.1f}%)"
+
+
+def check_wall(argv: list[str], db: str, phases: list[dict[str, float]]) -> float:
+    """The wall time of one `memsleuth check` of the program; the phases it timed (its JSON's
+    `timings`, with "start-up and exit": the rest of the wall time) appended to `phases`."""
+    out = f"{db}.json"
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "memsleuth", "check", "--db", db, "--json", out, "--", *argv],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    took = time.perf_counter() - t0
+    try:
+        with open(out) as f:
+            timings = {k: float(v) for k, v in json.load(f).get("timings", {}).items()}
+        os.unlink(out)
+    except (OSError, ValueError):
+        timings = {}
+    phases.append({**timings, "start-up and exit": took - sum(timings.values())})
+    return took
+
+
+def check_budget(label: str, argv: list[str], db: str, rounds: int) -> None:
+    """The program alone and `memsleuth check` of it, interleaved: the medians against the budget
+    2T + 1 s (OVER marks a miss), the paired ratio, and the medians of the phases check timed."""
+    phases: list[dict[str, float]] = []
+    got = interleave({"program": lambda: wall(argv), "check": lambda: check_wall(argv, db, phases)}, rounds)
+    t, c = statistics.median(got["program"]), statistics.median(got["check"])
+    budget = 2 * t + 1
+    print(f"{label}: program {t:6.2f} s, check {c:6.2f} s, budget {budget:6.2f} s: "
+          f"{'within' if c <= budget else 'OVER'}; " + ratio_line("check / program", got["check"], got["program"]),
+          flush=True)
+    names = list(dict.fromkeys(k for p in phases for k in p))
+    print(" " * (len(label) + 2) + ", ".join(f"{k} {statistics.median(p.get(k, 0.0) for p in phases):.2f} s"
+                                           for k in names), flush=True)
 
 
 # The runner's own holder, so the benchmarks measure what `memsleuth compare` does.
