@@ -6,7 +6,7 @@ application, its checks), once as the suite gives it (0.6-3 s here) and once rep
 Programs the project's own code was not written for: their shells, pipes, servers, compilers and
 interpreters take the paths a built-in workload never does. Each row: the wall time of `memsleuth
 check` over the application's own (interleaved rounds, paired ratios) against the budget 2T + 1 s,
-and the medians of the phases each check timed itself (its JSON's `timings`; the rest of its wall
+and the medians of the phases each check timed itself (its --verbose line; the rest of its wall
 time is its start-up and exit). An application whose programs are missing is left out with the
 reason (`make setup` installs them).
 

@@ -5,7 +5,7 @@ s (bench/langs: a buffer allocated, touched and dropped per step, so every check
 something). The programs do a fixed number of steps, calibrated here to those times alone, so a
 slower run under check shows as a longer run: the wall time of `memsleuth check` over the program's
 own (interleaved rounds, paired ratios) against the budget 2T + 1 s, and where check's time went:
-the medians over the same rounds of the phases each check timed itself (its JSON's `timings`: the
+the medians over the same rounds of the phases each check timed itself (its --verbose line: the
 measured runs, the explaining runs, the symbolization, perf's fallback, the analysis and report,
 the terminal output); the rest of its wall time is its start-up (the interpreter, the imports) and
 its exit. A language whose runtime or compiler is missing is left out with the reason. The

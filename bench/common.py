@@ -1,7 +1,6 @@
 """Shared by the benchmarks: interleaved timing of alternatives, reported as paired ratios."""
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -48,20 +47,27 @@ def ratio_line(label: str, num: list[float], den: list[float]) -> str:
     return f"{label}: {e.median:.3f}x {ci}  ({(e.median - 1) * 100:+.1f}%)"
 
 
+# check --verbose's line on stderr: "memsleuth: where this command's time went: NAME S s; NAME S s"
+PHASES_LINE = "memsleuth: where this command's time went: "
+
+
 def check_wall(argv: list[str], db: str, phases: list[dict[str, float]]) -> float:
-    """The wall time of one `memsleuth check` of the program; the phases it timed (its JSON's
-    `timings`, with "start-up and exit": the rest of the wall time) appended to `phases`."""
-    out = f"{db}.json"
+    """The wall time of one `memsleuth check` of the program, as a user runs it (with --verbose, which
+    only adds a line on stderr; --json would add writing its document); the phases it timed (that
+    line's), with "start-up and exit": the rest of the wall time, appended to `phases`."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "memsleuth", "check", "--db", db, "--json", out, "--", *argv],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    done = subprocess.run([sys.executable, "-m", "memsleuth", "check", "--db", db, "--verbose", "--", *argv],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace", check=False)
     took = time.perf_counter() - t0
-    try:
-        with open(out) as f:
-            timings = {k: float(v) for k, v in json.load(f).get("timings", {}).items()}
-        os.unlink(out)
-    except (OSError, ValueError):
-        timings = {}
+    timings: dict[str, float] = {}
+    for line in done.stderr.splitlines():
+        if line.startswith(PHASES_LINE):
+            for part in line[len(PHASES_LINE):].split("; "):
+                name, _, value = part.rpartition(" ")[0].rpartition(" ")
+                try:
+                    timings[name] = float(value)
+                except ValueError:
+                    pass
     phases.append({**timings, "start-up and exit": took - sum(timings.values())})
     return took
 
