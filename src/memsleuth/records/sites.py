@@ -263,6 +263,7 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
     def is_allocator(f) -> bool:
         return _is_allocator(f.path or "", f.function or "")
 
+    @functools.lru_cache(maxsize=None)      # asked for every frame of every stack (13,528 times for a gcc check)
     def is_runtime(path: str) -> bool:
         return bool(SYSTEM_DSOS.search(path or "[unknown]")) or os.path.basename(path or "") in alloc_names
 

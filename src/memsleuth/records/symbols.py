@@ -751,13 +751,16 @@ def stack_entry(frames: list[Frame], runtime_object) -> tuple[tuple, ...]:
     call under malloc reads main -> __libc_malloc as it does without memsleuth, not through the
     accounting's interposer (a stack of nothing else keeps its outermost frame)."""
     kept = [f for f in frames if not OWN_OBJECTS.search(f.path or "")] or frames[-1:]
-    out = []
-    for f in reversed(kept):
-        name = short_name(f.function) if f.function and not f.language else f.function or f"[{f.object}]"
-        line = f.line.rsplit(":", 1)[-1] if f.line else ""
-        out.append((name, f.source or (f.line.rsplit(":", 1)[0] if f.line else "") or f.path,
-                    int(line) if line.isdigit() else 0, frame_kind(f, runtime_object)))
-    return tuple(out)
+    return tuple(_entry_frame(f, runtime_object) for f in reversed(kept))
+
+
+@functools.lru_cache(maxsize=1 << 16)   # the same frames come back in stack after stack (14,904 for a gcc check)
+def _entry_frame(f: Frame, runtime_object) -> tuple:
+    """One frame of stack_entry; `runtime_object` is part of the key (a reader's own test)."""
+    name = short_name(f.function) if f.function and not f.language else f.function or f"[{f.object}]"
+    line = f.line.rsplit(":", 1)[-1] if f.line else ""
+    return (name, f.source or (f.line.rsplit(":", 1)[0] if f.line else "") or f.path,
+            int(line) if line.isdigit() else 0, frame_kind(f, runtime_object))
 
 
 def program_site(frames: list[Frame], runtime_object) -> tuple[Frame | None, Frame | None]:
