@@ -109,6 +109,8 @@ bench: setup test-native
 	$(PY) bench/msrun_overhead.py
 	$(PY) bench/attach_overhead.py
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/compare_under_load.py
+	$(PY) bench/check_cost_languages.py --quick
+	$(PY) bench/check_cost_apps.py --quick
 
 clean:
 	rm -rf build $(VENV) memsleuth.db memsleuth.db-wal memsleuth.db-shm
