@@ -2,7 +2,7 @@
 
 The suite's applications (`compare --suite apps`: redis, sqlite, a Python and a Lua interpreter, gcc,
 xz, zstd; measure/apps), each as its shell script runs it there (a process tree: the shell, the
-application, its checks), once as the suite gives it (0.6-3 s here) and once repeated to about 10 s.
+application, its checks), once as the suite gives it (0.4-2.6 s here) and once repeated to about 10 s.
 Programs the project's own code was not written for: their shells, pipes, servers, compilers and
 interpreters take the paths a built-in workload never does. Each row: the wall time of `memsleuth
 check` over the application's own (interleaved rounds, paired ratios) against the budget 2T + 1 s,

@@ -68,6 +68,10 @@ def check_wall(argv: list[str], db: str, phases: list[dict[str, float]]) -> floa
                     timings[name] = float(value)
                 except ValueError:
                     pass
+    if done.returncode != 0 or not timings:      # its time still counts: say so rather than hide it
+        last = done.stderr.strip().splitlines()[-1:] or ["(nothing on stderr)"]
+        print(f"  check of {argv[0]} exited {done.returncode}, phases {'read' if timings else 'not printed'}: "
+              f"{last[0]}", flush=True)
     phases.append({**timings, "start-up and exit": took - sum(timings.values())})
     return took
 
