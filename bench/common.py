@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -49,6 +50,7 @@ def ratio_line(label: str, num: list[float], den: list[float]) -> str:
 
 # check --verbose's line on stderr: "memsleuth: where this command's time went: NAME S s; NAME S s"
 PHASES_LINE = "memsleuth: where this command's time went: "
+PHASE = re.compile(r"([^;]+?) ([0-9]+(?:\.[0-9]+)?) s(?:; |$)")
 
 
 def check_wall(argv: list[str], db: str, phases: list[dict[str, float]]) -> float:
@@ -59,15 +61,8 @@ def check_wall(argv: list[str], db: str, phases: list[dict[str, float]]) -> floa
     done = subprocess.run([sys.executable, "-m", "memsleuth", "check", "--db", db, "--verbose", "--", *argv],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace", check=False)
     took = time.perf_counter() - t0
-    timings: dict[str, float] = {}
-    for line in done.stderr.splitlines():
-        if line.startswith(PHASES_LINE):
-            for part in line[len(PHASES_LINE):].split("; "):
-                name, _, value = part.rpartition(" ")[0].rpartition(" ")
-                try:
-                    timings[name] = float(value)
-                except ValueError:
-                    pass
+    timings = {name: float(value) for line in done.stderr.splitlines() if line.startswith(PHASES_LINE)
+               for name, value in PHASE.findall(line[len(PHASES_LINE):])}
     if done.returncode != 0 or not timings:      # its time still counts: say so rather than hide it
         last = done.stderr.strip().splitlines()[-1:] or ["(nothing on stderr)"]
         print(f"  check of {argv[0]} exited {done.returncode}, phases {'read' if timings else 'not printed'}: "
