@@ -1,13 +1,16 @@
 /* Shared by libmsheap and libmssites: see ms_dump.h. */
 #define _GNU_SOURCE
 #include "ms_dump.h"
+#include "ms_json.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -54,18 +57,49 @@ void ms_dump_maps(FILE *f) {
   fputc(']', f);
 }
 
-FILE *ms_dump_open(const char *dir, const char *prefix, char *path, int pathlen, char *buf, size_t size) {
-  char tmp[4400];
-  snprintf(path, (size_t)pathlen, "%s/%s-%d.json", dir, prefix, (int)getpid());
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  return ms_dump_fopen(tmp, "we", buf, size);
+static ssize_t doc_write(void *cookie, const char *data, size_t n) {
+  ms_doc *d = cookie;
+  if (d->failed) return -1;
+  if (d->len + n > d->cap) {
+    size_t cap = d->cap ? d->cap : 1 << 16;
+    while (cap < d->len + n) cap *= 2;
+    /* By system call: libmsheap interposes mmap (ms_own.c), and these pages are not the program's. */
+    void *p = d->text
+                  ? (void *)syscall(SYS_mremap, d->text, d->cap, cap, MREMAP_MAYMOVE)
+                  : (void *)syscall(SYS_mmap, NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      d->failed = 1;
+      return -1;
+    }
+    d->text = p;
+    d->cap = cap;
+  }
+  memcpy(d->text + d->len, data, n);
+  d->len += n;
+  return (ssize_t)n;
 }
 
-void ms_dump_close(FILE *f, const char *path) {
-  char tmp[4400];
+FILE *ms_dump_open(ms_doc *doc, char *buf, size_t size) {
+  memset(doc, 0, sizeof *doc);
+  cookie_io_functions_t io = {.write = doc_write};
+  FILE *f = fopencookie(doc, "w", io);
+  if (f) setvbuf(f, buf, _IOFBF, size);
+  return f;
+}
+
+void ms_dump_close(FILE *f, ms_doc *doc, const char *dir, const char *prefix) {
+  int saved = errno;
   fclose(f);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  rename(tmp, path);
+  if (doc->text && !doc->failed) {
+    size_t n = doc->len;
+    while (n && doc->text[n - 1] == '\n') n--; /* the line's own newline is msj_append_line's */
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s.jsonl", dir, prefix);
+    msj_append_line(path, doc->text, n);
+  }
+  if (doc->text) syscall(SYS_munmap, doc->text, doc->cap);
+  memset(doc, 0, sizeof *doc);
+  errno = saved;
 }
 
 typedef void (*exit_fn)(int);

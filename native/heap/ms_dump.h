@@ -24,11 +24,18 @@ FILE *ms_dump_fopen(const char *path, const char *mode, char *buf, size_t size);
 void ms_dump_json_str(FILE *f, const char *s);
 /* ,"maps":[[lo,hi,file offset,"path"],...] of the executable file mappings. */
 void ms_dump_maps(FILE *f);
-/* Opens <dir>/<prefix>-<pid>.json.tmp for writing (buffered in `buf`, as ms_dump_fopen);
- * ms_dump_close renames it into place (a reader never sees half a document). Returns NULL when it
- * cannot be created. */
-FILE *ms_dump_open(const char *dir, const char *prefix, char *path, int pathlen, char *buf, size_t size);
-void ms_dump_close(FILE *f, const char *path);
+/* A process's document is written to memory (pages mapped for it, not the program's allocator;
+ * buffered in `buf`, as ms_dump_fopen) by ms_dump_open, then appended whole to <dir>/<prefix>.jsonl
+ * as one line by ms_dump_close (msj_append_line: one file per kind for the whole run, so no file is
+ * created per process and a reader never sees half a document). ms_dump_open returns NULL when the
+ * stream cannot be made. */
+typedef struct {
+  char *text;
+  size_t len, cap;
+  int failed; /* a page could not be mapped: the document is not written */
+} ms_doc;
+FILE *ms_dump_open(ms_doc *doc, char *buf, size_t size);
+void ms_dump_close(FILE *f, ms_doc *doc, const char *dir, const char *prefix);
 /* Writes the library's document once per process: `report` runs at exit (atexit) and at _exit or
  * _Exit (a forked worker, Python's os._exit; this object interposes them), never in a vfork child
  * (another pid than the account's, sharing its parent's memory). Call at start and, with the new

@@ -13,8 +13,8 @@
  *   - allocation stacks sampled by bytes (as tcmalloc and jemalloc sample: on average one sample
  *     per MEMSLEUTH_HEAP_SAMPLE bytes allocated, 1 MiB by default, each weighted by the bytes it
  *     stands for), each with the bytes it allocated, still live at the peak and still live at exit.
- * It writes one JSON document per process at exit (or _exit: forked workers) to
- * $MEMSLEUTH_HEAP_OUT/heap-<pid>.json, with the object that served malloc.
+ * It writes one JSON document per process at exit (or _exit: forked workers), a line of
+ * $MEMSLEUTH_HEAP_OUT/heap.jsonl (ms_dump.h), with the object that served malloc.
  *
  * Cost: counters are per thread, added into the process's totals every FLUSH_OPS calls or
  * FLUSH_BYTES bytes (so the peak is exact to within threads x FLUSH_BYTES); a free() looks its
@@ -757,9 +757,9 @@ static void write_report(void) {
   T.in_hook = 1;
   flush();
   pthread_mutex_lock(&g_lock);
-  char path[4200];
-  static char buf[1 << 16]; /* once per process, under g_lock */
-  FILE *f = ms_dump_open(g_out, "heap", path, sizeof path, buf, sizeof buf);
+  static char buf[1 << 12]; /* once per process, under g_lock */
+  static ms_doc doc;
+  FILE *f = ms_dump_open(&doc, buf, sizeof buf);
   if (!f) {
     pthread_mutex_unlock(&g_lock);
     return;
@@ -808,7 +808,7 @@ static void write_report(void) {
   }
   fputc(']', f);
   ms_dump_maps(f);
-  fputs("}\n", f);
-  ms_dump_close(f, path);
+  fputs("}", f);
+  ms_dump_close(f, &doc, g_out, "heap");
   pthread_mutex_unlock(&g_lock);
 }

@@ -10,8 +10,8 @@
  * kernel sends the thread that caused the P-th event a SIGTRAP as it returns to user space, and
  * the handler unwinds that thread's stack there with the C runtime's unwinder (.eh_frame, so no
  * frame pointers are needed). One process, one perf start-up: nothing outside the program runs.
- * Stacks are kept as (event, frames) -> count and written once at exit (or _exit: ms_dump.h) to
- * $MEMSLEUTH_SITES_OUT/sites-<pid>.json with the executable mappings (named in symbols.py).
+ * Stacks are kept as (event, frames) -> count and written once at exit (or _exit: ms_dump.h), a
+ * line of $MEMSLEUTH_SITES_OUT/sites.jsonl, with the executable mappings (named in symbols.py).
  *
  * A SIGTRAP that is not the sampler's goes to the program's previous disposition. Needs kernel
  * 5.13 or later (sigtrap); without it, or without permission, the document says which event did
@@ -323,9 +323,9 @@ static void write_report(void) {
   sigemptyset(&trap);
   sigaddset(&trap, SIGTRAP);
   pthread_sigmask(SIG_BLOCK, &trap, &old);
-  char path[4200];
-  static char buf[1 << 16]; /* once per process */
-  FILE *f = ms_dump_open(g_out, "sites", path, sizeof path, buf, sizeof buf);
+  static char buf[1 << 12]; /* once per process */
+  ms_doc doc;
+  FILE *f = ms_dump_open(&doc, buf, sizeof buf);
   if (!f) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return;
@@ -365,7 +365,7 @@ static void write_report(void) {
   unlock();
   fputc(']', f);
   ms_dump_maps(f);
-  fputs("}\n", f);
-  ms_dump_close(f, path);
+  fputs("}", f);
+  ms_dump_close(f, &doc, g_out, "sites");
   pthread_sigmask(SIG_SETMASK, &old, NULL);
 }

@@ -531,7 +531,7 @@ static const char *classify(const msr_options *o, const run_result *r, char *det
 }
 
 /* The CPU samples' user chains (--cpu-stacks-dir): the cpu-clock at --cpu-sample-us's period, every
- * process of the tree, documents DIR/cpu-PID.json. */
+ * process of the tree, documents: lines of DIR/cpu.jsonl. */
 static void open_cpu_stacks(msr_sites *u, const msr_targets *t, const msr_options *o) {
   char spec[64];
   snprintf(spec, sizeof spec, "cpu-clock=%llu", (unsigned long long)o->cpu_sample_us * 1000u);

@@ -32,11 +32,11 @@ typedef struct {
   uint64_t args_every[MSR_A_N]; /* --syscall-args-every NAME=P, by msr_args index (0: every call) */
   double fault_share;           /* --fault-share: the faults traced in this share of the ticks (0: all) */
   uint64_t cpu_sample_us;       /* --cpu-sample-us: sample CPU time by kernel path (msr_cpu.c); 0: off */
-  const char *cpu_stacks_dir; /* --cpu-stacks-dir: the CPU samples' user call chains, DIR/cpu-PID.json (msr_sites.c) */
-  const char *outside_sites;  /* --outside-sites EVENT=PERIOD,...: call sites sampled by the kernel (msr_sites.c) */
-  const char *outside_dir;    /* --outside-dir: where their documents go */
-  const char *outside_skip;   /* --outside-skip: the in-program sampler; its processes are left to it */
-  uint64_t outside_freq;      /* --outside-freq: sample each event about this often a second per CPU */
+  const char *cpu_stacks_dir;   /* --cpu-stacks-dir: the CPU samples' user call chains (msr_sites.c) */
+  const char *outside_sites;    /* --outside-sites EVENT=PERIOD,...: call sites sampled by the kernel (msr_sites.c) */
+  const char *outside_dir;      /* --outside-dir: where their documents go */
+  const char *outside_skip;     /* --outside-skip: the in-program sampler; its processes are left to it */
+  uint64_t outside_freq;        /* --outside-freq: sample each event about this often a second per CPU */
   pid_t attach[MSR_MAX_ATTACH]; /* --attach PID[,PID...]: measure running processes (MSR_ATTACH) */
   int nattach;
   double duration_s; /* --duration: the attached window; 0: until SIGINT/SIGTERM */

@@ -218,13 +218,13 @@ static const msr_opt OPTIONS[] = {
      .section = RUN, .set = set_u64, .field = AT(cpu_sample_us), .lo = 100, .hi = 1000000},
     {.name = "cpu-stacks-dir", .value = "DIR",
      .help = "with --cpu-sample-us: also sample the CPU time with user call chains (frame\n"
-             "pointers), split into user and kernel mode; documents DIR/cpu-PID.json",
+             "pointers), split into user and kernel mode; documents: lines of DIR/cpu.jsonl",
      .section = RUN, .set = set_string, .field = AT(cpu_stacks_dir)},
     {.name = "outside-sites", .value = "SPEC",
      .help = "sample EVENT=PERIOD,... (page-faults, a syscall's name) with user call\n"
              "chains from the kernel, for the processes that do not map --outside-skip",
      .section = RUN, .set = set_outside_sites},
-    {.name = "outside-dir", .value = "DIR", .help = "their documents: DIR/sites-PID.json",
+    {.name = "outside-dir", .value = "DIR", .help = "their documents: lines of DIR/sites.jsonl",
      .section = RUN, .set = set_string, .field = AT(outside_dir)},
     {.name = "outside-skip", .value = "LIB",
      .help = "the in-program sampler: a process that maps it is left to it",

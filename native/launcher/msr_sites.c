@@ -428,10 +428,8 @@ void msr_sites_drain(msr_sites *s) {
 
 static void write_doc(msr_sites *s, int32_t pi) {
   msr_site_proc *p = &s->procs[pi];
-  char path[4200], tmp[4300];
-  snprintf(path, sizeof path, "%s/%s-%d.json", s->dir, s->prefix, (int)p->pid);
-  snprintf(tmp, sizeof tmp, "%s.outside.tmp", path);
-  if (access(path, F_OK) == 0) return; /* the program's own document (a pid reused): never replaced */
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s.jsonl", s->dir, s->prefix);
   ms_json j;
   if (msj_init_growable(&j, 1 << 16)) return;
   msj_obj_begin(&j, NULL);
@@ -487,18 +485,9 @@ static void write_doc(msr_sites *s, int32_t pi) {
   }
   msj_arr_end(&j);
   msj_obj_end(&j);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd >= 0) {
-    size_t off = 0;
-    while (off < j.len) {
-      ssize_t w = write(fd, j.buf + off, j.len - off);
-      if (w <= 0) break;
-      off += (size_t)w;
-    }
-    close(fd);
-    if (off == j.len && !j.overflow && rename(tmp, path) == 0) s->written++;
-    else unlink(tmp);
-  }
+  /* A line of PREFIX.jsonl beside the in-program sampler's (where a pid has both, a pid reused, the
+   * reader keeps the program's own: records/documents.py). */
+  if (!j.overflow && msj_append_line(path, j.buf, j.len) == 0) s->written++;
   free(j.buf);
 }
 

@@ -7,14 +7,14 @@
  * give each process's mappings and say whether it mapped libmssites: a process that did has its
  * own document, better unwound, and is left out here.
  *
- * At the end, one document per other process that was sampled, in libmssites' format
- * (`sites-PID.json`: events, stacks [event, count, [addresses]], maps), so that where.read_sampled
+ * At the end, one document per other process that was sampled, in libmssites' format (a line of
+ * `sites.jsonl`: events, stacks [event, count, [addresses]], maps), so that where.read_sampled
  * reads both the same way. Nothing runs in the measured process but the kernel's own sampling.
  *
  * The same sampler gives the user call chains of the CPU time (ms-run --cpu-stacks-dir): the event
  * "cpu-clock=NS" samples every NS of CPU time, every process of the tree whatever it mapped, each
  * sample split by the mode it was taken in: "cpu-clock" in user mode, "cpu-clock:kernel" in the
- * kernel (its user chain is where the program entered it). Its documents are `cpu-PID.json`. */
+ * kernel (its user chain is where the program entered it). Its documents are the lines of `cpu.jsonl`. */
 #ifndef MSR_SITES_H
 #define MSR_SITES_H
 #include <stdint.h>
@@ -83,7 +83,7 @@ typedef struct {
   char **paths;
   int npaths, cappaths;
   int written;
-  const char *prefix; /* the documents: PREFIX-PID.json ("sites" unless set) */
+  const char *prefix; /* the documents: lines of PREFIX.jsonl ("sites" unless set) */
   int timed;          /* cpu-clock is sampled: the documents say when (a stack's fourth member) */
   msr_when when;
   /* With `skip`, the sampling events are on only while a live process of the tree has not mapped

@@ -1,7 +1,11 @@
 #include "ms_json.h"
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 void msj_init(ms_json *j, char *buf, size_t cap) {
   j->buf = buf;
@@ -128,4 +132,20 @@ void msj_bool(ms_json *j, const char *k, int v) {
 void msj_null(ms_json *j, const char *k) {
   key(j, k);
   msj_raw(j, "null");
+}
+
+int msj_append_line(const char *path, const char *text, size_t len) {
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  char nl = '\n';
+  struct iovec v[3] = {{&nl, 1}, {(void *)text, len}, {&nl, 1}};
+  size_t want = len + 2;
+  ssize_t w;
+  do w = writev(fd, v, 3);
+  while (w < 0 && errno == EINTR);
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  /* Cut short (a full disk): the next document's newline ends what was written. */
+  return w == (ssize_t)want ? 0 : -1;
 }

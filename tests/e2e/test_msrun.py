@@ -10,6 +10,7 @@ import shutil
 import subprocess
 
 from memsleuth.measure import allocators, native
+from memsleuth.records import documents
 from conftest import fixture, ms_run, needs_pmu, needs_tracepoints, regions_of
 
 
@@ -359,7 +360,7 @@ def test_the_program_samplers_faults_are_switched_with_the_traced_ones(tmp_path)
         pytest.skip(f"ms-run cannot take the sampler's events here: {switch.get('why')}")
     assert switch["taken"] >= 3 and switch["refused"] == 0, switch      # the shell and both programs
     assert not (sites / ".switch").exists()
-    touched = [d for d in (json.loads(p.read_text()) for p in sites.glob("sites-*.json")) if d["samples"] > 50]
+    touched = [d for d in documents.run_documents(str(sites), "sites") if d["samples"] > 50]
     assert len(touched) == 2, [d["samples"] for d in touched]
     traced = doc["syscall_args"]["faults"]["traced_share"]
     for d in touched:
@@ -385,7 +386,7 @@ def test_the_kernel_samples_call_sites_only_while_a_process_the_program_sampler_
         sites.mkdir()
         doc = ms_run("--preload", lib, "--env", f"MEMSLEUTH_SITES_OUT={sites}", "--env", f"MEMSLEUTH_SITES={spec}",
                      "--outside-sites", spec, "--outside-dir", str(sites), "--outside-skip", lib, "--", *cmd)
-        docs = {int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in sites.glob("sites-*.json")}
+        docs = {d["pid"]: d for d in documents.run_documents(str(sites), "sites")}
         return doc["outside_sites"], {pid: d for pid, d in docs.items() if d.get("sampled_by") == "kernel"}
 
     import tempfile

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from memsleuth.measure import allocators, launcher, native
+from memsleuth.records import documents
 from memsleuth.measure.plan import Cell
 from conftest import fixture, ms_run, needs_tracepoints
 
@@ -76,7 +77,7 @@ def test_a_forked_worker_that_exits_leaves_its_parent_sampled(tmp_path):
     proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
                           env={**os.environ, "LD_PRELOAD": str(native.native_path("libmssites.so")),
                                "MEMSLEUTH_SITES": "page-faults=500", "MEMSLEUTH_SITES_OUT": str(out)})
-    docs = {json.loads(p.read_text())["pid"]: json.loads(p.read_text()) for p in out.glob("sites-*.json")}
+    docs = {d["pid"]: d for d in documents.run_documents(str(out), "sites")}
     parent = docs[int(proc.stdout.split()[-1])]
     if not parent["events"][0]["opened"]:
         pytest.skip(f"the sampler's event did not open here: {parent['events'][0].get('why')}")

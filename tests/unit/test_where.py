@@ -293,7 +293,7 @@ def test_stacks_left_out_under_a_blocked_signal_are_said_only_where_they_are_man
     def notes(late):
         doc = {"comm": "srv", "events": [{"name": "munmap", "opened": True, "period": 1}],
                "stacks": [[0, 1000, []]], "async": late}
-        (tmp_path / "sites-1.json").write_text(json.dumps(doc))
+        (tmp_path / "sites.jsonl").write_text("\n" + json.dumps(doc) + "\n")
         return " ".join(sites.read_sampled(str(tmp_path), "glibc")["notes"])
 
     assert "left out" not in notes(3)

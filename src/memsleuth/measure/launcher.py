@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import threading
@@ -217,12 +216,11 @@ def _remove_left_behind(out: str, heap_dir: str | None, sites_dir: str | None, s
     logs), once read: its processes are those the kernel saw in the tree (ms-run's document) and
     those that left a document of their own; V8's logs are looked for in memsleuth's working
     directory and in each one the tree's processes ran in."""
+    from memsleuth.records import documents
     pids = []
-    for folder in (heap_dir, sites_dir):
-        for name in os.listdir(folder) if folder and os.path.isdir(folder) else ():
-            m = re.match(r"^(?:heap|sites)-(\d+)\.json", name)
-            if m:
-                pids.append(int(m.group(1)))
+    for folder, kind in ((heap_dir, "heap"), (sites_dir, "sites")):
+        if folder:
+            pids += documents.documents_pids(folder, kind)
     cwds = [os.getcwd()]
     try:
         with open(out, encoding="utf-8", errors="replace") as f:

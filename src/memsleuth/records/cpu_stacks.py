@@ -95,7 +95,7 @@ def _kept(functions: list[str]) -> tuple[str, ...]:
 
 
 def read(folder: str, summary: dict | None, period_ns: int) -> CpuStacks:
-    """The named stacks of the documents ms-run wrote in `folder` (cpu-PID.json); `summary`: what
+    """The named stacks of the documents ms-run wrote in `folder` (cpu.jsonl); `summary`: what
     ms-run's own document says of the sampler (whether it opened, its cut stacks)."""
     summary = documents.with_defaults(summary if isinstance(summary, dict) else {}, SUMMARY_DEFAULTS)
     docs = documents.stack_documents(folder, "cpu")

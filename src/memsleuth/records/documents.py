@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 
 
-# A sampler's per-process document (cpu-PID.json, sites-PID.json: native/launcher/msr_sites.c): each
-# field its readers take, with its value where the document lacks it; and each of its events'.
+# A sampler's per-process document (a line of cpu.jsonl or sites.jsonl: native/launcher/msr_sites.c,
+# native/heap/ms_sites.c): each field its readers take, with its value where the document lacks it;
+# and each of its events'.
 SAMPLER_DEFAULTS = {"stacks": [], "events": [], "comm": "?", "pid": None, "maps": [], "async": 0, "sampled_by": None,
                     "when_bucket_ns": 0, "when_span_ns": 0}
 EVENT_DEFAULTS = {"name": None, "opened": False, "why": None, "period": 1}
@@ -70,23 +71,54 @@ def stack_addresses(doc: dict) -> list[int]:
     return out
 
 
-def stack_documents(folder: str, prefix: str) -> list[dict]:
-    """The per-process documents a sampler wrote in `folder` (PREFIX-PID.json, by name), each one
-    that reads as JSON with a list of stacks, over SAMPLER_DEFAULTS (its events over EVENT_DEFAULTS);
-    the others (cut short, not JSON) are left out."""
-    import glob
+def run_documents(folder: str, prefix: str) -> list[dict]:
+    """The per-process documents of one kind that a run's processes and ms-run wrote in `folder`:
+    the lines of PREFIX.jsonl, one document each (native/probe/ms_json.h: msj_append_line), in
+    the order written; a line that does not read as a JSON object (cut short by a kill, foreign) is
+    left out."""
     import json
     import os
+    try:
+        with open(os.path.join(folder, f"{prefix}.jsonl"), encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n")
+    except OSError:
+        return []
     docs = []
-    for path in sorted(glob.glob(os.path.join(folder, f"{prefix}-*.json"))):
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                doc = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("stacks"), list):
+    for line in lines:
+        if line.strip():
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(doc, dict):
+                docs.append(doc)
+    return docs
+
+
+def documents_pids(folder: str, prefix: str) -> list[int]:
+    """The pids a run's documents of one kind are of (their leading "pid" field, read without
+    parsing the rest)."""
+    import os
+    import re
+    try:
+        with open(os.path.join(folder, f"{prefix}.jsonl"), encoding="utf-8", errors="replace") as f:
+            return [int(m.group(1)) for m in re.finditer(r'^\{"pid":(\d+)', f.read(), re.M)]
+    except OSError:
+        return []
+
+
+def stack_documents(folder: str, prefix: str) -> list[dict]:
+    """The per-process documents a sampler wrote in `folder` (run_documents), each one with a list
+    of stacks, over SAMPLER_DEFAULTS (its events over EVENT_DEFAULTS), by pid. Where a process has
+    the in-program sampler's document, ms-run's for the same pid (a pid reused: "sampled_by":
+    "kernel") is left out: the program's own is better unwound."""
+    docs = []
+    for doc in run_documents(folder, prefix):
+        if isinstance(doc.get("stacks"), list):
             doc = with_defaults(doc, SAMPLER_DEFAULTS)
             events = doc["events"] if isinstance(doc["events"], list) else []
             doc["events"] = [with_defaults(e if isinstance(e, dict) else {}, EVENT_DEFAULTS) for e in events]
             docs.append(doc)
-    return docs
+    own = {d["pid"] for d in docs if d["sampled_by"] != "kernel"}
+    docs = [d for d in docs if d["sampled_by"] != "kernel" or d["pid"] not in own]
+    return sorted(docs, key=lambda d: (str(d["pid"]), d["sampled_by"] or ""))

@@ -27,13 +27,10 @@ The summary (stored as the run's "heap", docs/json-schema.md):
 """
 from __future__ import annotations
 
-import glob
-import json
-import os
 import re
 from dataclasses import dataclass, field
 
-from memsleuth.records import symbols
+from memsleuth.records import documents, symbols
 from memsleuth.records.documents import number as _number, with_defaults
 
 # A site's frames: the first frame outside these objects is the program's call site.
@@ -288,11 +285,5 @@ def summarise(docs: list[dict]) -> dict | None:
 
 
 def read(folder: str) -> dict | None:
-    docs = []
-    for path in sorted(glob.glob(os.path.join(folder, "heap-*.json"))):
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                docs.append(json.load(f))
-        except (OSError, ValueError):
-            continue
-    return summarise(docs)
+    """The summary of the documents libmsheap's processes wrote in `folder` (heap.jsonl), by pid."""
+    return summarise(sorted(documents.run_documents(folder, "heap"), key=lambda d: str(d.get("pid"))))

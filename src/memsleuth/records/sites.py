@@ -1,5 +1,5 @@
 """Call sites as records: the explaining run's sampled stacks (the in-program sampler's or the
-kernel's `sites-PID.json` documents, or perf script's text) read once, their frames named
+kernel's documents, the lines of `sites.jsonl`, or perf script's text) read once, their frames named
 (symbols.py), and reduced per event to the user's call sites, the frames that made the calls, the
 allocator's internal paths and the whole stacks that flame graphs and pprof read. The runs that
 take them are measure/where.py's.
