@@ -24,7 +24,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -38,6 +37,7 @@
 #include <unistd.h>
 
 #include "ms_dump.h"
+#include "ms_math.h"
 #include "ms_own.h"
 
 /* A thread adds its counts into the process's every FLUSH_OPS calls, or when its live bytes moved
@@ -181,7 +181,7 @@ static double uniform(void) {
   return ((T.rng >> 11) + 0.5) / 9007199254740992.0;
 }
 
-static int64_t next_sample_gap(void) { return (int64_t)(-log(uniform()) * g_sample_mean) + 1; }
+static int64_t next_sample_gap(void) { return (int64_t)(-ms_log(uniform()) * g_sample_mean) + 1; }
 
 static void resolve(void) {
   if (real_malloc) return;
@@ -501,7 +501,7 @@ static void record_sample(void *p, size_t size) {
   int skip = n > SKIP_FRAMES ? SKIP_FRAMES : 0;
   /* The estimator of the bytes this sample stands for: an allocation of s bytes is sampled with
    * probability 1 - exp(-s / mean), so it counts s / that probability (and one call / it). */
-  double prob = 1.0 - exp(-(double)size / g_sample_mean);
+  double prob = ms_one_minus_exp_neg((double)size / g_sample_mean);
   double wcount = prob > 0 ? 1.0 / prob : 1.0;
   double wbytes = (double)size * wcount;
   pthread_mutex_lock(&g_lock);

@@ -45,6 +45,23 @@ int main(void) {
   CHECK(ms_scale(r, &v) == MS_COUNTED && v == 10 && ms_running_fraction(r) == 1.0);
   CHECK(NEAR(ms_per_op(1000, 4), 250) && ms_per_op(5, 0) == 0);
   CHECK(ms_tv_ns(2, 500000) == 2500000000ull);
+  /* libmsheap's sampling functions against libm's, over the ranges it uses. */
+  double worst_log = 0, worst_exp = 0;
+  for (double x = 1e-300; x <= 1; x *= 1.0137) {
+    double err = fabs(ms_log(x) - log(x)) / (fabs(log(x)) > 1e-300 ? fabs(log(x)) : 1);
+    if (err > worst_log) worst_log = err;
+  }
+  for (double x = 0.5; x < 1; x += 1e-4) {
+    double err = fabs(ms_log(x) - log(x)) / fabs(log(x));
+    if (err > worst_log) worst_log = err;
+  }
+  CHECK(ms_log(1) == 0 && worst_log < 1e-14);
+  for (double y = 1e-12; y < 800; y *= 1.0091) {
+    double want = -expm1(-y), err = fabs(ms_one_minus_exp_neg(y) - want) / want;
+    if (err > worst_exp) worst_exp = err;
+  }
+  CHECK(ms_one_minus_exp_neg(0) == 0 && worst_exp < 1e-14);
+  if (worst_log >= 1e-14 || worst_exp >= 1e-14) fprintf(stderr, "log %g, 1 - exp(-y) %g\n", worst_log, worst_exp);
   printf("test_math: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
