@@ -86,7 +86,7 @@ static int g_ready;
 /* MEMSLEUTH_SITES_SWITCH=SHARE: ms-run switches the page-faults event on and off with the ticks in
  * which it traces the faults (msr_inside.c), on in about SHARE of them; the event is sampled SHARE
  * times as often, opened in the state ms-run wrote for the tick under way, and its fd is written
- * to OUT/.switch/PID for ms-run to take. */
+ * as a line of OUT/.switch/fds for ms-run to take. */
 static double g_switch_share;
 static int g_switch_on = 1;
 
@@ -251,22 +251,21 @@ static void switch_read(void) {
   errno = saved;
 }
 
-/* OUT/.switch/PID: the page-faults event's fd, for ms-run to take (written whole, then renamed). */
+/* "PID FD", the page-faults event's fd, a line of OUT/.switch/fds for ms-run to take (one small
+ * O_APPEND write: whole, and no file per process; msr_inside.h). */
 static void switch_note(void) {
   int fd = -1;
   for (int i = 0; i < g_nevents; i++)
     if (!strcmp(g_events[i].name, "page-faults")) fd = g_events[i].fd;
   if (!g_switch_share || fd < 0) return;
   int saved = errno; /* in a forked child, before fork returns to the program */
-  char path[4200], tmp[4300], line[24];
-  snprintf(path, sizeof path, "%s/.switch/%d", g_out, (int)getpid());
-  snprintf(tmp, sizeof tmp, "%s.new", path);
-  int f = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  char path[4200], line[40];
+  snprintf(path, sizeof path, "%s/.switch/fds", g_out);
+  int f = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
   if (f >= 0) {
-    int n = snprintf(line, sizeof line, "%d\n", fd);
-    int ok = write(f, line, (size_t)n) == n;
+    int n = snprintf(line, sizeof line, "%d %d\n", (int)getpid(), fd);
+    (void)!write(f, line, (size_t)n);
     close(f);
-    if (!ok || rename(tmp, path)) unlink(tmp);
   }
   errno = saved;
 }

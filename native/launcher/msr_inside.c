@@ -1,6 +1,5 @@
 #define _GNU_SOURCE
 #include "msr_inside.h"
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -34,7 +33,7 @@ static int is_perf_event(int fd) {
 
 void msr_inside_open(msr_inside *w, const char *sites_dir, pid_t child) {
   memset(w, 0, sizeof *w);
-  w->state_fd = -1;
+  w->state_fd = w->fds_fd = -1;
   /* The child has not exec'd yet: its credentials are the command's (a setuid image drops
    * LD_PRELOAD, so it never runs the sampler). */
   int pidfd = pidfd_open_(child), got = -1;
@@ -62,6 +61,18 @@ void msr_inside_open(msr_inside *w, const char *sites_dir, pid_t child) {
     rmdir(w->dir);
     return;
   }
+  snprintf(path, sizeof path, "%s/fds", w->dir);
+  w->fds_fd = open(path, O_RDONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (w->fds_fd < 0) {
+    snprintf(w->why, sizeof w->why, "its list of events: %s", strerror(errno));
+    close(w->state_fd);
+    w->state_fd = -1;
+    snprintf(path, sizeof path, "%s/state", w->dir);
+    unlink(path);
+    rmdir(w->dir);
+    return;
+  }
+  w->read_to = 0;
   w->on = 1;
   w->enabled = 1;
 }
@@ -116,40 +127,36 @@ void msr_inside_tick(msr_inside *w, int on) {
       for (int k = w->nheld - 1; k >= 0; k--)
         if (p[k].revents) drop(w, k);
   }
-  DIR *d = opendir(w->dir);
-  if (!d) return;
-  for (struct dirent *e; (e = readdir(d));) {
-    char *end;
-    long pid = strtol(e->d_name, &end, 10);
-    if (*end || pid <= 0 || e->d_name[0] == '0') continue; /* the state, a file being written */
-    char path[4400], buf[32];
-    snprintf(path, sizeof path, "%s/%s", w->dir, e->d_name);
-    int f = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    ssize_t n = f >= 0 ? read(f, buf, sizeof buf - 1) : -1;
-    if (f >= 0) close(f);
-    unlink(path);
-    if (n <= 0) continue;
+  /* The lines appended since the last tick: whole lines only (a write may be under way). */
+  char buf[4096];
+  for (;;) {
+    ssize_t n = pread(w->fds_fd, buf, sizeof buf - 1, (off_t)w->read_to);
+    if (n <= 0) return;
     buf[n] = 0;
-    long num = strtol(buf, &end, 10);
-    if (end != buf && num >= 0 && num < (1L << 30)) take(w, (pid_t)pid, (int)num);
+    char *line = buf, *nl;
+    while ((nl = strchr(line, '\n'))) {
+      *nl = 0;
+      char *end;
+      long pid = strtol(line, &end, 10), num = -1;
+      if (end != line && *end == ' ') num = strtol(end + 1, &end, 10);
+      if (pid > 0 && num >= 0 && num < (1L << 30) && !*end) take(w, (pid_t)pid, (int)num);
+      w->read_to += (uint64_t)(nl + 1 - line);
+      line = nl + 1;
+    }
+    if (line == buf) return; /* no whole line: the rest comes at the next tick */
   }
-  closedir(d);
 }
 
 void msr_inside_close(msr_inside *w) {
   if (!w->dir[0]) return; /* never opened (a zeroed struct: no fd of its own) */
   while (w->nheld) drop(w, w->nheld - 1);
   if (w->state_fd >= 0) close(w->state_fd);
-  w->state_fd = -1;
-  DIR *d = opendir(w->dir); /* what no tick took: a process that ended first */
-  if (d) {
-    for (struct dirent *e; (e = readdir(d));) {
-      if (e->d_name[0] == '.') continue;
-      char path[4400];
-      snprintf(path, sizeof path, "%s/%s", w->dir, e->d_name);
-      unlink(path);
-    }
-    closedir(d);
+  if (w->fds_fd >= 0) close(w->fds_fd);
+  w->state_fd = w->fds_fd = -1;
+  char path[4200];
+  for (const char *const *name = (const char *const[]){"state", "fds", NULL}; *name; name++) {
+    snprintf(path, sizeof path, "%s/%s", w->dir, *name);
+    unlink(path);
   }
   rmdir(w->dir);
 }

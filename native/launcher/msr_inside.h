@@ -7,11 +7,11 @@
  * in the same ticks, its period shortened by the share so that it takes as many samples:
  * - ms-run writes the state of the tick under way to DIR/.switch/state ('1' or '0') before the
  *   command starts and at each tick it changes; libmssites (MEMSLEUTH_SITES_SWITCH=SHARE) reads it
- *   when it opens its event, opens the event in that state, and writes the event's fd number to
- *   DIR/.switch/PID;
- * - at each tick ms-run takes that fd from the process (pidfd_getfd: the same event; an inherited
- *   event's copies in its threads and forked children follow it), removes the file, and from then on
- *   switches the event with the ticks; a process's event is on in about the share of its ticks
+ *   when it opens its event, opens the event in that state, and appends "PID FD" (its pid, the
+ *   event's fd number) as a line of DIR/.switch/fds (one small O_APPEND write: no file per process);
+ * - at each tick ms-run reads the lines added since the last tick and takes each fd from its process
+ *   (pidfd_getfd: the same event; an inherited event's copies in its threads and forked children
+ *   follow it), and from then on switches the event with the ticks; a process's event is on in about the share of its ticks
  *   whatever its length (its state until ms-run takes it is the state of a random tick too);
  * - a process's fds are closed when it exits (its pidfd polls readable).
  * Where ms-run cannot take another process's fds (no pidfd_getfd, ptrace refused), it writes no
@@ -29,6 +29,8 @@ typedef struct {
   char why[160];
   char dir[4096]; /* DIR/.switch */
   int state_fd;
+  int fds_fd;       /* DIR/.switch/fds, read from `read_to` on at each tick */
+  uint64_t read_to; /* the bytes of whole lines read so far */
   int on;
   int nheld;
   pid_t pid[MSR_INSIDE_PROCS];

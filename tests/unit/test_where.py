@@ -396,3 +396,24 @@ def test_an_objects_functions_and_imports_are_read_as_each_entry_says():
                         bound[r_offset] = n
     assert bound and all(calls._import_at(obj, slot) == n for slot, n in bound.items())
     assert calls._import_at(obj, 1) is None
+
+
+def test_a_runs_documents_are_the_lines_that_read_whole_and_a_process_own_sampler_wins(tmp_path):
+    """Every process appends its document as a line of one file per kind (msj_append_line): a line
+    cut short by a kill is followed by the next one's leading newline and left out alone, and where
+    ms-run's kernel sampler wrote a document for a pid the in-program sampler has (a pid reused), the
+    program's own is kept."""
+    import json
+    from memsleuth.records import documents
+
+    own = {"pid": 7, "comm": "a", "events": [], "stacks": [[0, 3, [1, 2]]]}
+    by_kernel = {"pid": 7, "comm": "b", "sampled_by": "kernel", "events": [], "stacks": [[0, 1, [5]]]}
+    other = {"pid": 12, "comm": "c", "sampled_by": "kernel", "events": [], "stacks": []}
+    text = "\n" + json.dumps(other) + "\n" + "\n" + json.dumps(own)[:25] + "\n" + json.dumps(by_kernel) + "\n" \
+           + "\n" + json.dumps(own) + "\n" + "\n[1, 2]\n"
+    (tmp_path / "sites.jsonl").write_text(text)
+    assert [d["pid"] for d in documents.run_documents(str(tmp_path), "sites")] == [12, 7, 7]
+    assert documents.documents_pids(str(tmp_path), "sites") == [12, 7, 7, 7]     # the cut one's too
+    kept = documents.stack_documents(str(tmp_path), "sites")
+    assert [(d["pid"], d["comm"]) for d in kept] == [(12, "c"), (7, "a")]
+    assert documents.run_documents(str(tmp_path), "heap") == []

@@ -97,12 +97,12 @@ def run_documents(folder: str, prefix: str) -> list[dict]:
 
 def documents_pids(folder: str, prefix: str) -> list[int]:
     """The pids a run's documents of one kind are of (their leading "pid" field, read without
-    parsing the rest)."""
+    parsing the rest: a document cut short names its process too)."""
     import os
     import re
     try:
         with open(os.path.join(folder, f"{prefix}.jsonl"), encoding="utf-8", errors="replace") as f:
-            return [int(m.group(1)) for m in re.finditer(r'^\{"pid":(\d+)', f.read(), re.M)]
+            return [int(m.group(1)) for m in re.finditer(r'^\{\s*"pid"\s*:\s*(\d+)', f.read(), re.M)]
     except OSError:
         return []
 
