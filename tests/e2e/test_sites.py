@@ -86,6 +86,26 @@ def test_a_forked_worker_that_exits_leaves_its_parent_sampled(tmp_path):
     assert parent["samples"] > 80, parent["samples"]
 
 
+def test_processes_ending_together_each_leave_one_whole_document(tmp_path):
+    """Both libraries append each process's document to one file per kind (msj_append_line): 120
+    processes ending at once, forty at a time, leave 120 documents of each kind that read whole,
+    each with its own pid (interleaved appends would cut them)."""
+    out = tmp_path / "docs"
+    out.mkdir()
+    lib = ":".join(str(native.native_path(n)) for n in ("libmsheap.so", "libmssites.so"))
+    tree = "for i in $(seq 3); do for j in $(seq 40); do /bin/true & done; wait; done"
+    subprocess.run(["sh", "-c", tree], check=True, env={
+        **os.environ, "LD_PRELOAD": lib, "MEMSLEUTH_SITES": "page-faults=7", "MEMSLEUTH_SITES_OUT": str(out),
+        "MEMSLEUTH_HEAP_OUT": str(out)})
+    for kind in ("sites", "heap"):
+        lines = [line for line in (out / f"{kind}.jsonl").read_text().split("\n") if line.strip()]
+        docs = documents.run_documents(str(out), kind)
+        assert len(docs) == len(lines), kind                  # every line reads as a document
+        pids = [d["pid"] for d in docs]
+        assert len(set(pids)) == len(pids) >= 121, (kind, len(pids))   # the shells and the 120 processes
+    assert sorted(p.name for p in out.iterdir()) == ["heap.jsonl", "sites.jsonl"]
+
+
 @needs_tracepoints
 def test_a_storms_arguments_are_recorded_for_one_call_in_p_and_scaled():
     doc = ms_run("--syscall-args", "--syscall-args-every", "madvise=31", "--", fixture("plain-madvise_pool"), "31000")
