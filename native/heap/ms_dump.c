@@ -33,9 +33,9 @@ FILE *ms_dump_fopen(const char *path, const char *mode, char *buf, size_t size) 
   return f;
 }
 
-void ms_dump_maps(FILE *f) {
+void ms_dump_maps(FILE *f, int needed) {
   static char buf[8192]; /* at the report, once per process: not on a thread's stack, which may be small */
-  FILE *m = ms_dump_fopen("/proc/self/maps", "re", buf, sizeof buf);
+  FILE *m = needed ? ms_dump_fopen("/proc/self/maps", "re", buf, sizeof buf) : NULL;
   fputs(",\"maps\":[", f);
   if (m) {
     char line[1024];

@@ -807,7 +807,7 @@ static void write_report(void) {
     fputs("]}", f);
   }
   fputc(']', f);
-  ms_dump_maps(f);
+  ms_dump_maps(f, g_nsites > 0);
   fputs("}", f);
   ms_dump_close(f, &doc, g_out, "heap");
   pthread_mutex_unlock(&g_lock);

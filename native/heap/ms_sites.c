@@ -363,7 +363,7 @@ static void write_report(void) {
   }
   unlock();
   fputc(']', f);
-  ms_dump_maps(f);
+  ms_dump_maps(f, g_nused > 0);
   fputs("}", f);
   ms_dump_close(f, &doc, g_out, "sites");
   pthread_sigmask(SIG_SETMASK, &old, NULL);
