@@ -417,3 +417,5 @@ def test_a_runs_documents_are_the_lines_that_read_whole_and_a_process_own_sample
     kept = documents.stack_documents(str(tmp_path), "sites")
     assert [(d["pid"], d["comm"]) for d in kept] == [(12, "c"), (7, "a")]
     assert documents.run_documents(str(tmp_path), "heap") == []
+    (tmp_path / "cpu.jsonl").write_text(json.dumps({**own, "pid": [7]}) + "\n" + json.dumps(by_kernel) + "\n")
+    assert [d["comm"] for d in documents.stack_documents(str(tmp_path), "cpu")] == ["b", "a"]   # a foreign pid

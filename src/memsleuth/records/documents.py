@@ -71,20 +71,24 @@ def stack_addresses(doc: dict) -> list[int]:
     return out
 
 
+def _jsonl(folder: str, prefix: str) -> str:
+    """The text of a run's PREFIX.jsonl in `folder` ("" where there is none)."""
+    import os
+    try:
+        with open(os.path.join(folder, f"{prefix}.jsonl"), encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def run_documents(folder: str, prefix: str) -> list[dict]:
     """The per-process documents of one kind that a run's processes and ms-run wrote in `folder`:
     the lines of PREFIX.jsonl, one document each (native/probe/ms_json.h: msj_append_line), in
     the order written; a line that does not read as a JSON object (cut short by a kill, foreign) is
     left out."""
     import json
-    import os
-    try:
-        with open(os.path.join(folder, f"{prefix}.jsonl"), encoding="utf-8", errors="replace") as f:
-            lines = f.read().split("\n")
-    except OSError:
-        return []
     docs = []
-    for line in lines:
+    for line in _jsonl(folder, prefix).split("\n"):
         if line.strip():
             try:
                 doc = json.loads(line)
@@ -98,13 +102,8 @@ def run_documents(folder: str, prefix: str) -> list[dict]:
 def documents_pids(folder: str, prefix: str) -> list[int]:
     """The pids a run's documents of one kind are of (their leading "pid" field, read without
     parsing the rest: a document cut short names its process too)."""
-    import os
     import re
-    try:
-        with open(os.path.join(folder, f"{prefix}.jsonl"), encoding="utf-8", errors="replace") as f:
-            return [int(m.group(1)) for m in re.finditer(r'^\{\s*"pid"\s*:\s*(\d+)', f.read(), re.M)]
-    except OSError:
-        return []
+    return [int(m.group(1)) for m in re.finditer(r'^\{\s*"pid"\s*:\s*(\d+)', _jsonl(folder, prefix), re.M)]
 
 
 def stack_documents(folder: str, prefix: str) -> list[dict]:
@@ -119,6 +118,9 @@ def stack_documents(folder: str, prefix: str) -> list[dict]:
             events = doc["events"] if isinstance(doc["events"], list) else []
             doc["events"] = [with_defaults(e if isinstance(e, dict) else {}, EVENT_DEFAULTS) for e in events]
             docs.append(doc)
-    own = {d["pid"] for d in docs if d["sampled_by"] != "kernel"}
-    docs = [d for d in docs if d["sampled_by"] != "kernel" or d["pid"] not in own]
-    return sorted(docs, key=lambda d: (str(d["pid"]), d["sampled_by"] or ""))
+
+    def pid(d: dict) -> int | None:
+        return d["pid"] if isinstance(d["pid"], int) and not isinstance(d["pid"], bool) else None
+    own = {pid(d) for d in docs if d["sampled_by"] != "kernel"}
+    docs = [d for d in docs if d["sampled_by"] != "kernel" or pid(d) is None or pid(d) not in own]
+    return sorted(docs, key=lambda d: (str(d["pid"]), str(d["sampled_by"])))
