@@ -90,12 +90,10 @@ FILE *ms_dump_open(ms_doc *doc, char *buf, size_t size) {
 void ms_dump_close(FILE *f, ms_doc *doc, const char *dir, const char *prefix) {
   int saved = errno;
   fclose(f);
-  if (doc->text && !doc->failed) {
-    size_t n = doc->len;
-    while (n && doc->text[n - 1] == '\n') n--; /* the line's own newline is msj_append_line's */
+  if (doc->text && !doc->failed) { /* the line's newlines are msj_append_line's */
     char path[4400];
     snprintf(path, sizeof path, "%s/%s.jsonl", dir, prefix);
-    msj_append_line(path, doc->text, n);
+    msj_append_line(path, doc->text, doc->len);
   }
   if (doc->text) syscall(SYS_munmap, doc->text, doc->cap);
   memset(doc, 0, sizeof *doc);

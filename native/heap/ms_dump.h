@@ -30,8 +30,8 @@ void ms_dump_maps(FILE *f, int needed);
 /* A process's document is written to memory (pages mapped for it, not the program's allocator;
  * buffered in `buf`, as ms_dump_fopen) by ms_dump_open, then appended whole to <dir>/<prefix>.jsonl
  * as one line by ms_dump_close (msj_append_line: one file per kind for the whole run, so no file is
- * created per process and a reader never sees half a document). ms_dump_open returns NULL when the
- * stream cannot be made. */
+ * created per process). The document must hold no newline (ms_dump_json_str escapes them in
+ * strings). ms_dump_open returns NULL when the stream cannot be made. */
 typedef struct {
   char *text;
   size_t len, cap;

@@ -50,29 +50,22 @@ void msr_inside_open(msr_inside *w, const char *sites_dir, pid_t child) {
     snprintf(w->why, sizeof w->why, "its folder: %s", strerror(errno));
     return;
   }
-  char path[4200];
-  snprintf(path, sizeof path, "%s/state", w->dir);
-  w->state_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (w->state_fd < 0 || pwrite(w->state_fd, "1", 1, 0) != 1) {
+  char state[4200], fds[4200];
+  snprintf(state, sizeof state, "%s/state", w->dir);
+  snprintf(fds, sizeof fds, "%s/fds", w->dir);
+  w->state_fd = open(state, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (w->state_fd < 0 || pwrite(w->state_fd, "1", 1, 0) != 1)
     snprintf(w->why, sizeof w->why, "its state file: %s", strerror(errno));
+  else if ((w->fds_fd = open(fds, O_RDONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+    snprintf(w->why, sizeof w->why, "its list of events: %s", strerror(errno));
+  if (w->why[0]) { /* neither file is left behind */
     if (w->state_fd >= 0) close(w->state_fd);
     w->state_fd = -1;
-    unlink(path);
+    unlink(state);
+    unlink(fds);
     rmdir(w->dir);
     return;
   }
-  snprintf(path, sizeof path, "%s/fds", w->dir);
-  w->fds_fd = open(path, O_RDONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (w->fds_fd < 0) {
-    snprintf(w->why, sizeof w->why, "its list of events: %s", strerror(errno));
-    close(w->state_fd);
-    w->state_fd = -1;
-    snprintf(path, sizeof path, "%s/state", w->dir);
-    unlink(path);
-    rmdir(w->dir);
-    return;
-  }
-  w->read_to = 0;
   w->on = 1;
   w->enabled = 1;
 }

@@ -37,8 +37,8 @@ void msj_null(ms_json *j, const char *key);
  * own: "\n", the text, "\n" in one writev. The per-process documents of a run (libmssites',
  * libmsheap's, ms-run's samplers') share one such file per kind, PREFIX.jsonl, instead of a file
  * each: creating a file cost 0.7-0.9 ms on this project's ext4 (the inode search), a document per
- * process of a tree. The kernel serialises the appends of a regular file, so the documents of
- * processes that end together never interleave; one cut short by a kill is followed by the next
+ * process of a tree. On a local file system the kernel holds the file's lock for a whole write, so
+ * the documents of processes that end together never interleave; one cut short by a kill is followed by the next
  * one's leading newline, and a reader leaves out the line that does not parse. Returns 0 when
  * all was written, else -1 with errno. */
 int msj_append_line(const char *path, const char *text, size_t len);
