@@ -267,6 +267,37 @@ def test_the_trees_faults_are_perfs_and_its_timeline_holds_every_process(tmp_pat
     assert minor == sorted(minor) and 0.95 * doc["minflt"] <= minor[-1] <= doc["minflt"], (minor[-1], doc["minflt"])
 
 
+def test_a_tree_is_followed_from_proc_as_through_its_cgroup():
+    """Without a cgroup of its own (--inherited-events: a user who may not make one, or attached) ms-run
+    finds the command's tree in /proc, each tick reading the processes of the tree and those new since
+    its last listing only, while the machine creates processes of its own beside it: four processes
+    holding 40 MiB each at once (a child, an orphan reparented to ms-run, a setsid one, a grandchild)
+    are all in the timeline's resident memory and process count; on the command's cgroup (as root),
+    cgroup.procs sees the same."""
+    hold = "python3 -c 'import time; b = b\"x\" * (40 << 20); time.sleep(1.2)'"
+    script = (f"{hold} & ({hold} &); setsid {hold} & sh -c \"sh -c \\\"{hold}\\\"\" & "
+              f"sleep 1.6; wait")
+    churn = subprocess.Popen(["sh", "-c", "while :; do /bin/true; done"])    # other processes, made all along
+    try:
+        runs = {"proc": ms_run("--inherited-events", "--sample-ms", "5", "--", "sh", "-c", script)}
+        if _cgroup_v2() is not None:
+            runs["cgroup"] = ms_run("--sample-ms", "5", "--", "sh", "-c", script)
+    finally:
+        churn.kill()
+        churn.wait()
+    peaks = {}
+    for how, doc in runs.items():
+        assert doc["status"] == "ok", doc["detail"]
+        cols, rows = doc["timeline"]["columns"], doc["timeline"]["rows"]
+        rss, procs = max(r[cols.index("rss_kb")] for r in rows), max(r[cols.index("procs")] for r in rows)
+        assert rss >= 4 * 40 * 1024 and procs >= 5, (how, rss, procs)
+        peaks[how] = rss
+    assert runs["proc"]["events_by"] == "inherited"
+    if "cgroup" in peaks:
+        assert runs["cgroup"]["events_by"] == "cgroup"
+        assert abs(peaks["proc"] - peaks["cgroup"]) <= 0.15 * peaks["cgroup"], peaks
+
+
 def test_rss_is_sampled_over_time():
     doc = ms_run("--sample-ms", "5", "--", "sh", "-c", f"{fixture('fx-regions')} 20000; sleep 0.2")
     cols = doc["timeline"]["columns"]
