@@ -107,7 +107,7 @@ bench: setup test-native
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/cost_vs_perf.py
 	$(PY) bench/cli_start.py
 	$(PY) bench/msrun_overhead.py
-	$(PY) bench/msrun_other_processes.py
+	$(PY) bench/msrun_tick_cost.py
 	$(PY) bench/explain_per_process.py
 	$(PY) bench/attach_overhead.py
 	MEMSLEUTH_TEST_FIXTURES=$(TEST_BUILD) $(PY) bench/compare_under_load.py

@@ -193,12 +193,15 @@ static void tl_col(timeline *t, const char *name, int event) {
   }
 }
 
+/* Every other point kept, and the ticks twice as far apart: the points stay evenly spaced. */
+static void tl_thin(timeline *t) {
+  for (uint64_t k = 0; k < (t->n + 1) / 2; k++) memcpy(t->pt[k], t->pt[2 * k], sizeof t->pt[k]);
+  t->n = (t->n + 1) / 2;
+  t->interval_ms *= 2;
+}
+
 static uint64_t *tl_next(timeline *t) {
-  if (t->n == t->max) {
-    for (uint64_t k = 0; k < t->max / 2; k++) memcpy(t->pt[k], t->pt[2 * k], sizeof t->pt[k]);
-    t->n = t->max / 2;
-    t->interval_ms *= 2;
-  }
+  if (t->n == t->max) tl_thin(t);
   uint64_t *p = t->pt[t->n++];
   memset(p, 0, sizeof t->pt[0]);
   return p;
@@ -211,6 +214,8 @@ typedef struct {
   msr_reaper reaper;
   int timed_out, over_limit;
   uint64_t peak_rss_kb, peak_procs;
+  uint64_t tree_ns;       /* ms-run's CPU time reading the tree's files at this tick (keep_ticks_cheap) */
+  int dear_ticks;         /* ticks in a row whose reading cost more than 1/TICK_SPACING of the interval */
   int64_t tasks0, tasks1; /* msr_machine_tasks at the start and the end */
   const char *events_by;  /* run mode with events: "cgroup" or "inherited" (open_counters) */
   char events_why[256];   /* why not by cgroup */
@@ -364,8 +369,32 @@ static void note_cwds(run_result *r, const msr_procs *procs) {
   }
 }
 
+static uint64_t cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* What ms-run spends reading the tree's files is at most about 1/TICK_SPACING of a CPU, whatever the
+ * tree (60 processes: 3.3 ms a tick here, a third of a CPU at 10 ms) and the machine: when the ticks
+ * of TICK_DEAR in a row each cost more than that, the timeline is thinned and the ticks spaced twice
+ * as far (as when it fills), up to TICK_MAX_MS. The samplers' buffers are read at each tick as ever. */
+#define TICK_SPACING 20
+#define TICK_DEAR 8
+#define TICK_MAX_MS 160
+
+static void keep_ticks_cheap(run_result *r) {
+  if (r->tree_ns * TICK_SPACING <= r->tl.interval_ms * 1000000ull) r->dear_ticks = 0;
+  else if (++r->dear_ticks >= TICK_DEAR && r->tl.interval_ms < TICK_MAX_MS) {
+    tl_thin(&r->tl);
+    r->dear_ticks = 0;
+  }
+  r->tree_ns = 0;
+}
+
 static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint64_t t0) {
   msr_procs procs;
+  uint64_t c0 = cpu_ns();
   the_tree(r, &procs);
   if (o->note_cwds) note_cwds(r, &procs);
   if (!procs.n) return; /* exiting: no live process to read, and a zero would be no measurement */
@@ -376,7 +405,9 @@ static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint
   if ((uint64_t)procs.n > r->peak_procs) r->peak_procs = (uint64_t)procs.n;
   ms_snapshot snap;
   if (r->ctr) read_counters(r, &snap);
+  uint64_t drain0 = cpu_ns();
   if (r->args.enabled) msr_args_drain(&r->args);
+  c0 += cpu_ns() - drain0; /* reading the calls' arguments is the evidence's cost, not the tick's */
   /* The live processes' faults (with their waited-for children's), and those of the processes
    * ms-run itself reaped: every fault of the tree since it started, but those of a process that
    * has exited and is not yet waited for (it counts again once it is). */
@@ -407,6 +438,7 @@ static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint
   p[2] = anon;
   p[3] = (uint64_t)procs.n;
   p[4] = msr_tree_heap_kb(&procs);
+  r->tree_ns += cpu_ns() - c0; /* the counters' read with it: a tick's own cost */
   if (o->mem_limit_bytes && !r->nroots && rss * 1024u > o->mem_limit_bytes &&
       !r->over_limit) { /* never attached ones */
     r->over_limit = 1;
@@ -460,6 +492,7 @@ static void supervise(const msr_options *o, run_result *r, int probe_r, uint64_t
       if (r->ustacks.enabled) msr_sites_drain(&r->ustacks);
       msr_args_tick(&r->args); /* the CPU samples read, joined to the faults: the next tick's faults */
       msr_inside_tick(&r->inside, r->args.faults_on);
+      keep_ticks_cheap(r);
       next_sample = t + r->tl.interval_ms * 1000000u;
     }
     if (deadline && t >= deadline && !r->timed_out) {
@@ -898,17 +931,20 @@ static int attach_mode(const msr_options *o) {
   while (!g_interrupted) {
     uint64_t t = msr_now_ns();
     if (deadline && t >= deadline) break;
+    uint64_t c0 = cpu_ns();
     the_tree(&r, &procs);
     if (procs.n) { /* the tick's faults: read before its timeline row */
       times_update(&w, &procs, 0);
       window_faults(&w, r.window_flt);
       r.threads_at_end = count_threads(&procs);
     }
+    r.tree_ns = cpu_ns() - c0;
     sample_tree(o, &r, t, t0);
     if (r.cpu.enabled) msr_cpu_drain(&r.cpu);
     if (r.outside.enabled) msr_sites_drain(&r.outside);
     if (r.ustacks.enabled) msr_sites_drain(&r.ustacks);
     msr_args_tick(&r.args);
+    keep_ticks_cheap(&r);
     if (!procs.n) { /* every attached process has exited: what was measured is kept */
       r.exited_ns = t - t0;
       break;

@@ -63,6 +63,8 @@ typedef struct {
   /* The task whose files the tick reads: the process itself, or a live thread of it where its main
    * thread has exited (msr_live_task), found with the tree so that no stat file is read twice. */
   pid_t task[MSR_MAX_PROCS];
+  /* statm's data size (pages), as msr_tree_rss_kb read it; 0: unread. */
+  uint64_t data[MSR_MAX_PROCS];
 } msr_procs;
 
 /* The live descendants of this process (zombies excluded), from /proc. What is known of the
@@ -80,10 +82,12 @@ void msr_tree_in_cgroup(const char *dir, msr_procs *out);
 void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out);
 /* The page faults of those processes and of the children they have waited for, summed. */
 void msr_tree_faults(const msr_procs *p, uint64_t *minflt, uint64_t *majflt);
-/* Resident memory of those processes, summed (KiB): all of it, and the anonymous part. */
-void msr_tree_rss_kb(const msr_procs *p, uint64_t *rss_kb, uint64_t *anon_kb);
+/* Resident memory of those processes, summed (KiB): all of it, and the anonymous part; each one's
+ * data size is noted in `p->data`. */
+void msr_tree_rss_kb(msr_procs *p, uint64_t *rss_kb, uint64_t *anon_kb);
 /* The heap (the [heap] mapping: from the start of the break to the break) of those processes,
- * summed (KiB). */
+ * summed (KiB); a process's maps are read again only when its data size moved (after
+ * msr_tree_rss_kb). */
 uint64_t msr_tree_heap_kb(const msr_procs *p);
 /* The command name (comm) of a process, or "?". */
 void msr_comm(pid_t pid, char *out, size_t cap);

@@ -1,17 +1,21 @@
-"""What ms-run's ticks cost on a machine running many processes besides the command (a shared
-login node, a desktop): a CPU loop alone and under ms-run, with no other process started and with
-BENCH_OTHERS (2,000) sleeping ones, interleaved, both ways ms-run finds the command's tree: on its
-own cgroup (as root) and from /proc (--inherited-events: a user who may not make a cgroup, and
-attach). Each line: the paired ratio of wall times against the loop alone, and ms-run's own CPU
-time per second of the run (`perf stat --no-inherit`, where perf is installed).
+"""What ms-run's ticks cost: on a machine running many processes besides the command (a shared
+login node, a desktop), and on a command that is a large tree of processes (a parallel build, MPI
+ranks). A CPU loop alone and under ms-run, with no other process started and with BENCH_OTHERS
+(2,000) sleeping ones, interleaved, both ways ms-run finds the command's tree: on its own cgroup
+(as root) and from /proc (--inherited-events: a user who may not make a cgroup, and attach). Each
+line: the paired ratio of wall times against the loop alone, and ms-run's own CPU time per second
+of the run (`perf stat --no-inherit`, where perf is installed). Then a tree of BENCH_TREE (150)
+processes, each sleeping, for which only ms-run's own CPU time and its timeline's interval count.
 
 A tick reads the tree's processes only, and lists /proc again only when a task was created since
 the last listing (msr_tree.c). Reading every process's stat at every tick, as ms-run did before,
 took 2.1 s of CPU in a 2.1 s run with 3,000 other processes here (its 10 ms ticks could not keep
-up: 90 of ~210 taken); now 65 ms.
+up: 90 of ~210 taken); now 65 ms. A process's maps are read only when its data size moved, and
+ticks that cost more than 1/20 of their interval are spaced out (ms_run.c keep_ticks_cheap): a tree
+of 60 sleeping processes took 674 ms of ms-run's CPU in 2 s, now 85 ms (its ticks every 40 ms).
 
 BENCH_COMPARE=PATH runs another ms-run binary (an earlier build's) beside this one, in the same
-rounds. Run it with `.venv/bin/python bench/msrun_other_processes.py`.
+rounds. Run it with `.venv/bin/python bench/msrun_tick_cost.py`.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from memsleuth.measure import native
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 OTHERS = int(os.environ.get("BENCH_OTHERS", "2000"))
+TREE = int(os.environ.get("BENCH_TREE", "150"))
 LOOP = r"""
 int main(void) { volatile unsigned long s = 0; for (unsigned long i = 0; i < 1500000000UL; i++) s += i * i;
                  return (int)(s & 1); }
@@ -63,11 +68,22 @@ def measure(loop: str, binaries: dict[str, str], out: str, label: str) -> None:
         print(ratio_line(f"  {label:22s} {key:18s} / alone", res[key], res["alone"]) + own)
 
 
+def large_tree(binaries: dict[str, str], out: str) -> None:
+    import json
+    tree = ["sh", "-c", f"for i in $(seq {TREE}); do sleep 2 & done; wait"]
+    for name, binary in binaries.items():
+        for how, extra in (("cgroup", []), ("/proc", ["--inherited-events"])):
+            cpu = own_cpu_ms([binary, *extra, "--out", out, "--", *tree], out)
+            interval = json.loads(Path(out).read_text())["timeline"]["interval_ms"]
+            own = f"ms-run's own CPU {cpu:6.1f} ms/s" if cpu is not None else "(no perf: ms-run's CPU unmeasured)"
+            print(f"  a tree of {TREE} processes  {name} {how:7s} {own}, a point every {interval} ms")
+
+
 def main() -> None:
     binaries = {"ms-run": str(native.ms_run())}
     if os.environ.get("BENCH_COMPARE"):
         binaries["compared"] = os.environ["BENCH_COMPARE"]
-    print(f"bench/msrun_other_processes: a CPU loop alone and under ms-run --no-syscalls, {ROUNDS} interleaved "
+    print(f"bench/msrun_tick_cost: a CPU loop alone and under ms-run --no-syscalls, {ROUNDS} interleaved "
           f"rounds, with no other process started and with {OTHERS} sleeping")
     with tempfile.TemporaryDirectory() as tmp:
         src, loop = Path(tmp) / "loop.c", str(Path(tmp) / "loop")
@@ -85,6 +101,7 @@ def main() -> None:
                 p.kill()
             for p in others:
                 p.wait()
+        large_tree(binaries, out)
 
 
 if __name__ == "__main__":
