@@ -45,14 +45,12 @@ int64_t msr_machine_tasks(void) {
   return n;
 }
 
-/* ppid and state from a stat file (/proc/PID/stat, or a thread's), and where `flt` is not NULL
- * the faults: minor and major, each the process's own (its threads', the ended ones' too) plus
+/* ppid and state from a stat file's text (/proc/PID/stat, or a thread's), and where `flt` is not
+ * NULL the faults: minor and major, each the process's own (its threads', the ended ones' too) plus
  * those of the children it has waited for. The command name may hold spaces and parentheses, so
  * the fields are read after the last ')'. */
-static int stat_at(const char *path, pid_t *ppid, char *state, uint64_t *flt) {
-  char buf[1024];
-  if (read_small(path, buf, sizeof buf) <= 0) return -1;
-  char *rp = strrchr(buf, ')');
+static int parse_stat(const char *buf, pid_t *ppid, char *state, uint64_t *flt) {
+  const char *rp = strrchr(buf, ')');
   int pp = 0;
   unsigned long long mn = 0, cmn = 0, mj = 0, cmj = 0;
   int got = rp ? sscanf(rp + 1, " %c %d %*d %*d %*d %*d %*u %llu %llu %llu %llu", state, &pp, &mn, &cmn, &mj, &cmj) : 0;
@@ -65,10 +63,99 @@ static int stat_at(const char *path, pid_t *ppid, char *state, uint64_t *flt) {
   return 0;
 }
 
+static int stat_at(const char *path, pid_t *ppid, char *state, uint64_t *flt) {
+  char buf[1024];
+  if (read_small(path, buf, sizeof buf) <= 0) return -1;
+  return parse_stat(buf, ppid, state, flt);
+}
+
 static int stat_of(pid_t pid, pid_t *ppid, char *state, uint64_t *flt) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
   return stat_at(path, ppid, state, flt);
+}
+
+/* ---- the tree's stat and statm files, kept open from one tick to the next ----
+ * Opening and closing them was half of what a tick cost (the path walk, the pid's revalidation);
+ * a kept file is read again from its start. A file of /proc/PID is the process's, never a later one's
+ * that gets the pid back: once the process has gone, its read fails and the file is closed. At
+ * most KEPT_MAX processes' files are kept (the rest are opened for each read), so that ms-run stays
+ * far from its open files' limit; a process's files read at neither of the last two readings of
+ * the tree (attached, a tick reads it twice) are closed. */
+#define KEPT_MAX 128
+enum { KEPT_STAT, KEPT_STATM };
+typedef struct {
+  pid_t pid, task; /* the task its statm is read through (msr_live_task) */
+  int fd[2];
+  unsigned gen;
+} kept;
+static kept g_kept[KEPT_MAX]; /* ascending pids */
+static int g_nkept;
+static unsigned g_gen = 1;
+
+static void kept_close(kept *k, int which) {
+  if (k->fd[which] >= 0) close(k->fd[which]);
+  k->fd[which] = -1;
+}
+
+/* A new reading of the tree: the files read at neither of the last two are closed. */
+static void kept_sweep(void) {
+  int n = 0;
+  for (int i = 0; i < g_nkept; i++) {
+    if (g_kept[i].gen + 1 >= g_gen) {
+      g_kept[n++] = g_kept[i];
+      continue;
+    }
+    kept_close(&g_kept[i], KEPT_STAT);
+    kept_close(&g_kept[i], KEPT_STATM);
+  }
+  g_nkept = n;
+  g_gen++;
+}
+
+static kept *kept_of(pid_t pid) {
+  int lo = 0, hi = g_nkept;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (g_kept[mid].pid < pid) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < g_nkept && g_kept[lo].pid == pid) return &g_kept[lo];
+  if (g_nkept == KEPT_MAX) return NULL;
+  memmove(&g_kept[lo + 1], &g_kept[lo], (size_t)(g_nkept - lo) * sizeof *g_kept);
+  g_nkept++;
+  g_kept[lo] = (kept){pid, pid, {-1, -1}, g_gen};
+  return &g_kept[lo];
+}
+
+/* The text of a tree process's stat (`task` = its pid) or statm (through `task`) file. */
+static ssize_t read_kept(pid_t pid, pid_t task, int which, char *buf, size_t cap) {
+  char path[96];
+  const char *name = which == KEPT_STAT ? "stat" : "statm";
+  if (task > 0 && task != pid) snprintf(path, sizeof path, "/proc/%d/task/%d/%s", (int)pid, (int)task, name);
+  else snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+  kept *k = kept_of(pid);
+  if (!k) return read_small(path, buf, cap);
+  k->gen = g_gen;
+  if (which == KEPT_STATM && k->task != task) { /* its main thread has ended since: read through another */
+    kept_close(k, KEPT_STATM);
+    k->task = task;
+  }
+  if (k->fd[which] < 0 && (k->fd[which] = open(path, O_RDONLY | O_CLOEXEC)) < 0) return -1;
+  ssize_t n = pread(k->fd[which], buf, cap - 1, 0);
+  if (n <= 0) {
+    kept_close(k, which);
+    return -1;
+  }
+  buf[n] = 0;
+  return n;
+}
+
+/* A tree process's stat, through its kept file. */
+static int stat_kept(pid_t pid, pid_t *ppid, char *state, uint64_t *flt) {
+  char buf[1024];
+  if (read_kept(pid, pid, KEPT_STAT, buf, sizeof buf) <= 0) return -1;
+  return parse_stat(buf, ppid, state, flt);
 }
 
 static int dead(char state) { return state == 'Z' || state == 'X'; }
@@ -156,11 +243,12 @@ void msr_tree_in_cgroup(const char *dir, msr_procs *out) {
    * waited for between the two reads is then missed for a tick, not counted twice in the faults. */
   qsort(all, (size_t)n, sizeof all[0], by_pid);
   out->n = 0;
+  kept_sweep();
   for (int i = 0; i < n; i++) {
     pid_t ppid;
     char state;
     uint64_t flt[2];
-    pid_t task = stat_of(all[i], &ppid, &state, flt) == 0 ? alive(all[i], state) : 0;
+    pid_t task = stat_kept(all[i], &ppid, &state, flt) == 0 ? alive(all[i], state) : 0;
     if (task) {
       out->task[out->n] = task;
       out->minflt[out->n] = flt[0];
@@ -318,13 +406,14 @@ void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out)
   /* The tree's processes in ascending pids (a parent's stat read before its children's, wrap aside: a
    * child that exits and is waited for between the two reads is then missed for a tick, not counted
    * twice in the faults). */
+  kept_sweep();
   for (int i = 0; i < tp->n && out->n < MSR_MAX_PROCS; i++) {
     known *k = &tp->k[i];
     if (k->side == K_OUTSIDE || (k->side == K_ROOT && !with_roots)) continue;
     pid_t ppid;
     char state;
     uint64_t flt[2];
-    pid_t task = stat_of(k->pid, &ppid, &state, flt) == 0 ? alive(k->pid, state) : 0;
+    pid_t task = stat_kept(k->pid, &ppid, &state, flt) == 0 ? alive(k->pid, state) : 0;
     if (task) {
       out->task[out->n] = task;
       out->minflt[out->n] = flt[0];
@@ -356,10 +445,9 @@ void msr_tree_rss_kb(msr_procs *p, uint64_t *rss_kb, uint64_t *anon_kb) {
   if (!page_kb) page_kb = sysconf(_SC_PAGESIZE) / 1024;
   uint64_t rss = 0, anon = 0;
   for (int i = 0; i < p->n; i++) {
-    char path[96], buf[256];
+    char buf[256];
     p->data[i] = 0;
-    listed_file(p, i, "statm", path, sizeof path);
-    if (read_small(path, buf, sizeof buf) <= 0) continue;
+    if (read_kept(p->pid[i], p->task[i], KEPT_STATM, buf, sizeof buf) <= 0) continue;
     unsigned long size = 0, resident = 0, shared = 0, text = 0, lib = 0, data = 0;
     int got = sscanf(buf, "%lu %lu %lu %lu %lu %lu", &size, &resident, &shared, &text, &lib, &data);
     if (got < 3) continue;

@@ -312,6 +312,19 @@ def test_the_ticks_of_a_large_tree_are_spaced_so_that_reading_it_stays_cheap():
         tl["interval_ms"], gaps)
 
 
+def test_the_files_kept_open_between_ticks_are_those_of_live_processes():
+    """ms-run keeps the tree's stat and statm files open from one tick to the next (/proc/PID files:
+    never a later process's that gets the pid back); those of ended processes are closed within two
+    ticks. 200 processes come and go in waves of 40; once they have ended, ms-run (the command's
+    parent) holds no file of /proc open beyond the command's own."""
+    script = ("for w in 1 2 3 4 5; do for i in $(seq 40); do sleep 0.1 & done; wait; done; sleep 0.2; "
+              "ls -l /proc/$PPID/fd | grep -c ' /proc/'")
+    doc = ms_run("--inherited-events", "--", "sh", "-c", script)
+    assert doc["status"] == "ok", doc["detail"]
+    assert doc["peak_procs"] >= 41, doc["peak_procs"]
+    assert int(doc["stdout_tail"].split()[-1]) <= 4, doc["stdout_tail"]     # the shell's stat and statm, and ls's
+
+
 def test_rss_is_sampled_over_time():
     doc = ms_run("--sample-ms", "5", "--", "sh", "-c", f"{fixture('fx-regions')} 20000; sleep 0.2")
     cols = doc["timeline"]["columns"]
