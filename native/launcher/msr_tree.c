@@ -312,8 +312,10 @@ static int by_known_pid(const void *a, const void *b) {
 }
 
 /* Lists /proc into a new table, keeping what is known of every process still there (same pid, same
- * inode); then decides the new ones' side from their parents'. -1: /proc could not be listed. */
-static int relist(tracker *t) {
+ * inode); then decides the new ones' side from their parents' (`none_below`: every new one is
+ * outside, the roots aside, with no stat file read: no process is below the roots yet). -1: /proc
+ * could not be listed. */
+static int relist(tracker *t, int none_below) {
   DIR *d = opendir("/proc");
   if (!d) return -1;
   known *nk = NULL;
@@ -351,6 +353,7 @@ static int relist(tracker *t) {
     char state;
     if (k->side != K_NEW) continue;
     if (is_root(t, k->pid)) k->side = K_ROOT;
+    else if (none_below) k->side = K_OUTSIDE;
     else if (stat_of(k->pid, &k->ppid, &state, NULL)) k->ppid = -1; /* gone already: no parent known */
   }
   for (int changed = 1; changed;) {
@@ -400,7 +403,7 @@ void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out)
   long now = last_pid();
   if (now < 0 || now != tp->last_pid) {
     /* the cursor as read before the listing: a task created during it is listed again next time */
-    if (relist(tp)) return;
+    if (relist(tp, 0)) return;
     tp->last_pid = now;
   }
   /* The tree's processes in ascending pids (a parent's stat read before its children's, wrap aside: a
@@ -427,7 +430,7 @@ void msr_tree_prepare(void) {
   pid_t self = getpid();
   tracker *t = tracker_of(&self, 1);
   long now = last_pid();
-  if (!relist(t)) t->last_pid = now;
+  if (!relist(t, 1)) t->last_pid = now;
 }
 
 void msr_tree_faults(const msr_procs *p, uint64_t *minflt, uint64_t *majflt) {
