@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -79,10 +80,11 @@ static int stat_of(pid_t pid, pid_t *ppid, char *state, uint64_t *flt) {
  * Opening and closing them was half of what a tick cost (the path walk, the pid's revalidation);
  * a kept file is read again from its start. A file of /proc/PID is the process's, never a later one's
  * that gets the pid back: once the process has gone, its read fails and the file is closed. At
- * most KEPT_MAX processes' files are kept (the rest are opened for each read), so that ms-run stays
- * far from its open files' limit; a process's files read at neither of the last two readings of
- * the tree (attached, a tick reads it twice) are closed. */
-#define KEPT_MAX 128
+ * most KEPT_MAX processes' files are kept, and only on descriptors below half of ms-run's limit
+ * (the rest are opened for each read): the samplers' events, opened as processes appear, keep
+ * their room. A process's files read at neither of the last two readings of the tree (attached, a
+ * tick reads it twice) are closed. */
+#define KEPT_MAX 64
 enum { KEPT_STAT, KEPT_STATM };
 typedef struct {
   pid_t pid, task; /* the task its statm is read through (msr_live_task) */
@@ -141,7 +143,23 @@ static ssize_t read_kept(pid_t pid, pid_t task, int which, char *buf, size_t cap
     kept_close(k, KEPT_STATM);
     k->task = task;
   }
-  if (k->fd[which] < 0 && (k->fd[which] = open(path, O_RDONLY | O_CLOEXEC)) < 0) return -1;
+  if (k->fd[which] < 0) {
+    static long ceiling;
+    if (!ceiling) {
+      struct rlimit rl;
+      ceiling = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)(rl.rlim_cur / 2) : 512;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    if (fd >= ceiling) { /* read once, not kept */
+      ssize_t n = read(fd, buf, cap - 1);
+      close(fd);
+      if (n <= 0) return -1;
+      buf[n] = 0;
+      return n;
+    }
+    k->fd[which] = fd;
+  }
   ssize_t n = pread(k->fd[which], buf, cap - 1, 0);
   if (n <= 0) {
     kept_close(k, which);
