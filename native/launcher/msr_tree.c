@@ -297,8 +297,14 @@ typedef struct {
   int nroots;
   known *k; /* ascending pids */
   int n, cap;
-  long last_pid; /* at the last listing; -1: never listed */
+  long last_pid;      /* at the last listing; -1: never listed */
+  uint64_t listed_ns; /* when */
+  int untrusted;      /* the last pid missed a process (lxcfs's loadavg, a sandbox's): list at every call */
 } tracker;
+
+/* /proc is listed at least this often, the last pid unmoved or not: a listing that finds a process
+ * the last pid did not announce makes the tracker list at every call from then on. */
+#define RELIST_NS 100000000ull
 
 /* The last pid handed out in this pid namespace (the last field of /proc/loadavg), or -1. */
 static long last_pid(void) {
@@ -331,13 +337,13 @@ static int by_known_pid(const void *a, const void *b) {
 
 /* Lists /proc into a new table, keeping what is known of every process still there (same pid, same
  * inode); then decides the new ones' side from their parents' (`none_below`: every new one is
- * outside, the roots aside, with no stat file read: no process is below the roots yet). -1: /proc
- * could not be listed. */
+ * outside, the roots aside, with no stat file read: no process is below the roots yet). Returns how
+ * many pids were not in the table before, or -1: /proc could not be listed. */
 static int relist(tracker *t, int none_below) {
   DIR *d = opendir("/proc");
   if (!d) return -1;
   known *nk = NULL;
-  int n = 0, cap = 0, sorted = 1;
+  int n = 0, cap = 0, sorted = 1, unseen = 0;
   struct dirent *e;
   while ((e = readdir(d))) {
     if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
@@ -354,6 +360,7 @@ static int relist(tracker *t, int none_below) {
     }
     pid_t pid = (pid_t)atoi(e->d_name);
     known *old = find(t, pid);
+    unseen += !old;
     if (old && old->ino == (uint64_t)e->d_ino && old->side != K_NEW) nk[n] = *old;
     else nk[n] = (known){pid, 0, (uint64_t)e->d_ino, K_NEW};
     if (n && nk[n - 1].pid > pid) sorted = 0;
@@ -396,7 +403,7 @@ static int relist(tracker *t, int none_below) {
   }
   for (int i = 0; i < n; i++)
     if (nk[i].side == K_NEW) nk[i].side = K_OUTSIDE; /* a loop of parents: none is real */
-  return 0;
+  return unseen;
 }
 
 /* The tracker of these roots: ms-run follows its own descendants and, attached, the given processes'. */
@@ -411,6 +418,8 @@ static tracker *tracker_of(const pid_t *roots, int nroots) {
   t->nroots = nroots;
   t->n = 0;
   t->last_pid = -1;
+  t->listed_ns = 0;
+  t->untrusted = 0;
   return t;
 }
 
@@ -419,10 +428,15 @@ void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out)
   if (nroots > MSR_MAX_ATTACH + 1) nroots = MSR_MAX_ATTACH + 1;
   tracker *tp = tracker_of(roots, nroots);
   long now = last_pid();
-  if (now < 0 || now != tp->last_pid) {
+  uint64_t t = msr_now_ns();
+  int moved = now < 0 || now != tp->last_pid || tp->untrusted;
+  if (moved || t - tp->listed_ns >= RELIST_NS) {
     /* the cursor as read before the listing: a task created during it is listed again next time */
-    if (relist(tp, 0)) return;
+    int unseen = relist(tp, 0);
+    if (unseen < 0) return;
+    if (!moved && unseen && tp->listed_ns) tp->untrusted = 1;
     tp->last_pid = now;
+    tp->listed_ns = t;
   }
   /* The tree's processes in ascending pids (a parent's stat read before its children's, wrap aside: a
    * child that exits and is waited for between the two reads is then missed for a tick, not counted
@@ -448,7 +462,10 @@ void msr_tree_prepare(void) {
   pid_t self = getpid();
   tracker *t = tracker_of(&self, 1);
   long now = last_pid();
-  if (!relist(t, 1)) t->last_pid = now;
+  if (relist(t, 1) >= 0) {
+    t->last_pid = now;
+    t->listed_ns = msr_now_ns();
+  }
 }
 
 void msr_tree_faults(const msr_procs *p, uint64_t *minflt, uint64_t *majflt) {

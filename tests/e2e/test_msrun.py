@@ -298,6 +298,29 @@ def test_a_tree_is_followed_from_proc_as_through_its_cgroup():
         assert abs(peaks["proc"] - peaks["cgroup"]) <= 0.15 * peaks["cgroup"], peaks
 
 
+def test_a_tree_is_found_where_proc_loadavg_never_moves(tmp_path):
+    """ms-run lists /proc again when /proc/loadavg's last pid moved, and at least every 100 ms: where
+    that file is another's (lxcfs in a container, a sandbox) and never moves, the command's processes
+    are still found (here a frozen copy bound over it, in a mount namespace of the test's own)."""
+    import os
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("binding a file over /proc/loadavg needs root and unshare")
+    fake = tmp_path / "loadavg"
+    fake.write_text("0.00 0.00 0.00 1/100 12345\n")
+    out, inner = tmp_path / "run.json", tmp_path / "tree.sh"
+    hold = "python3 -c 'import time; b = b\"x\" * (40 << 20); time.sleep(0.6)'"
+    inner.write_text(f"sleep 0.3; {hold} & sleep 0.1; {hold}; wait\n")
+    script = (f"mount --bind {fake} /proc/loadavg && exec {native.ms_run()} --inherited-events --sample-ms 5 "
+              f"--out {out} -- sh {inner}")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0 and not out.exists():
+        pytest.skip(f"no mount namespace here: {done.stderr.strip()[:200]}")
+    doc = json.loads(out.read_text())
+    cols, rows = doc["timeline"]["columns"], doc["timeline"]["rows"]
+    assert doc["status"] == "ok" and rows, doc["detail"]
+    assert max(r[cols.index("rss_kb")] for r in rows) >= 2 * 40 * 1024 and doc["peak_procs"] >= 3, doc["peak_procs"]
+
+
 def test_the_ticks_of_a_large_tree_are_spaced_so_that_reading_it_stays_cheap():
     """Reading 150 processes' files at every 10 ms tick would take ms-run a third of a CPU and more: once
     eight ticks in a row each cost it more than 1/20 of their interval, the timeline is thinned and the
