@@ -78,8 +78,8 @@ void msr_tree_prepare(void);
  * from cgroup.procs: what msr_descendants finds without reading every process's stat. */
 void msr_tree_in_cgroup(const char *dir, msr_procs *out);
 /* The live descendants of `roots`, and the roots themselves when `with_roots` (attach). A call
- * reads the stat files of the tree's processes and of those new since the last call's listing of
- * /proc, made again only when a task was created since. */
+ * reads the stat files of the tree's processes and of those new since the last listing of /proc,
+ * made again when a task was created since and at least every 100 ms (msr_tree.c). */
 void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out);
 /* The page faults of those processes and of the children they have waited for, summed. */
 void msr_tree_faults(const msr_procs *p, uint64_t *minflt, uint64_t *majflt);

@@ -282,9 +282,10 @@ void msr_tree_in_cgroup(const char *dir, msr_procs *out) {
  * when the parent ends, and then to an ancestor (a subreaper: ms-run) or to init, so a process
  * found outside the tree stays outside. A call then reads the stat files of the tree's own
  * processes and of the processes new since the last listing, not of every process on the machine
- * (a full scan of 3,000 processes took 30 ms here, three ticks' worth), and lists /proc only when
- * a task was created since (/proc/loadavg's last pid, the pid namespace's cursor: pids are handed
- * out in turn, so a pid comes back only after a full turn of pid_max, each step of which moves it). */
+ * (a full scan of 3,000 processes took 30 ms here, three ticks' worth), and lists /proc when a task
+ * was created since (/proc/loadavg's last pid, the pid namespace's cursor: pids are handed out in
+ * turn, so a pid comes back only after a full turn of pid_max, each step of which moves it), and at
+ * least every RELIST_NS. */
 enum { K_OUTSIDE, K_INSIDE, K_ROOT, K_NEW };
 typedef struct {
   pid_t pid, ppid;
