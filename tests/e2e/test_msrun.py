@@ -338,14 +338,18 @@ def test_the_ticks_of_a_large_tree_are_spaced_so_that_reading_it_stays_cheap():
 def test_the_files_kept_open_between_ticks_are_those_of_live_processes():
     """ms-run keeps the tree's stat and statm files open from one tick to the next (/proc/PID files:
     never a later process's that gets the pid back); those of ended processes are closed within two
-    ticks. 200 processes come and go in waves of 40; once they have ended, ms-run (the command's
-    parent) holds no file of /proc open beyond the command's own."""
-    script = ("for w in 1 2 3 4 5; do for i in $(seq 40); do sleep 0.1 & done; wait; done; sleep 0.2; "
-              "ls -l /proc/$PPID/fd | grep -c ' /proc/'")
+    readings of the tree. 200 processes come and go in waves of 40; once they have ended, ms-run (the
+    command's parent) soon holds no file of /proc open beyond the command's own (looked at for up to
+    5 s: the ticks of a tree this size may be spaced out, more so on a busy machine)."""
+    script = ("for w in 1 2 3 4 5; do for i in $(seq 40); do sleep 0.1 & done; wait; done; "
+              "for t in $(seq 50); do n=$(ls -l /proc/$PPID/fd | grep -c ' /proc/'); [ $n -le 10 ] && break; "
+              "sleep 0.1; done; echo $n")
     doc = ms_run("--inherited-events", "--", "sh", "-c", script)
     assert doc["status"] == "ok", doc["detail"]
     assert doc["peak_procs"] >= 41, doc["peak_procs"]
-    assert int(doc["stdout_tail"].split()[-1]) <= 4, doc["stdout_tail"]     # the shell's stat and statm, and ls's
+    # The shell's stat and statm, and those of the last `sleep`, the subshell, ls and grep where a tick saw
+    # them: at most 10; kept files never closed would be up to 128 (64 processes' two).
+    assert int(doc["stdout_tail"].split()[-1]) <= 10, doc["stdout_tail"]
 
 
 def test_rss_is_sampled_over_time():
