@@ -770,6 +770,7 @@ static void catch_stops(void) {
 typedef struct {
   pid_t pid;
   uint64_t utime, stime, minflt, majflt; /* clock ticks, counts */
+  uint64_t born;                         /* its start time (clock ticks since boot): which process has the pid */
 } proc_times;
 
 static int read_times(pid_t pid, proc_times *t) {
@@ -783,16 +784,18 @@ static int read_times(pid_t pid, proc_times *t) {
   buf[n] = 0;
   char *rp = strrchr(buf, ')');
   unsigned long minflt, majflt, utime, stime;
-  if (!rp ||
-      sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %lu %*u %lu %*u %lu %lu", &minflt, &majflt, &utime, &stime) != 4)
+  unsigned long long born;
+  if (!rp || sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %lu %*u %lu %*u %lu %lu %*d %*d %*d %*d %*d %*d %llu", &minflt,
+                    &majflt, &utime, &stime, &born) != 5)
     return -1;
-  *t = (proc_times){pid, utime, stime, minflt, majflt};
+  *t = (proc_times){pid, utime, stime, minflt, majflt, born};
   return 0;
 }
 
 /* Every process's times at the start of the window and as last read: the window's share is the
  * difference (a process that exits keeps what was last read of it; one born in the window starts
- * at zero). */
+ * at zero). A process is its pid and its start time: one that gets the pid of a process that ended
+ * in the window is another (its counts less the ended one's would wrap around). */
 typedef struct {
   proc_times start[MSR_MAX_PROCS], last[MSR_MAX_PROCS];
   int n;
@@ -803,11 +806,11 @@ static void times_update(window_times *w, const msr_procs *procs, int at_start) 
     proc_times t;
     if (read_times(procs->pid[i], &t)) continue;
     int k = 0;
-    while (k < w->n && w->last[k].pid != t.pid) k++;
+    while (k < w->n && (w->last[k].pid != t.pid || w->last[k].born != t.born)) k++;
     if (k == w->n) {
       if (w->n == MSR_MAX_PROCS) continue;
       w->n++;
-      w->start[k] = at_start ? t : (proc_times){t.pid, 0, 0, 0, 0};
+      w->start[k] = at_start ? t : (proc_times){t.pid, 0, 0, 0, 0, t.born};
     }
     w->last[k] = t;
   }
