@@ -321,6 +321,42 @@ def test_a_tree_is_found_where_proc_loadavg_never_moves(tmp_path):
     assert max(r[cols.index("rss_kb")] for r in rows) >= 2 * 40 * 1024 and doc["peak_procs"] >= 3, doc["peak_procs"]
 
 
+def test_a_process_given_the_pid_of_one_outside_the_tree_is_found(tmp_path):
+    """ms-run remembers the processes outside the tree by pid and /proc inode: one that ends and whose
+    pid goes to a new process of the tree is not taken for it (the new one has a new inode). In a pid
+    namespace of the test's own, root hands the pid of an outside process that ended to the command's
+    child (ns_last_pid, as CRIU does); its 80 MiB are in the timeline."""
+    import os
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("a pid namespace and ns_last_pid need root and unshare")
+    inner = tmp_path / "inner.py"
+    inner.write_text(
+        "import os, sys, time\n"
+        "o = int(sys.argv[1])\n"
+        "while os.path.exists(f'/proc/{o}'): time.sleep(0.001)\n"
+        "open('/proc/sys/kernel/ns_last_pid', 'w').write(str(o - 1))\n"
+        "c = os.fork()\n"
+        "if c == 0:\n"
+        "    b = bytearray(80 << 20)\n"
+        "    for i in range(0, len(b), 4096): b[i] = 1\n"
+        "    time.sleep(0.6); os._exit(0)\n"
+        "print('pids', o, c, flush=True)\n"
+        "os.waitpid(c, 0)\n")
+    out = tmp_path / "run.json"
+    script = (f"sleep 0.5 & o=$!; {native.ms_run()} --inherited-events --sample-ms 5 --out {out} -- "
+              f"python3 {inner} $o")
+    done = subprocess.run(["unshare", "-p", "-f", "--mount-proc", "sh", "-c", script], capture_output=True,
+                          text=True, timeout=120)
+    if not out.exists():
+        pytest.skip(f"no pid namespace here: {done.stderr.strip()[:200]}")
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "ok", doc["detail"]
+    pids = doc["stdout_tail"].split()
+    assert pids[0] == "pids" and pids[1] == pids[2], f"the pid was not handed back: {pids}"
+    cols, rows = doc["timeline"]["columns"], doc["timeline"]["rows"]
+    assert max(r[cols.index("rss_kb")] for r in rows) >= 80 * 1024, max(r[cols.index("rss_kb")] for r in rows)
+
+
 def test_the_ticks_of_a_large_tree_are_spaced_so_that_reading_it_stays_cheap():
     """Reading 150 processes' files at every 10 ms tick would take ms-run a third of a CPU and more: once
     eight ticks in a row each cost it more than 1/20 of their interval, the timeline is thinned and the
