@@ -34,6 +34,26 @@ def fixture(name: str) -> str:
     return str(path)
 
 
+# Python that hands the next pid of this pid namespace to the process that had `pid` (as CRIU does):
+# the next fork gets it. Root, in a namespace of its own (in_pid_namespace).
+def hand_pid_back(pid: str) -> str:
+    return f"open('/proc/sys/kernel/ns_last_pid', 'w').write(str({pid} - 1))\n"
+
+
+def in_pid_namespace(script: str, out: Path) -> dict:
+    """Runs `script` (sh) as the first process of a pid namespace with its own /proc, where a pid can be
+    handed back (hand_pid_back), and returns the JSON document it wrote to `out`; skipped where root,
+    unshare or pid namespaces are missing."""
+    import shutil
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("a pid namespace and ns_last_pid need root and unshare")
+    done = subprocess.run(["unshare", "-p", "-f", "--mount-proc", "sh", "-c", script], capture_output=True,
+                          text=True, timeout=120)
+    if not out.exists():
+        pytest.skip(f"no pid namespace here: {done.stderr.strip()[:200]}")
+    return json.loads(out.read_text())
+
+
 def ms_run(*args: str, timeout: float = 120) -> dict:
     out = subprocess.run([str(native.ms_run()), *args], capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stderr

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import default_stop_signals, fixture, memsleuth, needs_tracepoints
+from conftest import default_stop_signals, fixture, hand_pid_back, in_pid_namespace, memsleuth, needs_tracepoints
 
 from memsleuth.measure import native
 
@@ -456,11 +456,8 @@ def test_without_perf_the_kernels_samples_are_counted_once_each(tmp_path):
 def test_a_pid_given_again_within_the_window_is_another_process(tmp_path):
     """ms-run's window takes each process's share as its counts now less at the start (or from zero, one
     born in the window). A process that ends in the window and whose pid goes to a new one: the new
-    one's counts are its own, not less the ended one's (which wrapped around to ~1.8e19 faults). Made
-    in a pid namespace of the test's own, where root hands the pid back (ns_last_pid, as CRIU does)."""
-    import os
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("a pid namespace and ns_last_pid need root and unshare")
+    one's counts are its own, not less the ended one's (which read -24,772 faults and 1.8e19 ns of
+    system time). In a pid namespace of the test's own, where root hands the pid back."""
     target = tmp_path / "target.py"
     target.write_text(
         "import os, time\n"
@@ -471,22 +468,17 @@ def test_a_pid_given_again_within_the_window_is_another_process(tmp_path):
         "    time.sleep(1.0); os._exit(0)\n"
         "time.sleep(1.4)\n"
         "os.waitpid(a, 0)\n"
-        "open('/proc/sys/kernel/ns_last_pid', 'w').write(str(a - 1))\n"
+        + hand_pid_back("a") +
         "b = os.fork()\n"
         "if b == 0:\n"
         "    time.sleep(0.8); os._exit(0)\n"
         "print('pids', a, b, flush=True)\n"
         "os.waitpid(b, 0)\n")
     out = tmp_path / "run.json"
-    script = (f"python3 {target} > {tmp_path}/pids & sleep 0.6; "
-              f"{native.ms_run()} --attach $! --duration 2.5 --out {out}; wait")
-    done = subprocess.run(["unshare", "-p", "-f", "--mount-proc", "sh", "-c", script], capture_output=True,
-                          text=True, timeout=120)
-    if not out.exists():
-        pytest.skip(f"no pid namespace here: {done.stderr.strip()[:200]}")
+    doc = in_pid_namespace(f"python3 {target} > {tmp_path}/pids & sleep 0.6; "
+                           f"{native.ms_run()} --attach $! --duration 2.5 --out {out}; wait", out)
     pids = (tmp_path / "pids").read_text().split()
     assert pids[0] == "pids" and pids[1] == pids[2], f"the pid was not handed back: {pids}"
-    doc = json.loads(out.read_text())
     assert doc["status"] == "ok", doc["detail"]
     # the ended child's faults were mostly taken before the window; the new one makes few
     assert 0 <= doc["minflt"] < 1_000_000 and 0 <= doc["majflt"] < 1_000_000, (doc["minflt"], doc["majflt"])

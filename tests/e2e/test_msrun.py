@@ -11,7 +11,7 @@ import subprocess
 
 from memsleuth.measure import allocators, native
 from memsleuth.records import documents
-from conftest import fixture, ms_run, needs_pmu, needs_tracepoints, regions_of
+from conftest import fixture, hand_pid_back, in_pid_namespace, ms_run, needs_pmu, needs_tracepoints, regions_of
 
 
 def test_segfault_is_crashed_with_signal_and_stderr_tail():
@@ -324,17 +324,14 @@ def test_a_tree_is_found_where_proc_loadavg_never_moves(tmp_path):
 def test_a_process_given_the_pid_of_one_outside_the_tree_is_found(tmp_path):
     """ms-run remembers the processes outside the tree by pid and /proc inode: one that ends and whose
     pid goes to a new process of the tree is not taken for it (the new one has a new inode). In a pid
-    namespace of the test's own, root hands the pid of an outside process that ended to the command's
-    child (ns_last_pid, as CRIU does); its 80 MiB are in the timeline."""
-    import os
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("a pid namespace and ns_last_pid need root and unshare")
+    namespace of the test's own, root hands the pid of an outside process that just ended to the
+    command's child; its 80 MiB are in the timeline (taking the pid's old entry, they were missed)."""
     inner = tmp_path / "inner.py"
     inner.write_text(
         "import os, sys, time\n"
         "o = int(sys.argv[1])\n"
         "while os.path.exists(f'/proc/{o}'): time.sleep(0.001)\n"
-        "open('/proc/sys/kernel/ns_last_pid', 'w').write(str(o - 1))\n"
+        + hand_pid_back("o") +
         "c = os.fork()\n"
         "if c == 0:\n"
         "    b = bytearray(80 << 20)\n"
@@ -343,13 +340,8 @@ def test_a_process_given_the_pid_of_one_outside_the_tree_is_found(tmp_path):
         "print('pids', o, c, flush=True)\n"
         "os.waitpid(c, 0)\n")
     out = tmp_path / "run.json"
-    script = (f"sleep 0.5 & o=$!; {native.ms_run()} --inherited-events --sample-ms 5 --out {out} -- "
-              f"python3 {inner} $o")
-    done = subprocess.run(["unshare", "-p", "-f", "--mount-proc", "sh", "-c", script], capture_output=True,
-                          text=True, timeout=120)
-    if not out.exists():
-        pytest.skip(f"no pid namespace here: {done.stderr.strip()[:200]}")
-    doc = json.loads(out.read_text())
+    doc = in_pid_namespace(f"sleep 0.5 & o=$!; {native.ms_run()} --inherited-events --sample-ms 5 --out {out} -- "
+                           f"python3 {inner} $o", out)
     assert doc["status"] == "ok", doc["detail"]
     pids = doc["stdout_tail"].split()
     assert pids[0] == "pids" and pids[1] == pids[2], f"the pid was not handed back: {pids}"
