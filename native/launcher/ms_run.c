@@ -392,17 +392,20 @@ static void keep_ticks_cheap(run_result *r) {
   r->tree_ns = 0;
 }
 
-static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint64_t t0) {
-  msr_procs procs;
+/* One tick's point of the timeline. `found`: the tree as the caller found it at this tick (attached,
+ * for the window's times: it is not read twice), else NULL: it is found here. */
+static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint64_t t0, msr_procs *found) {
+  static msr_procs own;
+  msr_procs *procs = found ? found : &own;
   uint64_t c0 = cpu_ns();
-  the_tree(r, &procs);
-  if (o->note_cwds) note_cwds(r, &procs);
-  if (!procs.n) return; /* exiting: no live process to read, and a zero would be no measurement */
+  if (!found) the_tree(r, procs);
+  if (o->note_cwds) note_cwds(r, procs);
+  if (!procs->n) return; /* exiting: no live process to read, and a zero would be no measurement */
   uint64_t rss, anon;
-  msr_tree_rss_kb(&procs, &rss, &anon);
+  msr_tree_rss_kb(procs, &rss, &anon);
   if (!rss) return; /* the last process is tearing its memory down: not a measurement */
   if (rss > r->peak_rss_kb) r->peak_rss_kb = rss;
-  if ((uint64_t)procs.n > r->peak_procs) r->peak_procs = (uint64_t)procs.n;
+  if ((uint64_t)procs->n > r->peak_procs) r->peak_procs = (uint64_t)procs->n;
   ms_snapshot snap;
   if (r->ctr) read_counters(r, &snap);
   uint64_t drain0 = cpu_ns();
@@ -413,7 +416,7 @@ static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint
    * has exited and is not yet waited for (it counts again once it is). */
   uint64_t flt[2] = {r->window_flt[0], r->window_flt[1]};
   if (!r->nroots) {
-    msr_tree_faults(&procs, &flt[0], &flt[1]);
+    msr_tree_faults(procs, &flt[0], &flt[1]);
     flt[0] += (uint64_t)r->reaper.others_ru.ru_minflt;
     flt[1] += (uint64_t)r->reaper.others_ru.ru_majflt;
   }
@@ -436,8 +439,8 @@ static void sample_tree(const msr_options *o, run_result *r, uint64_t t_ns, uint
   p[0] = (t_ns - t0) / 1000000u;
   p[1] = rss;
   p[2] = anon;
-  p[3] = (uint64_t)procs.n;
-  p[4] = msr_tree_heap_kb(&procs);
+  p[3] = (uint64_t)procs->n;
+  p[4] = msr_tree_heap_kb(procs);
   r->tree_ns += cpu_ns() - c0; /* the counters' read with it: a tick's own cost */
   if (o->mem_limit_bytes && !r->nroots && rss * 1024u > o->mem_limit_bytes &&
       !r->over_limit) { /* never attached ones */
@@ -483,7 +486,7 @@ static void supervise(const msr_options *o, run_result *r, int probe_r, uint64_t
     if (msr_reap(&r->reaper)) break;
     t = msr_now_ns();
     if (t >= next_sample) {
-      sample_tree(o, r, t, t0); /* drains the traced faults first: the CPU samples are joined to them */
+      sample_tree(o, r, t, t0, NULL); /* drains the traced faults first: the CPU samples are joined to them */
       if (r->cpu.enabled) msr_cpu_drain(&r->cpu);
       if (r->outside.enabled) {
         msr_sites_drain(&r->outside);
@@ -773,22 +776,12 @@ typedef struct {
   uint64_t born;                         /* its start time (clock ticks since boot): which process has the pid */
 } proc_times;
 
-static int read_times(pid_t pid, proc_times *t) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
-  char *rp = strrchr(buf, ')');
-  unsigned long minflt, majflt, utime, stime;
-  unsigned long long born;
-  if (!rp || sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %lu %*u %lu %*u %lu %lu %*d %*d %*d %*d %*d %*d %llu", &minflt,
-                    &majflt, &utime, &stime, &born) != 5)
-    return -1;
-  *t = (proc_times){pid, utime, stime, minflt, majflt, born};
+/* Its times, and how many threads it has (`*threads`). */
+static int read_times(pid_t pid, proc_times *t, int *threads) {
+  msr_stat st;
+  if (msr_proc_stat(pid, &st)) return -1;
+  *t = (proc_times){pid, st.utime, st.stime, st.minflt, st.majflt, st.born};
+  *threads = st.threads;
   return 0;
 }
 
@@ -801,10 +794,14 @@ typedef struct {
   int n;
 } window_times;
 
-static void times_update(window_times *w, const msr_procs *procs, int at_start) {
+/* Returns the threads of those processes. */
+static int times_update(window_times *w, const msr_procs *procs, int at_start) {
+  int threads = 0;
   for (int i = 0; i < procs->n; i++) {
     proc_times t;
-    if (read_times(procs->pid[i], &t)) continue;
+    int nt;
+    if (read_times(procs->pid[i], &t, &nt)) continue;
+    threads += nt;
     int k = 0;
     while (k < w->n && (w->last[k].pid != t.pid || w->last[k].born != t.born)) k++;
     if (k == w->n) {
@@ -814,6 +811,7 @@ static void times_update(window_times *w, const msr_procs *procs, int at_start) 
     }
     w->last[k] = t;
   }
+  return threads;
 }
 
 /* The window's faults so far, minor and major: each process's since the start (or its birth). */
@@ -850,14 +848,6 @@ static void threads_of(const msr_procs *procs, pid_t **tids, int *n, int *cap) {
     }
     closedir(d);
   }
-}
-
-static int count_threads(const msr_procs *procs) {
-  pid_t *tids = NULL;
-  int n = 0, cap = 0;
-  threads_of(procs, &tids, &n, &cap);
-  free(tids);
-  return n;
 }
 
 /* Measures the processes of --attach and their trees for the window, then detaches: nothing is
@@ -937,12 +927,11 @@ static int attach_mode(const msr_options *o) {
     uint64_t c0 = cpu_ns();
     the_tree(&r, &procs);
     if (procs.n) { /* the tick's faults: read before its timeline row */
-      times_update(&w, &procs, 0);
+      r.threads_at_end = times_update(&w, &procs, 0);
       window_faults(&w, r.window_flt);
-      r.threads_at_end = count_threads(&procs);
     }
     r.tree_ns = cpu_ns() - c0;
-    sample_tree(o, &r, t, t0);
+    sample_tree(o, &r, t, t0, &procs);
     if (r.cpu.enabled) msr_cpu_drain(&r.cpu);
     if (r.outside.enabled) msr_sites_drain(&r.outside);
     if (r.ustacks.enabled) msr_sites_drain(&r.ustacks);

@@ -81,6 +81,14 @@ void msr_tree_in_cgroup(const char *dir, msr_procs *out);
  * reads the stat files of the tree's processes and of those new since the last listing of /proc,
  * made again when a task was created since and at least every 100 ms (msr_tree.c). */
 void msr_tree_of(const pid_t *roots, int nroots, int with_roots, msr_procs *out);
+/* A process's own figures from its stat file (read through the file the tree keeps open): faults
+ * (its own, not its waited-for children's), CPU time in clock ticks, threads, and its start time
+ * (clock ticks since boot: with the pid, which process it is). */
+typedef struct {
+  uint64_t minflt, majflt, utime, stime, born;
+  int threads;
+} msr_stat;
+int msr_proc_stat(pid_t pid, msr_stat *s);
 /* The page faults of those processes and of the children they have waited for, summed. */
 void msr_tree_faults(const msr_procs *p, uint64_t *minflt, uint64_t *majflt);
 /* Resident memory of those processes, summed (KiB): all of it, and the anonymous part; each one's

@@ -169,6 +169,21 @@ static ssize_t read_kept(pid_t pid, pid_t task, int which, char *buf, size_t cap
   return n;
 }
 
+int msr_proc_stat(pid_t pid, msr_stat *s) {
+  char buf[1024];
+  if (read_kept(pid, pid, KEPT_STAT, buf, sizeof buf) <= 0) return -1;
+  const char *rp = strrchr(buf, ')');
+  unsigned long long mn, mj, ut, st, born;
+  int threads;
+  /* after the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+   * cutime cstime priority nice num_threads itrealvalue starttime */
+  if (!rp || sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %llu %*u %llu %*u %llu %llu %*d %*d %*d %*d %d %*d %llu", &mn,
+                    &mj, &ut, &st, &threads, &born) != 6)
+    return -1;
+  *s = (msr_stat){mn, mj, ut, st, born, threads};
+  return 0;
+}
+
 /* A tree process's stat, through its kept file. */
 static int stat_kept(pid_t pid, pid_t *ppid, char *state, uint64_t *flt) {
   char buf[1024];

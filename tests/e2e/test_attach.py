@@ -358,6 +358,8 @@ def test_a_process_with_thousands_of_threads_gets_its_window_or_one_line(tmp_pat
             assert proc.returncode == 0, proc.stderr
             at = json.loads(js.read_text())["run"]["spec"]["facts"]["attached"]
             assert at["ended_by"] == "duration" and at["threads_at_start"] >= 2000, at
+            # at the end: from each process's stat (num_threads), at the start from /proc/PID/task
+            assert at["threads_at_end"] == at["threads_at_start"], at
     finally:
         target.kill()
         target.wait()
