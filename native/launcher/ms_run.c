@@ -1122,7 +1122,7 @@ static int run_mode(const msr_options *o) {
   cg.fd = -1;
   ms_counters *percpu = NULL;
   int nsets = cgroup_before_spawn(o, &r, &cg, &percpu), entered = 0;
-  msr_tree_prepare(); /* the machine's processes read now, not in the command's first tick */
+  msr_tree_prepare(); /* the machine's processes noted as outside now: none read at the first tick */
   r.pid = spawn(o, nsets ? cg.fd : -1, &entered, out_fd, err_fd, probe_pipe[1], go_pipe[0], exec_pipe[1]);
   if (r.pid > 0) g_command_pgid = r.pid; /* spawn's child makes itself a group leader */
   if (r.pid < 0) {
