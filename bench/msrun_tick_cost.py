@@ -5,7 +5,8 @@ ranks). A CPU loop alone and under ms-run, with no other process started and wit
 (as root) and from /proc (--inherited-events: a user who may not make a cgroup, and attach). Each
 line: the paired ratio of wall times against the loop alone, and ms-run's own CPU time per second
 of the run (`perf stat --no-inherit`, where perf is installed). Then a tree of BENCH_TREE (150)
-processes, each sleeping, for which only ms-run's own CPU time and its timeline's interval count.
+processes, each sleeping, for which only ms-run's own CPU time and its timeline's interval count:
+run by ms-run, and attached to for a 2 s window (`check --pid`).
 
 A tick reads the tree's processes only, and lists /proc again only when a task was created since
 the last listing (msr_tree.c). Reading every process's stat at every tick, as ms-run did before,
@@ -79,6 +80,20 @@ def large_tree(binaries: dict[str, str], out: str) -> None:
             interval = json.loads(Path(out).read_text())["timeline"]["interval_ms"]
             own = f"ms-run's own CPU {cpu:6.1f} ms/s" if cpu is not None else "(no perf: ms-run's CPU unmeasured)"
             print(f"  a tree of {TREE} processes  {name} {how:7s} {own}, a point every {interval} ms")
+    # attached for a 2 s window to such a tree, already running (check --pid)
+    running = subprocess.Popen(["sh", "-c", f"for i in $(seq {TREE}); do sleep 60 & done; wait"])
+    try:
+        import time
+        time.sleep(1)
+        for name, binary in binaries.items():
+            cpu = own_cpu_ms([binary, "--attach", str(running.pid), "--duration", "2", "--out", out], out)
+            interval = json.loads(Path(out).read_text())["timeline"]["interval_ms"]
+            own = f"ms-run's own CPU {cpu:6.1f} ms/s" if cpu is not None else "(no perf: ms-run's CPU unmeasured)"
+            print(f"  a tree of {TREE} processes  {name} attached {own}, a point every {interval} ms")
+    finally:
+        subprocess.run(["pkill", "-P", str(running.pid)], check=False)
+        running.kill()
+        running.wait()
 
 
 def main() -> None:
