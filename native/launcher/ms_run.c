@@ -769,28 +769,14 @@ static void catch_stops(void) {
 
 /* ---- attach: running processes measured for a window ---- */
 
-/* The process-wide times and faults of a running process (/proc/PID/stat), as of now. */
+/* Every process's times and faults (msr_stat: /proc/PID/stat) at the start of the window and as last
+ * read: the window's share is the difference (a process that exits keeps what was last read of it;
+ * one born in the window starts at zero). A process is its pid and its start time: one that gets the
+ * pid of a process that ended in the window is another (its counts less the ended one's would wrap
+ * around). */
 typedef struct {
-  pid_t pid;
-  uint64_t utime, stime, minflt, majflt; /* clock ticks, counts */
-  uint64_t born;                         /* its start time (clock ticks since boot): which process has the pid */
-} proc_times;
-
-/* Its times, and how many threads it has (`*threads`). */
-static int read_times(pid_t pid, proc_times *t, int *threads) {
-  msr_stat st;
-  if (msr_proc_stat(pid, &st)) return -1;
-  *t = (proc_times){pid, st.utime, st.stime, st.minflt, st.majflt, st.born};
-  *threads = st.threads;
-  return 0;
-}
-
-/* Every process's times at the start of the window and as last read: the window's share is the
- * difference (a process that exits keeps what was last read of it; one born in the window starts
- * at zero). A process is its pid and its start time: one that gets the pid of a process that ended
- * in the window is another (its counts less the ended one's would wrap around). */
-typedef struct {
-  proc_times start[MSR_MAX_PROCS], last[MSR_MAX_PROCS];
+  pid_t pid[MSR_MAX_PROCS];
+  msr_stat start[MSR_MAX_PROCS], last[MSR_MAX_PROCS];
   int n;
 } window_times;
 
@@ -798,16 +784,17 @@ typedef struct {
 static int times_update(window_times *w, const msr_procs *procs, int at_start) {
   int threads = 0;
   for (int i = 0; i < procs->n; i++) {
-    proc_times t;
-    int nt;
-    if (read_times(procs->pid[i], &t, &nt)) continue;
-    threads += nt;
+    pid_t pid = procs->pid[i];
+    msr_stat t;
+    if (msr_proc_stat(pid, &t)) continue;
+    threads += t.threads;
     int k = 0;
-    while (k < w->n && (w->last[k].pid != t.pid || w->last[k].born != t.born)) k++;
+    while (k < w->n && (w->pid[k] != pid || w->last[k].born != t.born)) k++;
     if (k == w->n) {
       if (w->n == MSR_MAX_PROCS) continue;
       w->n++;
-      w->start[k] = at_start ? t : (proc_times){t.pid, 0, 0, 0, 0, t.born};
+      w->pid[k] = pid;
+      w->start[k] = at_start ? t : (msr_stat){.born = t.born};
     }
     w->last[k] = t;
   }

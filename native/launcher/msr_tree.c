@@ -46,20 +46,44 @@ int64_t msr_machine_tasks(void) {
   return n;
 }
 
-/* ppid and state from a stat file's text (/proc/PID/stat, or a thread's), and where `flt` is not
- * NULL the faults: minor and major, each the process's own (its threads', the ended ones' too) plus
- * those of the children it has waited for. The command name may hold spaces and parentheses, so
- * the fields are read after the last ')'. */
-static int parse_stat(const char *buf, pid_t *ppid, char *state, uint64_t *flt) {
+/* One stat file's text (/proc/PID/stat, or a thread's). The command name may hold spaces and
+ * parentheses, so the fields are read after the last ')'. */
+typedef struct {
+  pid_t ppid;
+  char state;
+  uint64_t cminflt, cmajflt; /* the faults of the children it has waited for */
+  msr_stat own;              /* its own faults (its threads', the ended ones' too), times, threads, start */
+  int fields;                /* how many of the fields below were read: 2 at least, 10 for all */
+} stat_line;
+
+static int parse_stat(const char *buf, stat_line *s) {
   const char *rp = strrchr(buf, ')');
-  int pp = 0;
-  unsigned long long mn = 0, cmn = 0, mj = 0, cmj = 0;
-  int got = rp ? sscanf(rp + 1, " %c %d %*d %*d %*d %*d %*u %llu %llu %llu %llu", state, &pp, &mn, &cmn, &mj, &cmj) : 0;
+  unsigned long long mn = 0, cmn = 0, mj = 0, cmj = 0, ut = 0, st = 0, born = 0;
+  int pp = 0, threads = 0;
+  /* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime
+   * priority nice num_threads itrealvalue starttime */
+  int got = rp ? sscanf(rp + 1, " %c %d %*d %*d %*d %*d %*u %llu %llu %llu %llu %llu %llu %*d %*d %*d %*d %d %*d %llu",
+                        &s->state, &pp, &mn, &cmn, &mj, &cmj, &ut, &st, &threads, &born)
+               : 0;
   if (got < 2) return -1;
-  *ppid = (pid_t)pp;
+  s->ppid = (pid_t)pp;
+  s->cminflt = cmn;
+  s->cmajflt = cmj;
+  s->own = (msr_stat){mn, mj, ut, st, born, threads};
+  s->fields = got;
+  return 0;
+}
+
+/* ppid and state, and where `flt` is not NULL the faults: minor and major, each the process's own
+ * plus those of the children it has waited for. */
+static int stat_fields(const char *buf, pid_t *ppid, char *state, uint64_t *flt) {
+  stat_line s;
+  if (parse_stat(buf, &s)) return -1;
+  *ppid = s.ppid;
+  *state = s.state;
   if (flt) {
-    flt[0] = got == 6 ? mn + cmn : 0;
-    flt[1] = got == 6 ? mj + cmj : 0;
+    flt[0] = s.fields >= 6 ? s.own.minflt + s.cminflt : 0;
+    flt[1] = s.fields >= 6 ? s.own.majflt + s.cmajflt : 0;
   }
   return 0;
 }
@@ -67,7 +91,7 @@ static int parse_stat(const char *buf, pid_t *ppid, char *state, uint64_t *flt) 
 static int stat_at(const char *path, pid_t *ppid, char *state, uint64_t *flt) {
   char buf[1024];
   if (read_small(path, buf, sizeof buf) <= 0) return -1;
-  return parse_stat(buf, ppid, state, flt);
+  return stat_fields(buf, ppid, state, flt);
 }
 
 static int stat_of(pid_t pid, pid_t *ppid, char *state, uint64_t *flt) {
@@ -171,16 +195,9 @@ static ssize_t read_kept(pid_t pid, pid_t task, int which, char *buf, size_t cap
 
 int msr_proc_stat(pid_t pid, msr_stat *s) {
   char buf[1024];
-  if (read_kept(pid, pid, KEPT_STAT, buf, sizeof buf) <= 0) return -1;
-  const char *rp = strrchr(buf, ')');
-  unsigned long long mn, mj, ut, st, born;
-  int threads;
-  /* after the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
-   * cutime cstime priority nice num_threads itrealvalue starttime */
-  if (!rp || sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %llu %*u %llu %*u %llu %llu %*d %*d %*d %*d %d %*d %llu", &mn,
-                    &mj, &ut, &st, &threads, &born) != 6)
-    return -1;
-  *s = (msr_stat){mn, mj, ut, st, born, threads};
+  stat_line line;
+  if (read_kept(pid, pid, KEPT_STAT, buf, sizeof buf) <= 0 || parse_stat(buf, &line) || line.fields < 10) return -1;
+  *s = line.own;
   return 0;
 }
 
@@ -188,7 +205,7 @@ int msr_proc_stat(pid_t pid, msr_stat *s) {
 static int stat_kept(pid_t pid, pid_t *ppid, char *state, uint64_t *flt) {
   char buf[1024];
   if (read_kept(pid, pid, KEPT_STAT, buf, sizeof buf) <= 0) return -1;
-  return parse_stat(buf, ppid, state, flt);
+  return stat_fields(buf, ppid, state, flt);
 }
 
 static int dead(char state) { return state == 'Z' || state == 'X'; }
@@ -312,7 +329,7 @@ typedef struct {
   pid_t roots[MSR_MAX_ATTACH + 1];
   int nroots;
   known *k; /* ascending pids */
-  int n, cap;
+  int n;
   long last_pid;      /* at the last listing; -1: never listed */
   uint64_t listed_ns; /* when */
   int untrusted;      /* the last pid missed a process (lxcfs's loadavg, a sandbox's): list at every call */
@@ -387,7 +404,6 @@ static int relist(tracker *t, int none_below) {
   free(t->k);
   t->k = nk;
   t->n = n;
-  t->cap = cap;
   /* The new processes' parents, then their side: a parent that is itself new is decided first. */
   for (int i = 0; i < n; i++) {
     known *k = &nk[i];

@@ -50,9 +50,9 @@ MAX_PIDS = 64
 # The files ms-run opens for a window: per thread, its counters (software events and the syscall
 # tracepoints) and, per thread and CPU, the samplers' events (arguments, CPU time, call sites); and
 # its own few (measured: 46 per thread on 2 CPUs, 4,651 for 101 threads) and the tree's stat and
-# statm files it keeps open between ticks (at most 128, msr_tree.c KEPT_MAX). Counted before the window
-# opens, so that a target with thousands of threads gets a raised limit or one line, never a window
-# that opened nothing ("Too many open files").
+# statm files it keeps open between ticks (at most 128: two for each of msr_tree.c's KEPT_MAX
+# processes). Counted before the window opens, so that a target with thousands of threads gets a
+# raised limit or one line, never a window that opened nothing ("Too many open files").
 FDS_PER_THREAD, FDS_PER_THREAD_AND_CPU, FDS_OWN = 12, 17, 256
 
 
