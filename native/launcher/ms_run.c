@@ -375,10 +375,11 @@ static uint64_t cpu_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* What ms-run spends reading the tree's files is at most about 1/TICK_SPACING of a CPU, whatever the
- * tree (60 processes: 3.3 ms a tick here, a third of a CPU at 10 ms) and the machine: when the ticks
- * of TICK_DEAR in a row each cost more than that, the timeline is thinned and the ticks spaced twice
- * as far (as when it fills), up to TICK_MAX_MS. The samplers' buffers are read at each tick as ever. */
+/* What ms-run spends reading the tree's files is at most about 1/TICK_SPACING of a CPU (60 processes
+ * read every 10 ms: 3.3 ms a tick here, a third of a CPU): when TICK_DEAR ticks in a row each cost
+ * more than that, the timeline is thinned and the ticks spaced twice as far (as when it fills), up
+ * to TICK_MAX_MS; a tree whose reading takes longer than TICK_MAX_MS / TICK_SPACING costs more. The
+ * samplers' buffers are read at each tick as ever. */
 #define TICK_SPACING 20
 #define TICK_DEAR 8
 #define TICK_MAX_MS 160
