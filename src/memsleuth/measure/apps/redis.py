@@ -7,7 +7,13 @@ allocator measured, as mimalloc-bench's redis does.
 Not `redis-benchmark --threads`: with client threads a test ends only at the benchmark's own 250 ms
 progress timer, so each test's time (and the rate worked out from it) is rounded up to a multiple
 of 250 ms (here 200,000 requests read 0.250 or 0.500 s, nothing between: 800,000 or 400,000
-requests/s); a single event loop stops at the last reply (0.22-0.36 s)."""
+requests/s); a single event loop stops at the last reply (0.22-0.36 s).
+
+Debian's redis programs link libjemalloc, ahead of libc: without a preloaded allocator their malloc
+is jemalloc's, so the glibc cell measured jemalloc (the heap accounting's malloc_object for
+redis-server and redis-benchmark: libjemalloc.so.2). The script appends libc to LD_PRELOAD: after
+the allocator a cell preloads (which still comes first), before the libraries a program links, so
+that glibc's cell is glibc's malloc. (mimalloc-bench builds its redis with MALLOC=libc instead.)"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,7 +31,9 @@ def prepare(folder: Path) -> None:
 
 def script(folder: Path) -> str:
     sock = f"'{folder}/redis.sock'"
-    return (f"set -e; rm -f {sock}; redis-server '{folder}/redis.conf' > '{folder}/server.log' 2>&1 & srv=$!; "
+    # LD_PRELOAD gets libc last: the cell's allocator first, then glibc's malloc before the linked jemalloc
+    return (f"set -e; export LD_PRELOAD=\"${{LD_PRELOAD:+$LD_PRELOAD:}}libc.so.6\"; rm -f {sock}; "
+            f"redis-server '{folder}/redis.conf' > '{folder}/server.log' 2>&1 & srv=$!; "
             f"trap 'kill $srv 2>/dev/null' EXIT; "
             f"i=0; until redis-cli -s {sock} ping > /dev/null 2>&1; do i=$((i+1)); "
             f"[ $i -lt 200 ] || exit 1; sleep 0.05; done; "
