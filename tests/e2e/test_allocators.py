@@ -49,3 +49,52 @@ def test_user_shared_object_is_accepted_even_without_malloc():
 def test_duplicates_are_refused():
     with pytest.raises(UsageError, match="twice"):
         allocators.resolve("glibc,glibc")
+
+
+LINKS_ITS_OWN = r"""
+#include <stdlib.h>
+#include <string.h>
+int main(void) {
+  char *big = malloc(32 << 20);       /* resident enough for the heap accounting */
+  memset(big, 1, 32 << 20);
+  long sum = 0;
+  for (int i = 0; i < 200000; i++) {
+    char *p = malloc(64 + i % 512);
+    p[0] = (char)i;
+    sum += p[0];
+    free(p);
+  }
+  free(big);
+  return sum == 12345;
+}
+"""
+
+
+def test_check_runs_a_program_that_links_its_own_allocator_under_it(tmp_path):
+    """A program linking libjemalloc ahead of libc (as Debian's redis does) mallocs from jemalloc:
+    check without --alloc runs it as it is and says so, instead of failing glibc's preload check;
+    its explaining run's heap accounting forwards to jemalloc. With --alloc glibc it is refused as
+    before (glibc's malloc cannot reach it)."""
+    import json
+    import shutil
+    import subprocess
+    from conftest import memsleuth
+    jemalloc = next((a for a in allocators.available() if a.name == "jemalloc"), None)
+    if jemalloc is None or shutil.which("gcc") is None:
+        pytest.skip("needs gcc and libjemalloc2 (make setup installs it)")
+    src, prog = tmp_path / "own.c", tmp_path / "own"
+    src.write_text(LINKS_ITS_OWN)
+    # -O0: the malloc/free pairs are not optimised away; no --as-needed: the library is linked
+    subprocess.run(["gcc", "-O0", "-o", str(prog), str(src), "-Wl,--no-as-needed", jemalloc.path], check=True)
+    js = tmp_path / "o.json"
+    done = memsleuth("check", "--db", str(tmp_path / "c.db"), "--json", str(js), "--", str(prog))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"binds to {jemalloc.path}, not glibc's" in done.stderr and "under jemalloc" in done.stderr, done.stderr
+    cell = json.loads(js.read_text())["cells"][0]
+    assert cell["allocator"]["name"] == "jemalloc" and cell["allocator"]["source"] == "program"
+    assert cell["allocator"]["preloaded"] is False
+    assert "linked by the program" in done.stdout
+    heaps = [s["heap"] for s in cell["samples"] if s.get("heap")]
+    assert heaps and all(h["malloc_object"] == jemalloc.path for h in heaps), heaps
+    refused = memsleuth("check", "--db", str(tmp_path / "c.db"), "--alloc", "glibc", "--", str(prog))
+    assert refused.returncode != 0 and "PRELOAD-FAILED" in refused.stdout, refused.stdout[-2000:]

@@ -19,7 +19,8 @@ def add_arguments(k) -> None:
     k.description = ("Run a program (after --) and report each probe region's evidence, the whole process's, and "
                      "the findings.")
     k.add_argument("--alloc", metavar="NAME", action=options.Once,
-                   help="one allocator name or NAME=PATH.so (default glibc)")
+                   help="one allocator name or NAME=PATH.so (default: the one the program mallocs from, glibc or "
+                        "an allocator it links itself)")
     k.add_argument("--reps", metavar="N", default="1", action=options.Once, help="runs (default 1)")
     k.add_argument("--verbose", action=options.OnceFlag,
                    help="also say on stderr where this command's time went: the measured runs, the explaining run, "
@@ -65,6 +66,11 @@ def run(args, command: list[str] | None, console: Console) -> int:
     p = planning.command_plan(command, allocs, rounds=planning.Rounds.fixed(reps), warmup=0,
                               timeout_s=options.timeout(args.timeout), mem_limit_bytes=options.mem_limit(args.mem_limit),
                               env=env)
+    if args.alloc is None:     # the program as it runs: under the allocator it links, if it links one
+        own = _linked_allocator(p.cells[0])
+        if own is not None:
+            allocs = [own]
+            p = dataclasses.replace(p, cells=(dataclasses.replace(p.cells[0], allocator=own),))
     # check explains: the syscalls' arguments (bytes, advice, the break's moves) are recorded.
     p = dataclasses.replace(p, syscall_args=True, where=not args.no_where, explain_if_needed=True, heap=True)
     try_rounds = options.count(args.try_rounds, "--try-rounds")
@@ -84,6 +90,24 @@ def run(args, command: list[str] | None, console: Console) -> int:
     if not args.try_ or outcome.interrupted or code != 0:
         return code
     return _try(store, outcome.run_id, p, args, console, try_rounds, budget) or code
+
+
+def _linked_allocator(cell: planning.Cell) -> allocators.Allocator | None:
+    """The allocator the command links itself, when its malloc binds there and not to glibc's (a
+    server linking libjemalloc ahead of libc): `check` without --alloc then runs it as it is and
+    names that one (said on stderr), where the glibc cell would fail its preload check. None when
+    malloc is glibc's, or the check could not tell."""
+    import sys
+    from memsleuth.measure import launcher
+    c = launcher.check_preload(cell)
+    obj = c.get("malloc_object")
+    if not c.get("checked") or c.get("preload_ok") is not False or not obj:
+        return None
+    own = allocators.linked_by_program(obj)
+    print(f"memsleuth: malloc in {cell.command[0]} binds to {obj}, not glibc's: the program links its own "
+          f"allocator, so it is checked as it runs, under {own.name} (--alloc runs it under another)",
+          file=sys.stderr, flush=True)
+    return own
 
 
 def _attach(args, command: list[str] | None, console: Console) -> int:
@@ -141,6 +165,8 @@ def _try(store, check_run: int, p, args, console: Console, max_rounds: int, budg
     base = p.cells[0]
     # Another allocator cannot reach a program that LD_PRELOAD does not (a static executable).
     installed = [a.name for a in allocators.available()] if checked.view.preload_reaches_program is not False else []
+    if base.allocator.source == "program":     # its own allocator shadows glibc's malloc: no preload reaches glibc
+        installed = [n for n in installed if n != "glibc"]
     candidates = tries.for_findings(found, base.allocator.name, installed, list(base.command),
                                     (run.machine.mem_total_kb or 0) * 1024 if run.machine else None)
     if not candidates:

@@ -46,7 +46,7 @@ class Allocator:
     path: str | None        # the library to preload; None for glibc (the system malloc)
     malloc_object: str       # the object malloc must resolve to in the child
     version: str
-    source: str              # "system", "distribution" or "user"
+    source: str              # "system", "distribution", "user", or "program" (one the program links itself)
 
     @property
     def preload(self) -> str | None:
@@ -211,6 +211,20 @@ def resolve(spec: str | None) -> list[Allocator]:
     if not result:
         raise UsageError("--alloc names no allocator")
     return result
+
+
+def linked_by_program(malloc_object: str) -> Allocator:
+    """The allocator a program brings itself, as `check` names it when malloc binds there and not to
+    glibc's (Debian's redis links libjemalloc ahead of libc): run as it is, nothing preloaded, its
+    object expected. An installed allocator's library keeps its name and version; another object
+    is named by its file (a library's stem, or the executable that defines malloc itself)."""
+    real = os.path.realpath(malloc_object)
+    for a in available():
+        if a.path and os.path.realpath(a.path) == real:
+            return Allocator(a.name, None, malloc_object, a.version, "program")
+    stem = re.sub(r"\.so(\.[0-9.]*)?$", "", os.path.basename(real)) or "own"
+    name = re.sub(r"[^A-Za-z0-9._+-]", "_", stem)
+    return Allocator(name, None, malloc_object, _package_version(real) or _soname_version(real), "program")
 
 
 def allocator_info(a: Allocator):
