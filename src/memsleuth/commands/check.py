@@ -93,10 +93,10 @@ def run(args, command: list[str] | None, console: Console) -> int:
 
 
 def _linked_allocator(cell: planning.Cell) -> allocators.Allocator | None:
-    """The allocator the command links itself, when its malloc binds there and not to glibc's (a
-    server linking libjemalloc ahead of libc): `check` without --alloc then runs it as it is and
-    names that one (said on stderr), where the glibc cell would fail its preload check. None when
-    malloc is glibc's, or the check could not tell."""
+    """The allocator the command brings itself, when its malloc binds there and not to glibc's (a
+    server linking libjemalloc ahead of libc, or an LD_PRELOAD given with --env): `check` without
+    --alloc then runs it as it is and names that one (said on stderr), where the glibc cell would fail
+    its preload check. None when malloc is glibc's, or the check could not tell."""
     import sys
     from memsleuth.measure import launcher
     c = launcher.check_preload(cell)
@@ -104,7 +104,7 @@ def _linked_allocator(cell: planning.Cell) -> allocators.Allocator | None:
     if not c.get("checked") or c.get("preload_ok") is not False or not obj:
         return None
     own = allocators.linked_by_program(obj)
-    print(f"memsleuth: malloc in {cell.command[0]} binds to {obj}, not glibc's: the program links its own "
+    print(f"memsleuth: malloc in {cell.command[0]} binds to {obj}, not glibc's: the program brings its own "
           f"allocator, so it is checked as it runs, under {own.name} (--alloc runs it under another)",
           file=sys.stderr, flush=True)
     return own

@@ -46,7 +46,7 @@ class Allocator:
     path: str | None        # the library to preload; None for glibc (the system malloc)
     malloc_object: str       # the object malloc must resolve to in the child
     version: str
-    source: str              # "system", "distribution", "user", or "program" (one the program links itself)
+    source: str              # "system", "distribution", "user", or "program" (the program's own: linked, say)
 
     @property
     def preload(self) -> str | None:
@@ -215,8 +215,8 @@ def resolve(spec: str | None) -> list[Allocator]:
 
 def linked_by_program(malloc_object: str) -> Allocator:
     """The allocator a program brings itself, as `check` names it when malloc binds there and not to
-    glibc's (Debian's redis links libjemalloc ahead of libc): run as it is, nothing preloaded, its
-    object expected. An installed allocator's library keeps its name and version; another object
+    glibc's (Debian's redis links libjemalloc ahead of libc): run as it is, nothing preloaded by
+    memsleuth, its object expected. An installed allocator's library keeps its name and version; another object
     is named by its file (a library's stem, or the executable that defines malloc itself)."""
     real = os.path.realpath(malloc_object)
     for a in available():

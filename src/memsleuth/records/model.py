@@ -65,7 +65,7 @@ class AllocatorInfo(Record):
     name: str = "?"
     path: str | None = None          # the preloaded library (or libc for glibc)
     version: str = "unknown"
-    source: str = "system"           # system, distribution, user or program (linked by it, not preloaded)
+    source: str = "system"           # system, distribution, user or program (its own, not preloaded by memsleuth)
     preloaded: bool = False
     extra: dict = field(default_factory=dict, compare=False)
 

@@ -39,7 +39,7 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
     cell, measured = a.cell, a.measured
     header = [f"command: {command_text(cell.command)}",
               f"allocator {cell.allocator.name} {cell.allocator.version}"
-              + (f" (linked by the program: {cell.allocator.path})" if cell.allocator.source == "program" else "")
+              + (f" (the program's own: {cell.allocator.path})" if cell.allocator.source == "program" else "")
               + f"; {_runs_words(run, len(measured))}; "
               f"status {', '.join(sorted({s.status for s in measured})) or 'none'}; {run.created_at}",
               f"machine: {run.machine.cpu_model}, kernel {run.machine.kernel}, THP {run.machine.thp}",
