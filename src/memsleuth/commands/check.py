@@ -94,7 +94,7 @@ def run(args, command: list[str] | None, console: Console) -> int:
 
 def _linked_allocator(cell: planning.Cell) -> allocators.Allocator | None:
     """The allocator the command brings itself, when its malloc binds there and not to glibc's (a
-    server linking libjemalloc ahead of libc, or an LD_PRELOAD given with --env): `check` without
+    server linking libjemalloc ahead of libc, a program defining malloc itself): `check` without
     --alloc then runs it as it is and names that one (said on stderr), where the glibc cell would fail
     its preload check. None when malloc is glibc's, or the check could not tell."""
     import sys
