@@ -214,16 +214,21 @@ def test_the_symbolizer_reads_the_objects_a_running_tree_maps_before_it_is_asked
     shell = subprocess.Popen(["sh", "-c", "sleep 30; :"], start_new_session=True)
     try:
         sleep_bin = os.path.realpath(shutil.which("sleep"))
+        def has_libc(files: list[str]) -> bool:
+            return any(os.path.basename(f).startswith("libc.so") for f in files)
+        # sleep's image is there from its exec, libc once the dynamic linker mapped it (a moment later:
+        # read at once, under CI's load, its maps held no libc yet)
+        files: list[str] = []
         for _ in range(100):
             below = proc.descendants(os.getpid())
             sleeping = [p for p in below if os.path.realpath(f"/proc/{p}/exe") == sleep_bin]
-            if shell.pid in below and sleeping:
+            files = proc.executable_files(sleeping[0]) if sleeping else []
+            if shell.pid in below and sleeping and has_libc(files):
                 break
             time.sleep(0.02)
-        assert shell.pid in below and sleeping, below
+        assert shell.pid in below and sleeping and has_libc(files), (below, files)
         mine = proc.children(os.getpid())
         assert shell.pid in mine and not set(sleeping) & set(mine), (mine, sleeping)
-        files = proc.executable_files(sleeping[0])
         libc = next(f for f in files if os.path.basename(f).startswith("libc.so"))
         assert files[0] == sleep_bin and len(set(files)) == len(files), files
         assert proc.executable_files(2 ** 22 + 7) == [] and proc.descendants(2 ** 22 + 7) == []
