@@ -116,8 +116,8 @@ def preload_failure(cell: Cell, check: dict) -> Sample | None:
     detail = f"{c['why']}: expected {cell.allocator.malloc_object}, got {c['malloc_object'] or '(no report)'}"
     if c["malloc_object"] and not cell.allocator.preload:
         # nothing preloaded and malloc elsewhere: the program brings its own allocator (links it, or defines malloc)
-        detail += ("; the program brings its own allocator, which glibc's malloc cannot reach (`memsleuth check` "
-                   "without --alloc runs it under its own)")
+        detail += ("; the program brings its own allocator: with nothing preloaded, this cell does not measure glibc's "
+                   "malloc (`memsleuth check` without --alloc runs the program under its own)")
     return Sample.from_msrun({"status": "preload-failed", "detail": detail, "argv": list(cell.command),
                               "stderr_tail": c["stderr_tail"], "signal": c["signal"], "signal_name": c["signal_name"],
                               "malloc_object": c["malloc_object"], "preload_check": check})
