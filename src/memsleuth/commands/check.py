@@ -165,7 +165,7 @@ def _try(store, check_run: int, p, args, console: Console, max_rounds: int, budg
     base = p.cells[0]
     # Another allocator cannot reach a program that LD_PRELOAD does not (a static executable).
     installed = [a.name for a in allocators.available()] if checked.view.preload_reaches_program is not False else []
-    if base.allocator.source == "program":     # its own allocator shadows glibc's malloc: no preload reaches glibc
+    if base.allocator.source == "program":     # its own malloc shadows glibc's, and glibc's cell preloads nothing
         installed = [n for n in installed if n != "glibc"]
     candidates = tries.for_findings(found, base.allocator.name, installed, list(base.command),
                                     (run.machine.mem_total_kb or 0) * 1024 if run.machine else None)
