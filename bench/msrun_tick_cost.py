@@ -22,10 +22,12 @@ rounds. Run it with `.venv/bin/python bench/msrun_tick_cost.py`.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from common import interleave, ratio_line, wall
@@ -46,7 +48,6 @@ def own_cpu_ms(argv: list[str], out: str) -> float | None:
         return None
     r = subprocess.run(["perf", "stat", "--no-inherit", "-x,", "-e", "task-clock", "--", *argv],
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    import json
     try:
         cpu_ms = float(next(x for x in r.stderr.splitlines() if "task-clock" in x).split(",")[0])
         return cpu_ms / (json.loads(Path(out).read_text())["wall_ns"] / 1e9)
@@ -71,25 +72,25 @@ def measure(loop: str, binaries: dict[str, str], out: str, label: str) -> None:
         print(ratio_line(f"  {label:22s} {key:18s} / alone", res[key], res["alone"]) + own)
 
 
+def tree_line(argv: list[str], out: str, what: str) -> None:
+    """ms-run's own CPU per second for one run of `argv` (writing `out`) and its timeline's interval."""
+    cpu = own_cpu_ms(argv, out)
+    interval = json.loads(Path(out).read_text())["timeline"]["interval_ms"]
+    own = f"ms-run's own CPU {cpu:6.1f} ms/s" if cpu is not None else "(no perf: ms-run's CPU unmeasured)"
+    print(f"  a tree of {TREE} processes  {what} {own}, a point every {interval} ms")
+
+
 def large_tree(binaries: dict[str, str], out: str) -> None:
-    import json
     tree = ["sh", "-c", f"for i in $(seq {TREE}); do sleep 2 & done; wait"]
     for name, binary in binaries.items():
         for how, extra in (("cgroup", []), ("/proc", ["--inherited-events"])):
-            cpu = own_cpu_ms([binary, *extra, "--out", out, "--", *tree], out)
-            interval = json.loads(Path(out).read_text())["timeline"]["interval_ms"]
-            own = f"ms-run's own CPU {cpu:6.1f} ms/s" if cpu is not None else "(no perf: ms-run's CPU unmeasured)"
-            print(f"  a tree of {TREE} processes  {name} {how:7s} {own}, a point every {interval} ms")
+            tree_line([binary, *extra, "--out", out, "--", *tree], out, f"{name} {how:7s}")
     # attached for a 2 s window to such a tree, already running (check --pid)
     running = subprocess.Popen(["sh", "-c", f"for i in $(seq {TREE}); do sleep 60 & done; wait"])
     try:
-        import time
         time.sleep(1)
         for name, binary in binaries.items():
-            cpu = own_cpu_ms([binary, "--attach", str(running.pid), "--duration", "2", "--out", out], out)
-            interval = json.loads(Path(out).read_text())["timeline"]["interval_ms"]
-            own = f"ms-run's own CPU {cpu:6.1f} ms/s" if cpu is not None else "(no perf: ms-run's CPU unmeasured)"
-            print(f"  a tree of {TREE} processes  {name} attached {own}, a point every {interval} ms")
+            tree_line([binary, "--attach", str(running.pid), "--duration", "2", "--out", out], out, f"{name} attached")
     finally:
         subprocess.run(["pkill", "-P", str(running.pid)], check=False)
         running.kill()
