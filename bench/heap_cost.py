@@ -75,6 +75,8 @@ def real_program(lib: str) -> None:
         got = interleave({"plain": lambda: cpu_of(argv, sql, plain_env), "heap": lambda: cpu_of(argv, sql, heap_env)},
                          ROUNDS)
         calls = heap.read(str(docs))
+        if not calls:
+            raise SystemExit(f"sqlite3 under {lib} wrote no heap document: the accounting did not load")
         per_run = (calls["allocs"] + calls["frees"]) / ROUNDS
     extra_ns = (statistics.median(got["heap"]) - statistics.median(got["plain"])) * 1e9
     print(f"a real program: sqlite3's load and queries (apps suite), its CPU time, {ROUNDS} interleaved rounds")

@@ -1,11 +1,16 @@
 """The allocator registry against the real system."""
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+
 import pytest
 
 from memsleuth.measure import allocators
 from memsleuth.errors import UsageError
-from conftest import fixture
+from conftest import fixture, memsleuth
 
 
 def test_glibc_is_always_there_and_not_preloaded():
@@ -75,11 +80,6 @@ def test_check_runs_a_program_that_links_its_own_allocator_under_it(tmp_path):
     check without --alloc runs it as it is and says so, instead of failing glibc's preload check;
     its explaining run's heap accounting forwards to jemalloc. With --alloc glibc it is refused as
     before (glibc's malloc cannot reach it)."""
-    import json
-    import os
-    import shutil
-    import subprocess
-    from conftest import memsleuth
     jemalloc = next((a for a in allocators.available() if a.name == "jemalloc"), None)
     if jemalloc is None or shutil.which("gcc") is None:
         pytest.skip("needs gcc and libjemalloc2 (make setup installs it)")
