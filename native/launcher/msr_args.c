@@ -23,7 +23,7 @@ static const struct {
     [MSR_A_MUNMAP] = {"syscalls/sys_enter_munmap", {"len", "addr", NULL}},
     [MSR_A_MADVISE] = {"syscalls/sys_enter_madvise", {"len_in", "behavior", "start", NULL}},
     [MSR_A_MMAP] = {"syscalls/sys_enter_mmap", {"len", "flags", NULL}},
-    [MSR_A_MREMAP] = {"syscalls/sys_enter_mremap", {"old_len", "new_len", NULL}},
+    [MSR_A_MREMAP] = {"syscalls/sys_enter_mremap", {"old_len", "new_len", "addr", NULL}},
     [MSR_A_BRK] = {"syscalls/sys_exit_brk", {"ret", NULL}},
     [MSR_A_BRKQ] = {"syscalls/sys_enter_brk", {"brk", NULL}},
     [MSR_A_FAULT] = {"exceptions/page_fault_user", {"address", "error_code", NULL}},
@@ -87,6 +87,11 @@ static int read_format(const char *tp, const char *const *fields, int *off, long
   return 0;
 }
 
+/* The field a split event's filter reads (the size that decides whether each call is recorded), and
+ * its place among the event's fields (k_args). */
+static const char *size_field(int i) { return i == MSR_A_AREA ? "length" : i == MSR_A_MREMAP ? "new_len" : "len"; }
+static int size_at(int i) { return i == MSR_A_AREA || i == MSR_A_MREMAP ? 1 : 0; }
+
 int msr_args_sampled_index(const char *name) {
   for (int i = 0; i < MSR_A_N; i++)
     if (i != MSR_A_BRK && i != MSR_A_BRKQ && !strcmp(k_names[i], name)) return i;
@@ -121,12 +126,13 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every, doub
   a->every[MSR_A_AREA] = a->every[MSR_A_MMAP];    /* the new mappings as often as mmap's own records */
   a->every[MSR_A_FAULTK] = a->every[MSR_A_FAULT]; /* the kernel's faults on user memory as the user's */
   /* A storm sampled one call in P leaves most mappings unrecorded, and the faults of a fresh mapping
-   * that was not recorded read as first touches: with faults traced, the mappings and unmaps of at
-   * least MSR_BIG_RANGE are recorded at every call (a filter on the tracepoint), the smaller ones one
-   * in P, so that a thread mapping 8 MiB buffers beside one mapping 64 KiB in a loop is still churn. */
+   * that was not recorded read as first touches: with faults traced, the mappings, unmaps and moves
+   * (mremap) of at least MSR_BIG_RANGE are recorded at every call (a filter on the tracepoint), the
+   * smaller ones one in P, so that a thread mapping 8 MiB buffers beside one mapping 64 KiB in a loop
+   * is still churn, and a large buffer realloc moves is still one mapping. */
   for (int i = 0; i < MSR_A_N; i++)
-    a->split[i] =
-        (i == MSR_A_MUNMAP || i == MSR_A_AREA || i == MSR_A_MMAP) && a->every[i] > 1 && ok[i] && ok[MSR_A_FAULT];
+    a->split[i] = (i == MSR_A_MUNMAP || i == MSR_A_AREA || i == MSR_A_MMAP || i == MSR_A_MREMAP) && a->every[i] > 1 &&
+                  ok[i] && ok[MSR_A_FAULT];
   for (int cpu = 0; cpu < ncpu; cpu++) {
     int out_fd = -1;
     for (int p = 0; p < msr_target_n(t); p++)
@@ -150,7 +156,7 @@ int msr_args_open(msr_args *a, const msr_targets *t, const uint64_t *every, doub
         }
         if (a->split[i]) {
           char filter[64];
-          snprintf(filter, sizeof filter, "%s %s %llu", i == MSR_A_AREA ? "length" : "len", big ? ">=" : "<",
+          snprintf(filter, sizeof filter, "%s %s %llu", size_field(i), big ? ">=" : "<",
                    (unsigned long long)MSR_BIG_RANGE);
           if (ioctl((int)fd, PERF_EVENT_IOC_SET_FILTER, filter) != 0) { /* no filters: one event, sampled */
             if (big) {
@@ -297,6 +303,25 @@ static void release(msr_args *a, pid_t pid, uint64_t time, uint64_t start, uint6
   if (p->n < MSR_REL_RANGES) p->n++;
 }
 
+/* mremap moved the mapping at [from, from + len) to the newest range of the process (just made): the
+ * same memory, whose faults so far go with it. The ranges it held are emptied (its old place is
+ * unmapped by the move, not given back: a later mapping there is another's), so that an unmap of
+ * whatever the kernel puts there next never counts them as churn (a buffer grown by realloc one page
+ * at a time is moved thousands of times and given back once). */
+static void moved(msr_args *a, pid_t pid, uint64_t from, uint64_t len) {
+  msr_released *p = released_of(a, pid, 0);
+  if (!p || !p->n || !len) return;
+  msr_range *to = &p->r[(p->next + MSR_REL_RANGES - 1) % MSR_REL_RANGES];
+  for (int k = 2; k <= p->n; k++) {
+    msr_range *r = &p->r[(p->next + MSR_REL_RANGES - k) % MSR_REL_RANGES];
+    if (r->kind != MSR_REL_MAPPED || r->start >= from + len || from >= r->end) continue;
+    to->faults += r->faults;
+    to->samples += r->samples;
+    r->faults = r->samples = 0;
+    r->start = r->end = 0;
+  }
+}
+
 /* A sampled fault: the newest range of its process that holds its address says what gave the
  * memory back before; none, and it is a first touch. error_code bit 0: the page was present (a
  * protection fault), bit 1: a write. */
@@ -361,8 +386,8 @@ static void on_fault(msr_args *a, pid_t pid, uint32_t tid, uint64_t time, uint64
 static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t time, const unsigned char *raw,
                       uint32_t size) {
   const int *off = a->ev[i].off;
-  uint64_t w = a->every[i]; /* the calls this record stands for */
-  if (a->split[i] && u64_at(raw, size, off[i == MSR_A_AREA ? 1 : 0]) >= MSR_BIG_RANGE) w = 1; /* recorded each time */
+  uint64_t w = a->every[i];                                                      /* the calls this record stands for */
+  if (a->split[i] && u64_at(raw, size, off[size_at(i)]) >= MSR_BIG_RANGE) w = 1; /* recorded each time */
   a->calls[i] += w;
   switch (i) {
     case MSR_A_MUNMAP: {
@@ -376,6 +401,14 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
     case MSR_A_AREA: { /* a new mapping's place (the search's length: the mapping, and any alignment pad) */
       uint64_t start = u64_at(raw, size, off[0]), length = u64_at(raw, size, off[1]);
       msr_last_mmap *m = &a->last_mmap[tid % MSR_LAST_FAULTS];
+      msr_last_mremap *mr = &a->last_mremap[tid % MSR_LAST_FAULTS];
+      /* a search as long as the new length at least (an mmap's own is for its length, and the thread's
+       * mmap records clear this): not a mapping made after an mremap that grew in place */
+      int move = mr->tid == tid && mr->new_len && length >= mr->new_len && time - mr->time < MSR_MMAP_AREA_NS;
+      if (move) { /* this thread's mremap moves a mapping here: the search is for its new length */
+        *m = (msr_last_mmap){.tid = tid, .len = (mr->new_len + 4095) & ~4095ull, .time = time};
+        mr->new_len = 0;
+      }
       /* A search padded for a huge-page alignment (__thp_get_unmapped_area: the length asked for plus one
        * alignment): the mapping alone, where this thread's mmap just before says its length; the pad
        * would cover a neighbour's memory, whose trimming munmap would then read as this mapping's churn.
@@ -390,6 +423,7 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
       }
       m->len = 0;
       release(a, (pid_t)pid, time, start, length, MSR_REL_MAPPED, 0);
+      if (move) moved(a, (pid_t)pid, mr->addr, mr->old_len);
       break;
     }
     case MSR_A_FAULT:
@@ -419,6 +453,8 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
       if (a->rel) { /* its length, for the place the kernel finds for it next (MSR_A_AREA) */
         msr_last_mmap *m = &a->last_mmap[tid % MSR_LAST_FAULTS];
         *m = (msr_last_mmap){.tid = tid, .len = (len + 4095) & ~4095ull, .time = time};
+        msr_last_mremap *mr = &a->last_mremap[tid % MSR_LAST_FAULTS];
+        if (mr->tid == tid) mr->new_len = 0; /* the next place is this mmap's, not a move's */
       }
       a->bytes[i] += w * len;
       a->hist[i][bucket(len)] += w;
@@ -443,6 +479,9 @@ static void on_record(msr_args *a, int i, uint32_t pid, uint32_t tid, uint64_t t
         a->mremap_grow_calls += w;
         a->mremap_grow_bytes += w * (new_len - old_len);
       }
+      if (a->rel) /* where the mapping was: a place the kernel finds for it next is a move (MSR_A_AREA) */
+        a->last_mremap[tid % MSR_LAST_FAULTS] = (msr_last_mremap){
+            .tid = tid, .addr = u64_at(raw, size, off[2]), .old_len = old_len, .new_len = new_len, .time = time};
       break;
     }
     case MSR_A_BRK:

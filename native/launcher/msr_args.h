@@ -67,6 +67,13 @@ typedef struct {
   uint64_t len, time;
 } msr_last_mmap;
 #define MSR_MMAP_AREA_NS 10000000ull /* the place is found within the call: 10 ms of slack */
+/* A thread's last mremap: a place found for it (mmap:vm_unmapped_area) within the call is where the
+ * kernel moved the mapping [addr, addr + old_len) to, grown to new_len: the same memory, not a fresh
+ * mapping (its pages move, nothing is faulted in again but the growth). */
+typedef struct {
+  uint32_t tid;
+  uint64_t addr, old_len, new_len, time;
+} msr_last_mremap;
 #define MSR_REL_RANGES 256
 /* MSR_REL_MAPPED is not a release: a mapping made during the run (its faults are first touches of
  * it; those of a mapping that munmap later gives back are counted as churned). */
@@ -141,6 +148,7 @@ typedef struct {
    * inside a fault handler is the time of the latest of them before it (msr_cpu.c). */
   msr_recent *recent; /* MSR_LAST_FAULTS threads, by tid (with the ranges) */
   msr_last_mmap last_mmap[MSR_LAST_FAULTS];
+  msr_last_mremap last_mremap[MSR_LAST_FAULTS];
   /* Faults traced in a share of the ticks only (msr_args_tick): every traced fault enters the
    * tracepoint, recorded or not (~0.2 us here, 10% of a fault-heavy program), so a run of many faults
    * traces them in a random share of its ticks, and the counts are scaled to all its faults. */
