@@ -105,3 +105,17 @@ def test_a_result_line_s_latency_that_is_not_histograms_is_left_out():
         assert latency.operations_timed({"latency": bad}) == 0
     got = latency.summarise([{"latency": good}, {"latency": {"ops": 5}}])
     assert got["malloc"].n == 3 and got["malloc"].p50 == 10 and latency.sampling_info([{"latency": good}]) == (64, 16.0)
+
+
+def test_call_site_lines_name_no_path_where_none_rounds_to_a_share():
+    """One page fault in 400 through realloc's copy, the rest the program's own writes: no line that
+    says "page faults inside the runtime/allocator: " and names nothing (it did, on a check of a buffer
+    grown by realloc)."""
+    from memsleuth.records.sites import lines_for
+    e = {"samples": 401, "user_sites": [["main (grow.c:15)", 0.99], ["main (grow.c:9)", 0.01]],
+         "internal_paths": [["realloc -> _int_realloc", 0.0025], ["realloc -> memcpy", 0.0025]]}
+    lines = lines_for(CallSites.from_dict({"events": {"page-faults": e}}), "page-faults")
+    assert lines == ["page faults come from (of 401 sampled stacks): main (grow.c:15) 99%; main (grow.c:9) 1%"], lines
+    e["internal_paths"] = [["realloc -> _int_realloc", 0.6]]
+    lines = lines_for(CallSites.from_dict({"events": {"page-faults": e}}), "page-faults")
+    assert lines[1] == "page faults inside the runtime/allocator: realloc -> _int_realloc 60%", lines

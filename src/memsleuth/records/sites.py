@@ -319,9 +319,11 @@ def lines_for(where: CallSites | None, event: str) -> list[str]:
                 "own code (a runtime's own threads, stripped code, or unwinding that stopped): no call site to name"]
     out = [f"{label} come from (of {e.samples} sampled stacks): " +
            "; ".join(f"{site} {share:.0%}" for site, share in e.user_sites if share >= 0.005)]
-    if e.internal_paths:
-        out.append(f"{label} inside the runtime/allocator: " +
-                   "; ".join(f"{p} {share:.0%}" for p, share in e.internal_paths[:2] if share >= 0.005))
+    # the paths that round to a share: a line of none would name nothing (a program whose faults are its
+    # own writes, and one stack in 400 through realloc's copy)
+    inside = [f"{p} {share:.0%}" for p, share in e.internal_paths[:2] if share >= 0.005]
+    if inside:
+        out.append(f"{label} inside the runtime/allocator: " + "; ".join(inside))
     if len(e.commands) > 1:
         out.append(f"{label} by command: " + ", ".join(f"{c} {share:.0%}" for c, share in e.commands))
     return out
