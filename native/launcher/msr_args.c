@@ -319,6 +319,8 @@ static void moved(msr_args *a, pid_t pid, uint64_t from, uint64_t len) {
     to->samples += r->samples;
     r->faults = r->samples = 0;
     r->start = r->end = 0;
+    r->moved_seq = to->seq;
+    r->moved_at = (uint16_t)(to - p->r);
   }
 }
 
@@ -340,7 +342,15 @@ int msr_args_join(msr_args *a, uint32_t tid, uint64_t time, uint64_t window_ns) 
     a->mapped_samples++;
     msr_released *p = &a->rel[r->slot[best]];
     msr_range *m = &p->r[r->at[best]];
-    if (m->seq == r->seq[best] && m->kind == MSR_REL_MAPPED) {
+    uint32_t seq = r->seq[best];
+    /* a mapping mremap moved since: the sample goes where its faults went (moved) */
+    for (int hops = 0; hops < MSR_REL_RANGES && m->seq == seq && m->moved_seq; hops++) {
+      msr_range *to = &p->r[m->moved_at];
+      if (to->seq != m->moved_seq || to->kind != MSR_REL_MAPPED) break;
+      seq = to->seq;
+      m = to;
+    }
+    if (m->seq == seq && m->kind == MSR_REL_MAPPED) {
       if (!m->gone_time || time > m->gone_time) m->samples++;
       else if (p->mappings > m->gone_at) a->mapped_churned_samples++;
       else p->pending_samples++;

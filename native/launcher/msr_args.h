@@ -87,6 +87,10 @@ typedef struct {
   /* MSR_REL_MAPPED: munmap last gave it (or a part) back at gone_time (0: never), when the process had
    * made gone_at mappings */
   uint64_t gone_at, gone_time;
+  /* MSR_REL_MAPPED: mremap moved it to the range at moved_at numbered moved_seq (0: never moved); a CPU
+   * sample joined later to a fault made here is counted there */
+  uint32_t moved_seq;
+  uint16_t moved_at;
 } msr_range;
 typedef struct {
   pid_t pid;
