@@ -119,3 +119,5 @@ def test_call_site_lines_name_no_path_where_none_rounds_to_a_share():
     e["internal_paths"] = [["realloc -> _int_realloc", 0.6]]
     lines = lines_for(CallSites.from_dict({"events": {"page-faults": e}}), "page-faults")
     assert lines[1] == "page faults inside the runtime/allocator: realloc -> _int_realloc 60%", lines
+    del e["internal_paths"]      # stored before the paths were: no line of them either
+    assert len(lines_for(CallSites.from_dict({"events": {"page-faults": e}}), "page-faults")) == 1

@@ -321,7 +321,7 @@ def lines_for(where: CallSites | None, event: str) -> list[str]:
            "; ".join(f"{site} {share:.0%}" for site, share in e.user_sites if share >= 0.005)]
     # the paths that round to a share: a line of none would name nothing (a program whose faults are its
     # own writes, and one stack in 400 through realloc's copy)
-    inside = [f"{p} {share:.0%}" for p, share in e.internal_paths[:2] if share >= 0.005]
+    inside = [f"{p} {share:.0%}" for p, share in (e.internal_paths or ())[:2] if share >= 0.005]
     if inside:
         out.append(f"{label} inside the runtime/allocator: " + "; ".join(inside))
     if len(e.commands) > 1:
