@@ -85,7 +85,7 @@ typedef struct {
   uint64_t faults;  /* MSR_REL_MAPPED: sampled faults in it so far */
   uint64_t samples; /* MSR_REL_MAPPED: CPU samples taken in its faults so far */
   /* MSR_REL_MAPPED: munmap last gave it (or a part) back at gone_time (0: never), when the process had
-   * made gone_at mappings */
+   * made gone_at remaps */
   uint64_t gone_at, gone_time;
   /* MSR_REL_MAPPED: mremap moved it to the range at moved_at numbered moved_seq (0: never moved); a CPU
    * sample joined later to a fault made here is counted there */
@@ -97,7 +97,11 @@ typedef struct {
   int n, next;              /* ranges held, and the slot the next one goes to */
   uint64_t pending;         /* faults of mappings munmap gave back, churn once the process maps again */
   uint64_t pending_samples; /* and the CPU samples taken in those faults */
-  uint64_t mappings;        /* mappings made so far */
+  /* the bytes given back with them, and the largest mapping among those: a later mapping larger than
+   * any of them is new memory (a table grown by doubling, its old copy freed), not one that could have
+   * been served from what was given back; one no larger makes up to its own bytes of them churn */
+  uint64_t pending_bytes, pending_max;
+  uint64_t remaps; /* mappings made so far that could have reused memory given back */
   msr_range r[MSR_REL_RANGES];
 } msr_released;
 

@@ -46,6 +46,11 @@ CASES = [
     # "a file is mapped and unmapped again and again" while ms-run kept each move's old place).
     ("realloc one byte at a time to 64 MiB", ["plain-realloc_byte"], "mremap-churn", ["mremap"], "allocator",
      ["mmap/munmap churn"]),
+    # A table doubled by malloc, copy and free (a C++ vector, a CPython dict): each new table is larger than
+    # any given back, so its faults are first touches; they read as 82% mmap churn, which no allocator
+    # option saves (glibc keeping the blocks: 131,134 -> 131,121 faults).
+    ("a table grown by doubling, its old copies freed", ["plain-table_grow"], "first-touch", ["fresh memory"], None,
+     ["faulted in again"]),
     ("512 MiB of calloc only read", ["plain-calloc_read"], "zero-page-read", ["zero page"], None, ["first touch"]),
     ("seed 000's loop, unmodified", ["plain-steps"], "heap-trim-churn", ["moving down and up"], "allocator",
      ["purg"]),
