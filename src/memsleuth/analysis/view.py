@@ -151,8 +151,11 @@ ZERO_FILL = ("small-page zero-fill", HUGE_FILL)
 HUGE_WORDS_SHARE = 0.5
 
 # The words for what gave the memory back, as the evidence says it.
-RELEASED_BY = {"munmap": "munmap (or in fresh mappings munmap gave back later)", "madvise": "a purging madvise",
-               "brk": "the program break moving down"}
+# munmap: a fresh mapping's faults count only as far as the process then mapped again, no larger than what
+# it gave back (ms-run's maps_again): a table grown by doubling, each old copy freed, has none.
+RELEASED_BY = {"munmap": "munmap (or in fresh mappings munmap gave back later, as far as the process then mapped "
+                         "no larger ones again)",
+               "madvise": "a purging madvise", "brk": "the program break moving down"}
 # At least this many CPU samples in fault handlers joined to a traced fault weigh the causes by time.
 MIN_JOINED = 30
 # The explaining run's count of a call this many times the measured runs' (or a fraction as small)
