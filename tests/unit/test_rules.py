@@ -148,3 +148,9 @@ def test_counters_unavailable_run_rule():
     no_pmu = {"cycles": "No such file or directory: no PMU for this event (VM or container)"}
     found = counters_unavailable.check_run([view(sample(region(), unsupported=no_pmu))])
     assert ids(found) == ["counters-unavailable"] and "hardware" in found[0].numbers["missing"]
+    # the advice says what makes the refused kinds open, and nothing of the kinds that did
+    assert "PMU" in found[0].advice and "tracepoints" not in found[0].advice
+    no_root = {"madvise": "Permission denied: syscall tracepoints need root"}
+    found = counters_unavailable.check_run([view(sample(region(), unsupported={**no_pmu, **no_root}))])
+    assert found[0].numbers["missing"] == ["hardware", "syscalls"]
+    assert "PMU" in found[0].advice and "tracepoints need root" in found[0].advice

@@ -14,6 +14,13 @@ WOULD_ANSWER = {
     "software": "how many page faults and context switches each region took (first-touch, zero-page and "
                 "contention rules need them)",
 }
+# What makes each kind open: the advice names only the kinds that did not.
+TO_OPEN = {
+    "hardware": "hardware counters need a PMU (bare metal, or a VM that passes one through)",
+    "syscalls": "syscall tracepoints need root (or perf_event_paranoid <= -1) and tracefs",
+    "software": "software events need perf_event_open allowed to this user (perf_event_paranoid <= 2, and no "
+                "seccomp profile refusing it)",
+}
 
 
 def check_run(views: list[CellView]) -> list[Finding]:
@@ -40,6 +47,5 @@ def check_run(views: list[CellView]) -> list[Finding]:
         id="counters-unavailable", title="Some evidence could not be measured on this machine",
         mechanism="the kernel refused these perf events, so the findings that need them cannot be checked here",
         evidence=evidence,
-        advice="hardware counters need a PMU (bare metal, or a VM that passes one through); syscall tracepoints "
-               "need root (or perf_event_paranoid <= -1) and tracefs; see `memsleuth doctor`",
+        advice="; ".join(TO_OPEN[k] for k in missing) + "; see `memsleuth doctor`",
         confidence="high", subject="machine", numbers={"missing": missing})]
