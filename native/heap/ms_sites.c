@@ -5,11 +5,22 @@
  * every P events, chosen from the measured runs' counts so that each event gets a few hundred
  * samples whatever the program's length); MEMSLEUTH_SITES_OUT is the folder for the documents.
  *
- * Each event is a perf event of the process (inherited by its threads and forked children,
- * removed at exec: the preloaded library opens it again in the new image) with `sigtrap`: the
- * kernel sends the thread that caused the P-th event a SIGTRAP as it returns to user space, and
- * the handler unwinds that thread's stack there with the C runtime's unwinder (.eh_frame, so no
- * frame pointers are needed). One process, one perf start-up: nothing outside the program runs.
+ * Each event is a perf event of the process (inherited by its threads only, removed at exec: the
+ * preloaded library opens it again in the new image, and a child forked by fork() opens its own
+ * as it starts) with `sigtrap`: the kernel sends the thread that caused the P-th event a SIGTRAP
+ * as it returns to user space, and the handler unwinds that thread's stack there with the C
+ * runtime's unwinder (.eh_frame, so no frame pointers are needed). One process, one perf start-up:
+ * nothing outside the program runs.
+ *
+ * A child that is about to exec must never get a SIGTRAP it cannot take. posix_spawn and vfork
+ * children reset every handled signal to SIG_DFL (glibc does it inside, past any interposer) and
+ * fault on their new stack: an inherited event killed all 200 of 200 /bin/true children of a
+ * posix_spawn loop here, so children of a clone without CLONE_THREAD inherit nothing
+ * (inherit_thread). fork() children that reset their handlers before exec (git does, for every
+ * signal) keep the sampler's: signal() and sigaction() on SIGTRAP are taken here, the program's
+ * disposition kept for the SIGTRAPs that are not the sampler's (chain) and reported back as its
+ * own; `git clone --no-local`'s upload-pack child died of SIGTRAP before (git: "Could not read
+ * from remote repository").
  * Stacks are kept as (event, frames) -> count and written once at exit (or _exit: ms_dump.h), a
  * line of $MEMSLEUTH_SITES_OUT/sites.jsonl, with the executable mappings (named in symbols.py).
  *
@@ -17,6 +28,7 @@
  * 5.13 or later (sigtrap); without it, or without permission, the document says which event did
  * not open and why, and memsleuth falls back to perf record. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -80,7 +92,11 @@ static uint16_t g_used[STACK_SLOTS];
 static uint32_t g_nused;
 static atomic_flag g_lock = ATOMIC_FLAG_INIT;
 static _Atomic uint64_t g_samples, g_async, g_dropped, g_unwound_none;
+/* The program's own SIGTRAP disposition (what it set, or had before the sampler's went in). */
 static struct sigaction g_previous;
+static int g_trap_installed; /* the sampler's handler is in: SIGTRAP's disposition is taken here */
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+static sigaction_fn real_sigaction_fn;
 static char g_out[4096];
 static int g_ready;
 /* MEMSLEUTH_SITES_SWITCH=SHARE: ms-run switches the page-faults event on and off with the ticks in
@@ -131,16 +147,89 @@ static void keep(int ev, const uintptr_t *frames, int n) {
   atomic_fetch_add(&g_dropped, 1);
 }
 
+static int real_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+  if (!real_sigaction_fn) real_sigaction_fn = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+  if (!real_sigaction_fn) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return real_sigaction_fn(sig, act, old);
+}
+
 static void chain(int sig, siginfo_t *si, void *uc) {
   /* Not ours: what the program would have had without the sampler. */
-  if (g_previous.sa_flags & SA_SIGINFO) {
-    if (g_previous.sa_sigaction) g_previous.sa_sigaction(sig, si, uc);
-  } else if (g_previous.sa_handler == SIG_DFL) {
-    signal(sig, SIG_DFL);
-    raise(sig);
-  } else if (g_previous.sa_handler != SIG_IGN) {
-    g_previous.sa_handler(sig);
+  struct sigaction prev = g_previous;
+  if (prev.sa_flags & SA_RESETHAND) { /* a one-shot handler: SIG_DFL from now on */
+    memset(&g_previous, 0, sizeof g_previous);
+    g_previous.sa_handler = SIG_DFL;
   }
+  if (prev.sa_flags & SA_SIGINFO) {
+    if (prev.sa_sigaction) prev.sa_sigaction(sig, si, uc);
+  } else if (prev.sa_handler == SIG_DFL) {
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    real_sigaction(sig, &dfl, NULL);
+    raise(sig); /* blocked in this handler: taken, with its default action, as it returns */
+  } else if (prev.sa_handler != SIG_IGN) {
+    prev.sa_handler(sig);
+  }
+}
+
+/* ---- SIGTRAP's disposition, as the program sets and reads it ------------------------------ */
+
+MS_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+  if (sig != SIGTRAP || !g_trap_installed) return real_sigaction(sig, act, old);
+  struct sigaction was = g_previous;
+  if (act) g_previous = *act;
+  if (old) *old = was;
+  return 0;
+}
+
+static void (*handler_of(const struct sigaction *a))(int) {
+  return a->sa_flags & SA_SIGINFO ? (void (*)(int))(void *)a->sa_sigaction : a->sa_handler;
+}
+
+typedef void (*handler_fn)(int);
+typedef handler_fn (*signal_fn)(int, handler_fn);
+
+static handler_fn set_handler(int sig, handler_fn h, int flags, const char *name, signal_fn *real) {
+  if (sig != SIGTRAP || !g_trap_installed) {
+    if (!*real) *real = (signal_fn)dlsym(RTLD_NEXT, name);
+    if (*real) return (*real)(sig, h);
+    errno = ENOSYS;
+    return SIG_ERR;
+  }
+  if (h == SIG_ERR) {
+    errno = EINVAL;
+    return SIG_ERR;
+  }
+  handler_fn was = handler_of(&g_previous);
+  struct sigaction a;
+  memset(&a, 0, sizeof a);
+  a.sa_handler = h;
+  a.sa_flags = flags;
+  g_previous = a;
+  return was;
+}
+
+/* glibc's signal() has BSD semantics (the handler stays, calls restart); sysv_signal() resets it
+ * after one signal and does not block it in its handler. */
+MS_EXPORT handler_fn signal(int sig, handler_fn h) {
+  static signal_fn real;
+  return set_handler(sig, h, SA_RESTART, "signal", &real);
+}
+MS_EXPORT handler_fn bsd_signal(int sig, handler_fn h) {
+  static signal_fn real;
+  return set_handler(sig, h, SA_RESTART, "bsd_signal", &real);
+}
+MS_EXPORT handler_fn sysv_signal(int sig, handler_fn h) {
+  static signal_fn real;
+  return set_handler(sig, h, SA_RESETHAND | SA_NODEFER, "sysv_signal", &real);
+}
+MS_EXPORT handler_fn __sysv_signal(int sig, handler_fn h) {
+  static signal_fn real;
+  return set_handler(sig, h, SA_RESETHAND | SA_NODEFER, "__sysv_signal", &real);
 }
 
 static void on_trap(int sig, siginfo_t *si, void *ucv) {
@@ -198,6 +287,7 @@ static int open_event(event *e, int index) {
   a.sigtrap = 1;
   a.remove_on_exec = 1; /* the kernel asks it of sigtrap; the new image opens its own */
   a.inherit = 1;
+  a.inherit_thread = 1; /* threads only: a child about to exec must not get the sampler's SIGTRAP */
   a.sig_data = (uint64_t)index;
   a.exclude_hv = 1;
   int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
@@ -270,8 +360,23 @@ static void switch_note(void) {
   errno = saved;
 }
 
+static void open_events(void) {
+  for (int i = 0; i < g_nevents; i++) {
+    int fd = open_event(&g_events[i], i);
+    g_events[i].fd = fd >= 0 ? fd : -1;
+    g_events[i].err = fd >= 0 ? 0 : -fd;
+  }
+}
+
 static void on_fork_child(void) {
-  /* The child's events are inherited copies; its samples start from nothing. */
+  /* A forked child inherits no event (inherit_thread): its fds are its parent's events. It opens
+   * its own, in the state ms-run wrote for the tick under way, and its samples start from nothing. */
+  int saved = errno;
+  for (int i = 0; i < g_nevents; i++)
+    if (g_events[i].fd >= 0) close(g_events[i].fd);
+  switch_read();
+  open_events();
+  errno = saved;
   ms_dump_forked();
   g_gen++;
   g_nused = 0;
@@ -280,9 +385,7 @@ static void on_fork_child(void) {
   atomic_store(&g_dropped, 0);
   atomic_store(&g_unwound_none, 0);
   atomic_flag_clear(&g_lock);
-  /* Its copy of the event follows the parent's; ms-run takes the fd from it too, so that the copy
-   * keeps being switched if the parent ends first. */
-  switch_note();
+  switch_note(); /* ms-run switches the child's page-faults event too */
 }
 
 __attribute__((constructor)) static void sites_init(void) {
@@ -300,12 +403,9 @@ __attribute__((constructor)) static void sites_init(void) {
   sa.sa_sigaction = on_trap;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGTRAP, &sa, &g_previous);
-  for (int i = 0; i < g_nevents; i++) {
-    int fd = open_event(&g_events[i], i);
-    g_events[i].fd = fd >= 0 ? fd : -1;
-    g_events[i].err = fd >= 0 ? 0 : -fd;
-  }
+  real_sigaction(SIGTRAP, &sa, &g_previous);
+  g_trap_installed = 1;
+  open_events();
   switch_note();
   pthread_atfork(NULL, NULL, on_fork_child);
   ms_dump_at_exit(write_report);
@@ -315,9 +415,7 @@ __attribute__((constructor)) static void sites_init(void) {
 static void write_report(void) {
   if (!g_ready) return;
   /* No sample may arrive on this thread while it holds the table (one that does is taken as late,
-   * g_async). The events stay on: in a forked child the fd is its parent's event, and switching that
-   * off switches off every inherited copy of it, so a worker that exits would end the sampling of its
-   * parent and of every other worker (and a parent that exits first, of the children it leaves). */
+   * g_async). The events stay on: the process's other threads may run on until it ends. */
   sigset_t trap, old;
   sigemptyset(&trap);
   sigaddset(&trap, SIGTRAP);

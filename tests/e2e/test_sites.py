@@ -60,6 +60,52 @@ def test_a_sigtrap_that_is_not_the_samplers_keeps_its_default_action(tmp_path):
     assert proc.returncode == -5        # killed by SIGTRAP, as without the sampler
 
 
+def test_children_about_to_exec_never_die_of_the_samplers_sigtrap(tmp_path):
+    """A child made by posix_spawn (glibc resets its handled signals to SIG_DFL inside, then it faults
+    on its new stack), or by fork() and resetting every signal as git does before exec, must not get
+    the sampler's SIGTRAP with no handler: all 200 of 200 children died of it before (so did `git
+    clone --no-local`'s upload-pack, and check ran a third run under perf record). A forked worker
+    that never execs is still sampled, with events of its own."""
+    out = tmp_path / "sites"
+    out.mkdir()
+    env = {**os.environ, "LD_PRELOAD": str(native.native_path("libmssites.so")), "MEMSLEUTH_SITES": "page-faults=1",
+           "MEMSLEUTH_SITES_OUT": str(out)}
+    prog = fixture("fx-spawn_children")
+    for mode, n in (("spawn", "200"), ("fork", "200"), ("worker", "64")):
+        proc = subprocess.run([prog, mode, n], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, (mode, proc.stdout, proc.stderr)
+    docs = documents.run_documents(str(out), "sites")
+    opened = [d for d in docs if d["events"] and d["events"][0]["opened"]]
+    if not opened:
+        pytest.skip(f"the sampler's event did not open here: {docs[0]['events'][0].get('why') if docs else 'no document'}")
+    # the worker: 16,384 pages written after its fork, every fault sampled (the stacks' counts)
+    worker = max(docs, key=lambda d: sum(c for ev, c, _ in d["stacks"] if ev == 0))
+    assert sum(c for ev, c, _ in worker["stacks"] if ev == 0) > 10_000, worker["samples"]
+
+
+def test_a_program_that_sets_its_own_sigtrap_handler_keeps_it_for_its_own_sigtraps(tmp_path):
+    """The program's SIGTRAP handler, set after the sampler's, takes the SIGTRAPs that are not the
+    sampler's; the sampler's stay its own (the program set its handler with signal(): before, that
+    replaced the sampler's, and every sample went to the program's handler)."""
+    out = tmp_path / "sites"
+    out.mkdir()
+    program = ("import os, signal\n"
+               "got = []\n"
+               "signal.signal(signal.SIGTRAP, lambda *a: got.append(1))\n"
+               "for _ in range(10):\n"
+               "    b = bytearray(8 << 20)\n"
+               "os.kill(os.getpid(), signal.SIGTRAP)\n"
+               "print(len(got), signal.getsignal(signal.SIGTRAP) is not signal.SIG_DFL)\n")
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
+                          env={**os.environ, "LD_PRELOAD": str(native.native_path("libmssites.so")),
+                               "MEMSLEUTH_SITES": "page-faults=50", "MEMSLEUTH_SITES_OUT": str(out)})
+    assert proc.stdout.split() == ["1", "True"], proc.stdout       # its own SIGTRAP, once
+    (doc,) = [d for d in documents.run_documents(str(out), "sites") if d["samples"]] or [None]
+    if doc is None:
+        pytest.skip("the sampler took no sample here (its event did not open)")
+    assert doc["samples"] > 100, doc["samples"]                    # 20,480 pages written, one in 50
+
+
 def test_a_forked_worker_that_exits_leaves_its_parent_sampled(tmp_path):
     # The worker's fd is its parent's event: switching it off at the worker's exit switched off the
     # parent's sampling (and every other worker's) for the rest of the run.
