@@ -607,6 +607,41 @@ def test_a_file_kept_mapped_and_read_again_is_not_told_to_stop_mapping_it_per_re
     assert "instead of mapping it per request" in per_use.advice
 
 
+def test_a_tree_that_starts_programs_again_and_again_hears_of_their_starts_in_its_file_faults():
+    """`check -- make -j2` of 13 C files: 43% of the fault samples file-backed, and the only advice was to
+    keep a data file mapped across uses. Where the tree started many programs and most of the fault time
+    is in programs started more than once, the file kinds name the starts first, with the programs."""
+    from memsleuth.analysis import findings
+    from memsleuth.records.evidence import Sample
+    from memsleuth.analysis.view import CellView
+
+    def tree(exes: list[tuple[str, int, int]]) -> CellView:
+        """exes: (name, file-backed fault samples, processes); 400 user samples in the first."""
+        frames = sorted(FAULT_CHAINS["file-backed"])
+        chain = [frames.index(f) for f in FAULT_CHAINS["file-backed"]]
+        n = sum(k for _, k, _ in exes)
+        stacks = [[i, k, 0, chain, 1] for i, (_, k, _) in enumerate(exes)] + [[0, 400, 0, [], 0]]
+        profile = {"period_ns": 500_000, "samples": n + 400, "kernel_samples": n, "frames": frames,
+                   "executables": [[name, k + (400 if i == 0 else 0), procs] for i, (name, k, procs) in enumerate(exes)],
+                   "stacks": stacks}
+        doc = {"status": "ok", "wall_ns": 2 * 10**9, "user_ns": 400 * 500_000, "sys_ns": n * 500_000,
+               "minflt": 40_000, "maxrss_kb": 60_000, "syscalls": {"mmap": 900, "munmap": 300, "madvise": 0, "brk": 50}}
+        return CellView("make", "glibc", [Sample.from_msrun(doc)],
+                        explain=[Sample.from_msrun({**doc, "cpu_profile": profile})])
+
+    build = {f.id: f for f in findings.for_cell(tree([("make", 50, 1), ("cc1", 600, 13), ("as", 250, 13),
+                                                      ("gcc", 100, 13)]))}["file-backed-faults"]
+    assert build.advice.startswith("where they are the starts of the programs the evidence names: start fewer"), build.advice
+    assert "every start of a program faults in" in build.mechanism
+    (line,) = [e for e in build.evidence if "exec'd beside the command" in e]
+    assert line.startswith("39 programs were exec'd") and "cc1 (13 processes) 60%" in line and "95% in programs" in line
+    # one program that maps files, or a tree whose restarted programs fault little: as before
+    for exes in ([("reader", 1000, 1)], [("reader", 800, 1), ("sh", 200, 20)]):
+        alone = {f.id: f for f in findings.for_cell(tree(exes))}["file-backed-faults"]
+        assert alone.advice.startswith("keep the file mapped"), (exes, alone.advice)
+        assert not any("exec'd beside" in e for e in alone.evidence)
+
+
 def test_the_syscall_entrys_own_samples_are_the_calls_its_executable_made():
     futex = ["futex_wake", "do_futex", "__x64_sys_futex", *SYSCALL]
     write = ["vfs_write", "ksys_write", *SYSCALL]

@@ -581,6 +581,13 @@ class CellView:
         seen = [(execd, mapped) for entries in p.preloads.values() for exe, _, execd, mapped in entries if exe == top]
         return None if not seen else all(mapped > 0 for _, mapped in seen)
 
+    @property
+    def programs_started(self) -> int:
+        """The programs the tree exec'd beside the command's own start, as the explaining run's
+        samples saw them (each process that ran on a CPU while sampled, named by what it ran last)."""
+        p = self.profile
+        return max(sum(e[2] for e in p.executables) - 1, 0) if p is not None else 0
+
     def fault_executables(self) -> list[tuple[str, int, float]]:
         """(executable, processes, share of the sampled fault time) for the executables that took
         page faults in the explaining run, the most first (cpu_profile.by_executable)."""

@@ -32,8 +32,7 @@ def check(view: CellView) -> list[Finding]:
         return []
     part = cost.sampled_part(view.kernel_split(sc), cpu_profile.SPAWN)
     k, share, spent = part.samples, part.share, part.ns
-    # every exec the tree made but the command's own (ms-run's executables: name, samples, processes)
-    started = max(sum(n for _, _, n in p.executables) - 1, 0)
+    started = view.programs_started
     if not part.material or started < MIN_STARTED:
         return []
     phase = view.phase(*cpu_profile.SPAWN)
