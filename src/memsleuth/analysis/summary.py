@@ -16,6 +16,7 @@ from memsleuth.events import HARDWARE as HARDWARE_EVENTS, SYSCALL_COLUMNS, SYSCA
 from memsleuth.records.evidence import Sample, higher_is_better, metric_kind
 from memsleuth.analysis import tries
 from memsleuth.analysis.cost import UnitCosts
+from memsleuth.analysis.findings.base import confidence_from_margin
 from memsleuth.records.model import Readings, cell_label
 from memsleuth.records.sites import CallSites
 from memsleuth.records.stored import StoredCell, StoredRun
@@ -635,6 +636,19 @@ def _faults_elsewhere(f: findings.Finding, made, where: CallSites) -> str | None
             f"faults ({payer}: {paid:.0%}): the calls' own code does not name who pays for them")
 
 
+# glibc's pthread_once (and std::call_once, which calls it) wakes the futex after every one-time
+# initialization, whether or not a thread waits for it: those calls are no lock's contention. rustc
+# and its linker (cargo build: LLVM initializes each target once) made 1,258 futex calls, 80% of
+# the sampled ones __pthread_once_slow -> futex_wake, and read "threads wait for each other".
+ONCE_FRAMES = ("__pthread_once_slow",)
+
+
+def once_share(e) -> float:
+    """The share of an event's sampled calls made by pthread_once's wake (its internal paths)."""
+    paths = e.internal_paths if e is not None else None
+    return sum(share for path, share in paths or () if any(k in path for k in ONCE_FRAMES))
+
+
 def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> list[findings.Finding]:
     """Each finding with the call sites of its events; and who makes the calls from the stacks,
     through malloc/free (the allocator) or not: the strongest evidence, so it decides over the
@@ -651,6 +665,12 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
         lines = [line for e in events for line in where_mod.lines_for(where, e)]
         who, extra, via_malloc = f.who, [], False
         e = where.events[f.calls or ""]
+        once = once_share(e) if f.id == "lock-contention" else 0.0
+        if once:
+            rest = f.numbers.get("futex_per_s", 0.0) * (1 - once) / findings.lock_contention.FUTEX_PER_S
+            if rest < 1:
+                continue    # without pthread_once's wakes, too few futex calls to speak of a lock
+            f = replace(f, confidence=confidence_from_margin(rest))
         through = None
         if e and e.internal_paths is not None:
             through = e.through_allocator
@@ -717,6 +737,9 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
                       "(many runtimes and interpreters can use malloc instead of their own allocator)")
             if f.advice != program_advice(f.calls):
                 advice += f"; where it takes its memory from malloc: {f.advice}"
+        if once:
+            extra = [*extra, f"{once:.0%} of the sampled futex calls are pthread_once's wake after a one-time "
+                             "initialization, made whether or not a thread waits: no lock's contention"]
         out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=f.with_advice(advice),
                            numbers=numbers))
     return out
