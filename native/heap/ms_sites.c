@@ -360,8 +360,22 @@ static void switch_note(void) {
   errno = saved;
 }
 
+/* Why no event may open in this process, or NULL. Under valgrind (its preloads in LD_PRELOAD) the
+ * kernel's SIGTRAP reaches valgrind's own code, which takes it as a fatal signal and ends the run
+ * ("VALGRIND INTERNAL ERROR: Valgrind received a signal 5 (SIGTRAP) - exiting"). */
+static const char *refused(void) {
+  const char *pre = getenv("LD_PRELOAD");
+  return pre && strstr(pre, "vgpreload") ? "under valgrind, which takes a SIGTRAP as fatal" : NULL;
+}
+
 static void open_events(void) {
+  const char *why = refused();
   for (int i = 0; i < g_nevents; i++) {
+    if (why) {
+      g_events[i].fd = -1;
+      snprintf(g_events[i].why, sizeof g_events[i].why, "%s", why);
+      continue;
+    }
     int fd = open_event(&g_events[i], i);
     g_events[i].fd = fd >= 0 ? fd : -1;
     g_events[i].err = fd >= 0 ? 0 : -fd;

@@ -255,3 +255,24 @@ def test_an_attached_window_is_reported_as_a_window(tmp_path):
     assert "attached window" in cpu.notes[0] and "explaining run" not in cpu.notes[0]
     assert not any("--try" in line for line in report.footer)   # the advice is not tried on a running service
     assert max(len(x) for x in text_at(report, 80)) <= 80
+
+
+def test_a_failed_explaining_run_is_said_as_such_never_as_the_programs_failure(leak):
+    """`check -- valgrind --error-exitcode=9 ...`: memcheck failed the explaining run (the heap
+    accounting read a block's header), the measured run was fine. The report read "ERROR: exited
+    with status 9: no run finished" and listed it under Failures; it says the explaining run failed,
+    and what is missing where no explaining run succeeded."""
+    from memsleuth.records.evidence import Sample
+    from memsleuth.records.stored import EXPLAIN_ROUND
+    cell = leak.cells[0]
+    failed = Sample.from_msrun({"status": "error", "detail": "exited with status 9",
+                                "stderr_tail": "==12954== Invalid read of size 8\n==12954==    at 0x485446D: heap_init"})
+    for keep_ok in (True, False):
+        cell.samples = [(r, w, s) for r, w, s in cell.samples if r != EXPLAIN_ROUND or (keep_ok and s.ok)]
+        cell.samples.append((EXPLAIN_ROUND, True, failed))
+        report = builders.for_run(leak)
+        text = " ".join(text_at(report, 200))
+        assert "no run finished" not in text and not any(t.title == "Failures" for t in report.tables)
+        (line,) = [h for h in report.header if h.startswith("explaining run: ")]
+        assert "exited with status 9" in line and "heap_init" in line
+        assert ("is missing from this report" in line) == (not keep_ok), line

@@ -19,7 +19,7 @@ from memsleuth.analysis.cost import UnitCosts
 from memsleuth.analysis.findings.base import confidence_from_margin
 from memsleuth.records.model import Readings, cell_label
 from memsleuth.records.sites import CallSites
-from memsleuth.records.stored import StoredCell, StoredRun
+from memsleuth.records.stored import EXPLAIN_ROUND, StoredCell, StoredRun
 
 if TYPE_CHECKING:
     from memsleuth.analysis.memory import Footprint
@@ -228,7 +228,7 @@ def units_of(run: StoredRun) -> UnitCosts | None:
 def cell_view(cell: StoredCell, label: str = "", units: UnitCosts | None = None) -> findings.CellView:
     """A stored cell as the findings and the cases read it: its ok measured runs and its failures."""
     ok = [s for _, s in cell.measured() if s.ok]
-    failed = [s for _, w, s in cell.samples if not s.ok]
+    failed = cell.failures()
     return findings.CellView(label or cell.label, cell.allocator.name, ok, failed, explain=cell.explain_samples,
                              units=units)
 
@@ -244,9 +244,7 @@ def summarise_cell(cell: StoredCell, target_ci: float | None = None, swept: list
     own (metric_kind)."""
     measured = cell.measured()
     ok = [(r, s) for r, s in measured if s.ok]
-    failures = [s for _, s in measured if not s.ok]
-    if not measured:  # only warm-up runs exist (interrupted early, or the warm-up failed)
-        failures = [s for _, w, s in cell.samples if not s.ok]
+    failures = cell.failures()      # only warm-up runs exist: theirs (interrupted early, or the warm-up failed)
     metric = metric or metric_kind([s for _, s in ok])
     values = [s.metric(metric) for _, s in ok]
     estimate = stats.median_ci(values) if values else None
@@ -893,8 +891,10 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     cell = run.cells[0]
     measured = [s for _, w, s in cell.samples if not w]
     ok = [s for s in measured if s.ok]
-    # A failed warm-up (or preload check) ends the cell before any measured run: it is the result.
-    failed = [s for s in measured if not s.ok] or [s for _, w, s in cell.samples if w and not s.ok]
+    # A failed warm-up (or preload check) ends the cell before any measured run: it is the result. A
+    # failed explaining run is not: the header says what it did not gather.
+    failed = [s for s in measured if not s.ok] or [s for r, w, s in cell.samples
+                                                   if w and r != EXPLAIN_ROUND and not s.ok]
     # A crashed run's regions and counters up to the crash are evidence too.
     view = findings.CellView(cell.allocator.name, cell.allocator.name, ok or measured, failed,
                              explain=cell.explain_samples, units=units_of(run), window=run.attached is not None)

@@ -59,6 +59,20 @@ class StoredCell:
         """The explaining run(s): not measured, they carry the syscalls' arguments."""
         return [s for r, w, s in self.samples if r == EXPLAIN_ROUND and s.ok]
 
+    @property
+    def explain_failures(self) -> list[Sample]:
+        """The explaining runs that failed: never the cell's failure (its measured runs say that), and
+        what they would have gathered is missing."""
+        return [s for r, w, s in self.samples if r == EXPLAIN_ROUND and not s.ok]
+
+    def failures(self) -> list[Sample]:
+        """The cell's failed runs: the measured ones, or where none was measured (a failed warm-up or
+        preload check ends the cell) the warm-ups'. A failed explaining run is not among them."""
+        measured = self.measured()
+        if measured:
+            return [s for _, s in measured if not s.ok]
+        return [s for r, w, s in self.samples if w and r != EXPLAIN_ROUND and not s.ok]
+
 
 @dataclass(frozen=True)
 class GlibcArenas:

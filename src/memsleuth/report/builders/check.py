@@ -51,6 +51,12 @@ def build(run: StoredRun, a: CheckAnalysis) -> Report:
     header += [f"call sites: {note}" for note in sites.notes] if sites else []
     if sites and sites.unavailable:
         header.append(f"call sites: {sites.unavailable}")
+    for s in cell.explain_failures:     # never the program's failure: its measured runs say whether it failed
+        tail = " | ".join(s.stderr_tail.strip().splitlines()[-3:])
+        header.append(f"explaining run: {failure_label(s)}" + (f": {s.detail}" if s.detail else "")
+                      + (f" (stderr, last lines: {tail})" if tail else "")
+                      + ("" if cell.explain_samples else "; what it gathers (the CPU samples, the syscalls' arguments, "
+                                                         "the heap accounting) is missing from this report"))
     if measured and measured[-1].stdout_tail.strip():
         header.append("program output (last run, tail): " +
                       " | ".join(measured[-1].stdout_tail.strip().splitlines()[-3:]))
