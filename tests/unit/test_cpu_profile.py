@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from types import SimpleNamespace
 
 from memsleuth.records import cpu_profile
 from memsleuth.records.cpu_profile import EXIT, FAULT, OTHER, USER, classify
@@ -660,6 +661,29 @@ def test_the_syscall_entrys_own_samples_are_the_calls_its_executable_made():
     for cls, n in p.counts.items():          # every sample keeps its time: the entries' moved with them
         assert sum(p.when[cls]) == n, cls
     assert p.when["futex"][2] + p.when["write"][2] + p.when[cpu_profile.UNNAMED_SYSCALL][2] == 40
+
+
+def test_the_samplers_own_perf_event_open_calls_are_memsleuths_never_the_programs():
+    """`check -- sh -c "seq 400 | xargs -P2 ... md5sum"`: the call-site sampler opens its events in each
+    of the 400 processes, 10% of the explaining run's samples, which the report named as the program's
+    perf_event_open time. Where the executable mapped the sampler they are memsleuth's own; they are
+    then left out of the kernel time shared out to the program's paths, as the syscall tracing is."""
+    from memsleuth.analysis import cost
+    from memsleuth.records.model import Counts
+    peo = ["perf_event_open_impl", "__do_sys_perf_event_open", "__x64_sys_perf_event_open", *SYSCALL]
+    fault = ["clear_page_erms", "do_anonymous_page", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]
+    frames = sorted(set(peo + fault))
+    stacks = [[0, 100, 0, [frames.index(f) for f in peo], 0], [1, 20, 0, [frames.index(f) for f in peo], 0],
+              [0, 300, 0, [frames.index(f) for f in fault], 1], [0, 580, 0, [], 0]]
+    doc = {"samples": 1000, "period_ns": 10**6, "frames": frames, "stacks": stacks,
+           "preload": ["/x/libmsheap.so", "/x/libmssites.so"],
+           "executables": [["md5sum", 980, 400, 400, [400, 400]], ["static", 20, 1, 1, [0, 0]]]}
+    p = cpu_profile.read(doc)
+    assert p.counts[cpu_profile.SAMPLER_OWN] == 100 and p.counts["perf_event_open"] == 20, p.counts
+    sc = SimpleNamespace(user_ns=6e8, sys_ns=4e8, wall_ns=1e9, minflt=30_000, syscalls=Counts())
+    split = cost.sampled(sc, p, Counts({"page-faults": 30_000, "wall_ns": 1e9}))
+    # the faults' part of the kernel time: 300 of the 320 samples that are the program's, not of 420
+    assert split.parts["page-faults"] == pytest.approx(4e8 * 300 / 320)
 
 
 def test_a_lock_and_the_allocators_code_are_one_account_of_the_cpu_time():

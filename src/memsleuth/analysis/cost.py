@@ -330,7 +330,8 @@ def sampled(sc, profile: cpu_profile.Profile, explained: Counts, units: UnitCost
     costs the same kind of work in both runs, not the same time (on a VM one run's faults took
     2.4x another's), and the explaining run's instrumentation adds work of its own, which the
     per-event and per-second steps leave out; its syscall tracepoints' own work at a call's entry
-    (cpu_profile.TRACING, the call not yet dispatched) is left out whole. Parts: "page-faults" (faults outside a system call)
+    (cpu_profile.TRACING, the call not yet dispatched) is left out whole, as are its sampler's own
+    perf_event_open calls (cpu_profile.SAMPLER_OWN). Parts: "page-faults" (faults outside a system call)
     and each memory system call (events.SYSCALLS); the rest of the kernel time is `other_ns`."""
     cpu = (sc.user_ns or 0.0) + (sc.sys_ns or 0.0)
     period = float(profile.period_ns)
@@ -338,7 +339,7 @@ def sampled(sc, profile: cpu_profile.Profile, explained: Counts, units: UnitCost
     wall_ratio = sc.wall_ns / explained["wall_ns"] if explained["wall_ns"] else 1.0
     parts, behind, rest, by_class = {}, {}, 0.0, {}
     for cls, k in profile.counts.items():
-        if cls in (cpu_profile.USER, cpu_profile.TRACING):   # the explaining run's own tracing: not the program's
+        if cls in (cpu_profile.USER, cpu_profile.TRACING, cpu_profile.SAMPLER_OWN):   # the explaining run's own
             continue
         name = "page-faults" if cls == cpu_profile.FAULT else cls
         if explained[name] and name in measured:

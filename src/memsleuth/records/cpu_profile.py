@@ -39,6 +39,13 @@ UNNAMED_SYSCALL = "other system calls"
 TRACING = "syscall tracing (memsleuth's own)"
 _TRACING = {"perf_syscall_enter", "perf_syscall_exit", "syscall_trace_enter", "syscall_exit_work",
             "trace_sys_enter", "trace_sys_exit", "syscall_enter_from_user_mode_work"}
+# memsleuth's call-site sampler (libmssites, preloaded in the explaining run) opens its perf events in
+# each process it is loaded in, and again in each forked child: not the program's calls. `check --
+# xargs -P2 ... md5sum` (400 short processes) put 10% of its explaining run's samples in
+# perf_event_open, which the report named as the program's. Where the sample's executable mapped the
+# sampler, its perf_event_open calls are this class; like TRACING, never shared out as the program's.
+SAMPLER_OWN = "perf_event_open (memsleuth's sampler, in each process it is loaded in)"
+SAMPLER_LIB = "libmssites"
 # Starting a process: the fork-like calls (a thread's clone too: its chain shows no address-space
 # copy) and exec. Within them, and in exit, what the chain shows of the address space's own work:
 # fork copying the parent's page tables, exec or exit tearing an address space down.
@@ -416,10 +423,14 @@ def read(doc: dict | None) -> Profile | None:
         def at(key: str, pairs) -> None:
             documents.add_buckets(when.setdefault(key, []), pairs)
 
+        sampler = [i for i, path in enumerate(paths) if SAMPLER_LIB in path]
+        with_sampler = {x for x, e in enumerate(raw_exes) if len(e) > 4 and any(int(e[4][i]) > 0 for i in sampler)}
         for exe, n, _elided, idx, *rest in doc["stacks"]:
             n = int(n)
             names = [frames[int(i)] for i in idx]
             cls, detail = classify(names)
+            if cls == "perf_event_open" and int(exe) in with_sampler:
+                cls = SAMPLER_OWN
             counts[cls] += n
             pairs = rest[1] if len(rest) > 1 else []
             at(cls, pairs)

@@ -141,7 +141,7 @@ def quiet_line(view: CellView) -> str | None:
 
 # Sampled classes that are no named system call outside the memory paths.
 _NOT_A_CALL = (cpu_profile.USER, cpu_profile.OTHER, cpu_profile.UNNAMED_SYSCALL, cpu_profile.TRACING,
-               *cpu_profile.MEMORY_PATHS)
+               cpu_profile.SAMPLER_OWN, *cpu_profile.MEMORY_PATHS)
 
 
 def _elsewhere(view: CellView) -> str:
