@@ -663,6 +663,15 @@ def test_the_syscall_entrys_own_samples_are_the_calls_its_executable_made():
     assert p.when["futex"][2] + p.when["write"][2] + p.when[cpu_profile.UNNAMED_SYSCALL][2] == 40
 
 
+def test_a_quiet_run_never_says_it_counted_no_faults_when_it_counted_some():
+    """`openssl speed -multi 2`: 877 page faults and 65 memory system calls counted, none of the explaining
+    run's samples in them; the line read "no page faults or memory system calls counted"."""
+    from memsleuth.analysis import findings
+    line = findings.quiet_line(_faulting({}))
+    assert "no page faults" not in line and "400,000 page faults and 25 memory system calls counted, and none of " \
+        "the explaining run's samples fell in them" in line, line
+
+
 def test_the_samplers_own_perf_event_open_calls_are_memsleuths_never_the_programs():
     """`check -- sh -c "seq 400 | xargs -P2 ... md5sum"`: the call-site sampler opens its events in each
     of the 400 processes, 10% of the explaining run's samples, which the report named as the program's

@@ -125,7 +125,13 @@ def quiet_line(view: CellView) -> str | None:
     head = (f"No memory mechanism costs {cost.MATERIAL_SHARE:.0%} of this run's CPU time{where} "
             f"(and {cost.MIN_COST_NS / 1e6:.0f} ms) or more")
     if not parts:
-        return head + f": kernel time {cost.ms(sc.sys_ns)} ms, no page faults or memory system calls counted."
+        faults = sc.minflt or 0
+        calls = sum(n for k, n in sc.syscalls.items() if k in cpu_profile.MEMORY_PATHS and n)
+        if not faults and not calls:
+            return head + f": kernel time {cost.ms(sc.sys_ns)} ms, no page faults or memory system calls counted."
+        # counted, but none of the explaining run's samples fell in them: their time is below what it resolves
+        return head + (f": kernel time {cost.ms(sc.sys_ns)} ms; {faults:,.0f} page faults and {calls:,.0f} memory "
+                       "system calls counted, and none of the explaining run's samples fell in them.")
     top = max(parts, key=parts.get)
     if split.material(parts[top]):
         # The counted part is material, but no rule's conditions held for it: said so, never "no mechanism costs".
