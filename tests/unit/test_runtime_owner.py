@@ -305,6 +305,11 @@ def test_pthread_once_wakes_are_not_lock_contention():
     assert "80% of the sampled futex calls are pthread_once's wake" in kept.evidence[-1], kept.evidence
     assert kept.confidence != "high"            # 1.4x the threshold once the wakes are left out, not 7.2x
     assert with_call_sites([_contention(4000)], where) == []
+    # a region's finding (per operation, no rate of the process): its own, left as it was
+    region = Finding(id="lock-contention", title="Allocator lock contention", mechanism="m", evidence=[], advice="a",
+                     confidence="high", calls="futex", numbers={"futex_per_kop": 299.0})
+    (kept_region,) = with_call_sites([region], where)
+    assert kept_region.confidence == "high" and not any("pthread_once" in e for e in kept_region.evidence)
     # futex calls of other paths: as before
     other = CallSites.from_dict({"events": {"futex": {**ONCE_FUTEX["events"]["futex"], "internal_paths": [
         ["pthread_mutex_lock -> __lll_lock_wait -> futex_wait", 0.8]]}}})

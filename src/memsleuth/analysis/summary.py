@@ -663,9 +663,10 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
         lines = [line for e in events for line in where_mod.lines_for(where, e)]
         who, extra, via_malloc = f.who, [], False
         e = where.events[f.calls or ""]
-        once = once_share(e) if f.id == "lock-contention" else 0.0
+        # the whole process's rate (the region rule's is per operation: its calls are the region's own)
+        once = once_share(e) if f.id == "lock-contention" and "futex_per_s" in f.numbers else 0.0
         if once:
-            rest = f.numbers.get("futex_per_s", 0.0) * (1 - once) / findings.lock_contention.FUTEX_PER_S
+            rest = f.numbers["futex_per_s"] * (1 - once) / findings.lock_contention.FUTEX_PER_S
             if rest < 1:
                 continue    # without pthread_once's wakes, too few futex calls to speak of a lock
             f = replace(f, confidence=confidence_from_margin(rest))
