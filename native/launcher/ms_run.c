@@ -248,8 +248,8 @@ typedef struct {
  * CLONE_INTO_CGROUP; `*entered` says so): moving a task there afterwards takes the cgroups' write
  * lock, whose RCU grace period cost 7-15 ms a run on the 2-vCPU VM. Else, or where the kernel
  * refuses, a plain fork. */
-static pid_t spawn(const msr_options *o, int cgroup_fd, int *entered, int out_fd, int err_fd, int probe_w, int go_r,
-                   int exec_w) {
+static pid_t spawn(const msr_options *o, int cgroup_fd, int *entered, int in_fd, int out_fd, int err_fd, int probe_w,
+                   int go_r, int exec_w) {
   pid_t pid = -1;
   *entered = 0;
 #ifdef CLONE_INTO_CGROUP
@@ -272,8 +272,7 @@ static pid_t spawn(const msr_options *o, int cgroup_fd, int *entered, int out_fd
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
   signal(SIGHUP, SIG_DFL);
-  int devnull = open("/dev/null", O_RDONLY);
-  if (devnull >= 0) dup2(devnull, 0);
+  dup2(in_fd, 0); /* /dev/null, or --stdin's file, opened afresh for this run */
   dup2(out_fd, 1);
   dup2(err_fd, 2);
   int wfd = dup(probe_w); /* dup clears CLOEXEC: this one survives exec */
@@ -1081,6 +1080,12 @@ static int run_mode(const msr_options *o) {
     perror("ms-run: cannot create output files");
     return 2;
   }
+  /* Each run reads its input from the start: the file is opened here, once per run. */
+  int in_fd = open(o->stdin_path ? o->stdin_path : "/dev/null", O_RDONLY | O_CLOEXEC);
+  if (in_fd < 0) {
+    fprintf(stderr, "ms-run: --stdin %s: %s\n", o->stdin_path ? o->stdin_path : "/dev/null", strerror(errno));
+    return 2;
+  }
   int probe_pipe[2], go_pipe[2], exec_pipe[2];
   if (pipe2(probe_pipe, O_CLOEXEC) || pipe2(go_pipe, O_CLOEXEC) || pipe2(exec_pipe, O_CLOEXEC)) {
     perror("ms-run: pipe");
@@ -1111,7 +1116,8 @@ static int run_mode(const msr_options *o) {
   ms_counters *percpu = NULL;
   int nsets = cgroup_before_spawn(o, &r, &cg, &percpu), entered = 0;
   msr_tree_prepare(); /* the machine's processes noted as outside now: none read at the first tick */
-  r.pid = spawn(o, nsets ? cg.fd : -1, &entered, out_fd, err_fd, probe_pipe[1], go_pipe[0], exec_pipe[1]);
+  r.pid = spawn(o, nsets ? cg.fd : -1, &entered, in_fd, out_fd, err_fd, probe_pipe[1], go_pipe[0], exec_pipe[1]);
+  close(in_fd);
   if (r.pid > 0) g_command_pgid = r.pid; /* spawn's child makes itself a group leader */
   if (r.pid < 0) {
     perror("ms-run: fork");

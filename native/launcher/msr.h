@@ -17,7 +17,7 @@ typedef enum { MSR_RUN, MSR_ATTACH, MSR_EVENTS, MSR_HOLD_EVENTS, MSR_PRELOAD_CHE
 
 typedef struct {
   msr_mode mode;
-  const char *out, *preload, *expect_malloc, *checker, *stdout_path, *stderr_path;
+  const char *out, *preload, *expect_malloc, *checker, *stdout_path, *stderr_path, *stdin_path;
   double timeout_s;         /* 0: no limit */
   uint64_t mem_limit_bytes; /* 0: no cap */
   int oom_exit_code;        /* -1: none */

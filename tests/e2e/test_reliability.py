@@ -589,3 +589,25 @@ def test_a_reader_of_stdout_that_leaves_loses_no_file(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(js.read_text())["run"]["id"] == 1
     assert "Traceback" not in proc.stderr
+
+
+def test_a_file_on_stdin_is_every_runs_input_and_a_pipe_is_said_to_be_none(tmp_path):
+    """`memsleuth check -- wc -c < FILE`: each run (the measured ones, the explaining one) reads the
+    file from its start. Every run read /dev/null before, and nothing said so (`cat nums | memsleuth
+    check -- sort -n` measured sort of nothing). A pipe cannot be read again by each run: stderr says
+    the command reads /dev/null, and how to give it the input."""
+    data = tmp_path / "in.txt"
+    data.write_text("x" * 123_457)
+    js = tmp_path / "c.json"
+    argv = [sys.executable, "-m", "memsleuth", "check", "--db", str(tmp_path / "c.db"), "--reps", "2", "--json", str(js),
+            "--", "sh", "-c", "wc -c; head -c 40000000 /dev/zero > /dev/null"]
+    with open(data) as given:
+        proc = subprocess.run(argv, stdin=given, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "read from its start by each run" in proc.stderr, proc.stderr
+    samples = [s for c in json.loads(js.read_text())["cells"] for s in c["samples"]]
+    assert len(samples) >= 2 and all(s["stdout_tail"].split() == ["123457"] for s in samples), \
+        [(s["round"], s["stdout_tail"]) for s in samples]
+    piped = subprocess.run(argv[:6] + ["--", "wc", "-c"], input="y" * 1000, capture_output=True, text=True,
+                           timeout=300)
+    assert piped.returncode == 0 and "stdin is a pipe" in piped.stderr and "< FILE" in piped.stderr, piped.stderr

@@ -63,9 +63,21 @@ def run(args, command: list[str] | None, console: Console) -> int:
     allocs = allocators.resolve(args.alloc or "glibc")
     if len(allocs) != 1:
         raise UsageError("check runs one allocator: give one name to --alloc (compare several with `compare`)")
-    p = planning.command_plan(command, allocs, rounds=planning.Rounds.fixed(reps), warmup=0,
-                              timeout_s=options.timeout(args.timeout), mem_limit_bytes=options.mem_limit(args.mem_limit),
-                              env=env)
+    try_rounds = options.count(args.try_rounds, "--try-rounds")
+    if try_rounds < 6:
+        raise UsageError("--try-rounds must be at least 6 (the fewest rounds with a 95% CI)")
+    budget = options.duration(args.try_budget, "--try-budget") if args.try_budget is not None else None
+    if budget is not None and not args.try_:
+        raise UsageError("--try-budget goes with --try")
+    timeout, mem_limit = options.timeout(args.timeout), options.mem_limit(args.mem_limit)
+    p = planning.command_plan(command, allocs, rounds=planning.Rounds.fixed(reps), warmup=0, timeout_s=timeout,
+                              mem_limit_bytes=mem_limit, env=env, stdin=options.command_input())
+    return _measure(args, command, console, p, allocs, env, try_rounds, budget)
+
+
+def _measure(args, command: list[str], console: Console, p: planning.Plan, allocs: list, env: dict,
+             try_rounds: int, budget: float | None) -> int:
+    """check's runs of its plan (and --try's), then the report."""
     if args.alloc is None:     # the program as it runs: under the allocator it links, if it links one
         own = _linked_allocator(p.cells[0])
         if own is not None:
@@ -73,12 +85,6 @@ def run(args, command: list[str] | None, console: Console) -> int:
             p = dataclasses.replace(p, cells=(dataclasses.replace(p.cells[0], allocator=own),))
     # check explains: the syscalls' arguments (bytes, advice, the break's moves) are recorded.
     p = dataclasses.replace(p, syscall_args=True, where=not args.no_where, explain_if_needed=True, heap=True)
-    try_rounds = options.count(args.try_rounds, "--try-rounds")
-    if try_rounds < 6:
-        raise UsageError("--try-rounds must be at least 6 (the fewest rounds with a 95% CI)")
-    budget = options.duration(args.try_budget, "--try-budget") if args.try_budget is not None else None
-    if budget is not None and not args.try_:
-        raise UsageError("--try-budget goes with --try")
     from memsleuth.measure import machine
     machine.calibrate_soon()     # beside the imports below, not after them
     from memsleuth.session import finish, measure, spec_for

@@ -63,8 +63,6 @@ SUITES = ("workloads", "apps")
 
 
 def run(args, command: list[str] | None, console: Console) -> int:
-    from memsleuth.session import finish, measure, spec_for
-    from memsleuth.records.store import Store
     options.apply_machine_label(args)
     options.writable_output(args.md, "--md")
     options.writable_output(args.json, "--json")
@@ -94,17 +92,26 @@ def run(args, command: list[str] | None, console: Console) -> int:
         workload = workloads.get(args.workload or "random-mixed")
     allocs = allocators.resolve(args.alloc)
     if workload is None:
-        p = planning.command_plan(command, allocs, rounds=rounds, timeout_s=timeout, mem_limit_bytes=mem_limit, env=env,
-                                  param_options=args.param or [])
+        variants = _variants(args)
+        p = planning.command_plan(command, allocs, rounds=rounds, timeout_s=timeout, mem_limit_bytes=mem_limit,
+                                  env=env, param_options=args.param or [], stdin=options.command_input())
         if metric is not None:
             p = dataclasses.replace(p, metric=metric)
+        return _measure(args, console, p, allocs, env, command, metric, noise, warmup, variants)
     else:
         p = planning.workload_plan(workload, allocs, args.param or [], rounds=rounds, timeout_s=timeout,
                                    mem_limit_bytes=mem_limit, env=env)
+    return _measure(args, console, p, allocs, env, command, metric, noise, warmup, _variants(args))
+
+
+def _measure(args, console: Console, p: planning.Plan, allocs: list, env: dict, command, metric, noise: float,
+             warmup: int, variants: list) -> int:
+    """compare's runs of its plan, then the report."""
+    from memsleuth.records.store import Store
+    from memsleuth.session import finish, measure, spec_for
     p = dataclasses.replace(p, warmup=warmup)
     if args.where:
         p = dataclasses.replace(p, syscall_args=True, where=True, heap=True)
-    variants = _variants(args)
     cells, variant_report = planning.with_variants(list(p.cells), variants)
     if variants:
         p = dataclasses.replace(p, cells=tuple(cells))

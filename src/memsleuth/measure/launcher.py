@@ -77,6 +77,8 @@ def msrun_argv(cell: Cell, out_path: str, *, timeout_s: float | None, mem_limit_
             argv += ["--env", f"{k}={v}"]
     if cell.oom_exit_code is not None:
         argv += ["--oom-exit-code", str(cell.oom_exit_code)]
+    if cell.stdin is not None:
+        argv += ["--stdin", cell.stdin]
     if not counters:
         argv.append("--no-counters")
     elif not syscalls and not syscall_args:

@@ -27,6 +27,7 @@ class Cell:
     where: bool = False              # explain this cell (syscall arguments, call sites) whatever the plan says
     heap: bool = False               # account its heap in the explaining run whatever it holds (its figures
                                      # come from the heap accounting: heap.py)
+    stdin: str | None = None         # a file each run reads from its start as its standard input (else /dev/null)
 
     @property
     def label(self) -> str:
@@ -279,16 +280,16 @@ def workload_plan(workload: Workload, allocators: list[Allocator], param_options
 
 def command_plan(command: list[str], allocators: list[Allocator], *, rounds: Rounds, warmup: int = 1,
                  timeout_s: float | None, mem_limit_bytes: int | None, env: dict[str, str] | None = None,
-                 param_options: list[str] | None = None) -> Plan:
+                 param_options: list[str] | None = None, stdin: str | None = None) -> Plan:
     """Cells of a command: each allocator, under each combination of --param values, which fill
-    the command's {name} placeholders."""
+    the command's {name} placeholders; `stdin`, the file each run reads as its standard input."""
     sweep = parse_command_params(command, param_options or [])
     keys = list(sweep)
     cells = []
     for combo in itertools.product(*(sweep[k] for k in keys)):
         values = dict(zip(keys, combo))
         argv = tuple(_fill(arg, values) for arg in command)
-        cells += [Cell(a, values, argv, dict(env or {})) for a in allocators]
+        cells += [Cell(a, values, argv, dict(env or {}), stdin=stdin) for a in allocators]
     swept = tuple(k for k in keys if len(sweep[k]) > 1)
     return Plan("command", command[0], tuple(cells), swept, rounds, warmup, timeout_s, mem_limit_bytes)
 

@@ -276,7 +276,8 @@ def args_every(counts: dict[str, float]) -> dict[str, int]:
 def _call_sites_under_perf(cell, ok: list) -> dict:
     """The fallback: one run of the cell under perf record, sampling rates from the measured runs."""
     timeout = max(60.0, (median_wall_s(ok) or 0.0) * where.TIMEOUT_FACTOR)
-    return where.record(list(cell.command), dict(cell.env), cell.allocator.preload, site_counts(ok), timeout)
+    return where.record(list(cell.command), dict(cell.env), cell.allocator.preload, site_counts(ok), timeout,
+                        cell.stdin)
 
 
 def rotated(idx: list[int], round_: int) -> list[int]:

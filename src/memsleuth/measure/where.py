@@ -123,8 +123,9 @@ def plan_events(counts: dict[str, float]) -> list[tuple[list[str], int, int | No
 
 
 def record(command: list[str], env: dict[str, str], preload: str | None, counts: dict[str, float],
-           timeout_s: float) -> dict:
-    """Call sites per event for one command, or {"unavailable": why}."""
+           timeout_s: float, stdin: str | None = None) -> dict:
+    """Call sites per event for one command, or {"unavailable": why}; `stdin`, the file it reads as
+    its standard input (else /dev/null)."""
     perf = perf_path()
     if perf is None:
         return {"unavailable": "perf is not installed (Debian: apt-get install linux-perf)"}
@@ -147,8 +148,9 @@ def record(command: list[str], env: dict[str, str], preload: str | None, counts:
             for e in events:
                 argv += ["-e", e]
             try:
-                rec = subprocess.run(argv + ["--", *wrapped], capture_output=True, text=True, errors="replace",
-                                     stdin=subprocess.DEVNULL, timeout=timeout_s, env={**run_env, **own_files(tmp)})
+                with open(stdin or os.devnull, "rb") as given:    # each run reads it from its start
+                    rec = subprocess.run(argv + ["--", *wrapped], capture_output=True, text=True, errors="replace",
+                                         stdin=given, timeout=timeout_s, env={**run_env, **own_files(tmp)})
             except subprocess.TimeoutExpired:
                 notes.append(f"perf record did not finish within {timeout_s:.0f} s")
                 continue
