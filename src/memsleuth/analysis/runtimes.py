@@ -165,7 +165,10 @@ TABLE: tuple[Runtime, ...] = (
             gc_advice="--max-semi-space-size=<MiB> (a larger young generation: fewer scavenges, and fewer objects "
                       "promoted to the old one); allocate fewer short-lived objects per request",
             try_gc=("--max-semi-space-size=64", (("NODE_OPTIONS", "--max-semi-space-size=64"),))),
-    Runtime("CPython", re.compile(r"^(_Py|Py[A-Z]|pymalloc|_PyObject|list_|dict_|array_|PyArray|npy_)"), False,
+    # Py_INCREF, Py_DECREF, Py_XDECREF: 3.11+'s inline reference counting, named where the symbolizer
+    # reads it inlined (a fork pool reading its parent's tuples: 26% of its samples innermost there,
+    # and CPython found in 49-53% of them against the 50% runtime_running needs, without them)
+    Runtime("CPython", re.compile(r"^(_Py|Py[A-Z_]|pymalloc|_PyObject|list_|dict_|array_|PyArray|npy_)"), False,
             own_release="PYTHONMALLOC=malloc puts small objects on malloc too, where an allocator's options apply",
             contention="these are CPython's own locks: the GIL handed between its threads (one thread runs Python "
                        "code at a time; take_gil and drop_gil wait and wake on futexes) and its threading locks and "
