@@ -241,7 +241,21 @@ typedef struct {
   int left_more;
   char *cwd[MAX_CWDS]; /* --note-cwds: where the tree's processes ran */
   int ncwd;
+  int bounded[2]; /* the command's stdout and stderr where they are ms-run's own files (bound_output), or -1 */
+  uint64_t keep_bytes;
 } run_result;
+
+/* A command's output that ms-run keeps only the tail of is an unlinked file of its own in TMPDIR:
+ * a command writing gigabytes to stdout filled /tmp (on tmpfs, memory) for a tail of a few KiB. At
+ * each tick, once the file holds more than twice `keep` bytes on disk, all but its last `keep` bytes
+ * are punched out: its size and the writer's offset stay, the hole is never read (file_tail reads
+ * the end), and the disk holds about `keep` bytes whatever the command writes. */
+static void bound_output(int fd, uint64_t keep) {
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) < 0 || (uint64_t)st.st_blocks * 512 <= 2 * keep) return;
+  off_t end = (st.st_size - (off_t)keep) & ~(off_t)4095;
+  if (end > 0) (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, end);
+}
 
 /* Forks the command in its own process group with its environment; it execs when `go` is written.
  * With a cgroup (its directory's fd, else -1) the child is created in it (clone3's
@@ -496,6 +510,7 @@ static void supervise(const msr_options *o, run_result *r, int probe_r, uint64_t
       msr_args_tick(&r->args); /* the CPU samples read, joined to the faults: the next tick's faults */
       msr_inside_tick(&r->inside, r->args.faults_on);
       keep_ticks_cheap(r);
+      for (int i = 0; i < 2; i++) bound_output(r->bounded[i], r->keep_bytes);
       next_sample = t + r->tl.interval_ms * 1000000u;
     }
     if (deadline && t >= deadline && !r->timed_out) {
@@ -1100,6 +1115,9 @@ static int run_mode(const msr_options *o) {
 
   run_result r;
   memset(&r, 0, sizeof r);
+  r.bounded[0] = o->stdout_path ? -1 : out_fd; /* a file the user named keeps all of it */
+  r.bounded[1] = o->stderr_path ? -1 : err_fd;
+  r.keep_bytes = o->tail_bytes * 2 > (8u << 20) ? o->tail_bytes * 2 : (8u << 20);
   r.tl.max = o->max_points;
   r.tl.interval_ms = o->sample_ms;
   r.tl.pt = calloc(o->max_points + 1, sizeof *r.tl.pt);

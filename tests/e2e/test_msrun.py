@@ -6,6 +6,7 @@ import time
 import pytest
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -538,3 +539,19 @@ def test_a_buffer_that_mremap_moves_stays_one_mapping(tmp_path, every):
     # What is left is the preloaded library's own small mappings (~200 faults here), none of the buffer's.
     assert faults["mapped_churned"] < 0.05 * total, faults
     assert faults["by_release"]["munmap"][0] < 0.05 * total, faults
+
+
+def test_a_command_writing_much_output_keeps_only_its_tail_on_disk(tmp_path):
+    """ms-run keeps a command's output in an unlinked file of its own for the tail it reports: a command
+    writing gigabytes to stdout filled TMPDIR (on tmpfs, memory). Past 16 MiB on disk all but the last
+    8 MiB is punched out at each tick; the tail is the end of what it wrote."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    # the shell's own stdout read by a subshell ($$ stays the shell's; a last command alone would be exec'd)
+    script = "head -c 200000000 /dev/zero; printf END; sleep 0.3; b=$(stat -L -c %b /proc/$$/fd/1); echo $b >&2"
+    out = subprocess.run([str(native.ms_run()), "--", "sh", "-c", script], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    blocks = int(doc["stderr_tail"].split()[-1])
+    assert blocks * 512 <= 20 << 20, blocks * 512            # 200 MB written, about 8 MiB kept
+    assert doc["stdout_tail"].endswith("END") and len(doc["stdout_tail"]) == 4096
