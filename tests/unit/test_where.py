@@ -419,3 +419,25 @@ def test_a_runs_documents_are_the_lines_that_read_whole_and_a_process_own_sample
     assert documents.run_documents(str(tmp_path), "heap") == []
     (tmp_path / "cpu.jsonl").write_text(json.dumps({**own, "pid": [7]}) + "\n" + json.dumps(by_kernel) + "\n")
     assert [d["comm"] for d in documents.stack_documents(str(tmp_path), "cpu")] == ["b", "a"]   # a foreign pid
+
+
+def test_an_allocator_compiled_into_the_program_is_named_and_its_settings_advised():
+    """A Rust program on the mimalloc crate: its madvise calls come from _mi_prim_decommit in its own
+    binary. They read "the program itself makes these calls ... tuning or replacing the allocator will
+    not remove them", where mimalloc's own settings reach them (and a preload does not replace it)."""
+    from memsleuth.analysis.findings.base import Finding
+    from memsleuth.analysis.summary import with_call_sites
+    prog = "/srv/rmi/target/release/rmi"
+    stack = [F(LIBC, "__GI_madvise", "madvise.c:10"), F(prog, "_mi_prim_decommit"), F(prog, "_mi_os_decommit"),
+             F(prog, "rmi::main", "main.rs:9", "/srv/rmi/src/main.rs")]
+    got = sites.summarise([("rmi", "syscalls:sys_enter_madvise", stack, 10)])["madvise"]
+    assert got["built_in"] == [["mimalloc (rmi)", 1.0]], got["built_in"]
+    storm = Finding(id="madvise-storm", title="Madvise storm", mechanism="m", evidence=[], advice="a", confidence="low",
+                    calls="madvise")
+    where = sites.CallSites.from_dict({"events": {"madvise": got}})
+    (f,) = with_call_sites([storm], where)
+    assert f.who == "allocator" and f.advice.startswith("mimalloc is compiled into the program"), (f.who, f.advice)
+    assert "MIMALLOC_PURGE_DELAY" in f.advice and "straight from the program" not in " ".join(f.evidence)
+    # a program function that only shares a prefix's letters is not an allocator's
+    plain = [F(LIBC, "__GI_madvise"), F(prog, "semi_join"), F(prog, "main")]
+    assert sites.summarise([("p", "syscalls:sys_enter_madvise", plain, 1)])["madvise"]["built_in"] == []

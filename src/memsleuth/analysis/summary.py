@@ -647,6 +647,19 @@ def once_share(e) -> float:
     return sum(share for path, share in paths or () if any(k in path for k in ONCE_FRAMES))
 
 
+# An allocator compiled into the program (records/sites.BUILT_IN_ALLOCATORS): the settings that reach
+# it where it is built in. Preloading another allocator does not replace it (the program calls its
+# functions directly), so only these apply.
+BUILT_IN_SETTINGS = {
+    "mimalloc": "MIMALLOC_ environment variables, such as MIMALLOC_PURGE_DELAY, how long freed memory waits "
+                "before it is returned to the kernel",
+    "jemalloc": "MALLOC_CONF (_RJEM_MALLOC_CONF for Rust's tikv-jemallocator), such as dirty_decay_ms and "
+                "muzzy_decay_ms, how long freed memory waits before it is returned to the kernel",
+    "tcmalloc": "its TCMALLOC_ environment variables and MallocExtension calls",
+    "tbbmalloc": "scalable_allocation_mode calls in the program",
+}
+
+
 def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> list[findings.Finding]:
     """Each finding with the call sites of its events; and who makes the calls from the stacks,
     through malloc/free (the allocator) or not: the strongest evidence, so it decides over the
@@ -679,7 +692,9 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
             # whether a runtime's calls go through malloc's free needs no frame of the program's own
             # code (a JVM's Cleaner thread frees direct buffers: its stacks never reach Java's)
             via_malloc = through >= THROUGH_ALLOCATOR
-        if e and through is not None and e.unwound_share >= where_mod.MIN_UNWOUND:
+        built = e.built_in[0] if e and e.built_in and f.calls and f.id != "lock-contention" else None
+        built = built if built is not None and built[1] >= THROUGH_ALLOCATOR else None
+        if e and through is not None and e.unwound_share >= where_mod.MIN_UNWOUND and built is None:
             decided = "allocator" if through >= THROUGH_ALLOCATOR else "program" if through <= THROUGH_PROGRAM else None
             if decided is not None:
                 share = through if decided == "allocator" else 1 - through
@@ -739,6 +754,13 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
         if once:
             extra = [*extra, f"{once:.0%} of the sampled futex calls are pthread_once's wake after a one-time "
                              "initialization, made whether or not a thread waits: no lock's contention"]
+        if built is not None:
+            # the allocator is the program's own code here: its settings, never "change the program" or a preload
+            name = built[0].split(" (")[0]
+            who, numbers = "allocator", {**numbers, "built_in_allocator": name}
+            extra = [*extra, f"{built[1]:.0%} of the sampled {f.calls} calls come from {built[0]}: an allocator "
+                             "compiled into the program, which a preloaded allocator does not replace"]
+            advice = f"{name} is compiled into the program: its own settings reach it ({BUILT_IN_SETTINGS[name]})"
         out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=f.with_advice(advice),
                            numbers=numbers))
     return out

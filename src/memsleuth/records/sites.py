@@ -32,6 +32,20 @@ INSTALLED = re.compile(r"^(/usr/(bin|sbin|lib|lib64|libexec|local/lib)/|/lib(64)
 ALLOCATOR_FRAMES = ("malloc", "free", "realloc", "calloc", "_int_", "sysmalloc", "systrim", "operator new",
                     "operator delete", "mi_", "je_", "tc_", "tcmalloc", "scalable_", "arena")
 
+# An allocator compiled into the program (Rust's mimalloc or tikv-jemallocator crates, a C++ service
+# linking jemalloc statically): its functions, where they made the calls from the program's own
+# object, by their prefixes. A Rust program on the mimalloc crate made 64 madvise calls from
+# _mi_prim_decommit in its own binary, read "the program itself makes these calls ... tuning or
+# replacing the allocator will not remove them", where mimalloc's own settings reach them.
+BUILT_IN_ALLOCATORS = (("mimalloc", re.compile(r"^_?mi_")), ("jemalloc", re.compile(r"^(_rjem_)?je_|^_rjem_")),
+                       ("tcmalloc", re.compile(r"^tcmalloc::|^tc_")), ("tbbmalloc", re.compile(r"^rml::|^scalable_")))
+
+
+def built_in_allocator(function: str) -> str | None:
+    """The allocator whose function this is, by its name (BUILT_IN_ALLOCATORS), or None."""
+    return next((name for name, pattern in BUILT_IN_ALLOCATORS if pattern.match(function)), None)
+
+
 LOST = "no frame of the program's own code (a runtime's own thread, the loader, or a stack that could not be unwound)"
 # Below this share of stacks that reach the program's own code, the sites decide nothing.
 MIN_UNWOUND = 0.5
@@ -63,6 +77,9 @@ class EventSites:
     # Of those, the ones installed on the system (INSTALLED: a package's program or library, not
     # libc, the loader or the allocator): code the user did not build, such as an interpreter.
     installed_objects: tuple[tuple[str, float], ...] = ()
+    # The allocators compiled into the program whose functions made the calls ('mimalloc (rmi)'):
+    # BUILT_IN_ALLOCATORS, read from the makers in the program's own objects.
+    built_in: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def from_dict(cls, d: dict) -> "EventSites":
@@ -75,7 +92,8 @@ class EventSites:
                    commands=_shares(d["commands"]) if "commands" in d else (),
                    stacks=tuple(d["stacks"]) if "stacks" in d else (),
                    maker_objects=_shares(d["maker_objects"]) if "maker_objects" in d else (),
-                   installed_objects=_shares(d["installed_objects"]) if "installed_objects" in d else ())
+                   installed_objects=_shares(d["installed_objects"]) if "installed_objects" in d else (),
+                   built_in=_shares(d["built_in"]) if "built_in" in d else ())
 
     @property
     def unwound_share(self) -> float:
@@ -271,6 +289,7 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
     stacks: dict[str, Counter] = {}
     maker_objects: dict[str, Counter] = {}
     installed: dict[str, Counter] = {}
+    built_in: dict[str, Counter] = {}
     for comm, event, frames, *weight in samples:
         w = weight[0] if weight else 1
         name = event.split("/")[0].split(":")[-1].replace("sys_enter_", "")
@@ -287,6 +306,10 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
         objects[f"({by.object})" if by is not None else LOST] += w
         if by is not None and INSTALLED.match(by.path or "") and not is_runtime(by.path) and not is_allocator(by):
             installed.setdefault(name, Counter())[f"({by.object})"] += w
+        kind = built_in_allocator(_clean(by.function)) if by is not None and by.function and not is_runtime(by.path) \
+            else None
+        if kind is not None:
+            built_in.setdefault(name, Counter())[f"{kind} ({by.object})"] += w
         if path:
             paths[" -> ".join(dict.fromkeys(path))] += w
         comms[comm] += w
@@ -300,6 +323,7 @@ def summarise(samples, allocator: str | None = None) -> dict[str, dict]:
                      "commands": [[c, k / n] for c, k in comms.most_common(TOP)],
                      "maker_objects": [[o, k / n] for o, k in maker_objects[name].most_common()],
                      "installed_objects": [[o, k / n] for o, k in installed.get(name, Counter()).most_common()],
+                     "built_in": [[o, k / n] for o, k in built_in.get(name, Counter()).most_common()],
                      "stacks": [[[list(f) for f in st], k] for st, k in stacks[name].most_common(STACKS)]}
     return out
 
