@@ -663,6 +663,18 @@ def test_the_syscall_entrys_own_samples_are_the_calls_its_executable_made():
     assert p.when["futex"][2] + p.when["write"][2] + p.when[cpu_profile.UNNAMED_SYSCALL][2] == 40
 
 
+def test_faults_that_zero_huge_pages_are_never_counted_as_small_pages():
+    """A Rust program on mimalloc (its arena asked for huge pages): 266 faults took 573 ms, each zeroing a
+    whole 2 MiB page; the kernel-time finding read "page faults: 266 = 1.0 MiB"."""
+    from memsleuth.analysis.findings import kernel_time
+    (f,) = kernel_time.check(_faulting({"huge-page zero-fill": 1000}))
+    line = next(e for e in f.evidence if e.startswith("page faults: "))
+    assert "zeroing whole 2 MiB huge pages" in line and "= 1562.5 MiB" not in line, line
+    assert "huge pages" in f.mechanism
+    (small,) = kernel_time.check(_faulting({"small-page zero-fill": 1000}))
+    assert "= 1562.5 MiB" in next(e for e in small.evidence if e.startswith("page faults: "))
+
+
 def test_a_quiet_run_never_says_it_counted_no_faults_when_it_counted_some():
     """`openssl speed -multi 2`: 877 page faults and 65 memory system calls counted, none of the explaining
     run's samples in them; the line read "no page faults or memory system calls counted"."""
