@@ -26,6 +26,13 @@ def sampled(argv: list[str], sites: dict[str, int]) -> dict:
     return s.where
 
 
+def python_under_sampler(program: str, spec: str, out) -> subprocess.CompletedProcess:
+    """A Python program with libmssites preloaded, sampling `spec` (MEMSLEUTH_SITES) into `out`."""
+    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
+                          env={**os.environ, "LD_PRELOAD": str(native.native_path("libmssites.so")),
+                               "MEMSLEUTH_SITES": spec, "MEMSLEUTH_SITES_OUT": str(out)})
+
+
 @needs_tracepoints
 def test_the_sampler_takes_one_call_in_its_period_and_names_the_line():
     got = sampled([fixture("plain-madvise_pool"), "20000"], {"madvise": 50, "page-faults": 50})
@@ -96,9 +103,7 @@ def test_a_program_that_sets_its_own_sigtrap_handler_keeps_it_for_its_own_sigtra
                "    b = bytearray(8 << 20)\n"
                "os.kill(os.getpid(), signal.SIGTRAP)\n"
                "print(len(got), signal.getsignal(signal.SIGTRAP) is not signal.SIG_DFL)\n")
-    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
-                          env={**os.environ, "LD_PRELOAD": str(native.native_path("libmssites.so")),
-                               "MEMSLEUTH_SITES": "page-faults=50", "MEMSLEUTH_SITES_OUT": str(out)})
+    proc = python_under_sampler(program, "page-faults=50", out)
     assert proc.stdout.split() == ["1", "True"], proc.stdout       # its own SIGTRAP, once
     (doc,) = [d for d in documents.run_documents(str(out), "sites") if d["samples"]] or [None]
     if doc is None:
@@ -120,9 +125,7 @@ def test_a_forked_worker_that_exits_leaves_its_parent_sampled(tmp_path):
                "for _ in range(10):\n"
                "    b = b'x' * (32 << 20)\n"
                "print(os.getpid())\n")
-    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
-                          env={**os.environ, "LD_PRELOAD": str(native.native_path("libmssites.so")),
-                               "MEMSLEUTH_SITES": "page-faults=500", "MEMSLEUTH_SITES_OUT": str(out)})
+    proc = python_under_sampler(program, "page-faults=500", out)
     docs = {d["pid"]: d for d in documents.run_documents(str(out), "sites")}
     parent = docs[int(proc.stdout.split()[-1])]
     if not parent["events"][0]["opened"]:
