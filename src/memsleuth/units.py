@@ -10,6 +10,7 @@ from memsleuth.errors import UsageError
 # The base page size, measured on this machine (4 KiB on x86-64, 4 or 16 or 64 KiB on arm64):
 # page faults are counted per page, so bytes and faults convert through it.
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+HUGE_PAGE_BYTES = 2 << 20     # a transparent huge page on x86-64 (a PMD's span)
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 _SIZE_FACTORS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}

@@ -7,9 +7,7 @@ from memsleuth.records import cpu_profile
 from memsleuth.events import SYSCALL_COLUMNS, SYSCALLS
 from memsleuth.analysis.findings.base import Finding, confidence_from_margin, mib, rate_per_s
 from memsleuth.analysis.view import HUGE_WORDS_SHARE, CellView
-from memsleuth.units import PAGE_BYTES
-
-HUGE_PAGE_BYTES = 2 << 20
+from memsleuth.units import HUGE_PAGE_BYTES, PAGE_BYTES
 
 # 30% of the CPU time in the kernel: a program that computes spends a few percent there.
 SYS_SHARE = 0.30
