@@ -24,6 +24,22 @@ def test_a_finding_names_its_tunables_and_the_other_installed_allocators():
         ["mimalloc: purge later", "jemalloc", "glibc"]
 
 
+def test_an_allocator_compiled_into_the_program_is_tried_with_its_own_settings_only():
+    """A Rust program on the mimalloc crate, its madvise calls mimalloc's in its own binary: glibc's
+    tunables and preloaded allocators do not reach them (the program calls mimalloc directly), its own
+    purge delay does."""
+    built = Finding("madvise-storm", "t", "m", [], "a", "high", who="allocator",
+                    numbers={"built_in_allocator": "mimalloc"})
+    (t,) = for_findings([built], "glibc", INSTALLED)
+    assert t.name == "mimalloc (built in): purge later" and t.env["MIMALLOC_PURGE_DELAY"] and not t.allocator
+    jem = Finding("mmap-churn", "t", "m", [], "a", "high", who="allocator", numbers={"built_in_allocator": "jemalloc"})
+    (t,) = for_findings([jem], "glibc", INSTALLED)
+    assert t.env["_RJEM_MALLOC_CONF"] == t.env["MALLOC_CONF"]
+    overhead = Finding("heap-overhead", "t", "m", [], "a", "high", who="allocator",
+                       numbers={"built_in_allocator": "mimalloc", "arenas": 3})
+    assert for_findings([overhead], "glibc", INSTALLED) == []       # nothing of its own to try there
+
+
 def test_calls_the_program_makes_itself_get_no_candidate():
     assert for_findings([finding("madvise-storm", who="program")], "glibc", INSTALLED) == []
     assert for_findings([finding("zero-page-read")], "glibc", INSTALLED) == []

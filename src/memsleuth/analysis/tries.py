@@ -181,6 +181,8 @@ ALLOCATOR_SENSITIVE = {"heap-trim-churn": ("brk calls", "page faults"),
                        "heap-retained": ("time-averaged RSS", "peak RSS"),
                        "allocator-time": ("peak RSS",),
                        "mprotect-calls": ("mprotect calls",)}
+# The findings an allocator compiled into the program changes by purging later (PURGE_LATER's settings).
+BUILT_IN_PURGES = ("madvise-storm", "mmap-churn", "heap-trim-churn")
 # Of those, the findings another allocator can change only where the allocator makes their calls or
 # spends their time (the call sites said so: summary.with_call_sites).
 ALLOCATOR_MADE_ONLY = ("allocator-time", "mprotect-calls")
@@ -248,6 +250,17 @@ def for_findings(found: list[Finding], allocator: str, installed: list[str], com
                 if filled is not None:
                     t = Try(name, f.id, ("page faults",), env=filled)   # the calls stay; the re-faults go
                     out[t.key] = out[t.key].merged(t) if t.key in out else t
+            continue
+        built = f.numbers["built_in_allocator"]
+        if built:
+            # An allocator compiled into the program (summary.with_call_sites): neither glibc's tunables
+            # nor a preloaded allocator reach its calls; its own settings, read from the environment, do.
+            if built in PURGE_LATER and f.id in BUILT_IN_PURGES:
+                env = dict(PURGE_LATER[built])
+                if built == "jemalloc":     # Rust's tikv-jemallocator reads its prefixed name
+                    env["_RJEM_MALLOC_CONF"] = env["MALLOC_CONF"]
+                t = Try(f"{built} (built in): purge later", f.id, ALLOCATOR_SENSITIVE[f.id], env=env)
+                out[t.key] = out[t.key].merged(t) if t.key in out else t
             continue
         found_tries = list(TRIES.get(f.id, lambda *_: [])(f, allocator))
         if f.id in ALLOCATOR_SENSITIVE and not (f.id in ALLOCATOR_MADE_ONLY and f.who != "allocator"):
