@@ -19,7 +19,7 @@ from memsleuth.analysis.cost import UnitCosts
 from memsleuth.analysis.findings.base import confidence_from_margin
 from memsleuth.records.model import Readings, cell_label
 from memsleuth.records.sites import CallSites
-from memsleuth.records.stored import EXPLAIN_ROUND, StoredCell, StoredRun
+from memsleuth.records.stored import StoredCell, StoredRun
 
 if TYPE_CHECKING:
     from memsleuth.analysis.memory import Footprint
@@ -647,19 +647,6 @@ def once_share(e) -> float:
     return sum(share for path, share in paths or () if any(k in path for k in ONCE_FRAMES))
 
 
-# An allocator compiled into the program (records/sites.BUILT_IN_ALLOCATORS): the settings that reach
-# it where it is built in. Preloading another allocator does not replace it (the program calls its
-# functions directly), so only these apply.
-BUILT_IN_SETTINGS = {
-    "mimalloc": "MIMALLOC_ environment variables, such as MIMALLOC_PURGE_DELAY, how long freed memory waits "
-                "before it is returned to the kernel",
-    "jemalloc": "MALLOC_CONF (_RJEM_MALLOC_CONF for Rust's tikv-jemallocator), such as dirty_decay_ms and "
-                "muzzy_decay_ms, how long freed memory waits before it is returned to the kernel",
-    "tcmalloc": "its TCMALLOC_ environment variables and MallocExtension calls",
-    "tbbmalloc": "scalable_allocation_mode calls in the program",
-}
-
-
 def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> list[findings.Finding]:
     """Each finding with the call sites of its events; and who makes the calls from the stacks,
     through malloc/free (the allocator) or not: the strongest evidence, so it decides over the
@@ -760,7 +747,11 @@ def with_call_sites(found: list[findings.Finding], where: CallSites | None) -> l
             who, numbers = "allocator", {**numbers, "built_in_allocator": name}
             extra = [*extra, f"{built[1]:.0%} of the sampled {f.calls} calls come from {built[0]}: an allocator "
                              "compiled into the program, which a preloaded allocator does not replace"]
-            advice = f"{name} is compiled into the program: its own settings reach it ({BUILT_IN_SETTINGS[name]})"
+            # its own settings, read from the environment (tries.PURGE_LATER: what --try sets for it)
+            purge = tries.built_in_purge_later(name) if f.id in tries.BUILT_IN_PURGES else {}
+            advice = f"{name} is compiled into the program: its own settings reach it, not a preloaded allocator" + (
+                "; to return freed memory to the kernel later: " + " ".join(f"{k}={v}" for k, v in purge.items())
+                if purge else "")
         out.append(replace(f, call_sites=lines, who=who, evidence=[*f.evidence, *extra], advice=f.with_advice(advice),
                            numbers=numbers))
     return out
@@ -916,8 +907,7 @@ def analyse_check(run: StoredRun) -> CheckAnalysis:
     ok = [s for s in measured if s.ok]
     # A failed warm-up (or preload check) ends the cell before any measured run: it is the result. A
     # failed explaining run is not: the header says what it did not gather.
-    failed = [s for s in measured if not s.ok] or [s for r, w, s in cell.samples
-                                                   if w and r != EXPLAIN_ROUND and not s.ok]
+    failed = cell.failures()
     # A crashed run's regions and counters up to the crash are evidence too.
     view = findings.CellView(cell.allocator.name, cell.allocator.name, ok or measured, failed,
                              explain=cell.explain_samples, units=units_of(run), window=run.attached is not None)

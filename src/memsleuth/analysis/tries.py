@@ -183,6 +183,15 @@ ALLOCATOR_SENSITIVE = {"heap-trim-churn": ("brk calls", "page faults"),
                        "mprotect-calls": ("mprotect calls",)}
 # The findings an allocator compiled into the program changes by purging later (PURGE_LATER's settings).
 BUILT_IN_PURGES = ("madvise-storm", "mmap-churn", "heap-trim-churn")
+
+
+def built_in_purge_later(allocator: str) -> dict[str, str]:
+    """PURGE_LATER's environment for an allocator compiled into the program (empty: none known):
+    Rust's tikv-jemallocator reads its prefixed _RJEM_MALLOC_CONF, a C program's jemalloc MALLOC_CONF."""
+    env = dict(PURGE_LATER.get(allocator, {}))
+    if "MALLOC_CONF" in env:
+        env["_RJEM_MALLOC_CONF"] = env["MALLOC_CONF"]
+    return env
 # Of those, the findings another allocator can change only where the allocator makes their calls or
 # spends their time (the call sites said so: summary.with_call_sites).
 ALLOCATOR_MADE_ONLY = ("allocator-time", "mprotect-calls")
@@ -255,10 +264,8 @@ def for_findings(found: list[Finding], allocator: str, installed: list[str], com
         if built:
             # An allocator compiled into the program (summary.with_call_sites): neither glibc's tunables
             # nor a preloaded allocator reach its calls; its own settings, read from the environment, do.
-            if built in PURGE_LATER and f.id in BUILT_IN_PURGES:
-                env = dict(PURGE_LATER[built])
-                if built == "jemalloc":     # Rust's tikv-jemallocator reads its prefixed name
-                    env["_RJEM_MALLOC_CONF"] = env["MALLOC_CONF"]
+            env = built_in_purge_later(built)
+            if env and f.id in BUILT_IN_PURGES:
                 t = Try(f"{built} (built in): purge later", f.id, ALLOCATOR_SENSITIVE[f.id], env=env)
                 out[t.key] = out[t.key].merged(t) if t.key in out else t
             continue

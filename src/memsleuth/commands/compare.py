@@ -91,17 +91,16 @@ def run(args, command: list[str] | None, console: Console) -> int:
             raise UsageError("--metric reads a command's output: give the command after --")
         workload = workloads.get(args.workload or "random-mixed")
     allocs = allocators.resolve(args.alloc)
+    variants = _variants(args)
     if workload is None:
-        variants = _variants(args)
         p = planning.command_plan(command, allocs, rounds=rounds, timeout_s=timeout, mem_limit_bytes=mem_limit,
                                   env=env, param_options=args.param or [], stdin=options.command_input())
         if metric is not None:
             p = dataclasses.replace(p, metric=metric)
-        return _measure(args, console, p, allocs, env, command, metric, noise, warmup, variants)
     else:
         p = planning.workload_plan(workload, allocs, args.param or [], rounds=rounds, timeout_s=timeout,
                                    mem_limit_bytes=mem_limit, env=env)
-    return _measure(args, console, p, allocs, env, command, metric, noise, warmup, _variants(args))
+    return _measure(args, console, p, allocs, env, command, metric, noise, warmup, variants)
 
 
 def _measure(args, console: Console, p: planning.Plan, allocs: list, env: dict, command, metric, noise: float,
