@@ -290,8 +290,9 @@ def command_input() -> str | None:
     if os.isatty(0):
         return None
     if stat.S_ISREG(st.st_mode) and st.st_size:
+        from memsleuth.textsafe import visible
         try:
-            name = os.readlink("/proc/self/fd/0")
+            name = visible(os.readlink("/proc/self/fd/0"))     # a name of the user's: control characters escaped
         except OSError:
             name = "a file"
         print(f"memsleuth: the command's standard input is {name} ({fmt_bytes(st.st_size)}), read from its start by "

@@ -127,7 +127,7 @@ RESTARTED_SHARE = 0.5
 STARTS = {
     "file-backed": (
         "; a program's executable and shared libraries are mapped files too: every start of a program faults in "
-        "again the pages of them it runs or reads (from the page cache)",
+        "again the pages of them it runs or reads (from the page cache, or the disk)",
         "where they are the starts of the programs the evidence names: start fewer of them (one process that handles many "
         "inputs instead of one per input), or link them statically (fewer libraries to map at each start); where "
         "they are in a data file a program maps: "),

@@ -70,8 +70,8 @@ def check(view: CellView) -> list[Finding]:
         mechanism = (f"the largest part of the kernel time is page faults ({faults:,.0f}, about "
                      f"{split.cost('page-faults') / 1e6:,.0f} ms): memory is being faulted in, first touched or "
                      "touched again after it was given back" +
-                     (", most of the faults' time zeroing whole 2 MiB huge pages (transparent huge pages: each fault "
-                      "clears 512 small pages' worth)" if huge else ""))
+                     (", most of the faults' time zeroing whole 2 MiB huge pages (transparent huge pages: a huge-page "
+                      "fault clears 512 small pages' worth)" if huge else ""))
     else:
         mechanism = (f"the largest counted part of the kernel time is {culprit} ({calls[culprit]:,.0f} calls, about "
                      f"{split.cost(culprit) / 1e6:,.0f} ms)")
